@@ -1,0 +1,38 @@
+#!/bin/sh
+# Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
+# Idempotent: packages already present are left as they are. Needs root (or sudo).
+set -eu
+
+PACKAGES="
+  build-essential pkg-config scons python3
+  libzmq3-dev libczmq-dev
+  liblmdb-dev lmdb-utils
+  libprotobuf-c-dev protobuf-c-compiler
+  libxxhash-dev zlib1g-dev
+  libjansson-dev libmicrohttpd-dev
+  libcmocka-dev
+  clang libclang-rt-14-dev valgrind
+"
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing
