@@ -1,0 +1,359 @@
+/*  ddata.h — Shoal Distributed Data: replicated data types (delta-state CRDTs).
+
+    This header is the whole public API of ddata/. This part covers the data types; the node and
+    the replicator build on them.
+
+    THE TYPES
+    Every value is a `shoal_crdt_t`, an opaque object whose type is one of:
+      VersionVector  node -> counter; compare gives before / after / same / concurrent.
+      GCounter       grow-only counter.          PNCounter    increment and decrement.
+      GSet           grow-only set of byte strings.
+      ORSet          observed-remove set, add wins over a concurrent remove that did not observe it.
+      ORMap          map from byte-string keys (an ORSet) to values of one CRDT type.
+      ORMultiMap     ORMap of ORSets (optionally propagating value deltas).
+      LWWRegister    last-writer-wins register of bytes.   LWWMap   ORMap of LWWRegisters.
+      PNCounterMap   ORMap of PNCounters.         Flag     false, then true for ever.
+
+    MERGE is a join: commutative, associative and idempotent, so replicas that exchange their
+    states in any order, any number of times, end equal. One exception that Shoal shares with Akka
+    on purpose: the map types drop a key's value when the key is removed, so when a removal races
+    with an update of that key's value the merge is commutative and idempotent but not always
+    associative; replicas still converge (the replicator's full-state anti-entropy completes it),
+    and the property tests check that they do.
+
+    DELTAS. A mutation records what it changed in the value's pending delta, itself a small value
+    (of the type's delta type) that can be shipped instead of the full state and merged with
+    `shoal_crdt_merge_delta`. Deltas merge with each other (a delta group) with `shoal_crdt_merge`.
+    `shoal_type_delta_causal` says whether a type's deltas must be applied in the order their
+    origin produced them; the replicator honours it with per-origin sequence numbers and asks for
+    full state on a gap.
+
+    PRUNING. Types with per-node state (counters, versions, dots) can fold a removed node's
+    contribution into a surviving node: `shoal_crdt_prune` (keeps the value), then, once every
+    replica has pruned, `shoal_crdt_prune_cleanup` drops what is left of the removed node so that
+    old state merged back later cannot resurrect it. The replicator coordinates the rounds.
+
+    SERIALIZATION. `shoal_crdt_encode` writes a self-describing envelope (type tag and format
+    version, proto/ddata.proto) in a canonical form: the same value always gives the same bytes,
+    so `shoal_crdt_digest` (XXH3-128 of those bytes) compares replicas. `shoal_crdt_decode`
+    rejects malformed, inconsistent or oversized input with an error code, never a crash.
+
+    NODE IDS are the cluster's unique addresses "host:port:uid" (the uid is new at every start).
+    They are interned: `shoal_node_intern` returns one stable pointer per id for the life of the
+    process, so types compare nodes by pointer.
+
+    THREADS. A value belongs to one thread at a time; nothing here locks, except node interning,
+    which is thread-safe. Functions return 0 (or a count) on success and a negative SHOAL_E* code
+    on failure; `shoal_strerror` names it. Allocation failure aborts the process.
+*/
+#ifndef SHOAL_DDATA_H
+#define SHOAL_DDATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI version of libshoal: the SONAME carries the major. */
+#define SHOAL_VERSION_MAJOR 0
+#define SHOAL_VERSION_MINOR 1
+#define SHOAL_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ */
+#define SHOAL_OK         0
+#define SHOAL_EINVAL    -1  /* invalid argument or wrong use of the API */
+#define SHOAL_ETYPE     -2  /* value is not of the type the call needs */
+#define SHOAL_EDECODE   -3  /* malformed or inconsistent serialized input */
+#define SHOAL_ETOOBIG   -4  /* input or value over a size limit */
+#define SHOAL_EVERSION  -5  /* unknown type tag or newer format version */
+#define SHOAL_EOVERFLOW -6  /* a counter would overflow 64 bits */
+#define SHOAL_ENOTFOUND -7  /* no such key or element */
+#define SHOAL_ENODE     -8  /* malformed node id */
+
+/* Name of an error code; never NULL. */
+const char *shoal_strerror(int code);
+
+/* ---------------------------------------------------------------------------------------------
+ * Growable byte buffer, used for encoding and rendering. Zero-initialize, or shoal_buf_init.
+ */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} shoal_buf_t;
+
+void shoal_buf_init(shoal_buf_t *buf);
+void shoal_buf_free(shoal_buf_t *buf);
+void shoal_buf_reset(shoal_buf_t *buf); /* len = 0, keeps the memory */
+void shoal_buf_reserve(shoal_buf_t *buf, size_t extra);
+void shoal_buf_append(shoal_buf_t *buf, const void *data, size_t len);
+void shoal_buf_printf(shoal_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends bytes as a quoted string, escaping what is not printable ASCII. */
+void shoal_buf_append_quoted(shoal_buf_t *buf, const void *data, size_t len);
+/* NUL-terminated view of the contents (the NUL is not counted in len). */
+const char *shoal_buf_cstr(shoal_buf_t *buf);
+
+/* ---------------------------------------------------------------------------------------------
+ * Node ids
+ */
+typedef struct shoal_node shoal_node_t;
+
+#define SHOAL_NODE_ID_MAX 255
+
+/* The unique interned node for `id` ("host:port:uid"; host may be a name, an IPv4 address or a
+   bracketed IPv6 address; port 1..65535; uid a decimal 64-bit number). Returns NULL if the id is
+   malformed. Thread-safe. The pointer stays valid until the process exits. */
+const shoal_node_t *shoal_node_intern(const char *id);
+/* Same, from a length-delimited string (need not be NUL-terminated). */
+const shoal_node_t *shoal_node_intern_n(const char *id, size_t len);
+/* Builds and interns "host:port:uid". */
+const shoal_node_t *shoal_node_make(const char *host, uint16_t port, uint64_t uid);
+const char *shoal_node_id(const shoal_node_t *node);
+const char *shoal_node_host(const shoal_node_t *node);
+uint16_t shoal_node_port(const shoal_node_t *node);
+uint64_t shoal_node_uid(const shoal_node_t *node);
+/* Total order of node ids (byte order of the id strings): the order used for canonical
+   encoding and for tie-breaks ("the lower node id"). */
+int shoal_node_cmp(const shoal_node_t *a, const shoal_node_t *b);
+
+/* ---------------------------------------------------------------------------------------------
+ * Values: the operations every type has
+ */
+typedef struct shoal_crdt shoal_crdt_t;
+typedef struct shoal_type shoal_type_t;
+
+/* Type tags: the ValueType numbers of proto/ddata.proto. */
+typedef enum {
+    SHOAL_VERSION_VECTOR = 1,
+    SHOAL_GCOUNTER = 2,
+    SHOAL_PNCOUNTER = 3,
+    SHOAL_GSET = 4,
+    SHOAL_ORSET = 5,
+    SHOAL_ORMAP = 6,
+    SHOAL_ORMULTIMAP = 7,
+    SHOAL_LWWREGISTER = 8,
+    SHOAL_LWWMAP = 9,
+    SHOAL_PNCOUNTERMAP = 10,
+    SHOAL_FLAG = 11,
+    SHOAL_ORSET_DELTA = 12,
+    SHOAL_ORMAP_DELTA = 13,
+} shoal_type_tag_t;
+
+/* Largest serialized value decode accepts; the replicator applies its own, smaller frame limits
+   before decoding. */
+#define SHOAL_DECODE_MAX (256u * 1024 * 1024)
+/* Deepest nesting of values in values (maps of maps) that decode accepts. */
+#define SHOAL_DECODE_MAX_DEPTH 8
+
+/* The descriptor of a type tag, or NULL for an unknown tag. */
+const shoal_type_t *shoal_type_by_tag(uint32_t tag);
+/* The descriptor of a type by name ("ORSet", "GCounter", ...), or NULL. */
+const shoal_type_t *shoal_type_by_name(const char *name);
+const char *shoal_type_name(const shoal_type_t *type);
+uint32_t shoal_type_tag(const shoal_type_t *type);
+/* True when the type records deltas. */
+bool shoal_type_has_delta(const shoal_type_t *type);
+/* True when deltas of this type must be applied in the order of their origin. */
+bool shoal_type_delta_causal(const shoal_type_t *type);
+/* True when the type holds per-node state that pruning must fold away. */
+bool shoal_type_has_pruning(const shoal_type_t *type);
+
+/* A new empty value of a simple type (everything but the maps, which need a value type:
+   use shoal_ormap_new and friends). NULL for a map type or a delta type. */
+shoal_crdt_t *shoal_crdt_new(const shoal_type_t *type);
+void shoal_crdt_destroy(shoal_crdt_t **self_p);
+shoal_crdt_t *shoal_crdt_clone(const shoal_crdt_t *self);
+const shoal_type_t *shoal_crdt_type(const shoal_crdt_t *self);
+
+/* self := self ⊔ other. Both of one type (SHOAL_ETYPE otherwise). Does not touch self's pending
+   delta: merging in other replicas' state is not a local change to ship. Two deltas of one type
+   merge into a delta group the same way. */
+int shoal_crdt_merge(shoal_crdt_t *self, const shoal_crdt_t *other);
+
+/* The pending delta (borrowed; valid until the next mutation, reset or destroy), or NULL when
+   there is none or the type has no deltas. */
+const shoal_crdt_t *shoal_crdt_delta(const shoal_crdt_t *self);
+/* Takes the pending delta out (the caller owns it) and resets it; NULL when there is none. */
+shoal_crdt_t *shoal_crdt_take_delta(shoal_crdt_t *self);
+void shoal_crdt_reset_delta(shoal_crdt_t *self);
+/* self := self ⊔ delta, where delta is of self's delta type (or a full state of self's type). */
+int shoal_crdt_merge_delta(shoal_crdt_t *self, const shoal_crdt_t *delta);
+
+/* Equality of values (pending deltas are not part of the value). */
+bool shoal_crdt_equal(const shoal_crdt_t *a, const shoal_crdt_t *b);
+/* Appends the canonical self-describing encoding to out. */
+int shoal_crdt_encode(const shoal_crdt_t *self, shoal_buf_t *out);
+/* Decodes an encoding made by shoal_crdt_encode. On success *out is a new value. */
+int shoal_crdt_decode(const void *data, size_t len, shoal_crdt_t **out);
+/* XXH3-128 of the canonical encoding. */
+int shoal_crdt_digest(const shoal_crdt_t *self, uint8_t digest[16]);
+/* Appends a human-readable rendering (one line for small values), e.g. ORSet{"a", "b"}. */
+int shoal_crdt_render(const shoal_crdt_t *self, shoal_buf_t *out);
+
+/* Pruning of a removed node's contribution. */
+/* Nodes that have contributed to the value (borrowed pointers). Returns how many there are,
+   writing at most `cap` of them into `nodes`. */
+size_t shoal_crdt_modified_by(const shoal_crdt_t *self, const shoal_node_t **nodes, size_t cap);
+bool shoal_crdt_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *removed);
+/* Folds removed's contribution into `into`, keeping the value. */
+int shoal_crdt_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
+/* Drops what is left of removed (after every replica pruned), so merging back old state that
+   still holds its contribution cannot resurrect it. */
+int shoal_crdt_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed);
+
+/* ---------------------------------------------------------------------------------------------
+ * VersionVector
+ */
+typedef enum {
+    SHOAL_VV_SAME = 0,
+    SHOAL_VV_BEFORE = 1, /* a < b */
+    SHOAL_VV_AFTER = 2,  /* a > b */
+    SHOAL_VV_CONCURRENT = 3,
+} shoal_vv_order_t;
+
+shoal_crdt_t *shoal_vv_new(void);
+/* Increments node's counter. */
+int shoal_vv_increment(shoal_crdt_t *vv, const shoal_node_t *node);
+/* Sets node's counter to max(current, counter). */
+int shoal_vv_witness(shoal_crdt_t *vv, const shoal_node_t *node, uint64_t counter);
+uint64_t shoal_vv_get(const shoal_crdt_t *vv, const shoal_node_t *node);
+size_t shoal_vv_size(const shoal_crdt_t *vv);
+/* The i-th entry in node order (i < size). */
+int shoal_vv_entry(const shoal_crdt_t *vv, size_t i, const shoal_node_t **node, uint64_t *counter);
+shoal_vv_order_t shoal_vv_compare(const shoal_crdt_t *a, const shoal_crdt_t *b);
+
+/* ---------------------------------------------------------------------------------------------
+ * GCounter and PNCounter
+ */
+shoal_crdt_t *shoal_gcounter_new(void);
+int shoal_gcounter_increment(shoal_crdt_t *c, const shoal_node_t *self, uint64_t n);
+uint64_t shoal_gcounter_value(const shoal_crdt_t *c);
+
+shoal_crdt_t *shoal_pncounter_new(void);
+/* Adds n (negative n decrements). */
+int shoal_pncounter_add(shoal_crdt_t *c, const shoal_node_t *self, int64_t n);
+/* The value as increments - decrements; SHOAL_EOVERFLOW if it does not fit in int64. */
+int shoal_pncounter_value(const shoal_crdt_t *c, int64_t *value);
+uint64_t shoal_pncounter_increments(const shoal_crdt_t *c);
+uint64_t shoal_pncounter_decrements(const shoal_crdt_t *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * GSet and ORSet: sets of byte strings
+ */
+/* Called once per element, in canonical (byte) order; return nonzero to stop. */
+typedef int (shoal_elem_fn)(const void *elem, size_t len, void *arg);
+
+shoal_crdt_t *shoal_gset_new(void);
+int shoal_gset_add(shoal_crdt_t *s, const void *elem, size_t len);
+bool shoal_gset_contains(const shoal_crdt_t *s, const void *elem, size_t len);
+size_t shoal_gset_size(const shoal_crdt_t *s);
+int shoal_gset_foreach(const shoal_crdt_t *s, shoal_elem_fn *fn, void *arg);
+
+shoal_crdt_t *shoal_orset_new(void);
+int shoal_orset_add(shoal_crdt_t *s, const shoal_node_t *self, const void *elem, size_t len);
+/* Removes the element as this replica has observed it; SHOAL_ENOTFOUND if absent (no delta). */
+int shoal_orset_remove(shoal_crdt_t *s, const shoal_node_t *self, const void *elem, size_t len);
+/* Removes every element observed here. */
+int shoal_orset_clear(shoal_crdt_t *s, const shoal_node_t *self);
+bool shoal_orset_contains(const shoal_crdt_t *s, const void *elem, size_t len);
+size_t shoal_orset_size(const shoal_crdt_t *s);
+int shoal_orset_foreach(const shoal_crdt_t *s, shoal_elem_fn *fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Flag
+ */
+shoal_crdt_t *shoal_flag_new(void);
+int shoal_flag_switch_on(shoal_crdt_t *f);
+bool shoal_flag_enabled(const shoal_crdt_t *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * LWWRegister
+ *
+ * The value with the greater timestamp wins; equal timestamps are broken by the lower node id.
+ * Where the timestamp comes from is the clock: the default wall clock (microseconds since the
+ * epoch, and never behind the register's current timestamp + 1, so one register never goes
+ * backwards even if the wall clock does), the reverse clock (counts down: the first write wins),
+ * or the caller's own (an epoch, a sequence number: the sharding coordinator uses one).
+ */
+typedef int64_t (shoal_clock_fn)(int64_t current_timestamp, const void *value, size_t len,
+                                 void *arg);
+/* The default clock: max(now_us, current + 1). */
+int64_t shoal_lww_clock_default(int64_t current_timestamp, const void *value, size_t len,
+                                void *arg);
+/* The reverse clock: min(-now_us, current - 1). */
+int64_t shoal_lww_clock_reverse(int64_t current_timestamp, const void *value, size_t len,
+                                void *arg);
+
+shoal_crdt_t *shoal_lwwreg_new(void);
+/* Sets the value with a timestamp from `clock` (NULL = default clock). */
+int shoal_lwwreg_set(shoal_crdt_t *r, const shoal_node_t *self, const void *value, size_t len,
+                     shoal_clock_fn *clock, void *clock_arg);
+/* Sets the value with an explicit timestamp (a caller-supplied clock such as an epoch). The
+   write takes effect only if it wins against the current value. */
+int shoal_lwwreg_set_at(shoal_crdt_t *r, const shoal_node_t *self, const void *value, size_t len,
+                        int64_t timestamp);
+/* The value (borrowed, valid until the next change), its length, timestamp and writer. A register
+   never written has len 0, timestamp INT64_MIN and writer NULL. */
+const void *shoal_lwwreg_value(const shoal_crdt_t *r, size_t *len);
+int64_t shoal_lwwreg_timestamp(const shoal_crdt_t *r);
+const shoal_node_t *shoal_lwwreg_writer(const shoal_crdt_t *r);
+
+/* ---------------------------------------------------------------------------------------------
+ * Maps: ORMap and its specializations
+ *
+ * Keys are byte strings held in an ORSet (add wins); each present key has one value of the map's
+ * value type. Updating a key's value goes through a modify function that mutates the value in
+ * place (a new key starts from the type's empty value); the map records the key's addition and
+ * the value's delta in its own delta.
+ */
+typedef int (shoal_modify_fn)(shoal_crdt_t *value, void *arg);
+typedef int (shoal_entry_fn)(const void *key, size_t len, const shoal_crdt_t *value, void *arg);
+
+shoal_crdt_t *shoal_ormap_new(const shoal_type_t *value_type);
+const shoal_type_t *shoal_ormap_value_type(const shoal_crdt_t *m);
+/* Applies modify to the key's value (created empty when absent). modify's nonzero return aborts
+   the update, leaves the map as it was and is returned. Works on every map type. */
+int shoal_ormap_update(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t len,
+                       shoal_modify_fn *modify, void *arg);
+/* Removes the key as observed here; SHOAL_ENOTFOUND if absent. Works on every map type. */
+int shoal_ormap_remove(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t len);
+/* The key's value (borrowed, valid until the next change of the map) or NULL. */
+const shoal_crdt_t *shoal_ormap_get(const shoal_crdt_t *m, const void *key, size_t len);
+size_t shoal_ormap_size(const shoal_crdt_t *m);
+/* Entries in key order. */
+int shoal_ormap_foreach(const shoal_crdt_t *m, shoal_entry_fn *fn, void *arg);
+
+/* ORMultiMap: key -> set of byte strings. With value_deltas, updates ship ORSet deltas and a
+   removed key's set is cleared first (so a concurrent re-add does not bring old elements back);
+   without, updates ship the key's whole set (Akka's default). */
+shoal_crdt_t *shoal_ormultimap_new(bool value_deltas);
+int shoal_ormultimap_add(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
+                         const void *elem, size_t elen);
+int shoal_ormultimap_remove_binding(shoal_crdt_t *m, const shoal_node_t *self, const void *key,
+                                    size_t klen, const void *elem, size_t elen);
+/* The key's ORSet (borrowed) or NULL. */
+const shoal_crdt_t *shoal_ormultimap_get(const shoal_crdt_t *m, const void *key, size_t klen);
+
+/* LWWMap: key -> bytes, last writer wins per key. */
+shoal_crdt_t *shoal_lwwmap_new(void);
+int shoal_lwwmap_put(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
+                     const void *value, size_t vlen, shoal_clock_fn *clock, void *clock_arg);
+/* The key's value (borrowed) or NULL. */
+const void *shoal_lwwmap_get(const shoal_crdt_t *m, const void *key, size_t klen, size_t *vlen);
+
+/* PNCounterMap: key -> PNCounter. */
+shoal_crdt_t *shoal_pncountermap_new(void);
+int shoal_pncountermap_add(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
+                           int64_t n);
+/* The key's value; SHOAL_ENOTFOUND if absent. */
+int shoal_pncountermap_get(const shoal_crdt_t *m, const void *key, size_t klen, int64_t *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

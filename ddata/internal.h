@@ -1,0 +1,192 @@
+/*  internal.h — private to ddata/: the type vtable, allocation wrappers, and the small
+    containers the types share (sorted node maps, a byte-string hash map, canonical encoding
+    helpers). Nothing here is part of the public API.
+*/
+#ifndef SHOAL_DDATA_INTERNAL_H
+#define SHOAL_DDATA_INTERNAL_H
+
+#include "ddata.h"
+#include "ddata.pb-c.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Allocation: failure aborts in one place (STYLE: return codes are for real failures).
+ */
+void *shoal_malloc(size_t n);
+void *shoal_calloc(size_t count, size_t size);
+void *shoal_realloc(void *p, size_t n);
+void *shoal_memdup(const void *p, size_t n);
+/* Grows *arr (of *cap elements of size `size`) to hold at least `need`. */
+void shoal_grow(void **arr, size_t *cap, size_t need, size_t size);
+#define SHOAL_GROW(arr, cap, need) shoal_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+/* ---------------------------------------------------------------------------------------------
+ * The type vtable. Every value starts with `const shoal_type_t *type`.
+ */
+struct shoal_crdt {
+    const shoal_type_t *type;
+};
+
+struct shoal_type {
+    const char *name;
+    uint32_t tag;            /* ValueType number */
+    uint32_t format_version; /* of the payload; decode refuses newer ones */
+    const shoal_type_t *delta_type; /* NULL: no deltas */
+    bool delta_causal;
+    bool has_pruning;
+    bool is_map;                    /* created with a value type, not by create() */
+
+    shoal_crdt_t *(*create)(void); /* NULL for maps and delta types */
+    void (*destroy)(shoal_crdt_t *self);
+    shoal_crdt_t *(*clone)(const shoal_crdt_t *self);
+    int (*merge)(shoal_crdt_t *self, const shoal_crdt_t *other);
+
+    const shoal_crdt_t *(*delta)(const shoal_crdt_t *self);
+    shoal_crdt_t *(*take_delta)(shoal_crdt_t *self);
+    /* delta is of delta_type (or of this type: a full state). */
+    int (*merge_delta)(shoal_crdt_t *self, const shoal_crdt_t *delta);
+
+    /* NULL: compare canonical encodings. */
+    bool (*equal)(const shoal_crdt_t *a, const shoal_crdt_t *b);
+    /* The type's own message (the envelope's payload), canonical. */
+    int (*encode_payload)(const shoal_crdt_t *self, shoal_buf_t *out);
+    /* depth = nesting level of this value (0 at the top), for map values. */
+    int (*decode_payload)(const uint8_t *data, size_t len, int depth, shoal_crdt_t **out);
+    int (*render)(const shoal_crdt_t *self, shoal_buf_t *out);
+
+    size_t (*modified_by)(const shoal_crdt_t *self, const shoal_node_t **nodes, size_t cap);
+    bool (*needs_pruning_from)(const shoal_crdt_t *self, const shoal_node_t *removed);
+    int (*prune)(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
+    int (*prune_cleanup)(shoal_crdt_t *self, const shoal_node_t *removed);
+};
+
+extern const shoal_type_t shoal_type_version_vector;
+extern const shoal_type_t shoal_type_gcounter;
+extern const shoal_type_t shoal_type_pncounter;
+extern const shoal_type_t shoal_type_gset;
+extern const shoal_type_t shoal_type_orset;
+extern const shoal_type_t shoal_type_orset_delta;
+extern const shoal_type_t shoal_type_ormap;
+extern const shoal_type_t shoal_type_ormultimap;
+extern const shoal_type_t shoal_type_lwwmap;
+extern const shoal_type_t shoal_type_pncountermap;
+extern const shoal_type_t shoal_type_ormap_delta;
+extern const shoal_type_t shoal_type_lwwregister;
+extern const shoal_type_t shoal_type_flag;
+
+/* True when v is non-NULL and of type t. */
+static inline bool shoal_is(const shoal_crdt_t *v, const shoal_type_t *t)
+{
+    return v && v->type == t;
+}
+
+/* Decodes an envelope at a nesting depth (maps decode their values with depth + 1). */
+int shoal_crdt_decode_depth(const void *data, size_t len, int depth, shoal_crdt_t **out);
+/* Encodes a value into a protobuf-c Value envelope whose payload points into `scratch`
+   (which must outlive the envelope). Used by the maps for their nested values. */
+int shoal_crdt_encode_envelope(const shoal_crdt_t *self, shoal_buf_t *scratch,
+                               Shoal__Ddata__Value *env);
+
+/* Packs any protobuf-c message onto the end of out. */
+void shoal_pb_pack(const ProtobufCMessage *msg, shoal_buf_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Canonical order of byte strings: memcmp on the common prefix, then the shorter first.
+ */
+static inline int shoal_bytes_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+uint64_t shoal_hash_bytes(const void *data, size_t len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sorted node map: node -> uint64, ascending by node id. The state of VersionVector and
+ * GCounter, and the compact part of ORSet's causal context. Clusters have tens to hundreds of
+ * nodes, so a sorted array with a pointer scan beats any tree here.
+ */
+typedef struct {
+    const shoal_node_t *node;
+    uint64_t value;
+} shoal_nm_entry_t;
+
+typedef struct {
+    shoal_nm_entry_t *e;
+    size_t n, cap;
+} shoal_nodemap_t;
+
+void shoal_nm_free(shoal_nodemap_t *m);
+void shoal_nm_copy(shoal_nodemap_t *dst, const shoal_nodemap_t *src);
+/* 0 when absent. */
+uint64_t shoal_nm_get(const shoal_nodemap_t *m, const shoal_node_t *node);
+/* Index of node or -1. */
+ptrdiff_t shoal_nm_find(const shoal_nodemap_t *m, const shoal_node_t *node);
+/* Sets node's value (value 0 removes the entry). */
+void shoal_nm_set(shoal_nodemap_t *m, const shoal_node_t *node, uint64_t value);
+void shoal_nm_remove(shoal_nodemap_t *m, const shoal_node_t *node);
+/* m[node] = max(m[node], other[node]) for every node. Returns true if m changed. */
+bool shoal_nm_merge_max(shoal_nodemap_t *m, const shoal_nodemap_t *other);
+bool shoal_nm_equal(const shoal_nodemap_t *a, const shoal_nodemap_t *b);
+/* Encodes as parallel arrays (node ids, values), as VersionVector and GCounter do. The arrays
+   point into m and are allocated with shoal_malloc; free with shoal_nm_pb_free. */
+void shoal_nm_to_pb(const shoal_nodemap_t *m, size_t *n, char ***nodes, uint64_t **values);
+void shoal_nm_pb_free(char **nodes, uint64_t *values);
+/* Decodes parallel arrays: ids well-formed and strictly ascending, values > 0. */
+int shoal_nm_from_pb(shoal_nodemap_t *m, size_t n_nodes, char *const *nodes, size_t n_values,
+                     const uint64_t *values);
+/* Renders as {node=value, ...}. */
+void shoal_nm_render(const shoal_nodemap_t *m, shoal_buf_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Node table for encodings that refer to nodes many times: collect, sort, then index.
+ */
+typedef struct {
+    const shoal_node_t **nodes;
+    size_t n, cap;
+} shoal_nodetab_t;
+
+void shoal_nodetab_add(shoal_nodetab_t *t, const shoal_node_t *node);
+/* Sorts and removes duplicates; call once after the adds. */
+void shoal_nodetab_finish(shoal_nodetab_t *t);
+/* Index of node in a finished table (it must be there). */
+uint32_t shoal_nodetab_index(const shoal_nodetab_t *t, const shoal_node_t *node);
+void shoal_nodetab_free(shoal_nodetab_t *t);
+/* Decodes a node table: ids well-formed, strictly ascending. */
+int shoal_nodetab_from_pb(shoal_nodetab_t *t, size_t n, char *const *ids);
+
+/* ---------------------------------------------------------------------------------------------
+ * Byte-string hash map: key bytes -> void *. Open addressing with linear probing; keys are
+ * copied into the map. Iteration order is unspecified: encoders sort.
+ */
+typedef struct {
+    uint8_t *key;
+    size_t klen;
+    uint64_t hash; /* 0 marks an empty slot (real hashes are forced nonzero) */
+    void *value;
+} shoal_hslot_t;
+
+typedef struct {
+    shoal_hslot_t *slots;
+    size_t cap; /* power of two, or 0 */
+    size_t n;   /* live entries */
+    size_t used;/* live + deleted slots */
+} shoal_hmap_t;
+
+void shoal_hmap_free(shoal_hmap_t *h); /* frees keys, not values */
+void *shoal_hmap_get(const shoal_hmap_t *h, const void *key, size_t klen);
+/* Slot for key, inserting it with value NULL when absent (*inserted tells). */
+shoal_hslot_t *shoal_hmap_upsert(shoal_hmap_t *h, const void *key, size_t klen, bool *inserted);
+/* Removes key; returns its value (or NULL). */
+void *shoal_hmap_remove(shoal_hmap_t *h, const void *key, size_t klen);
+/* Live slots sorted in canonical key order (an array the caller frees). */
+shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h);
+/* Iteration: for (i = 0; i < h->cap; i++) if (SHOAL_HSLOT_LIVE(&h->slots[i])) ... */
+#define SHOAL_HSLOT_LIVE(s) ((s)->hash != 0 && (s)->key != NULL)
+
+#endif

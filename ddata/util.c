@@ -1,0 +1,156 @@
+/*  util.c — errors, allocation wrappers, the growable byte buffer, hashing. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <xxhash.h>
+
+const char *shoal_strerror(int code)
+{
+    switch (code) {
+    case SHOAL_OK:
+        return "ok";
+    case SHOAL_EINVAL:
+        return "invalid argument";
+    case SHOAL_ETYPE:
+        return "wrong value type";
+    case SHOAL_EDECODE:
+        return "malformed serialized input";
+    case SHOAL_ETOOBIG:
+        return "over the size limit";
+    case SHOAL_EVERSION:
+        return "unknown type or newer format version";
+    case SHOAL_EOVERFLOW:
+        return "counter overflow";
+    case SHOAL_ENOTFOUND:
+        return "not found";
+    case SHOAL_ENODE:
+        return "malformed node id";
+    default:
+        return "unknown error";
+    }
+}
+
+static void out_of_memory(size_t n)
+{
+    fprintf(stderr, "shoal: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *shoal_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        out_of_memory(n);
+    return p;
+}
+
+void *shoal_calloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        out_of_memory(count * size);
+    return p;
+}
+
+void *shoal_realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        out_of_memory(n);
+    return q;
+}
+
+void *shoal_memdup(const void *p, size_t n)
+{
+    void *q = shoal_malloc(n);
+    if (n)
+        memcpy(q, p, n);
+    return q;
+}
+
+void shoal_grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return;
+    size_t c = *cap ? *cap : 4;
+    while (c < need)
+        c *= 2;
+    *arr = shoal_realloc(*arr, c * size);
+    *cap = c;
+}
+
+uint64_t shoal_hash_bytes(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
+void shoal_buf_init(shoal_buf_t *buf)
+{
+    buf->data = NULL;
+    buf->len = buf->cap = 0;
+}
+
+void shoal_buf_free(shoal_buf_t *buf)
+{
+    free(buf->data);
+    shoal_buf_init(buf);
+}
+
+void shoal_buf_reset(shoal_buf_t *buf)
+{
+    buf->len = 0;
+}
+
+void shoal_buf_reserve(shoal_buf_t *buf, size_t extra)
+{
+    /* +1 keeps room for the NUL of shoal_buf_cstr */
+    SHOAL_GROW(buf->data, buf->cap, buf->len + extra + 1);
+}
+
+void shoal_buf_append(shoal_buf_t *buf, const void *data, size_t len)
+{
+    shoal_buf_reserve(buf, len);
+    if (len)
+        memcpy(buf->data + buf->len, data, len);
+    buf->len += len;
+}
+
+void shoal_buf_printf(shoal_buf_t *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    shoal_buf_reserve(buf, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf((char *)buf->data + buf->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf->len += (size_t)n;
+}
+
+void shoal_buf_append_quoted(shoal_buf_t *buf, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    shoal_buf_reserve(buf, len + 2);
+    shoal_buf_append(buf, "\"", 1);
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = p[i];
+        if (c == '"' || c == '\\')
+            shoal_buf_printf(buf, "\\%c", c);
+        else if (c >= 0x20 && c < 0x7f)
+            shoal_buf_append(buf, &c, 1);
+        else
+            shoal_buf_printf(buf, "\\x%02x", c);
+    }
+    shoal_buf_append(buf, "\"", 1);
+}
+
+const char *shoal_buf_cstr(shoal_buf_t *buf)
+{
+    shoal_buf_reserve(buf, 0);
+    buf->data[buf->len] = 0;
+    return (const char *)buf->data;
+}
