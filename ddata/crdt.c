@@ -170,7 +170,7 @@ int shoal_crdt_decode_depth(const void *data, size_t len, int depth, shoal_crdt_
         return SHOAL_EDECODE;
     int rc;
     const shoal_type_t *type = shoal_type_by_tag(env->type);
-    if (!type)
+    if (!type || !type->decode_payload)
         rc = SHOAL_EVERSION;
     else if (env->version == 0 || env->version > type->format_version)
         rc = SHOAL_EVERSION;
