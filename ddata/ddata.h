@@ -290,7 +290,10 @@ int64_t shoal_lww_clock_reverse(int64_t current_timestamp, const void *value, si
                                 void *arg);
 
 shoal_crdt_t *shoal_lwwreg_new(void);
-/* Sets the value with a timestamp from `clock` (NULL = default clock). */
+/* Sets the value with a timestamp from `clock` (NULL = default clock). A local write is a merge:
+   it takes effect only if it wins against the current value (it always does with the default
+   clock; with the reverse clock only the first write to an empty register sticks). INT64_MIN is
+   reserved for "never written": SHOAL_EINVAL. */
 int shoal_lwwreg_set(shoal_crdt_t *r, const shoal_node_t *self, const void *value, size_t len,
                      shoal_clock_fn *clock, void *clock_arg);
 /* Sets the value with an explicit timestamp (a caller-supplied clock such as an epoch). The
@@ -352,6 +355,175 @@ int shoal_pncountermap_add(shoal_crdt_t *m, const shoal_node_t *self, const void
                            int64_t n);
 /* The key's value; SHOAL_ENOTFOUND if absent. */
 int shoal_pncountermap_get(const shoal_crdt_t *m, const void *key, size_t klen, int64_t *value);
+
+/* =============================================================================================
+ * THE NODE (shoal_system_t)
+ *
+ * A system is one running node: one event-loop thread (a czmq actor) that owns every socket,
+ * timer and piece of state of the node — the transport, and the replicators and upper layers that
+ * register on it. Several systems may run in one process (tests) or one per process.
+ *
+ * TRANSPORT. The node binds one ROUTER at its endpoint (tcp://host:port; ipc:// allowed) and keeps
+ * one DEALER per peer, connected to the peer's ROUTER; the ROUTER only receives (and answers
+ * handshakes, acks and client requests), the DEALER only sends (and reads those answers). Its id
+ * is host:port:uid, the uid new at every start. A connection opens with a handshake (HELLO: wire
+ * version range, the sender's node id, the address it meant to reach, peer or client) that the
+ * receiver answers with its own id, so a DEALER learns its peer's uid; after it the sender is known
+ * per connection and a message carries only a small header (kind, length). Messages to one peer
+ * are batched into one frame per loop turn, up to the frame limit (as Artery and Redis pipelines
+ * do). Every frame carries a per-connection sequence number; the receiver counts gaps and acks
+ * what it has, so a sender learns what was not acknowledged when a connection dies (ZeroMQ drops
+ * what it had queued then). ZMQ_IMMEDIATE keeps frames from queueing for a peer that is not
+ * connected, and a send timeout of 0 surfaces a full queue as SHOAL_EAGAIN: nothing is lost in
+ * silence. Frames are checked against the node's own size limit before anything is decoded (an
+ * oversized or malformed frame is dropped, counted and logged; ZMQ_MAXMSGSIZE is only a higher
+ * backstop). Frames to another incarnation, or from a quarantined uid, are dropped and counted.
+ * An unknown address may always open a handshake as a client (tools, examples) and send requests
+ * of the client/admin class; a node answers them without making the client a peer.
+ *
+ * THREADS. shoal_system_new/destroy, shoal_system_call, shoal_system_post, shoal_system_stats and
+ * the fault-injection calls are thread-safe. Everything else — send, reply, timers, handler
+ * registration after start, peer management — is for code running on the node thread (inside a
+ * handler, a timer, or a function passed to shoal_system_call/post), and returns SHOAL_ETHREAD
+ * when called from elsewhere. shoal_system_call runs a function on the node thread and waits for
+ * it; called from the node thread it returns SHOAL_EDEADLK instead of deadlocking. Bytes handed to
+ * a handler are valid until the handler returns. At most max_pending_calls calls/posts may wait
+ * for the node thread; past that they fail with SHOAL_EBUSY (the caller outruns the node).
+ */
+#define SHOAL_EAGAIN    -20 /* peer queue full: retry later or report */
+#define SHOAL_ENOTCONN  -21 /* no connection (yet) to that peer, or not a peer */
+#define SHOAL_ETHREAD   -22 /* called from a thread the call is not for */
+#define SHOAL_EDEADLK   -23 /* a synchronous call from the node thread itself */
+#define SHOAL_EBUSY     -24 /* too many calls pending for the node thread */
+#define SHOAL_ETIMEOUT  -25 /* the operation did not complete in time */
+#define SHOAL_ESTOPPED  -26 /* the node is stopping or stopped */
+#define SHOAL_EIO       -27 /* socket error (bind, connect) */
+
+typedef struct shoal_system shoal_system_t;
+
+typedef struct {
+    /* Where to bind the ROUTER, e.g. "tcp://127.0.0.1:2552". Port 0 binds an ephemeral port
+       (tests); the node id then carries the port actually bound. */
+    const char *endpoint;
+    /* The node's uid; 0 draws a random one (a new incarnation at every start). */
+    uint64_t uid;
+    /* Largest frame the node sends or accepts, checked before decoding. Akka's default
+       maximum-frame-size is 256 KiB. */
+    size_t max_frame_bytes;
+    /* Messages a DEALER may queue for its peer (ZMQ_SNDHWM); past it sends fail with
+       SHOAL_EAGAIN. */
+    int peer_send_hwm;
+    /* How often a receiver acknowledges the sequence numbers it has seen. */
+    uint32_t ack_interval_ms;
+    /* How often an unanswered handshake is sent again. */
+    uint32_t handshake_retry_ms;
+    /* Bound on calls and posts waiting for the node thread. */
+    uint32_t max_pending_calls;
+} shoal_system_settings_t;
+
+void shoal_system_settings_default(shoal_system_settings_t *s);
+
+/* Starts a node: binds, starts its thread. NULL on failure with *err set (SHOAL_EIO for a bind
+   failure, SHOAL_EINVAL for bad settings). */
+shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err);
+/* Stops the node thread, closes its sockets (linger 0) and frees it. NULL-safe. */
+void shoal_system_destroy(shoal_system_t **self_p);
+/* This node's id (host:port:uid). Thread-safe. */
+const shoal_node_t *shoal_system_self(const shoal_system_t *sys);
+/* The endpoint actually bound ("tcp://127.0.0.1:40123"). Thread-safe. */
+const char *shoal_system_endpoint(const shoal_system_t *sys);
+/* True when the caller runs on this node's thread. */
+bool shoal_system_on_thread(const shoal_system_t *sys);
+
+/* Runs fn(sys, arg) on the node thread and returns its result. */
+typedef int (shoal_call_fn)(shoal_system_t *sys, void *arg);
+int shoal_system_call(shoal_system_t *sys, shoal_call_fn *fn, void *arg);
+/* Queues fn(sys, arg) to run on the node thread and returns at once. */
+int shoal_system_post(shoal_system_t *sys, shoal_call_fn *fn, void *arg);
+
+/* Message kinds: upper layers register a handler per kind (0..0x7fff peer messages,
+   0x8000..0xffff client/admin requests). Kinds below 16 are the transport's own. */
+#define SHOAL_KIND_CLIENT 0x8000u
+typedef void (shoal_recv_fn)(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
+                             const uint8_t *data, size_t len, void *arg);
+/* A client request's reply handle, valid until the handler returns (copy it to reply later). */
+typedef struct {
+    uint8_t routing_id[16];
+    size_t routing_id_len;
+    uint64_t request_id;
+} shoal_reply_to_t;
+typedef void (shoal_request_fn)(shoal_system_t *sys, const shoal_reply_to_t *reply_to,
+                                uint16_t kind, const uint8_t *data, size_t len, void *arg);
+int shoal_system_register(shoal_system_t *sys, uint16_t kind, shoal_recv_fn *fn, void *arg);
+int shoal_system_register_request(shoal_system_t *sys, uint16_t kind, shoal_request_fn *fn,
+                                  void *arg);
+
+/* Connects to a peer by endpoint ("tcp://127.0.0.1:2553"); the handshake then learns its id
+   and reports SHOAL_PEER_UP. Idempotent. */
+int shoal_system_connect(shoal_system_t *sys, const char *endpoint);
+/* Disconnects and forgets a peer. */
+int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint);
+/* Never accept frames from this incarnation again (a removed or downed node). */
+int shoal_system_quarantine(shoal_system_t *sys, const shoal_node_t *node);
+
+typedef enum {
+    SHOAL_PEER_UP = 1,        /* handshake done: `node` is reachable through its endpoint */
+    SHOAL_PEER_RESTARTED = 2, /* a new incarnation answered at the endpoint; `old` was replaced */
+    SHOAL_PEER_LOST = 3,      /* `count` messages sent to `node` were never acknowledged */
+    SHOAL_PEER_GAP = 4,       /* `count` messages from `node` were missed (sequence gap) */
+} shoal_peer_event_t;
+typedef void (shoal_peer_fn)(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
+                             const shoal_node_t *old, uint64_t count, void *arg);
+int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
+
+/* Sends one message to a peer (by id; the uid must match the incarnation connected). Queued in
+   the peer's batch and flushed at the end of the loop turn. SHOAL_ENOTCONN, SHOAL_EAGAIN,
+   SHOAL_ETOOBIG (over the frame limit: the caller must chunk). */
+int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind,
+                      const void *data, size_t len);
+/* Answers a client request. */
+int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                       const void *data, size_t len);
+
+/* Timers on the node thread. Returns a timer id (> 0) or an error. */
+typedef void (shoal_timer_fn)(shoal_system_t *sys, void *arg);
+int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, shoal_timer_fn *fn,
+                       void *arg);
+int shoal_system_timer_cancel(shoal_system_t *sys, int timer_id);
+/* Monotonic milliseconds, as the node's timers see them. */
+int64_t shoal_now_ms(void);
+
+/* Fault injection (tests): applies to frames between this node and `peer_endpoint` (NULL = every
+   peer), on the node's every socket. drop and duplicate are probabilities in [0,1]. */
+typedef enum { SHOAL_FAULT_IN = 1, SHOAL_FAULT_OUT = 2, SHOAL_FAULT_BOTH = 3 } shoal_fault_dir_t;
+typedef struct {
+    shoal_fault_dir_t dir;
+    bool cut;         /* drop everything */
+    double drop;      /* drop this fraction */
+    double duplicate; /* deliver this fraction twice */
+    uint32_t delay_ms;/* hold every frame this long */
+} shoal_fault_t;
+int shoal_system_fault(shoal_system_t *sys, const char *peer_endpoint, const shoal_fault_t *f);
+/* Removes every fault. */
+int shoal_system_heal(shoal_system_t *sys);
+
+typedef struct {
+    uint64_t frames_in, frames_out, bytes_in, bytes_out, messages_in, messages_out;
+    uint64_t dropped_oversized, dropped_malformed, dropped_unknown_kind, dropped_quarantined,
+        dropped_wrong_incarnation, dropped_not_handshaken, dropped_fault;
+    uint64_t send_eagain, send_notconn, gaps, lost_unacked, duplicates;
+    uint64_t handshakes, peers;
+} shoal_system_stats_t;
+int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
+
+/* A client of a node (tools, examples): a DEALER that handshakes as a client and sends requests.
+   Not thread-safe: one thread per client. */
+typedef struct shoal_client shoal_client_t;
+shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int *err);
+void shoal_client_destroy(shoal_client_t **self_p);
+/* Sends a request and waits for its reply (replaces reply's contents). */
+int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, size_t len,
+                         uint16_t *reply_kind, shoal_buf_t *reply, uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }
