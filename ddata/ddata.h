@@ -398,6 +398,8 @@ int shoal_pncountermap_get(const shoal_crdt_t *m, const void *key, size_t klen, 
 #define SHOAL_ETIMEOUT  -25 /* the operation did not complete in time */
 #define SHOAL_ESTOPPED  -26 /* the node is stopping or stopped */
 #define SHOAL_EIO       -27 /* socket error (bind, connect) */
+#define SHOAL_EKIND     -28 /* no handler for that message kind (a client request's error reply) */
+#define SHOAL_EREFUSED  -29 /* the node refused the handshake (wrong address, quarantined) */
 
 typedef struct shoal_system shoal_system_t;
 
@@ -481,6 +483,8 @@ int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
    SHOAL_ETOOBIG (over the frame limit: the caller must chunk). */
 int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind,
                       const void *data, size_t len);
+/* Largest message shoal_system_send accepts (the frame limit less the frame's own header). */
+size_t shoal_system_max_message_bytes(const shoal_system_t *sys);
 /* Answers a client request. */
 int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const void *data, size_t len);
@@ -507,12 +511,20 @@ int shoal_system_fault(shoal_system_t *sys, const char *peer_endpoint, const sho
 /* Removes every fault. */
 int shoal_system_heal(shoal_system_t *sys);
 
+/* Counters since start. frames and bytes count every frame on the node's sockets, data and
+   control; messages_in counts messages handed to handlers, messages_out those send() or reply()
+   accepted. gaps, lost_unacked and duplicates count messages (the sums of the PEER_GAP and
+   PEER_LOST counts, and of messages received twice and dropped). dropped_wrong_incarnation counts
+   sends to another incarnation of a connected peer; send_notconn other sends without a peer.
+   handshakes counts handshakes accepted (ROUTER) and completed (DEALER); handshakes_refused those
+   this node refused. peers is the number of outbound peers connected now. */
 typedef struct {
     uint64_t frames_in, frames_out, bytes_in, bytes_out, messages_in, messages_out;
     uint64_t dropped_oversized, dropped_malformed, dropped_unknown_kind, dropped_quarantined,
         dropped_wrong_incarnation, dropped_not_handshaken, dropped_fault;
     uint64_t send_eagain, send_notconn, gaps, lost_unacked, duplicates;
     uint64_t handshakes, peers;
+    uint64_t handshakes_refused;
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
@@ -524,6 +536,251 @@ void shoal_client_destroy(shoal_client_t **self_p);
 /* Sends a request and waits for its reply (replaces reply's contents). */
 int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, size_t len,
                          uint16_t *reply_kind, shoal_buf_t *reply, uint32_t timeout_ms);
+
+/* =============================================================================================
+ * THE REPLICATOR
+ *
+ * A replicator keeps keys of any CRDT type replicated across a set of peer nodes. A node may run
+ * several, one per role, each with its own peer set; the program (or, later, membership) tells a
+ * replicator its peers. Everything here runs on the node thread (the _sync facade excepted).
+ *
+ * OPERATIONS. Get reads a key with a read consistency; Update applies a modify function to the
+ * key's value (starting from an initial value when the key is missing) with a write consistency;
+ * Delete leaves a tombstone (a deleted key stays deleted: later Get/Update/Delete say so).
+ * Consistency levels: LOCAL; FROM_N (ReadFrom n / WriteTo n, n counting this node); MAJORITY
+ * (floor(N/2)+1 of the N nodes including self, never fewer than min_cap, plus `plus` more, never
+ * more than N — Akka's calculation, per operation); ALL. A write that does not reach enough nodes
+ * in time reports SHOAL_ETIMEOUT but stays applied locally and is gossiped later; a level that
+ * cannot be met with the current peers at all reports SHOAL_ETIMEOUT at once. A read merges the
+ * replies with the local value, repairs the local replica and sends the merged value to the
+ * replicas that answered with less. Reads see the node's own writes; a majority read after a
+ * majority write sees the write (the two majorities overlap). Peers that receive data but do not
+ * count toward majorities (membership's Joining and WeaklyUp members) are added uncounted.
+ *
+ * DISSEMINATION. Local updates of delta types accumulate per key; every delta interval the
+ * replicator sends, to a rotating slice of peers, each key's deltas since what that peer was last
+ * sent, numbered per (key, origin). A receiver applies a delta of a causal type only in order and
+ * asks for full state on a gap. Every gossip interval it runs full-state anti-entropy with one
+ * peer: digests of the keys (XXH3-128 of the canonical encoding) are folded into buckets, so two
+ * replicas that agree exchange one small status message; where buckets differ, key digests are
+ * compared and only the keys that differ are sent. Messages above the compression threshold are
+ * compressed with zlib; a message above the node's frame limit (a large value) is sent in chunks
+ * and reassembled, so no frame ever exceeds the limit.
+ *
+ * PRUNING. When a node leaves for good (shoal_replicator_node_removed), its contribution to every
+ * key is folded into a surviving node in a coordinated round: the designated node (the lowest node
+ * id among the replicator's nodes) marks each key "pruning initialized", the marker spreads by
+ * gossip, and once every current peer has seen it the designated node prunes and marks it
+ * "performed"; state arriving later from a replica that still holds the removed node's part is
+ * cleaned (shoal_crdt_prune_cleanup) before it is merged. Values do not change while pruning runs.
+ *
+ * TOMBSTONES of deleted keys are collected after tombstone_ttl_ms, but only once every current
+ * peer has been seen holding them; the names of collected keys are then refused for another
+ * tombstone_ttl_ms, so a replica that was away cannot gossip the key back.
+ *
+ * STORAGE. Values are kept through a store interface (shoal_store_t). Keys named durable (exact
+ * names, or prefixes ending in '*') are written to the store, and an update of a durable key, or a
+ * remote replica's acknowledgement of one, comes only after the store has it (SHOAL_ESTORE when
+ * the store fails). On start the replicator loads the store before it serves: operations that
+ * arrive meanwhile wait, replica count is 0, gossip is not answered.
+ */
+#define SHOAL_EDELETED  -30 /* the key was deleted */
+#define SHOAL_EMODIFY   -31 /* the modify function failed (the value is unchanged) */
+#define SHOAL_ESTORE    -32 /* the durable store failed */
+
+typedef enum {
+    SHOAL_LOCAL = 0,
+    SHOAL_FROM_N = 1, /* ReadFrom(n) / WriteTo(n) */
+    SHOAL_MAJORITY = 2,
+    SHOAL_ALL = 3,
+} shoal_level_t;
+
+typedef struct {
+    shoal_level_t level;
+    uint32_t n;          /* FROM_N: nodes including this one */
+    uint32_t timeout_ms; /* all but LOCAL */
+    uint32_t min_cap;    /* MAJORITY: at least this many nodes (Akka's minCap; default 0) */
+    uint32_t plus;       /* MAJORITY: this many more than a majority (default 0) */
+    bool prefer_oldest;  /* ask the oldest nodes first (Akka's prefer-oldest) */
+} shoal_consistency_t;
+
+/* A store of serialized values by key (bytes in, bytes out: the store knows no CRDT type). */
+typedef void (shoal_store_done_fn)(void *arg, int status);
+typedef void (shoal_store_each_fn)(void *arg, const char *key, size_t klen, const void *data,
+                                   size_t len);
+typedef struct {
+    /* Calls each(key, bytes) for every stored entry, then returns 0 or an error. */
+    int (*load)(void *ctx, shoal_store_each_fn *each, void *each_arg);
+    /* Stores (data != NULL) or removes (data == NULL) a key; calls done(arg, status) when it is
+       durable — on the node thread, possibly before returning. */
+    void (*store)(void *ctx, const char *key, size_t klen, const void *data, size_t len,
+                  shoal_store_done_fn *done, void *done_arg);
+    void (*close)(void *ctx);
+    void *ctx;
+} shoal_store_t;
+
+/* A store in memory (tests, and the default): behaves like a durable store within the process.
+   shoal_memstore_fail makes its next `count` writes fail with SHOAL_ESTORE (fault injection). */
+shoal_store_t *shoal_memstore_new(void);
+void shoal_memstore_fail(shoal_store_t *store, int count);
+size_t shoal_memstore_size(shoal_store_t *store);
+void shoal_memstore_destroy(shoal_store_t **self_p);
+
+typedef struct {
+    const char *pattern; /* exact key, or a prefix ending in '*' */
+    uint64_t after_ms;   /* dropped after this long without access */
+} shoal_expiry_t;
+
+typedef struct shoal_replicator shoal_replicator_t;
+
+/* Chooses the gossip peer for a round among `n` candidates (the policy of the system replicator
+   is membership's); NULL = uniformly at random. Returns an index < n. */
+typedef size_t (shoal_gossip_choose_fn)(shoal_replicator_t *r, const shoal_node_t *const *peers,
+                                        size_t n, void *arg);
+
+typedef struct {
+    const char *role;                        /* "" for the default replicator */
+    uint32_t gossip_interval_ms;             /* gossip-interval, 2 s */
+    uint32_t delta_interval_ms;              /* gossip-interval / 5, as Akka's delta propagation */
+    uint32_t notify_subscribers_interval_ms; /* notify-subscribers-interval, 500 ms */
+    uint32_t max_delta_elements;             /* max-delta-elements, 500 keys per message */
+    uint32_t max_delta_size;                 /* delta-crdt.max-delta-size: keys whose pending
+                                                deltas span more updates ship full state, 50 */
+    bool delta_enabled;                      /* delta-crdt.enabled, on */
+    uint32_t pruning_interval_ms;            /* pruning-interval, 120 s; 0 = off */
+    uint32_t max_pruning_dissemination_ms;   /* max-pruning-dissemination, 300 s */
+    uint64_t pruning_marker_ttl_ms;          /* pruning-marker-time-to-live, 6 h */
+    uint64_t tombstone_ttl_ms;               /* deleted keys are collected after this, 1 day */
+    size_t compress_above_bytes;             /* zlib above this size, 32 KiB */
+    size_t max_reassembly_bytes;             /* largest chunked message accepted, 64 MiB */
+    bool prefer_oldest;                      /* prefer-oldest default for operations */
+    const char *const *durable_keys;         /* durable.keys: names or prefixes ending in '*' */
+    size_t n_durable_keys;
+    const shoal_expiry_t *expire_keys;       /* expire-keys-after-inactivity */
+    size_t n_expire_keys;
+    shoal_store_t *store;                    /* NULL: durable keys are kept in memory only */
+    shoal_gossip_choose_fn *gossip_choose;   /* NULL: a random peer */
+    void *gossip_choose_arg;
+    uint32_t max_pending_ops;                /* operations in flight before SHOAL_EBUSY, 100000 */
+} shoal_replicator_settings_t;
+
+void shoal_replicator_settings_default(shoal_replicator_settings_t *s);
+
+/* Creates the replicator of s->role on the node (from any thread). NULL with *err on failure
+   (SHOAL_EINVAL: a role already has a replicator on this node, or bad settings). */
+shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replicator_settings_t *s,
+                                         int *err);
+void shoal_replicator_destroy(shoal_replicator_t **self_p);
+shoal_system_t *shoal_replicator_system(shoal_replicator_t *r);
+
+/* Peers (node thread). `counted` = counts toward majorities; `age` orders peers for prefer-oldest
+   (lower = older; membership's up-number). */
+int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, bool counted,
+                              uint64_t age);
+int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node);
+/* The node left for good: stop talking to it and prune its contribution to every key. */
+int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *node);
+/* Nodes counted toward majorities, this one included; 0 while loading. */
+size_t shoal_replicator_replica_count(shoal_replicator_t *r);
+
+typedef void (shoal_get_done_fn)(shoal_replicator_t *r, int status, const char *key,
+                                 const shoal_crdt_t *value, void *arg);
+typedef void (shoal_update_done_fn)(shoal_replicator_t *r, int status, const char *key, void *arg);
+/* The modify function of an update: changes `value` in place (it starts as a copy of `initial` for
+   a missing key); a nonzero return is a modify failure and leaves the key as it was. */
+typedef int (shoal_update_fn)(shoal_crdt_t *value, void *arg);
+
+/* Get: done(status, value) with SHOAL_OK and the value (borrowed for the call), SHOAL_ENOTFOUND,
+   SHOAL_ETIMEOUT, SHOAL_EDELETED, or SHOAL_ETYPE (the key holds another type; type NULL = any). */
+int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                         const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg);
+/* Update: done(status) with SHOAL_OK, SHOAL_ETIMEOUT (applied locally, gossiped later),
+   SHOAL_EMODIFY, SHOAL_EDELETED, SHOAL_ESTORE or SHOAL_ETYPE. */
+int shoal_replicator_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
+                            const shoal_consistency_t *c, shoal_update_fn *modify,
+                            void *modify_arg, shoal_update_done_fn *done, void *arg);
+/* Delete: done(status) with SHOAL_OK, SHOAL_ETIMEOUT, SHOAL_EDELETED (already), SHOAL_ESTORE. */
+int shoal_replicator_delete(shoal_replicator_t *r, const char *key, const shoal_consistency_t *c,
+                            shoal_update_done_fn *done, void *arg);
+
+typedef enum { SHOAL_CHANGED = 1, SHOAL_DELETED = 2, SHOAL_EXPIRED = 3 } shoal_change_t;
+typedef void (shoal_changed_fn)(shoal_replicator_t *r, shoal_change_t change, const char *key,
+                                const shoal_crdt_t *value, void *arg);
+/* Subscribes to a key, or to every key with a prefix ("cart-*"). Notifications are batched on
+   the notify interval (or sent at once by shoal_replicator_flush); a change that leaves the value
+   equal notifies nothing; a new subscriber is told the current value. Returns an id > 0. */
+int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
+                               shoal_changed_fn *fn, void *arg);
+int shoal_replicator_unsubscribe(shoal_replicator_t *r, int id);
+void shoal_replicator_flush(shoal_replicator_t *r);
+
+/* Every live key (not deleted), in no particular order; stop by returning nonzero. */
+typedef int (shoal_key_fn)(const char *key, const shoal_type_t *type, void *arg);
+int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg);
+
+/* Synchronous facade for other threads (tools, examples, tests): SHOAL_EDEADLK on the node thread.
+   get_sync hands the caller a copy of the value in *out (NULL when not found). */
+int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                              const shoal_consistency_t *c, shoal_crdt_t **out);
+int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key,
+                                 const shoal_crdt_t *initial, const shoal_consistency_t *c,
+                                 shoal_update_fn *modify, void *modify_arg);
+int shoal_replicator_delete_sync(shoal_replicator_t *r, const char *key,
+                                 const shoal_consistency_t *c);
+
+typedef struct {
+    uint64_t keys, tombstones, gets, updates, deletes;
+    uint64_t deltas_sent, deltas_received, delta_gaps, full_state_sent, full_state_received;
+    uint64_t gossip_rounds, status_sent, digests_compared, chunks_sent, chunks_received;
+    uint64_t write_timeouts, read_timeouts, store_failures, pruning_performed, tombstones_collected;
+    uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key;
+} shoal_replicator_stats_t;
+int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
+
+/* =============================================================================================
+ * CONFIGURATION FILES
+ *
+ * Settings load from a ZPL file (czmq's zconfig) whose key paths mirror Akka's reference
+ * configuration with "pekko." replaced by "shoal/" and dots by slashes, e.g.
+ *     shoal
+ *         remote
+ *             artery
+ *                 canonical
+ *                     hostname = "127.0.0.1"
+ *                     port = 2552
+ *         cluster
+ *             distributed-data
+ *                 gossip-interval = 2 s
+ *                 durable
+ *                     keys = "shard-*,counters"
+ * Durations take Akka's forms ("2 s", "2s", "500 ms", "10 minutes", "1 d", "off" where Akka
+ * allows it), sizes "256 KiB" / "100 MiB" / plain bytes, booleans on/off/true/false, lists are
+ * comma-separated strings. Unknown keys and bad values are errors that name the key. Settings not
+ * in the file keep their defaults. The config object owns every string the settings point to.
+ */
+typedef struct shoal_config shoal_config_t;
+
+/* Loads and validates a file. NULL on error, with a message (naming the key and the problem) in
+   err. */
+shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen);
+/* Same, from ZPL text in memory. */
+shoal_config_t *shoal_config_parse(const char *text, char *err, size_t errlen);
+void shoal_config_destroy(shoal_config_t **self_p);
+/* Fills node settings: endpoint from shoal/remote/artery/canonical/{hostname,port} (as
+   tcp://host:port), max_frame_bytes from shoal/remote/artery/advanced/maximum-frame-size,
+   peer_send_hwm from .../advanced/outbound-message-queue-size. Overwrites only what the file
+   sets: initialize *out first (shoal_system_settings_default). When the file gives only one of
+   hostname and port, the other comes from out->endpoint (if tcp://host:port; else 127.0.0.1 or
+   2552). The endpoint string is owned by cfg. */
+int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out, char *err,
+                        size_t errlen);
+/* Fills replicator settings from shoal/cluster/distributed-data/... (the strings and arrays stay
+   owned by cfg). Overwrites only what the file sets: initialize *out first
+   (shoal_replicator_settings_default). expire-keys-after-inactivity is a section of
+   `key = duration` entries and/or an inline value "key-1 = 10 minutes, cache-* = 2 minutes" (ZPL
+   names cannot hold '*', so prefixes go inline). */
+int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings_t *out, char *err,
+                            size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,1122 @@
+/*  config.c — settings from ZPL configuration files (czmq's zconfig).
+
+    The key paths are Akka's (Pekko's reference.conf with "pekko." replaced by "shoal/" and dots
+    by slashes), so an operator who knows Akka finds the same names; Shoal's own settings live
+    beside them in the same sections. Everything is driven by one table, `cfg_keys`: one row per
+    key path with how its value is parsed (duration, size, bool, number, string, list, expiry
+    map), the largest value its field can hold, and the setter that writes it into a settings
+    struct. Loading parses and checks every value at once, so a bad file fails at load with a
+    message naming the key, and filling settings later cannot fail.
+
+    Filling OVERWRITES only the fields the file sets: the caller starts from the defaults
+    (shoal_*_settings_default) and the file changes what it names, as HOCON layers a file over
+    reference.conf.
+
+    Why a pre-check before zconfig: zconfig_chunk_load only logs a syntax error and returns NULL
+    (no line, no reason for the caller). So the text is first checked line by line with zconfig's
+    own grammar rules, which gives a message with the line number. It also refuses lines over
+    1024 bytes, which newer czmq versions cut silently (4.2.1 keeps them), so that a file means
+    the same with every czmq; and it bounds the number of entries, because zconfig frees a tree
+    by recursing over siblings and walks sibling lists once per line.
+
+    shoal_config_system may add a composed endpoint string to the config it is given (const as
+    far as the caller is concerned): like a value, a config is used by one thread at a time.
+*/
+#include "internal.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* Bounds on what a configuration may be: far above any real file, low enough that zconfig's
+   recursion and quadratic sibling walks stay cheap. */
+#define CFG_MAX_TEXT    (1u << 20)
+#define CFG_MAX_ENTRIES 4096
+#define CFG_MAX_LINE    1024 /* newer zconfig's line buffer */
+
+/* When only one of canonical hostname and port is set and the caller's endpoint is not
+   tcp://host:port, the other part is Akka's classic default. */
+#define CFG_DEFAULT_HOST "127.0.0.1"
+#define CFG_DEFAULT_PORT 2552
+
+/* ---------------------------------------------------------------------------------------------
+ * The key table
+ */
+typedef enum {
+    K_DURATION, /* milliseconds: "2 s", "500ms", "10 minutes", "1 d", plain number = ms */
+    K_SIZE,     /* bytes: "256 KiB", "100 MiB", "1 GB", plain number = bytes */
+    K_BOOL,     /* on/off, true/false, yes/no */
+    K_UINT,     /* a plain decimal number */
+    K_STRING,   /* any text (zconfig has already removed the quotes) */
+    K_HOST,     /* a host name or address for tcp:// */
+    K_LIST,     /* comma-separated strings, or ["a", "b"]; '*' only at the end (a prefix) */
+    K_EXPIRY,   /* a map of key-or-prefix* -> duration, as children or "k = d, p* = d" */
+    K_ANY_TREE, /* a JVM-only section: anything under it is accepted and ignored */
+} cfg_kind_t;
+
+#define CFG_OFF      1u /* "off" is accepted and stored as 0 (Akka's `off`) */
+#define CFG_POSITIVE 2u /* 0 is refused: an interval or limit of 0 makes no sense */
+
+/* Which settings struct a row fills. A new group (membership, sharding) adds a target here, its
+   rows below, and a shoal_config_<group>() that calls fill(cfg, CFG_<GROUP>, out). */
+typedef enum {
+    CFG_KEPT = 0,   /* parsed, checked and kept in the config object; no settings field (yet) */
+    CFG_SYSTEM,     /* shoal_system_settings_t */
+    CFG_REPLICATOR, /* shoal_replicator_settings_t */
+} cfg_target_t;
+
+typedef struct cfg_value cfg_value_t;
+typedef void(cfg_setter_fn)(void *settings, size_t offset, const cfg_value_t *v);
+
+typedef struct {
+    const char *path; /* full key path, "shoal/..." */
+    cfg_kind_t kind;
+    unsigned flags; /* CFG_OFF, CFG_POSITIVE */
+    uint64_t max;   /* largest number the field holds (K_DURATION, K_SIZE, K_UINT) */
+    cfg_target_t target;
+    cfg_setter_fn *set; /* NULL for CFG_KEPT rows */
+    size_t offset;      /* of the field in the target struct, for the generic setters */
+} cfg_key_t;
+
+/* A parsed value. */
+struct cfg_value {
+    bool set;
+    uint64_t num; /* K_DURATION (ms), K_SIZE (bytes), K_UINT, K_BOOL (0/1) */
+    char *str;    /* K_STRING, K_HOST */
+    char **list;  /* K_LIST items; K_EXPIRY patterns (expiry[i].pattern == list[i]) */
+    size_t n, cap;
+    shoal_expiry_t *expiry; /* K_EXPIRY */
+    size_t expiry_cap;
+};
+
+static void set_u32(void *s, size_t off, const cfg_value_t *v)
+{
+    uint32_t x = (uint32_t)v->num;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_u64(void *s, size_t off, const cfg_value_t *v)
+{
+    uint64_t x = v->num;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_size(void *s, size_t off, const cfg_value_t *v)
+{
+    size_t x = (size_t)v->num;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_int(void *s, size_t off, const cfg_value_t *v)
+{
+    int x = (int)v->num;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_bool(void *s, size_t off, const cfg_value_t *v)
+{
+    bool x = v->num != 0;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_str(void *s, size_t off, const cfg_value_t *v)
+{
+    const char *x = v->str;
+    memcpy((char *)s + off, &x, sizeof x);
+}
+
+static void set_durable_keys(void *s, size_t off, const cfg_value_t *v)
+{
+    (void)off;
+    shoal_replicator_settings_t *r = s;
+    r->durable_keys = (const char *const *)v->list;
+    r->n_durable_keys = v->n;
+}
+
+static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
+{
+    (void)off;
+    shoal_replicator_settings_t *r = s;
+    r->expire_keys = v->expiry;
+    r->n_expire_keys = v->n;
+}
+
+/* offsetof(T, f), and a compile error unless field f of T has exactly type `type`: a row can
+   never write a field with the wrong setter. */
+#define FIELD(T, f, type)                                                                          \
+    (offsetof(T, f) + 0 * sizeof(char[_Generic(((T *)0)->f, type : 1, default : -1)]))
+
+#define DD     "shoal/cluster/distributed-data/"
+#define ARTERY "shoal/remote/artery/"
+#define REP(path, kind, flags, max, field, type, setter)                                           \
+    {                                                                                              \
+        DD path, kind, flags, max, CFG_REPLICATOR, setter,                                         \
+            FIELD(shoal_replicator_settings_t, field, type)                                        \
+    }
+#define REP_MS32(path, flags, field)                                                               \
+    REP(path, K_DURATION, flags, UINT32_MAX, field, uint32_t, set_u32)
+#define REP_MS64(path, flags, field)                                                               \
+    REP(path, K_DURATION, flags, UINT64_MAX, field, uint64_t, set_u64)
+#define REP_U32(path, flags, field)  REP(path, K_UINT, flags, UINT32_MAX, field, uint32_t, set_u32)
+#define REP_SIZE(path, flags, field) REP(path, K_SIZE, flags, SIZE_MAX, field, size_t, set_size)
+#define REP_BOOL(path, field)        REP(path, K_BOOL, 0, 1, field, bool, set_bool)
+#define SYS(path, kind, flags, max, field, type, setter)                                           \
+    {                                                                                              \
+        ARTERY path, kind, flags, max, CFG_SYSTEM, setter,                                         \
+            FIELD(shoal_system_settings_t, field, type)                                            \
+    }
+#define KEEP(path, kind, flags)                                                                    \
+    {                                                                                              \
+        path, kind, flags, UINT64_MAX, CFG_KEPT, NULL, 0                                           \
+    }
+
+/* Every key Shoal knows. Rows keep Akka's order within a section; Shoal's own keys follow.
+   To add settings (membership under shoal/cluster/..., sharding under shoal/cluster/sharding/...):
+   add rows here with their full paths — a path's parent sections become known automatically —
+   using the REP/SYS-style macros for a new target (FIELD checks each field's type at compile
+   time), then a fill function at the bottom of this file. Keys that mean nothing in Shoal but
+   appear in Akka files go in as KEEP rows (checked, then ignored) so that such files load. */
+static const cfg_key_t cfg_keys[] = {
+    /* The node: shoal/remote/artery/... -> shoal_system_settings_t. hostname and port make the
+       endpoint together (see shoal_config_system), so they are kept rather than set alone. */
+    KEEP(ARTERY "canonical/hostname", K_HOST, 0),
+    {ARTERY "canonical/port", K_UINT, 0, 65535, CFG_KEPT, NULL, 0},
+    SYS("advanced/maximum-frame-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, max_frame_bytes, size_t,
+        set_size),
+    SYS("advanced/outbound-message-queue-size", K_UINT, CFG_POSITIVE, INT_MAX, peer_send_hwm, int,
+        set_int),
+
+    /* Distributed data: shoal/cluster/distributed-data/... -> shoal_replicator_settings_t */
+    KEEP(DD "name", K_STRING, 0), /* the replicator actor's name: no actors here */
+    REP("role", K_STRING, 0, 0, role, const char *, set_str),
+    REP_MS32("gossip-interval", CFG_POSITIVE, gossip_interval_ms),
+    REP_MS32("notify-subscribers-interval", CFG_POSITIVE, notify_subscribers_interval_ms),
+    KEEP(DD "log-data-size-exceeding", K_SIZE, CFG_OFF),
+    REP_U32("max-delta-elements", CFG_POSITIVE, max_delta_elements),
+    KEEP(DD "use-dispatcher", K_STRING, 0), /* JVM executor */
+    REP_MS32("pruning-interval", CFG_OFF | CFG_POSITIVE, pruning_interval_ms),
+    REP_MS32("max-pruning-dissemination", CFG_POSITIVE, max_pruning_dissemination_ms),
+    REP_MS64("pruning-marker-time-to-live", CFG_POSITIVE, pruning_marker_ttl_ms),
+    KEEP(DD "serializer-cache-time-to-live", K_DURATION, 0), /* no serializer cache */
+    REP_BOOL("prefer-oldest", prefer_oldest),
+    REP_BOOL("delta-crdt/enabled", delta_enabled),
+    REP_U32("delta-crdt/max-delta-size", CFG_POSITIVE, max_delta_size),
+    REP("expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, UINT64_MAX, expire_keys,
+        const shoal_expiry_t *, set_expire_keys),
+    REP("durable/keys", K_LIST, 0, 0, durable_keys, const char *const *, set_durable_keys),
+    /* Kept for the durable store: Akka's longer marker lifetime for durable keys, and LMDB's
+       directory, map size and write-behind interval (the LMDB store will read these rows
+       through an accessor of its own, with value_of). */
+    KEEP(DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE),
+    KEEP(DD "durable/store-actor-class", K_STRING, 0),
+    KEEP(DD "durable/use-dispatcher", K_STRING, 0),
+    KEEP(DD "durable/pinned-store", K_ANY_TREE, 0), /* a JVM dispatcher definition */
+    KEEP(DD "durable/lmdb/dir", K_STRING, 0),
+    KEEP(DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE),
+    KEEP(DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF),
+    /* Shoal's own */
+    REP_MS32("delta-interval", CFG_POSITIVE, delta_interval_ms),
+    REP_MS64("tombstone-time-to-live", CFG_POSITIVE, tombstone_ttl_ms),
+    REP_SIZE("compress-above", 0, compress_above_bytes),
+    REP_SIZE("max-reassembly-size", CFG_POSITIVE, max_reassembly_bytes),
+    REP_U32("max-pending-operations", CFG_POSITIVE, max_pending_ops),
+};
+
+#define N_KEYS (sizeof cfg_keys / sizeof cfg_keys[0])
+
+/* ---------------------------------------------------------------------------------------------
+ * The config object
+ */
+typedef struct {
+    char **v;
+    size_t n, cap;
+} cfg_strs_t;
+
+struct shoal_config {
+    cfg_value_t values[N_KEYS]; /* by row of cfg_keys */
+    /* Endpoints composed by shoal_config_system from one of hostname/port and the caller's
+       endpoint; behind a pointer so that a const config can still own what it hands out. */
+    cfg_strs_t *composed;
+};
+
+/* The parsed value of a row by path (an unset value for a path not in the table). */
+static const cfg_value_t *value_of(const shoal_config_t *cfg, const char *path)
+{
+    static const cfg_value_t unset;
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(cfg_keys[i].path, path) == 0)
+            return &cfg->values[i];
+    return &unset;
+}
+
+static void value_free(cfg_value_t *v)
+{
+    free(v->str);
+    for (size_t i = 0; i < v->n; i++)
+        free(v->list[i]);
+    free(v->list);
+    free(v->expiry);
+    memset(v, 0, sizeof *v);
+}
+
+void shoal_config_destroy(shoal_config_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_config_t *cfg = *self_p;
+    for (size_t i = 0; i < N_KEYS; i++)
+        value_free(&cfg->values[i]);
+    for (size_t i = 0; i < cfg->composed->n; i++)
+        free(cfg->composed->v[i]);
+    free(cfg->composed->v);
+    free(cfg->composed);
+    free(cfg);
+    *self_p = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Error messages
+ */
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return SHOAL_EINVAL;
+}
+
+/* A value as it may appear in a message: printable ASCII, others as \xNN, long ones cut. */
+#define QUOTE_CAP 80
+static const char *quote(char out[QUOTE_CAP], const char *s, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (o + 8 >= QUOTE_CAP) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, QUOTE_CAP - o, "\\x%02x", c);
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Values
+ */
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* The value without surrounding white space (quoted values keep what was inside the quotes). */
+static void trim(const char **s, size_t *len)
+{
+    while (*len && is_space(**s))
+        (*s)++, (*len)--;
+    while (*len && is_space((*s)[*len - 1]))
+        (*len)--;
+}
+
+typedef enum { NUM_OK, NUM_SYNTAX, NUM_RANGE, NUM_FRACTION } num_status_t;
+
+/* "12" or "1.25" then an optional unit of `units` (matched exactly after optional blanks), as
+   round(mantissa * num / (den * 10^fraction_digits)) — which must be a whole number. An empty
+   unit is the unit of units[0]. */
+typedef struct {
+    const char *name;
+    uint64_t num, den;
+} cfg_unit_t;
+
+static num_status_t parse_quantity(const char *s, size_t len, const cfg_unit_t *units,
+                                   uint64_t *out)
+{
+    size_t i = 0;
+    uint64_t mant = 0, scale = 1;
+    bool any = false, overflow = false;
+    while (i < len && is_digit(s[i])) {
+        if (__builtin_mul_overflow(mant, 10, &mant) ||
+            __builtin_add_overflow(mant, (uint64_t)(s[i] - '0'), &mant))
+            overflow = true;
+        i++, any = true;
+    }
+    if (!any)
+        return NUM_SYNTAX;
+    if (i < len && s[i] == '.') {
+        i++;
+        any = false;
+        while (i < len && is_digit(s[i])) {
+            if (__builtin_mul_overflow(mant, 10, &mant) ||
+                __builtin_add_overflow(mant, (uint64_t)(s[i] - '0'), &mant) ||
+                __builtin_mul_overflow(scale, 10, &scale))
+                overflow = true;
+            i++, any = true;
+        }
+        if (!any)
+            return NUM_SYNTAX;
+    }
+    while (i < len && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    const char *unit = s + i;
+    size_t ulen = len - i;
+    const cfg_unit_t *u = NULL;
+    if (ulen == 0)
+        u = &units[0];
+    else
+        for (const cfg_unit_t *k = units; k->name; k++)
+            if (strlen(k->name) == ulen && memcmp(k->name, unit, ulen) == 0) {
+                u = k;
+                break;
+            }
+    if (!u)
+        return NUM_SYNTAX;
+    if (overflow)
+        return NUM_RANGE;
+    uint64_t top, bottom;
+    if (__builtin_mul_overflow(mant, u->num, &top))
+        return NUM_RANGE;
+    if (__builtin_mul_overflow(scale, u->den, &bottom)) {
+        /* so many decimals that the divisor overflows: exact only for a zero value */
+        if (top != 0)
+            return NUM_FRACTION;
+        bottom = 1;
+    }
+    if (top % bottom)
+        return NUM_FRACTION;
+    *out = top / bottom;
+    return NUM_OK;
+}
+
+/* HOCON's duration units (case-sensitive, like HOCON), in milliseconds; plain numbers are ms. */
+static const cfg_unit_t duration_units[] = {
+    {"ms", 1, 1},
+    {"milli", 1, 1},
+    {"millis", 1, 1},
+    {"millisecond", 1, 1},
+    {"milliseconds", 1, 1},
+    {"ns", 1, 1000000},
+    {"nano", 1, 1000000},
+    {"nanos", 1, 1000000},
+    {"nanosecond", 1, 1000000},
+    {"nanoseconds", 1, 1000000},
+    {"us", 1, 1000},
+    {"micro", 1, 1000},
+    {"micros", 1, 1000},
+    {"microsecond", 1, 1000},
+    {"microseconds", 1, 1000},
+    {"s", 1000, 1},
+    {"second", 1000, 1},
+    {"seconds", 1000, 1},
+    {"m", 60000, 1},
+    {"minute", 60000, 1},
+    {"minutes", 60000, 1},
+    {"h", 3600000, 1},
+    {"hour", 3600000, 1},
+    {"hours", 3600000, 1},
+    {"d", 86400000, 1},
+    {"day", 86400000, 1},
+    {"days", 86400000, 1},
+    {NULL, 0, 0},
+};
+
+/* Byte sizes: Akka's files use KiB/MiB; SI kB/MB/GB are accepted too. HOCON's single letters
+   (k, K, M, G: powers of two) are refused on purpose, being easy to misread as SI. */
+static const cfg_unit_t size_units[] = {
+    {"B", 1, 1},
+    {"b", 1, 1},
+    {"byte", 1, 1},
+    {"bytes", 1, 1},
+    {"kB", 1000, 1},
+    {"kilobyte", 1000, 1},
+    {"kilobytes", 1000, 1},
+    {"KiB", 1024, 1},
+    {"kibibyte", 1024, 1},
+    {"kibibytes", 1024, 1},
+    {"MB", 1000000, 1},
+    {"megabyte", 1000000, 1},
+    {"megabytes", 1000000, 1},
+    {"MiB", 1048576, 1},
+    {"mebibyte", 1048576, 1},
+    {"mebibytes", 1048576, 1},
+    {"GB", 1000000000, 1},
+    {"gigabyte", 1000000000, 1},
+    {"gigabytes", 1000000000, 1},
+    {"GiB", 1073741824, 1},
+    {"gibibyte", 1073741824, 1},
+    {"gibibytes", 1073741824, 1},
+    {NULL, 0, 0},
+};
+
+static const cfg_unit_t no_units[] = {{"", 1, 1}, {NULL, 0, 0}};
+
+static bool word_is(const char *s, size_t len, const char *word)
+{
+    return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+/* A number-valued kind: checks the syntax, "off", zero and the field's range. */
+static int parse_number(const cfg_key_t *k, const char *path, const char *s, size_t len,
+                        uint64_t *out, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    const char *what = k->kind == K_DURATION ? "a duration"
+                       : k->kind == K_SIZE   ? "a size"
+                                             : "a whole number";
+    const char *example = k->kind == K_DURATION ? " (e.g. 500 ms, 2 s, 10 minutes, 1 d)"
+                          : k->kind == K_SIZE   ? " (e.g. 4096, 256 KiB, 100 MiB, 1 GB)"
+                                                : "";
+    if ((k->flags & CFG_OFF) && word_is(s, len, "off")) {
+        *out = 0;
+        return 0;
+    }
+    const cfg_unit_t *units = k->kind == K_DURATION ? duration_units
+                              : k->kind == K_SIZE   ? size_units
+                                                    : no_units;
+    uint64_t v = 0;
+    switch (parse_quantity(s, len, units, &v)) {
+    case NUM_OK:
+        break;
+    case NUM_SYNTAX:
+        return fail(err, errlen, "%s: '%s' is not %s%s%s", path, quote(q, s, len), what,
+                    (k->flags & CFG_OFF) ? " nor off" : "", example);
+    case NUM_FRACTION:
+        return fail(err, errlen, "%s: '%s' is not a whole number of %s", path, quote(q, s, len),
+                    k->kind == K_DURATION ? "milliseconds"
+                    : k->kind == K_SIZE   ? "bytes"
+                                          : "units");
+    case NUM_RANGE:
+        return fail(err, errlen, "%s: '%s' is too large", path, quote(q, s, len));
+    }
+    if (v == 0 && (k->flags & CFG_POSITIVE))
+        return fail(err, errlen, "%s: '%s' must be more than zero%s", path, quote(q, s, len),
+                    (k->flags & CFG_OFF) ? " (off disables it)" : "");
+    if (v > k->max)
+        return fail(err, errlen, "%s: '%s' is too large (at most %" PRIu64 "%s)", path,
+                    quote(q, s, len), k->max,
+                    k->kind == K_DURATION ? " ms"
+                    : k->kind == K_SIZE   ? " bytes"
+                                          : "");
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *path, const char *s, size_t len, uint64_t *out, char *err,
+                      size_t errlen)
+{
+    static const char *const yes[] = {"on", "true", "yes"}, *const no[] = {"off", "false", "no"};
+    for (size_t i = 0; i < 3; i++) {
+        if (word_is(s, len, yes[i])) {
+            *out = 1;
+            return 0;
+        }
+        if (word_is(s, len, no[i])) {
+            *out = 0;
+            return 0;
+        }
+    }
+    char q[QUOTE_CAP];
+    return fail(err, errlen, "%s: '%s' is not a boolean (on, off, true, false, yes or no)", path,
+                quote(q, s, len));
+}
+
+/* A host for tcp://host:port: a name, an IPv4 address or an IPv6 address (bracketed or not). */
+static int parse_host(const char *path, const char *s, size_t len, char **out, char *err,
+                      size_t errlen)
+{
+    char q[QUOTE_CAP];
+    if (len == 0)
+        return fail(err, errlen, "%s: the host name is empty", path);
+    if (len > SHOAL_NODE_ID_MAX - 30)
+        return fail(err, errlen, "%s: '%s' is too long for a host name", path, quote(q, s, len));
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '.' ||
+                  c == '-' || c == '_' || c == ':' || c == '[' || c == ']';
+        if (!ok)
+            return fail(err, errlen, "%s: '%s' is not a host name or address", path,
+                        quote(q, s, len));
+    }
+    bool bracketed = s[0] == '[';
+    if (bracketed != (s[len - 1] == ']') || (bracketed && len < 3) ||
+        memchr(s + bracketed, '[', len - bracketed) ||
+        (memchr(s, ']', len) && memchr(s, ']', len) != s + len - 1))
+        return fail(err, errlen, "%s: '%s' is not a host name or address", path, quote(q, s, len));
+    /* an IPv6 address goes into tcp:// and node ids in brackets */
+    if (!bracketed && memchr(s, ':', len)) {
+        *out = shoal_malloc(len + 3);
+        (*out)[0] = '[';
+        memcpy(*out + 1, s, len);
+        (*out)[len + 1] = ']';
+        (*out)[len + 2] = '\0';
+    } else {
+        *out = shoal_malloc(len + 1);
+        memcpy(*out, s, len);
+        (*out)[len] = '\0';
+    }
+    return 0;
+}
+
+/* A key name or prefix: not empty, '*' only as the last character. */
+static int check_pattern(const char *path, const char *s, size_t len, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    if (len == 0)
+        return fail(err, errlen, "%s: empty key name in the list", path);
+    const char *star = memchr(s, '*', len);
+    if (star && star != s + len - 1)
+        return fail(err, errlen, "%s: '%s': '*' may only end a key (a prefix)", path,
+                    quote(q, s, len));
+    return 0;
+}
+
+/* Removes one pair of matching quotes around a list item. */
+static void unquote(const char **s, size_t *len)
+{
+    if (*len >= 2 && ((*s)[0] == '"' || (*s)[0] == '\'') && (*s)[*len - 1] == (*s)[0]) {
+        (*s)++;
+        *len -= 2;
+        trim(s, len);
+    }
+}
+
+/* Drops HOCON list brackets: `["a", "b"]` reads like `a, b`. */
+static void unbracket(const char **s, size_t *len)
+{
+    if (*len >= 2 && (*s)[0] == '[' && (*s)[*len - 1] == ']') {
+        (*s)++;
+        *len -= 2;
+        trim(s, len);
+    }
+}
+
+static char *strndup_checked(const char *s, size_t len)
+{
+    char *d = shoal_malloc(len + 1);
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
+static void list_push(cfg_value_t *v, const char *s, size_t len)
+{
+    SHOAL_GROW(v->list, v->cap, v->n + 1);
+    v->list[v->n++] = strndup_checked(s, len);
+}
+
+static int parse_list(const char *path, const char *s, size_t len, cfg_value_t *v, char *err,
+                      size_t errlen)
+{
+    unbracket(&s, &len);
+    if (len == 0)
+        return 0; /* an empty list */
+    const char *end = s + len;
+    while (true) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *item = s;
+        size_t ilen = (size_t)((comma ? comma : end) - s);
+        trim(&item, &ilen);
+        unquote(&item, &ilen);
+        if (check_pattern(path, item, ilen, err, errlen))
+            return SHOAL_EINVAL;
+        list_push(v, item, ilen);
+        if (!comma)
+            return 0;
+        s = comma + 1;
+    }
+}
+
+/* One expiry entry: pattern -> duration. Duplicate patterns are refused (which would win?). */
+static int add_expiry(const cfg_key_t *k, const char *path, cfg_value_t *v, const char *pat,
+                      size_t plen, const char *dur, size_t dlen, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    if (check_pattern(path, pat, plen, err, errlen))
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < v->n; i++)
+        if (strlen(v->list[i]) == plen && memcmp(v->list[i], pat, plen) == 0)
+            return fail(err, errlen, "%s: '%s' is given twice", path, quote(q, pat, plen));
+    /* the message names the entry: path/pattern */
+    shoal_buf_t epath = {0};
+    shoal_buf_printf(&epath, "%s/", path);
+    shoal_buf_append(&epath, pat, plen);
+    uint64_t ms = 0;
+    cfg_key_t entry = *k;
+    entry.kind = K_DURATION;
+    int rc = parse_number(&entry, shoal_buf_cstr(&epath), dur, dlen, &ms, err, errlen);
+    shoal_buf_free(&epath);
+    if (rc)
+        return rc;
+    list_push(v, pat, plen);
+    size_t cap = v->expiry_cap;
+    SHOAL_GROW(v->expiry, cap, v->n);
+    v->expiry_cap = cap;
+    v->expiry[v->n - 1].after_ms = ms;
+    /* list may have moved: point every entry at its pattern again */
+    for (size_t i = 0; i < v->n; i++)
+        v->expiry[i].pattern = v->list[i];
+    return 0;
+}
+
+/* The inline form "key-1 = 10 minutes, cache-* = 2 minutes" (ZPL names cannot hold '*'). */
+static int parse_expiry_inline(const cfg_key_t *k, const char *path, cfg_value_t *v, const char *s,
+                               size_t len, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    if (len >= 2 && s[0] == '{' && s[len - 1] == '}') {
+        s++, len -= 2;
+        trim(&s, &len);
+    }
+    if (len == 0)
+        return 0;
+    const char *end = s + len;
+    while (true) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *item_end = comma ? comma : end;
+        const char *eq = memchr(s, '=', (size_t)(item_end - s));
+        if (!eq)
+            return fail(err, errlen, "%s: '%s' is not 'key = duration'", path,
+                        quote(q, s, (size_t)(item_end - s)));
+        const char *pat = s, *dur = eq + 1;
+        size_t plen = (size_t)(eq - s), dlen = (size_t)(item_end - dur);
+        trim(&pat, &plen);
+        unquote(&pat, &plen);
+        trim(&dur, &dlen);
+        if (add_expiry(k, path, v, pat, plen, dur, dlen, err, errlen))
+            return SHOAL_EINVAL;
+        if (!comma)
+            return 0;
+        s = comma + 1;
+    }
+}
+
+/* Parses a leaf's value into v (which is empty). */
+static int parse_value(const cfg_key_t *k, const char *path, const char *value, cfg_value_t *v,
+                       char *err, size_t errlen)
+{
+    const char *s = value ? value : "";
+    size_t len = strlen(s);
+    trim(&s, &len);
+    switch (k->kind) {
+    case K_DURATION:
+    case K_SIZE:
+    case K_UINT:
+        return parse_number(k, path, s, len, &v->num, err, errlen);
+    case K_BOOL:
+        return parse_bool(path, s, len, &v->num, err, errlen);
+    case K_STRING:
+        v->str = strndup_checked(s, len);
+        return 0;
+    case K_HOST:
+        return parse_host(path, s, len, &v->str, err, errlen);
+    case K_LIST:
+        return parse_list(path, s, len, v, err, errlen);
+    case K_EXPIRY:
+        return parse_expiry_inline(k, path, v, s, len, err, errlen);
+    case K_ANY_TREE:
+        return 0;
+    }
+    return fail(err, errlen, "%s: internal error: unknown kind", path);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * ZPL syntax check, with zconfig's rules (zconfig_chunk_load: s_collect_level, s_collect_name,
+ * s_collect_value, s_verify_eoln), so that its failures get a line and a reason.
+ */
+static bool is_namechar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '$' ||
+           c == '-' || c == '_' || c == '@' || c == '.' || c == '&' || c == '+' || c == '/';
+}
+
+/* Nothing but blanks, or a comment, from p to the end of the line. */
+static bool rest_is_blank(const char *p, const char *end)
+{
+    while (p < end && is_space(*p))
+        p++;
+    return p == end || *p == '#';
+}
+
+static int check_zpl(const char *text, size_t len, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    const char *p = text, *end = text + len;
+    int prev_level = -1; /* level of the last entry: an entry may go at most one deeper */
+    size_t entries = 0;
+    for (unsigned lineno = 1; p < end; lineno++) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *line = p, *lend = eol ? eol : end;
+        p = eol ? eol + 1 : end;
+        if (lend - line > CFG_MAX_LINE)
+            return fail(err, errlen, "line %u: longer than %d characters", lineno, CFG_MAX_LINE);
+        while (lend > line && is_space(lend[-1]))
+            lend--;
+        const char *s = line;
+        while (s < lend && *s == ' ')
+            s++;
+        if ((s - line) % 4)
+            return fail(err, errlen, "line %u: indent by multiples of 4 spaces", lineno);
+        int level = (int)((s - line) / 4);
+        const char *name = s;
+        while (s < lend && is_namechar(*s))
+            s++;
+        if (s == name) {
+            /* blank or comment line */
+            if (!rest_is_blank(s, lend))
+                return fail(err, errlen, "line %u: %s'%s'", lineno,
+                            *s == '\t' ? "indent with spaces, not tabs: " : "invalid syntax: ",
+                            quote(q, s, (size_t)(lend - s)));
+            continue;
+        }
+        if (name[0] == '/' || s[-1] == '/')
+            return fail(err, errlen, "line %u: a name cannot start or end with '/'", lineno);
+        if (level > prev_level + 1)
+            return fail(err, errlen, "line %u: indented deeper than the section it is in", lineno);
+        if (++entries > CFG_MAX_ENTRIES)
+            return fail(err, errlen, "line %u: more than %d entries", lineno, CFG_MAX_ENTRIES);
+        prev_level = level;
+        while (s < lend && is_space(*s))
+            s++;
+        if (s < lend && *s == '=') {
+            s++;
+            while (s < lend && is_space(*s))
+                s++;
+            if (s < lend && (*s == '"' || *s == '\'')) {
+                const char *close = memchr(s + 1, *s, (size_t)(lend - s - 1));
+                if (!close)
+                    return fail(err, errlen, "line %u: missing closing %c", lineno, *s);
+                if (!rest_is_blank(close + 1, lend))
+                    return fail(err, errlen, "line %u: text after the closing quote: '%s'", lineno,
+                                quote(q, close + 1, (size_t)(lend - close - 1)));
+            }
+        } else if (!rest_is_blank(s, lend)) {
+            return fail(err, errlen,
+                        "line %u: invalid syntax: '%s' (expected 'name = value'; names are "
+                        "letters, digits and $-_@.&+/)",
+                        lineno, quote(q, name, (size_t)(lend - name)));
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Walking the tree
+ */
+typedef struct {
+    shoal_config_t *cfg;
+    char *err;
+    size_t errlen;
+} walk_t;
+
+/* What a key path is in the table. */
+typedef enum { P_UNKNOWN, P_SECTION, P_KEY, P_INSIDE } place_t;
+
+/* P_KEY: *row is the path's row; P_INSIDE: the path is below an expiry map or an ignored tree
+   (*row), *rest is the remainder after its '/'; P_SECTION: the path is a parent of some row. */
+static place_t place_of(const char *path, size_t *row, const char **rest)
+{
+    size_t plen = strlen(path);
+    place_t found = P_UNKNOWN;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const char *k = cfg_keys[i].path;
+        size_t klen = strlen(k);
+        if (klen == plen && memcmp(k, path, plen) == 0) {
+            *row = i;
+            return P_KEY;
+        }
+        if (klen > plen && memcmp(k, path, plen) == 0 && k[plen] == '/')
+            found = P_SECTION;
+        if (plen > klen && memcmp(k, path, klen) == 0 && path[klen] == '/' &&
+            (cfg_keys[i].kind == K_EXPIRY || cfg_keys[i].kind == K_ANY_TREE)) {
+            *row = i;
+            *rest = path + klen + 1;
+            return P_INSIDE;
+        }
+    }
+    return found;
+}
+
+static bool has_value(zconfig_t *node)
+{
+    const char *v = zconfig_value(node);
+    if (!v)
+        return false;
+    size_t len = strlen(v);
+    trim(&v, &len);
+    return len > 0;
+}
+
+static int walk_node(walk_t *w, zconfig_t *node, shoal_buf_t *path);
+
+static int walk_children(walk_t *w, zconfig_t *node, shoal_buf_t *path)
+{
+    size_t keep = path->len;
+    for (zconfig_t *c = zconfig_child(node); c; c = zconfig_next(c)) {
+        path->len = keep;
+        if (keep)
+            shoal_buf_append(path, "/", 1);
+        const char *name = zconfig_name(c);
+        shoal_buf_append(path, name, strlen(name));
+        int rc = walk_node(w, c, path);
+        if (rc)
+            return rc;
+    }
+    path->len = keep;
+    return 0;
+}
+
+static int walk_node(walk_t *w, zconfig_t *node, shoal_buf_t *path)
+{
+    char q[QUOTE_CAP];
+    const char *p = shoal_buf_cstr(path);
+    const char *value = zconfig_value(node) ? zconfig_value(node) : "";
+    if (strncmp(p, "shoal", 5) != 0 || (p[5] != '\0' && p[5] != '/')) {
+        const char *slash = strchr(p, '/');
+        size_t top = slash ? (size_t)(slash - p) : strlen(p);
+        return fail(w->err, w->errlen, "unknown section '%s' at the top level (use shoal)",
+                    quote(q, p, top));
+    }
+    size_t row = 0;
+    const char *rest = NULL;
+    switch (place_of(p, &row, &rest)) {
+    case P_UNKNOWN:
+        return fail(w->err, w->errlen, "unknown setting %s%s", p,
+                    strchr(zconfig_name(node), '.') ? " (nest sections or use '/', not '.')" : "");
+    case P_SECTION:
+        if (has_value(node))
+            return fail(w->err, w->errlen, "%s is a section, not a setting (given '%s')", p,
+                        quote(q, value, strlen(value)));
+        return walk_children(w, node, path);
+    case P_INSIDE: {
+        const cfg_key_t *k = &cfg_keys[row];
+        if (k->kind == K_ANY_TREE)
+            return 0;
+        /* an expiry entry written with slashes: .../expire-keys-after-inactivity/key-1 = 1 m */
+        if (zconfig_child(node))
+            return fail(w->err, w->errlen, "%s takes a duration, not a section", p);
+        w->cfg->values[row].set = true;
+        return add_expiry(k, k->path, &w->cfg->values[row], rest, strlen(rest), value,
+                          strlen(value), w->err, w->errlen);
+    }
+    case P_KEY:
+        break;
+    }
+    const cfg_key_t *k = &cfg_keys[row];
+    cfg_value_t *v = &w->cfg->values[row];
+    if (k->kind == K_ANY_TREE)
+        return 0;
+    if (k->kind == K_EXPIRY) {
+        /* a section of entries, an inline value, or both; entries accumulate */
+        v->set = true;
+        if (parse_value(k, p, value, v, w->err, w->errlen))
+            return SHOAL_EINVAL;
+        for (zconfig_t *c = zconfig_child(node); c; c = zconfig_next(c)) {
+            const char *name = zconfig_name(c);
+            const char *cv = zconfig_value(c) ? zconfig_value(c) : "";
+            if (zconfig_child(c))
+                return fail(w->err, w->errlen, "%s/%s takes a duration, not a section", p, name);
+            if (add_expiry(k, p, v, name, strlen(name), cv, strlen(cv), w->err, w->errlen))
+                return SHOAL_EINVAL;
+        }
+        return 0;
+    }
+    if (zconfig_child(node))
+        return fail(w->err, w->errlen, "%s is a setting, not a section", p);
+    if (v->set)
+        return fail(w->err, w->errlen, "%s is set twice", p);
+    if (parse_value(k, p, value, v, w->err, w->errlen)) {
+        value_free(v);
+        return SHOAL_EINVAL;
+    }
+    v->set = true;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loading
+ */
+static shoal_config_t *config_new(void)
+{
+    shoal_config_t *cfg = shoal_calloc(1, sizeof *cfg);
+    cfg->composed = shoal_calloc(1, sizeof *cfg->composed);
+    return cfg;
+}
+
+static shoal_config_t *parse_text(const char *text, size_t len, char *err, size_t errlen)
+{
+    if (len > CFG_MAX_TEXT) {
+        fail(err, errlen, "configuration larger than %u bytes", CFG_MAX_TEXT);
+        return NULL;
+    }
+    if (check_zpl(text, len, err, errlen))
+        return NULL;
+    zconfig_t *root = zconfig_str_load(text);
+    if (!root) {
+        /* the pre-check should have caught it; never accept what zconfig refused */
+        fail(err, errlen, "not a valid ZPL configuration");
+        return NULL;
+    }
+    shoal_config_t *cfg = config_new();
+    walk_t w = {cfg, err, errlen};
+    shoal_buf_t path = {0};
+    int rc = walk_children(&w, root, &path);
+    shoal_buf_free(&path);
+    zconfig_destroy(&root);
+    if (rc) {
+        shoal_config_destroy(&cfg);
+        return NULL;
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    return cfg;
+}
+
+shoal_config_t *shoal_config_parse(const char *text, char *err, size_t errlen)
+{
+    if (!text) {
+        fail(err, errlen, "no configuration text");
+        return NULL;
+    }
+    return parse_text(text, strlen(text), err, errlen);
+}
+
+shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen)
+{
+    if (!path) {
+        fail(err, errlen, "no configuration file name");
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    shoal_buf_t text = {0};
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && text.len <= CFG_MAX_TEXT)
+        shoal_buf_append(&text, chunk, n);
+    int read_errno = ferror(f) ? errno : 0;
+    fclose(f);
+    shoal_config_t *cfg = NULL;
+    if (read_errno)
+        fail(err, errlen, "%s: cannot read: %s", path, strerror(read_errno));
+    else if (text.len > CFG_MAX_TEXT)
+        fail(err, errlen, "%s: larger than %u bytes", path, CFG_MAX_TEXT);
+    else if (memchr(shoal_buf_cstr(&text), '\0', text.len))
+        fail(err, errlen, "%s: not a text file (contains a NUL byte)", path);
+    else {
+        cfg = parse_text(shoal_buf_cstr(&text), text.len, err, errlen);
+        if (!cfg && err && errlen) {
+            /* prefix the file name */
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", err);
+            snprintf(err, errlen, "%s: %s", path, inner);
+        }
+    }
+    shoal_buf_free(&text);
+    return cfg;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Filling settings
+ */
+static void fill(const shoal_config_t *cfg, cfg_target_t target, void *out)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (cfg_keys[i].target == target && cfg->values[i].set)
+            cfg_keys[i].set(out, cfg_keys[i].offset, &cfg->values[i]);
+}
+
+/* Host and port of a tcp://host:port endpoint; false if it is not one. */
+static bool split_endpoint(const char *ep, const char **host, size_t *hlen, unsigned *port)
+{
+    if (!ep || strncmp(ep, "tcp://", 6) != 0)
+        return false;
+    const char *h = ep + 6, *colon = strrchr(h, ':');
+    if (!colon || colon == h || !colon[1] || strlen(colon + 1) > 5)
+        return false;
+    unsigned p = 0;
+    for (const char *d = colon + 1; *d; d++) {
+        if (!is_digit(*d))
+            return false;
+        p = p * 10 + (unsigned)(*d - '0');
+    }
+    if (p > 65535)
+        return false;
+    *host = h;
+    *hlen = (size_t)(colon - h);
+    *port = p;
+    return true;
+}
+
+static const char *keep_composed(const shoal_config_t *cfg, const char *s)
+{
+    cfg_strs_t *c = cfg->composed;
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->v[i], s) == 0)
+            return c->v[i];
+    SHOAL_GROW(c->v, c->cap, c->n + 1);
+    c->v[c->n] = strndup_checked(s, strlen(s));
+    return c->v[c->n++];
+}
+
+int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out, char *err,
+                        size_t errlen)
+{
+    if (!cfg || !out)
+        return fail(err, errlen, "shoal_config_system: NULL argument");
+    fill(cfg, CFG_SYSTEM, out);
+    const cfg_value_t *host = value_of(cfg, ARTERY "canonical/hostname");
+    const cfg_value_t *port = value_of(cfg, ARTERY "canonical/port");
+    if (host->set || port->set) {
+        /* the part the file leaves out comes from the caller's endpoint */
+        const char *h = CFG_DEFAULT_HOST;
+        size_t hlen = strlen(h);
+        unsigned p = CFG_DEFAULT_PORT;
+        split_endpoint(out->endpoint, &h, &hlen, &p);
+        if (host->set)
+            h = host->str, hlen = strlen(host->str);
+        if (port->set)
+            p = (unsigned)port->num;
+        shoal_buf_t ep = {0};
+        shoal_buf_printf(&ep, "tcp://%.*s:%u", (int)hlen, h, p);
+        out->endpoint = keep_composed(cfg, shoal_buf_cstr(&ep));
+        shoal_buf_free(&ep);
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    return 0;
+}
+
+int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings_t *out, char *err,
+                            size_t errlen)
+{
+    if (!cfg || !out)
+        return fail(err, errlen, "shoal_config_replicator: NULL argument");
+    fill(cfg, CFG_REPLICATOR, out);
+    /* Akka derives the delta propagation interval from gossip-interval (a fifth of it); a file
+       that changes only gossip-interval keeps that relation */
+    if (value_of(cfg, DD "gossip-interval")->set && !value_of(cfg, DD "delta-interval")->set)
+        out->delta_interval_ms = out->gossip_interval_ms / 5 ? out->gossip_interval_ms / 5 : 1;
+    if (err && errlen)
+        err[0] = '\0';
+    return 0;
+}

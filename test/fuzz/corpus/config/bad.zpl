@@ -1,0 +1,4 @@
+shoal
+    cluster
+        distributed-data
+            gossip-interval = 2 parsecs

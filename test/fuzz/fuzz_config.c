@@ -1,0 +1,48 @@
+/*  fuzz_config.c — libFuzzer target for configuration text (shoal_config_parse).
+
+    Configuration files come from operators, not peers, but a node must still never crash on one:
+    any input gives a config or an error message. A config that loads must fill both settings
+    structs, and what it fills must be consistent (counts with their arrays).
+*/
+#include "ddata.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    char err[256];
+    err[0] = '\0';
+    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    free(text); /* the config must not point into the text */
+    if (!cfg) {
+        if (err[0] == '\0')
+            abort(); /* every failure explains itself */
+        return 0;
+    }
+    shoal_replicator_settings_t r;
+    memset(&r, 0, sizeof r);
+    if (shoal_config_replicator(cfg, &r, err, sizeof err) != 0)
+        abort();
+    size_t total = 0;
+    if (r.role)
+        total += strlen(r.role);
+    for (size_t i = 0; i < r.n_durable_keys; i++)
+        total += strlen(r.durable_keys[i]);
+    for (size_t i = 0; i < r.n_expire_keys; i++)
+        if (r.expire_keys[i].after_ms == 0 || !r.expire_keys[i].pattern[0])
+            abort();
+    shoal_system_settings_t s;
+    memset(&s, 0, sizeof s);
+    s.endpoint = "tcp://127.0.0.1:1";
+    if (shoal_config_system(cfg, &s, err, sizeof err) != 0 || !s.endpoint)
+        abort();
+    total += strlen(s.endpoint);
+    shoal_config_destroy(&cfg);
+    return total == (size_t)-1; /* keeps the reads from being optimized away */
+}
