@@ -262,6 +262,7 @@ int shoal_orset_remove(shoal_crdt_t *s, const shoal_node_t *self, const void *el
 int shoal_orset_clear(shoal_crdt_t *s, const shoal_node_t *self);
 bool shoal_orset_contains(const shoal_crdt_t *s, const void *elem, size_t len);
 size_t shoal_orset_size(const shoal_crdt_t *s);
+/* fn must not change the set. */
 int shoal_orset_foreach(const shoal_crdt_t *s, shoal_elem_fn *fn, void *arg);
 
 /* ---------------------------------------------------------------------------------------------
