@@ -390,6 +390,24 @@ int shoal_pncountermap_get(const shoal_crdt_t *m, const void *key, size_t klen, 
  * it; called from the node thread it returns SHOAL_EDEADLK instead of deadlocking. Bytes handed to
  * a handler are valid until the handler returns. At most max_pending_calls calls/posts may wait
  * for the node thread; past that they fail with SHOAL_EBUSY (the caller outruns the node).
+ * shoal_system_destroy must not be called from the node thread (it is refused and logged); posts
+ * still queued when a node stops are not run.
+ *
+ * DELIVERY. Sequence numbers count messages. A receiver hands every message of a connection to
+ * its handler at most once and in send order: a frame seen again (a duplicate) is dropped and
+ * counted, a jump is reported as SHOAL_PEER_GAP with the number of messages missed. A sender
+ * holds at most two frames per peer (the batch being filled and one frame ZeroMQ refused);
+ * when both are full send() fails with SHOAL_EAGAIN and nothing it accepted is dropped in silence:
+ * what never got acknowledged is reported as SHOAL_PEER_LOST (only when the count is not 0) when
+ * the peer restarts, is quarantined or disconnected. A new connection (reconnect, restart) is
+ * handshaken again at once, so a restart is noticed even when nothing is being sent.
+ * shoal_system_on_peer adds a listener (several may listen); registering a NULL handler for a
+ * kind removes it.
+ *
+ * FAULTS. shoal_system_fault replaces the fault set earlier for the same endpoint; a fault for
+ * one endpoint overrides the NULL (every peer) fault in the directions it names. `cut` drops
+ * every frame to and from that peer, handshakes and acks included; drop, duplicate and delay act
+ * on data frames. Clients are never subject to faults.
  */
 #define SHOAL_EAGAIN    -20 /* peer queue full: retry later or report */
 #define SHOAL_ENOTCONN  -21 /* no connection (yet) to that peer, or not a peer */

@@ -76,6 +76,10 @@ extern const shoal_type_t shoal_type_ormap_delta;
 extern const shoal_type_t shoal_type_lwwregister;
 extern const shoal_type_t shoal_type_flag;
 
+/* True when id[0..len) is a well-formed node id, without interning it (network input that
+   may be refused should not grow the process-wide table). */
+bool shoal_node_id_valid(const char *id, size_t len);
+
 /* True when v is non-NULL and of type t. */
 static inline bool shoal_is(const shoal_crdt_t *v, const shoal_type_t *t)
 {

@@ -138,6 +138,14 @@ const shoal_node_t *shoal_node_intern_n(const char *id, size_t len)
     return n;
 }
 
+bool shoal_node_id_valid(const char *id, size_t len)
+{
+    size_t host_len;
+    uint16_t port;
+    uint64_t uid;
+    return id && parse_id(id, len, &host_len, &port, &uid) == 0;
+}
+
 const shoal_node_t *shoal_node_intern(const char *id)
 {
     return id ? shoal_node_intern_n(id, strlen(id)) : NULL;

@@ -26,6 +26,26 @@ const char *shoal_strerror(int code)
         return "not found";
     case SHOAL_ENODE:
         return "malformed node id";
+    case SHOAL_EAGAIN:
+        return "peer queue full";
+    case SHOAL_ENOTCONN:
+        return "not connected";
+    case SHOAL_ETHREAD:
+        return "called from the wrong thread";
+    case SHOAL_EDEADLK:
+        return "synchronous call from the node thread";
+    case SHOAL_EBUSY:
+        return "too many calls pending";
+    case SHOAL_ETIMEOUT:
+        return "timed out";
+    case SHOAL_ESTOPPED:
+        return "node stopped";
+    case SHOAL_EIO:
+        return "socket error";
+    case SHOAL_EKIND:
+        return "no handler for that message kind";
+    case SHOAL_EREFUSED:
+        return "handshake refused";
     default:
         return "unknown error";
     }

@@ -1,0 +1,1979 @@
+/*  system.c — THE NODE: one event-loop thread (a czmq actor) owning a ROUTER, a DEALER per peer,
+    the timers and every handler (see "THE NODE" in ddata.h for the contract).
+
+    WHY IT IS BUILT THIS WAY
+    - One thread owns everything, so nothing on the hot path locks. Other threads reach it only
+      through a mutex-guarded queue of calls woken by an eventfd (czmq's actor pipe is a socket,
+      which is not thread-safe, so it only carries $TERM from shoal_system_destroy).
+    - Raw libzmq (zmq_msg_t, zmq_poll): czmq's frame objects cost about 4x a raw message.
+    - The poll timeout is the time to the next due thing (timer, held frame, handshake retry, ack),
+      so an idle node sleeps.
+    - Messages are appended to the peer's batch by send() and flushed once per loop turn, after all
+      ready input and timers ran: one frame carries many messages (Artery, Redis pipelining). A
+      batch that reaches the frame limit is sealed at once. When ZeroMQ refuses a sealed frame
+      (EAGAIN: the peer's queue is at its HWM, or it is not connected) the frame is kept in the
+      peer's single "blocked" slot and retried when the DEALER is writable; while that slot and the
+      batch are both full, send() returns SHOAL_EAGAIN. So the memory held per peer is bounded by
+      two frames and nothing a send() accepted is dropped in silence.
+    - Sequence numbers count messages (transport.h): the receiver reports exactly how many it
+      missed (SHOAL_PEER_GAP), the sender exactly how many were never acknowledged
+      (SHOAL_PEER_LOST) when a peer's incarnation changes, it is quarantined or disconnected.
+    - A ROUTER that gets data from a routing id it has no handshake for answers WHO; the DEALER
+      handshakes again and so learns whether the same incarnation (resume: the ROUTER moves the
+      sequence state of that node to the new routing id) or a new one (PEER_RESTARTED) answers.
+    - Faults are applied where frames enter and leave the node's sockets, so one node's fault can
+      partition it from a peer both ways even when both live in one process.
+*/
+#include "transport.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROUTER_BUDGET   1024  /* frames read from the ROUTER per turn: timers and flushes run too */
+#define DEALER_BUDGET   256   /* control frames read from one DEALER per turn */
+#define HOUSEKEEPING_MS 10000 /* how often idle client connections are swept */
+#define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
+#define LOG_INTERVAL_MS 1000  /* at most one log line per reason per second */
+#define MAX_FRAME_LIMIT (64u << 20)
+#define MIN_FRAME_LIMIT 1024u
+
+/* ---------------------------------------------------------------------------------------------
+ * State
+ */
+typedef struct {
+    bool active, cut;
+    double drop, duplicate;
+    uint32_t delay_ms;
+} fault_eff_t;
+
+typedef struct {
+    char *endpoint; /* NULL: every peer */
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port;
+    shoal_fault_t f;
+} fault_rule_t;
+
+/* An outbound link: our DEALER connected to a peer's ROUTER. */
+typedef struct peer {
+    char *endpoint;
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port;
+    void *dealer;
+    void *monitor;            /* PAIR receiving the DEALER's connection events */
+    const shoal_node_t *node; /* the incarnation we send to; NULL before the first handshake */
+    bool up;                  /* the current connection's handshake is done */
+    bool quarantined;         /* node is quarantined: nothing is sent until a new incarnation */
+    bool dead;                /* disconnected; freed at the end of the loop turn */
+    bool dirty;               /* in the flush list */
+    uint8_t version;
+    uint64_t peer_max_frame; /* the peer's limit, from its HelloReply (0: unknown) */
+    uint64_t next_seq;       /* sequence number of the next message */
+    uint64_t acked;          /* every message up to this one is acknowledged */
+    shoal_batch_t batch;     /* messages not yet framed */
+    shoal_buf_t blocked;     /* one sealed frame ZeroMQ refused; sent before anything else */
+    int64_t next_hello_ms, last_hello_ms;
+    uint32_t hello_backoff_ms;
+    fault_eff_t fout, fin;
+} peer_t;
+
+/* An inbound connection: one routing id on our ROUTER that completed a handshake. */
+typedef struct {
+    uint8_t rid[256];
+    size_t rid_len;
+    bool client;
+    bool quarantined;
+    const shoal_node_t *node; /* the sender (peers only) */
+    uint8_t version;
+    uint64_t expected;   /* next sequence number expected */
+    uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
+    int64_t last_seen_ms;
+    fault_eff_t fin, fout;
+} inconn_t;
+
+/* A frame held by a delay fault. */
+typedef struct held {
+    struct held *next;
+    int64_t due;
+    peer_t *peer;     /* outgoing: the peer to send to; NULL for incoming */
+    uint8_t rid[256]; /* incoming: the routing id it came from */
+    size_t rid_len;
+    uint8_t *data;
+    size_t len;
+} held_t;
+
+typedef struct {
+    int id;
+    int64_t due;
+    uint32_t interval;
+    bool repeat, cancelled;
+    shoal_timer_fn *fn;
+    void *arg;
+} stimer_t;
+
+typedef struct {
+    shoal_recv_fn *recv;
+    shoal_request_fn *request;
+    void *arg;
+} handler_t;
+
+typedef struct {
+    shoal_peer_fn *fn;
+    void *arg;
+} listener_t;
+
+typedef struct call {
+    struct call *next;
+    shoal_call_fn *fn;
+    void *arg;
+    bool sync;
+    bool done;
+    int result;
+} call_t;
+
+enum {
+    LOG_OVERSIZED,
+    LOG_MALFORMED,
+    LOG_NOT_HANDSHAKEN,
+    LOG_QUARANTINED,
+    LOG_REFUSED,
+    LOG_UNKNOWN_KIND,
+    LOG_SEND,
+    LOG_REASONS
+};
+
+struct shoal_system {
+    shoal_system_settings_t set;
+    char *endpoint; /* as bound */
+    const shoal_node_t *self;
+    zactor_t *actor;
+    pthread_t thread;
+    void *router;
+    int wake_fd;
+    int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop */
+
+    /* the call queue: the only state other threads touch */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    call_t *calls_head, *calls_tail;
+    size_t calls_n;
+    size_t waiters; /* threads inside shoal_system_call: destroy waits for them to leave */
+    bool stopping;
+
+    /* everything below belongs to the node thread */
+    bool terminated;
+    peer_t **peers;
+    size_t npeers, peers_cap;
+    peer_t **graveyard;
+    size_t ngrave, grave_cap;
+    peer_t **dirty;
+    size_t ndirty, dirty_cap;
+    shoal_hmap_t peer_by_node; /* node pointer -> peer */
+    shoal_hmap_t inconns;      /* routing id -> inconn */
+    shoal_hmap_t quarantine;   /* node pointer -> (void *)1 */
+    handler_t *handlers[256];  /* two-level table by kind: 256 pages of 256 */
+    listener_t *listeners;
+    size_t nlisteners, listeners_cap;
+    stimer_t **timers;
+    size_t ntimers, timers_cap;
+    int next_timer_id;
+    fault_rule_t *faults;
+    size_t nfaults, faults_cap;
+    held_t *held_head, *held_tail;
+    int64_t held_last_due;
+    zmq_pollitem_t *items;
+    peer_t **poll_peers;
+    size_t items_cap;
+    shoal_buf_t scratch;
+    bool ack_pending;
+    int64_t next_ack_ms, next_sweep_ms;
+    uint64_t rng;
+    uint64_t monitor_seq;
+    int64_t log_last[LOG_REASONS];
+    uint64_t log_suppressed[LOG_REASONS];
+    shoal_system_stats_t stats;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Small helpers
+ */
+int64_t shoal_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t rng_next(shoal_system_t *sys)
+{
+    /* xorshift64*: faults need cheap, not cryptographic, randomness */
+    uint64_t x = sys->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    sys->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static bool rng_chance(shoal_system_t *sys, double p)
+{
+    if (p <= 0)
+        return false;
+    if (p >= 1)
+        return true;
+    return (double)(rng_next(sys) >> 11) * 0x1.0p-53 < p;
+}
+
+static uint64_t random_uid(void)
+{
+    uint64_t u = 0;
+    while (u == 0) {
+        if (getrandom(&u, sizeof u, 0) != (ssize_t)sizeof u) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            u = ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^
+                ((uint64_t)getpid() << 32);
+        }
+    }
+    return u;
+}
+
+static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One line per reason per second at most: a flood of bad frames must not become a flood of
+   log lines. The next line says how many were suppressed. */
+static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
+{
+    int64_t now = shoal_now_ms();
+    if (now - sys->log_last[reason] < LOG_INTERVAL_MS) {
+        sys->log_suppressed[reason]++;
+        return;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (sys->log_suppressed[reason])
+        zsys_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
+                     sys->log_suppressed[reason]);
+    else
+        zsys_warning("%s: %s", shoal_node_id(sys->self), msg);
+    sys->log_last[reason] = now;
+    sys->log_suppressed[reason] = 0;
+}
+
+bool shoal_system_on_thread(const shoal_system_t *sys)
+{
+    return sys && pthread_equal(pthread_self(), sys->thread);
+}
+
+const shoal_node_t *shoal_system_self(const shoal_system_t *sys)
+{
+    return sys ? sys->self : NULL;
+}
+
+size_t shoal_system_max_message_bytes(const shoal_system_t *sys)
+{
+    /* the frame header, and the record's kind and length varints */
+    size_t overhead = SHOAL_FRAME_HEADER_MAX + 3 + 10;
+    return sys && sys->set.max_frame_bytes > overhead ? sys->set.max_frame_bytes - overhead : 0;
+}
+
+const char *shoal_system_endpoint(const shoal_system_t *sys)
+{
+    return sys ? sys->endpoint : NULL;
+}
+
+void shoal_system_settings_default(shoal_system_settings_t *s)
+{
+    if (!s)
+        return;
+    s->endpoint = "tcp://127.0.0.1:2552";
+    s->uid = 0;
+    s->max_frame_bytes = 256 * 1024;
+    s->peer_send_hwm = 1000;
+    s->ack_interval_ms = 100;
+    s->handshake_retry_ms = 250;
+    s->max_pending_calls = 10000;
+}
+
+static void emit(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
+                 const shoal_node_t *old, uint64_t count)
+{
+    /* by index: a listener may register another one */
+    for (size_t i = 0; i < sys->nlisteners; i++)
+        sys->listeners[i].fn(sys, ev, node, old, count, sys->listeners[i].arg);
+}
+
+static bool is_quarantined(const shoal_system_t *sys, const shoal_node_t *node)
+{
+    return node && shoal_hmap_get(&sys->quarantine, &node, sizeof node) != NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Faults
+ */
+static fault_eff_t fault_resolve(const shoal_system_t *sys, const char *host, uint16_t port,
+                                 int dir)
+{
+    const fault_rule_t *specific = NULL, *any = NULL;
+    for (size_t i = 0; i < sys->nfaults; i++) {
+        const fault_rule_t *r = &sys->faults[i];
+        if (!((int)r->f.dir & dir))
+            continue;
+        if (!r->endpoint)
+            any = r;
+        else if (host && r->port == port && strcmp(r->host, host) == 0)
+            specific = r;
+    }
+    const fault_rule_t *r = specific ? specific : any;
+    fault_eff_t e = {0};
+    if (r) {
+        e.cut = r->f.cut;
+        e.drop = r->f.drop;
+        e.duplicate = r->f.duplicate;
+        e.delay_ms = r->f.delay_ms;
+        e.active = e.cut || e.drop > 0 || e.duplicate > 0 || e.delay_ms > 0;
+    }
+    return e;
+}
+
+static void inconn_faults(const shoal_system_t *sys, inconn_t *c)
+{
+    if (c->client || !c->node) {
+        /* clients are not peers: faults never apply to them */
+        memset(&c->fin, 0, sizeof c->fin);
+        memset(&c->fout, 0, sizeof c->fout);
+        return;
+    }
+    c->fin = fault_resolve(sys, shoal_node_host(c->node), shoal_node_port(c->node), SHOAL_FAULT_IN);
+    c->fout =
+        fault_resolve(sys, shoal_node_host(c->node), shoal_node_port(c->node), SHOAL_FAULT_OUT);
+}
+
+static void peer_faults(const shoal_system_t *sys, peer_t *p)
+{
+    p->fin = fault_resolve(sys, p->host, p->port, SHOAL_FAULT_IN);
+    p->fout = fault_resolve(sys, p->host, p->port, SHOAL_FAULT_OUT);
+}
+
+static void refresh_faults(shoal_system_t *sys)
+{
+    for (size_t i = 0; i < sys->npeers; i++)
+        peer_faults(sys, sys->peers[i]);
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *s = &sys->inconns.slots[i];
+        if (SHOAL_HSLOT_LIVE(s))
+            inconn_faults(sys, s->value);
+    }
+}
+
+static void hold(shoal_system_t *sys, uint32_t delay_ms, peer_t *p, const uint8_t *rid,
+                 size_t rid_len, const void *data, size_t len)
+{
+    held_t *h = shoal_calloc(1, sizeof *h);
+    /* FIFO: a frame is never released before one held earlier, so a constant delay keeps order */
+    int64_t due = shoal_now_ms() + delay_ms;
+    if (due < sys->held_last_due)
+        due = sys->held_last_due;
+    sys->held_last_due = due;
+    h->due = due;
+    h->peer = p;
+    if (rid) {
+        memcpy(h->rid, rid, rid_len);
+        h->rid_len = rid_len;
+    }
+    h->data = shoal_memdup(data, len);
+    h->len = len;
+    if (sys->held_tail)
+        sys->held_tail->next = h;
+    else
+        sys->held_head = h;
+    sys->held_tail = h;
+}
+
+static void held_free_all(shoal_system_t *sys, const peer_t *only)
+{
+    held_t **pp = &sys->held_head, *last = NULL;
+    while (*pp) {
+        held_t *h = *pp;
+        if (!only || h->peer == only) {
+            *pp = h->next;
+            free(h->data);
+            free(h);
+        } else {
+            last = h;
+            pp = &h->next;
+        }
+    }
+    sys->held_tail = last;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sending
+ */
+static int zmq_send_raw(shoal_system_t *sys, void *sock, const void *data, size_t len)
+{
+    if (zmq_send(sock, data, len, ZMQ_DONTWAIT) < 0)
+        return errno == EAGAIN ? SHOAL_EAGAIN : SHOAL_EIO;
+    sys->stats.frames_out++;
+    sys->stats.bytes_out += len;
+    return 0;
+}
+
+/* A control frame to an inbound connection's routing id (ROUTER side). */
+static int router_send(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, const void *data,
+                       size_t len)
+{
+    if (zmq_send(sys->router, rid, rid_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
+        return errno == EAGAIN ? SHOAL_EAGAIN : SHOAL_ENOTCONN; /* EHOSTUNREACH: gone */
+    if (zmq_send(sys->router, data, len, ZMQ_DONTWAIT) < 0)
+        return SHOAL_EAGAIN;
+    sys->stats.frames_out++;
+    sys->stats.bytes_out += len;
+    return 0;
+}
+
+/* A DATA frame through the peer's out fault, then to ZeroMQ. 0 also when a fault took it. */
+static int send_data_frame(shoal_system_t *sys, peer_t *p, const uint8_t *data, size_t len)
+{
+    if (p->fout.active) {
+        if (p->fout.cut || rng_chance(sys, p->fout.drop)) {
+            sys->stats.dropped_fault++;
+            return 0;
+        }
+        int copies = rng_chance(sys, p->fout.duplicate) ? 2 : 1;
+        if (p->fout.delay_ms) {
+            for (int i = 0; i < copies; i++)
+                hold(sys, p->fout.delay_ms, p, NULL, 0, data, len);
+            return 0;
+        }
+        int rc = zmq_send_raw(sys, p->dealer, data, len);
+        if (rc == 0 && copies == 2)
+            zmq_send_raw(sys, p->dealer, data, len);
+        return rc;
+    }
+    return zmq_send_raw(sys, p->dealer, data, len);
+}
+
+static size_t frame_limit(const shoal_system_t *sys, const peer_t *p)
+{
+    size_t lim = sys->set.max_frame_bytes;
+    if (p->peer_max_frame && p->peer_max_frame < lim)
+        lim = (size_t)p->peer_max_frame;
+    return lim;
+}
+
+static void mark_dirty(shoal_system_t *sys, peer_t *p)
+{
+    if (p->dirty)
+        return;
+    p->dirty = true;
+    SHOAL_GROW(sys->dirty, sys->dirty_cap, sys->ndirty + 1);
+    sys->dirty[sys->ndirty++] = p;
+}
+
+/* Sends the blocked frame if there is one. 0 when the slot is free afterwards. */
+static int flush_blocked(shoal_system_t *sys, peer_t *p)
+{
+    if (!p->blocked.len)
+        return 0;
+    if (!p->up)
+        return SHOAL_EAGAIN;
+    int rc = send_data_frame(sys, p, p->blocked.data, p->blocked.len);
+    if (rc == SHOAL_EAGAIN)
+        return rc;
+    if (rc != 0)
+        log_limited(sys, LOG_SEND, "send to %s failed: %s", p->endpoint, zmq_strerror(errno));
+    p->blocked.len = 0;
+    return 0;
+}
+
+/* Seals the batch into a frame and sends it, or parks it in the (free) blocked slot. */
+static void flush_batch(shoal_system_t *sys, peer_t *p)
+{
+    if (!p->batch.count)
+        return;
+    size_t len;
+    const uint8_t *frame = shoal_batch_seal(&p->batch, p->version, &len);
+    int rc = p->up ? send_data_frame(sys, p, frame, len) : SHOAL_EAGAIN;
+    if (rc == SHOAL_EAGAIN) {
+        shoal_buf_reset(&p->blocked);
+        shoal_buf_append(&p->blocked, frame, len);
+    } else if (rc != 0) {
+        log_limited(sys, LOG_SEND, "send to %s failed: %s", p->endpoint, zmq_strerror(errno));
+    }
+    shoal_batch_reset(&p->batch);
+}
+
+static void flush_peer(shoal_system_t *sys, peer_t *p)
+{
+    if (p->dead || !p->up)
+        return;
+    if (flush_blocked(sys, p) == 0)
+        flush_batch(sys, p);
+}
+
+static void flush_dirty(shoal_system_t *sys)
+{
+    /* by index: nothing here runs user code, but keep the list stable anyway */
+    for (size_t i = 0; i < sys->ndirty; i++) {
+        peer_t *p = sys->dirty[i];
+        p->dirty = false;
+        flush_peer(sys, p);
+    }
+    sys->ndirty = 0;
+}
+
+/* Forgets what was queued for the current incarnation; returns how many messages were never
+   acknowledged (sent, parked or batched). */
+static uint64_t reset_link(peer_t *p)
+{
+    uint64_t lost = p->next_seq - 1 - p->acked;
+    shoal_batch_reset(&p->batch);
+    p->blocked.len = 0;
+    p->next_seq = 1;
+    p->acked = 0;
+    return lost;
+}
+
+static void send_hello(shoal_system_t *sys, peer_t *p, int64_t now)
+{
+    if (p->fout.cut) {
+        sys->stats.dropped_fault++;
+        p->next_hello_ms = now + sys->set.handshake_retry_ms;
+        return;
+    }
+    shoal_hello_t h = {0};
+    h.version_min = SHOAL_WIRE_VERSION_MIN;
+    h.version_max = SHOAL_WIRE_VERSION_MAX;
+    snprintf(h.from, sizeof h.from, "%s", shoal_node_id(sys->self));
+    if (p->node)
+        snprintf(h.to_node, sizeof h.to_node, "%s", shoal_node_id(p->node));
+    snprintf(h.to, sizeof h.to, "%s", p->endpoint);
+    h.first_seq = p->node ? p->acked + 1 : 1;
+    shoal_buf_reset(&sys->scratch);
+    shoal_hello_write(&sys->scratch, &h);
+    int rc = zmq_send_raw(sys, p->dealer, sys->scratch.data, sys->scratch.len);
+    if (rc == 0) {
+        p->last_hello_ms = now;
+        p->next_hello_ms = now + sys->set.handshake_retry_ms;
+        p->hello_backoff_ms = 1;
+    } else {
+        /* not connected yet (ZMQ_IMMEDIATE): try again soon, backing off to the retry interval */
+        p->next_hello_ms = now + p->hello_backoff_ms;
+        p->hello_backoff_ms *= 2;
+        if (p->hello_backoff_ms > sys->set.handshake_retry_ms)
+            p->hello_backoff_ms = sys->set.handshake_retry_ms;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Receiving on the ROUTER: handshakes, data, client requests
+ */
+static void inconn_free(shoal_system_t *sys, inconn_t *c)
+{
+    shoal_hmap_remove(&sys->inconns, c->rid, c->rid_len);
+    free(c);
+}
+
+static void reply_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, int status,
+                        uint32_t version)
+{
+    shoal_hello_reply_t r = {status, "", version, sys->set.max_frame_bytes};
+    snprintf(r.node, sizeof r.node, "%s", shoal_node_id(sys->self));
+    shoal_buf_reset(&sys->scratch);
+    shoal_hello_reply_write(&sys->scratch, &r);
+    router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
+}
+
+static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
+                     const shoal_frame_t *f)
+{
+    shoal_hello_t h;
+    if (shoal_hello_parse(f, &h) != 0) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "malformed handshake dropped");
+        return;
+    }
+    if (h.from[0]) {
+        /* "host:port:uid", validated by the parser: a cut silences even the refusal */
+        char host[SHOAL_NODE_ID_MAX + 1];
+        const char *c2 = strrchr(h.from, ':');
+        const char *c1 = c2;
+        while (c1 > h.from && *--c1 != ':')
+            ;
+        memcpy(host, h.from, (size_t)(c1 - h.from));
+        host[c1 - h.from] = 0;
+        uint16_t port = (uint16_t)strtoul(c1 + 1, NULL, 10);
+        if (fault_resolve(sys, host, port, SHOAL_FAULT_IN).cut ||
+            fault_resolve(sys, host, port, SHOAL_FAULT_OUT).cut) {
+            sys->stats.dropped_fault++;
+            return;
+        }
+    }
+    uint32_t version = shoal_wire_version_pick(h.version_min, h.version_max);
+    int status = SHOAL_HELLO_OK;
+    const shoal_node_t *from = NULL;
+    if (!version)
+        status = SHOAL_HELLO_NO_COMMON_VERSION;
+    else if (!shoal_endpoint_matches(sys->endpoint, h.to))
+        status = SHOAL_HELLO_WRONG_ADDRESS;
+    else if (h.from[0] && is_quarantined(sys, (from = shoal_node_intern(h.from))))
+        status = SHOAL_HELLO_QUARANTINED; /* interned only once the address is ours */
+    else if (h.client && rid_len > sizeof(((shoal_reply_to_t *)0)->routing_id))
+        status = SHOAL_HELLO_MALFORMED; /* could not be replied to */
+    if (status != SHOAL_HELLO_OK) {
+        sys->stats.handshakes_refused++;
+        if (status == SHOAL_HELLO_QUARANTINED)
+            sys->stats.dropped_quarantined++;
+        log_limited(sys, LOG_REFUSED, "handshake from %s (to %s) refused: %s",
+                    h.from[0] ? h.from : "a client", h.to,
+                    status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
+                    : status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
+                    : status == SHOAL_HELLO_QUARANTINED     ? "quarantined"
+                                                            : "unusable routing id");
+        reply_hello(sys, rid, rid_len, status, 0);
+        return;
+    }
+    int64_t now = shoal_now_ms();
+    inconn_t *c = shoal_hmap_get(&sys->inconns, rid, rid_len);
+    bool resuming = strcmp(h.to_node, shoal_node_id(sys->self)) == 0;
+    if (c && (c->client != h.client || c->node != from)) {
+        inconn_free(sys, c); /* the routing id now speaks for someone else */
+        c = NULL;
+    }
+    if (!c) {
+        c = shoal_calloc(1, sizeof *c);
+        memcpy(c->rid, rid, rid_len);
+        c->rid_len = rid_len;
+        c->client = h.client;
+        c->node = from;
+        c->expected = 1;
+        if (!h.client) {
+            /* Same incarnation on another routing id (its TCP connection was re-established):
+               take over its sequence state so nothing is counted twice or missed. Older
+               incarnations at the same address are gone: forget them. */
+            bool resumed = false;
+            inconn_t **gone = NULL;
+            size_t ngone = 0, gone_cap = 0;
+            for (size_t i = 0; i < sys->inconns.cap; i++) {
+                shoal_hslot_t *s = &sys->inconns.slots[i];
+                if (!SHOAL_HSLOT_LIVE(s))
+                    continue;
+                inconn_t *o = s->value;
+                if (o->client || !o->node)
+                    continue;
+                if (o->node == from) {
+                    /* resumed only if the sender continues its numbering to us; a new DEALER
+                       of the same incarnation (disconnect, connect) starts again at 1 */
+                    if (resuming) {
+                        c->expected = o->expected;
+                        c->acked_sent = o->acked_sent;
+                        resumed = true;
+                    }
+                } else if (shoal_node_port(o->node) == shoal_node_port(from) &&
+                           strcmp(shoal_node_host(o->node), shoal_node_host(from)) == 0) {
+                    /* another incarnation of that address */
+                } else {
+                    continue;
+                }
+                SHOAL_GROW(gone, gone_cap, ngone + 1);
+                gone[ngone++] = o;
+            }
+            for (size_t i = 0; i < ngone; i++)
+                inconn_free(sys, gone[i]);
+            free(gone);
+            if (!resumed && resuming) {
+                c->expected = h.first_seq; /* it resumes a connection to us we have forgotten */
+                c->acked_sent = h.first_seq - 1;
+            }
+        }
+        bool inserted;
+        shoal_hslot_t *s = shoal_hmap_upsert(&sys->inconns, rid, rid_len, &inserted);
+        s->value = c;
+        inconn_faults(sys, c);
+    }
+    c->version = (uint8_t)version;
+    c->quarantined = false;
+    c->last_seen_ms = now;
+    sys->stats.handshakes++;
+    if (c->fout.cut)
+        sys->stats.dropped_fault++;
+    else
+        reply_hello(sys, rid, rid_len, SHOAL_HELLO_OK, version);
+}
+
+static void send_who(shoal_system_t *sys, const uint8_t *rid, size_t rid_len)
+{
+    shoal_buf_reset(&sys->scratch);
+    shoal_frame_write_empty(&sys->scratch, SHOAL_WIRE_VERSION_MIN, SHOAL_FT_WHO);
+    router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
+}
+
+static handler_t *handler_get(const shoal_system_t *sys, uint16_t kind)
+{
+    handler_t *page = sys->handlers[kind >> 8];
+    return page ? &page[kind & 0xff] : NULL;
+}
+
+static void process_frame(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
+                          const uint8_t *data, size_t len, bool released);
+
+static void on_data(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, const shoal_frame_t *f,
+                    const uint8_t *raw, size_t raw_len, bool released)
+{
+    inconn_t *c = shoal_hmap_get(&sys->inconns, rid, rid_len);
+    if (!c) {
+        sys->stats.dropped_not_handshaken++;
+        log_limited(sys, LOG_NOT_HANDSHAKEN,
+                    "data from a connection without handshake dropped (asked who it is)");
+        send_who(sys, rid, rid_len);
+        return;
+    }
+    if (c->client) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "data frame from a client dropped");
+        return;
+    }
+    if (c->quarantined) {
+        sys->stats.dropped_quarantined++;
+        log_limited(sys, LOG_QUARANTINED, "frame from quarantined %s dropped",
+                    shoal_node_id(c->node));
+        return;
+    }
+    if (!released && c->fin.active) {
+        if (c->fin.cut || rng_chance(sys, c->fin.drop)) {
+            sys->stats.dropped_fault++;
+            return;
+        }
+        int copies = rng_chance(sys, c->fin.duplicate) ? 2 : 1;
+        if (c->fin.delay_ms) {
+            for (int i = 0; i < copies; i++)
+                hold(sys, c->fin.delay_ms, NULL, rid, rid_len, raw, raw_len);
+            return;
+        }
+        if (copies == 2) {
+            process_frame(sys, rid, rid_len, raw, raw_len, true);
+            c = shoal_hmap_get(&sys->inconns, rid, rid_len); /* handlers ran */
+            if (!c)
+                return;
+        }
+    }
+    shoal_data_reader_t r;
+    if (shoal_data_open(f, &r) != 0) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "malformed data frame from %s dropped",
+                    shoal_node_id(c->node));
+        return;
+    }
+    c->last_seen_ms = shoal_now_ms();
+    const shoal_node_t *from = c->node;
+    shoal_seq_verdict_t v = shoal_seq_accept(&c->expected, r.first_seq, (uint64_t)r.count);
+    if (c->expected - 1 > c->acked_sent)
+        sys->ack_pending = true;
+    if (v.skip)
+        sys->stats.duplicates += v.skip;
+    if (v.missed) {
+        sys->stats.gaps += v.missed;
+        emit(sys, SHOAL_PEER_GAP, from, NULL, v.missed);
+    }
+    uint16_t kind;
+    const uint8_t *d;
+    size_t dl;
+    for (uint64_t i = 0; shoal_data_next(&r, &kind, &d, &dl) == 1; i++) {
+        if (i < v.skip)
+            continue;
+        handler_t *hd = kind < SHOAL_KIND_CLIENT ? handler_get(sys, kind) : NULL;
+        if (!hd || !hd->recv) {
+            sys->stats.dropped_unknown_kind++;
+            log_limited(sys, LOG_UNKNOWN_KIND, "message of unknown kind %u from %s dropped", kind,
+                        shoal_node_id(from));
+            continue;
+        }
+        sys->stats.messages_in++;
+        hd->recv(sys, from, kind, d, dl, hd->arg);
+    }
+}
+
+static void on_request(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
+                       const shoal_frame_t *f)
+{
+    inconn_t *c = shoal_hmap_get(&sys->inconns, rid, rid_len);
+    if (!c) {
+        sys->stats.dropped_not_handshaken++;
+        log_limited(sys, LOG_NOT_HANDSHAKEN,
+                    "request from a connection without handshake dropped (asked who it is)");
+        send_who(sys, rid, rid_len);
+        return;
+    }
+    uint64_t request_id;
+    uint16_t kind;
+    const uint8_t *d;
+    size_t dl;
+    if (!c->client || shoal_request_parse(f, &request_id, &kind, &d, &dl) != 0) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "malformed or misdirected request dropped");
+        return;
+    }
+    c->last_seen_ms = shoal_now_ms();
+    handler_t *hd = kind >= SHOAL_KIND_CLIENT ? handler_get(sys, kind) : NULL;
+    if (!hd || !hd->request) {
+        /* answer, so the client does not wait for its timeout */
+        sys->stats.dropped_unknown_kind++;
+        log_limited(sys, LOG_UNKNOWN_KIND, "client request of unknown kind %u refused", kind);
+        shoal_buf_reset(&sys->scratch);
+        shoal_reply_write(&sys->scratch, c->version, request_id, kind, SHOAL_EKIND, NULL, 0);
+        router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
+        return;
+    }
+    shoal_reply_to_t rt;
+    memcpy(rt.routing_id, rid, rid_len);
+    rt.routing_id_len = rid_len;
+    rt.request_id = request_id;
+    sys->stats.messages_in++;
+    hd->request(sys, &rt, kind, d, dl, hd->arg);
+}
+
+/* One frame that arrived on the ROUTER (or was released by a delay fault). */
+static void process_frame(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
+                          const uint8_t *data, size_t len, bool released)
+{
+    if (len > sys->set.max_frame_bytes) {
+        sys->stats.dropped_oversized++;
+        log_limited(sys, LOG_OVERSIZED, "frame of %zu bytes over the %zu-byte limit dropped", len,
+                    sys->set.max_frame_bytes);
+        return;
+    }
+    shoal_frame_t f;
+    if (shoal_frame_parse(data, len, &f) != 0) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "malformed frame of %zu bytes dropped", len);
+        return;
+    }
+    switch (f.type) {
+    case SHOAL_FT_HELLO:
+        on_hello(sys, rid, rid_len, &f);
+        break;
+    case SHOAL_FT_DATA:
+        on_data(sys, rid, rid_len, &f, data, len, released);
+        break;
+    case SHOAL_FT_REQUEST:
+        on_request(sys, rid, rid_len, &f);
+        break;
+    default:
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "frame of type %u does not go to a ROUTER", f.type);
+        break;
+    }
+}
+
+static void drain_router(shoal_system_t *sys)
+{
+    for (int n = 0; n < ROUTER_BUDGET && !sys->terminated; n++) {
+        zmq_msg_t rid, body;
+        zmq_msg_init(&rid);
+        if (zmq_msg_recv(&rid, sys->router, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&rid);
+            return;
+        }
+        zmq_msg_init(&body);
+        bool ok = zmq_msg_more(&rid) && zmq_msg_recv(&body, sys->router, ZMQ_DONTWAIT) >= 0;
+        size_t parts = 2;
+        while (ok && zmq_msg_more(&body)) {
+            /* a multipart message is not ours: read it all, drop it */
+            zmq_msg_close(&body);
+            zmq_msg_init(&body);
+            if (zmq_msg_recv(&body, sys->router, ZMQ_DONTWAIT) < 0)
+                break;
+            parts++;
+        }
+        if (ok) {
+            size_t len = zmq_msg_size(&body);
+            sys->stats.frames_in++;
+            sys->stats.bytes_in += len;
+            if (parts != 2 || zmq_msg_size(&rid) > 255) {
+                sys->stats.dropped_malformed++;
+                log_limited(sys, LOG_MALFORMED, "multipart message of %zu parts dropped", parts);
+            } else {
+                process_frame(sys, zmq_msg_data(&rid), zmq_msg_size(&rid), zmq_msg_data(&body), len,
+                              false);
+            }
+        }
+        zmq_msg_close(&body);
+        zmq_msg_close(&rid);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Receiving on a DEALER: handshake replies, acks, WHO
+ */
+static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_reply_t *r)
+{
+    /* the peer we chose to connect to names itself: interning its id is fine */
+    const shoal_node_t *node = r->node[0] ? shoal_node_intern(r->node) : NULL;
+    if (r->status != SHOAL_HELLO_OK) {
+        log_limited(sys, LOG_REFUSED, "handshake with %s refused by %s: %s", p->endpoint,
+                    r->node[0] ? r->node : "(unnamed)",
+                    r->status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
+                    : r->status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
+                    : r->status == SHOAL_HELLO_QUARANTINED     ? "we are quarantined there"
+                                                               : "malformed handshake");
+        p->up = false;
+        p->next_hello_ms = shoal_now_ms() + sys->set.handshake_retry_ms;
+        return;
+    }
+    if (is_quarantined(sys, node)) {
+        p->up = false;
+        p->next_hello_ms = shoal_now_ms() + sys->set.handshake_retry_ms;
+        return;
+    }
+    if (p->up && p->node == node)
+        return; /* an answer to a repeated Hello */
+    const shoal_node_t *old = p->node;
+    p->version = (uint8_t)r->version;
+    p->peer_max_frame = r->max_frame_bytes;
+    p->up = true;
+    sys->stats.handshakes++;
+    if (old == node && !p->quarantined) {
+        /* the same incarnation: resume, flush what waited for the handshake */
+        if (p->batch.count || p->blocked.len)
+            mark_dirty(sys, p);
+        return;
+    }
+    uint64_t lost = p->quarantined ? 0 : reset_link(p);
+    p->quarantined = false;
+    if (old) {
+        peer_t *mapped = shoal_hmap_get(&sys->peer_by_node, &old, sizeof old);
+        if (mapped == p)
+            shoal_hmap_remove(&sys->peer_by_node, &old, sizeof old);
+    }
+    p->node = node;
+    bool inserted;
+    shoal_hslot_t *s = shoal_hmap_upsert(&sys->peer_by_node, &p->node, sizeof p->node, &inserted);
+    s->value = p;
+    if (!old) {
+        zsys_info("%s: peer %s up at %s", shoal_node_id(sys->self), shoal_node_id(p->node),
+                  p->endpoint);
+        emit(sys, SHOAL_PEER_UP, p->node, NULL, 0);
+        return;
+    }
+    zsys_info("%s: peer at %s restarted: %s replaces %s (%" PRIu64 " messages unacknowledged)",
+              shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
+              lost);
+    emit(sys, SHOAL_PEER_RESTARTED, p->node, old, 0);
+    if (lost) {
+        sys->stats.lost_unacked += lost;
+        emit(sys, SHOAL_PEER_LOST, old, NULL, lost);
+    }
+}
+
+static void process_dealer_frame(shoal_system_t *sys, peer_t *p, const uint8_t *data, size_t len)
+{
+    sys->stats.frames_in++;
+    sys->stats.bytes_in += len;
+    if (len > sys->set.max_frame_bytes) {
+        sys->stats.dropped_oversized++;
+        log_limited(sys, LOG_OVERSIZED, "frame of %zu bytes from %s over the limit dropped", len,
+                    p->endpoint);
+        return;
+    }
+    shoal_frame_t f;
+    if (shoal_frame_parse(data, len, &f) != 0) {
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "malformed frame from %s dropped", p->endpoint);
+        return;
+    }
+    if (p->fin.cut) {
+        sys->stats.dropped_fault++;
+        return;
+    }
+    switch (f.type) {
+    case SHOAL_FT_HELLO_REPLY: {
+        shoal_hello_reply_t r;
+        if (shoal_hello_reply_parse(&f, &r) != 0) {
+            sys->stats.dropped_malformed++;
+            log_limited(sys, LOG_MALFORMED, "malformed handshake reply from %s", p->endpoint);
+            return;
+        }
+        on_hello_reply(sys, p, &r);
+        break;
+    }
+    case SHOAL_FT_ACK: {
+        uint64_t seq;
+        if (shoal_ack_parse(&f, &seq) != 0 || !p->node) {
+            sys->stats.dropped_malformed++;
+            return;
+        }
+        /* an ack past what we sent belongs to an older numbering (a reset link): ignore */
+        if (seq > p->acked && seq < p->next_seq)
+            p->acked = seq;
+        break;
+    }
+    case SHOAL_FT_WHO:
+        if (p->up) {
+            /* the ROUTER does not know this connection: a reconnect, or a new incarnation */
+            p->up = false;
+            send_hello(sys, p, shoal_now_ms());
+        }
+        break;
+    default:
+        sys->stats.dropped_malformed++;
+        log_limited(sys, LOG_MALFORMED, "frame of type %u does not go to a DEALER", f.type);
+        break;
+    }
+}
+
+static void drain_dealer(shoal_system_t *sys, peer_t *p)
+{
+    for (int n = 0; n < DEALER_BUDGET && !p->dead; n++) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        if (zmq_msg_more(&m)) {
+            sys->stats.dropped_malformed++;
+            while (zmq_msg_more(&m)) {
+                zmq_msg_close(&m);
+                zmq_msg_init(&m);
+                if (zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) < 0)
+                    break;
+            }
+        } else {
+            process_dealer_frame(sys, p, zmq_msg_data(&m), zmq_msg_size(&m));
+        }
+        zmq_msg_close(&m);
+    }
+}
+
+/* Connection events of a DEALER. A new connection (first, or after the peer's ROUTER went away)
+   is a new routing id on the peer's side, so the DEALER handshakes again at once: that is how a
+   restarted peer is found even when nothing is being sent to it. While disconnected the peer is
+   not up, so sends wait in the batch (and then fail with SHOAL_EAGAIN) instead of going into a
+   pipe ZeroMQ is about to drop. */
+static void drain_monitor(shoal_system_t *sys, peer_t *p)
+{
+    for (int n = 0; n < DEALER_BUDGET; n++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, p->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        zmq_msg_init(&addr);
+        if (zmq_msg_more(&ev))
+            zmq_msg_recv(&addr, p->monitor, ZMQ_DONTWAIT);
+        zmq_msg_close(&addr);
+        zmq_msg_close(&ev);
+        int64_t now = shoal_now_ms();
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            p->up = false;
+            p->hello_backoff_ms = 1;
+            send_hello(sys, p, now);
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            p->up = false;
+            p->hello_backoff_ms = 1;
+            p->next_hello_ms = now + sys->set.handshake_retry_ms;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Periodic work: timers, held frames, handshakes, acks, sweeps
+ */
+static void run_timers(shoal_system_t *sys, int64_t now)
+{
+    size_t n = sys->ntimers; /* timers added by callbacks wait for the next turn */
+    for (size_t i = 0; i < n; i++) {
+        stimer_t *t = sys->timers[i];
+        if (t->cancelled || t->due > now)
+            continue;
+        t->fn(sys, t->arg);
+        t = sys->timers[i]; /* the array may have grown */
+        if (t->cancelled)
+            continue;
+        if (t->repeat) {
+            t->due += t->interval;
+            if (t->due <= now)
+                t->due = now + t->interval; /* fell behind: do not fire in a burst */
+        } else {
+            t->cancelled = true;
+        }
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < sys->ntimers; i++) {
+        if (sys->timers[i]->cancelled)
+            free(sys->timers[i]);
+        else
+            sys->timers[w++] = sys->timers[i];
+    }
+    sys->ntimers = w;
+}
+
+static void release_held(shoal_system_t *sys, int64_t now)
+{
+    while (sys->held_head && sys->held_head->due <= now && !sys->terminated) {
+        held_t *h = sys->held_head;
+        sys->held_head = h->next;
+        if (!sys->held_head)
+            sys->held_tail = NULL;
+        if (h->peer) {
+            int rc =
+                h->peer->up ? zmq_send_raw(sys, h->peer->dealer, h->data, h->len) : SHOAL_ENOTCONN;
+            if (rc != 0) {
+                /* a test facility: the frame is lost and the receiver will see the gap */
+                sys->stats.dropped_fault++;
+            }
+        } else {
+            process_frame(sys, h->rid, h->rid_len, h->data, h->len, true);
+        }
+        free(h->data);
+        free(h);
+    }
+}
+
+static void send_acks(shoal_system_t *sys)
+{
+    sys->ack_pending = false;
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *s = &sys->inconns.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        inconn_t *c = s->value;
+        if (c->client || c->expected - 1 <= c->acked_sent)
+            continue;
+        if (c->fout.cut) {
+            sys->stats.dropped_fault++;
+            sys->ack_pending = true; /* acked when the cut heals */
+            continue;
+        }
+        shoal_buf_reset(&sys->scratch);
+        shoal_ack_write(&sys->scratch, c->version, c->expected - 1);
+        int rc = router_send(sys, c->rid, c->rid_len, sys->scratch.data, sys->scratch.len);
+        if (rc == SHOAL_EAGAIN)
+            sys->ack_pending = true; /* the next interval tries again */
+        else
+            c->acked_sent = c->expected - 1; /* sent, or the connection is gone */
+    }
+}
+
+static void sweep_clients(shoal_system_t *sys, int64_t now)
+{
+    inconn_t **gone = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *s = &sys->inconns.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        inconn_t *c = s->value;
+        if (c->client && now - c->last_seen_ms > CLIENT_IDLE_MS) {
+            SHOAL_GROW(gone, cap, n + 1);
+            gone[n++] = c;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        inconn_free(sys, gone[i]);
+    free(gone);
+}
+
+static void periodic(shoal_system_t *sys)
+{
+    int64_t now = shoal_now_ms();
+    run_timers(sys, now);
+    release_held(sys, now);
+    now = shoal_now_ms();
+    for (size_t i = 0; i < sys->npeers; i++) {
+        peer_t *p = sys->peers[i];
+        if (!p->up && !p->dead && now >= p->next_hello_ms)
+            send_hello(sys, p, now);
+    }
+    if (sys->ack_pending && now >= sys->next_ack_ms) {
+        send_acks(sys);
+        sys->next_ack_ms = now + sys->set.ack_interval_ms;
+    }
+    if (now >= sys->next_sweep_ms) {
+        sweep_clients(sys, now);
+        sys->next_sweep_ms = now + HOUSEKEEPING_MS;
+    }
+}
+
+/* Milliseconds until the next due thing, or -1 for none. */
+static long next_timeout(shoal_system_t *sys)
+{
+    int64_t now = shoal_now_ms();
+    int64_t due = now + HOUSEKEEPING_MS;
+    if (sys->next_sweep_ms < due)
+        due = sys->next_sweep_ms;
+    for (size_t i = 0; i < sys->ntimers; i++)
+        if (!sys->timers[i]->cancelled && sys->timers[i]->due < due)
+            due = sys->timers[i]->due;
+    if (sys->held_head && sys->held_head->due < due)
+        due = sys->held_head->due;
+    for (size_t i = 0; i < sys->npeers; i++)
+        if (!sys->peers[i]->up && sys->peers[i]->next_hello_ms < due)
+            due = sys->peers[i]->next_hello_ms;
+    if (sys->ack_pending && sys->next_ack_ms < due)
+        due = sys->next_ack_ms;
+    return due <= now ? 0 : (long)(due - now);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The call queue
+ */
+static void run_calls(shoal_system_t *sys)
+{
+    uint64_t v;
+    ssize_t rd = read(sys->wake_fd, &v, sizeof v); /* reset the eventfd before taking the queue */
+    (void)rd;
+    pthread_mutex_lock(&sys->lock);
+    call_t *c = sys->calls_head;
+    sys->calls_head = sys->calls_tail = NULL;
+    sys->calls_n = 0;
+    pthread_mutex_unlock(&sys->lock);
+    while (c) {
+        call_t *next = c->next;
+        int r = c->fn(sys, c->arg);
+        if (c->sync) {
+            pthread_mutex_lock(&sys->lock);
+            c->result = r;
+            c->done = true; /* c lives on the caller's stack: not touched after this */
+            pthread_cond_broadcast(&sys->cond);
+            pthread_mutex_unlock(&sys->lock);
+        } else {
+            free(c);
+        }
+        c = next;
+    }
+}
+
+static void fail_calls(shoal_system_t *sys)
+{
+    pthread_mutex_lock(&sys->lock);
+    call_t *c = sys->calls_head;
+    sys->calls_head = sys->calls_tail = NULL;
+    sys->calls_n = 0;
+    while (c) {
+        call_t *next = c->next;
+        if (c->sync) {
+            c->result = SHOAL_ESTOPPED;
+            c->done = true;
+        } else {
+            free(c); /* a post that never ran */
+        }
+        c = next;
+    }
+    pthread_cond_broadcast(&sys->cond);
+    pthread_mutex_unlock(&sys->lock);
+}
+
+static int enqueue(shoal_system_t *sys, call_t *c)
+{
+    if (sys->stopping)
+        return SHOAL_ESTOPPED;
+    if (sys->calls_n >= sys->set.max_pending_calls)
+        return SHOAL_EBUSY;
+    if (sys->calls_tail)
+        sys->calls_tail->next = c;
+    else
+        sys->calls_head = c;
+    sys->calls_tail = c;
+    if (sys->calls_n++ == 0) {
+        uint64_t one = 1;
+        ssize_t wr = write(sys->wake_fd, &one, sizeof one);
+        (void)wr;
+    }
+    return 0;
+}
+
+int shoal_system_call(shoal_system_t *sys, shoal_call_fn *fn, void *arg)
+{
+    if (!sys || !fn)
+        return SHOAL_EINVAL;
+    if (shoal_system_on_thread(sys))
+        return SHOAL_EDEADLK;
+    call_t c = {NULL, fn, arg, true, false, 0};
+    pthread_mutex_lock(&sys->lock);
+    int rc = enqueue(sys, &c);
+    if (rc == 0) {
+        sys->waiters++;
+        while (!c.done)
+            pthread_cond_wait(&sys->cond, &sys->lock);
+        rc = c.result;
+        if (--sys->waiters == 0 && sys->stopping)
+            pthread_cond_broadcast(&sys->cond); /* destroy may be waiting for us to leave */
+    }
+    pthread_mutex_unlock(&sys->lock);
+    return rc;
+}
+
+int shoal_system_post(shoal_system_t *sys, shoal_call_fn *fn, void *arg)
+{
+    if (!sys || !fn)
+        return SHOAL_EINVAL;
+    call_t *c = shoal_calloc(1, sizeof *c);
+    c->fn = fn;
+    c->arg = arg;
+    pthread_mutex_lock(&sys->lock);
+    int rc = enqueue(sys, c);
+    pthread_mutex_unlock(&sys->lock);
+    if (rc != 0)
+        free(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The loop
+ */
+static void peer_close(shoal_system_t *sys, peer_t *p)
+{
+    if (p->dealer) {
+        zmq_socket_monitor(p->dealer, NULL, 0);
+        zmq_close(p->monitor);
+        zmq_close(p->dealer);
+        p->dealer = p->monitor = NULL;
+    }
+    held_free_all(sys, p);
+}
+
+static void peer_free(peer_t *p)
+{
+    shoal_batch_free(&p->batch);
+    shoal_buf_free(&p->blocked);
+    free(p->endpoint);
+    free(p);
+}
+
+static void reap(shoal_system_t *sys)
+{
+    for (size_t i = 0; i < sys->ngrave; i++)
+        peer_free(sys->graveyard[i]);
+    sys->ngrave = 0;
+}
+
+static void loop(shoal_system_t *sys, zsock_t *pipe)
+{
+    void *pipe_sock = zsock_resolve(pipe);
+    while (!sys->terminated) {
+        size_t n = 3 + 2 * sys->npeers;
+        if (n > sys->items_cap) {
+            sys->items = shoal_realloc(sys->items, n * sizeof *sys->items);
+            sys->poll_peers = shoal_realloc(sys->poll_peers, n * sizeof *sys->poll_peers);
+            sys->items_cap = n;
+        }
+        zmq_pollitem_t *it = sys->items;
+        it[0] = (zmq_pollitem_t){pipe_sock, 0, ZMQ_POLLIN, 0};
+        it[1] = (zmq_pollitem_t){NULL, sys->wake_fd, ZMQ_POLLIN, 0};
+        it[2] = (zmq_pollitem_t){sys->router, 0, ZMQ_POLLIN, 0};
+        size_t np = sys->npeers;
+        for (size_t i = 0; i < np; i++) {
+            peer_t *p = sys->peers[i];
+            sys->poll_peers[i] = p;
+            short ev = ZMQ_POLLIN;
+            if (p->up && p->blocked.len)
+                ev |= ZMQ_POLLOUT; /* wake when the peer's queue has room again */
+            it[3 + 2 * i] = (zmq_pollitem_t){p->dealer, 0, ev, 0};
+            it[4 + 2 * i] = (zmq_pollitem_t){p->monitor, 0, ZMQ_POLLIN, 0};
+        }
+        int rc = zmq_poll(it, (int)(3 + 2 * np), next_timeout(sys));
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            zsys_error("%s: zmq_poll failed: %s", shoal_node_id(sys->self), zmq_strerror(errno));
+            break;
+        }
+        if (it[0].revents & ZMQ_POLLIN) {
+            char *cmd = zstr_recv(pipe);
+            if (!cmd || strcmp(cmd, "$TERM") == 0)
+                sys->terminated = true;
+            zstr_free(&cmd);
+            if (sys->terminated)
+                break;
+        }
+        if (it[1].revents & ZMQ_POLLIN)
+            run_calls(sys);
+        if (it[2].revents & ZMQ_POLLIN)
+            drain_router(sys);
+        for (size_t i = 0; i < np; i++) {
+            peer_t *p = sys->poll_peers[i];
+            if (!p->dead && (it[4 + 2 * i].revents & ZMQ_POLLIN))
+                drain_monitor(sys, p);
+            if (!p->dead && (it[3 + 2 * i].revents & ZMQ_POLLIN))
+                drain_dealer(sys, p);
+            if (!p->dead && (it[3 + 2 * i].revents & ZMQ_POLLOUT))
+                mark_dirty(sys, p);
+        }
+        periodic(sys);
+        flush_dirty(sys);
+        reap(sys);
+    }
+}
+
+static void actor_fn(zsock_t *pipe, void *arg)
+{
+    shoal_system_t *sys = arg;
+    sys->thread = pthread_self();
+    zsock_signal(pipe, 0);
+    loop(sys, pipe);
+    /* the sockets belong to this thread: close them here, with linger 0 set on each */
+    for (size_t i = 0; i < sys->npeers; i++) {
+        peer_close(sys, sys->peers[i]);
+        peer_free(sys->peers[i]);
+    }
+    sys->npeers = 0;
+    reap(sys);
+    held_free_all(sys, NULL);
+    zmq_close(sys->router);
+    sys->router = NULL;
+    pthread_mutex_lock(&sys->lock);
+    sys->stopping = true;
+    pthread_mutex_unlock(&sys->lock);
+    fail_calls(sys);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Life cycle
+ */
+static pthread_once_t zmq_once = PTHREAD_ONCE_INIT;
+static void *zmq_ctx;
+
+static void zmq_ctx_init(void)
+{
+    zmq_ctx = zsys_init(); /* not safe to race on its first call: pthread_once guards it */
+}
+
+void *shoal_zmq_context(void)
+{
+    pthread_once(&zmq_once, zmq_ctx_init);
+    return zmq_ctx;
+}
+
+static void set_int(void *sock, int opt, int v)
+{
+    zmq_setsockopt(sock, opt, &v, sizeof v);
+}
+
+static void common_opts(shoal_system_t *sys, void *sock)
+{
+    set_int(sock, ZMQ_LINGER, 0);
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &sys->max_msg, sizeof sys->max_msg);
+    if (strchr(sys->set.endpoint, '['))
+        set_int(sock, ZMQ_IPV6, 1);
+}
+
+shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    *err = SHOAL_EINVAL;
+    if (!s || !s->endpoint || s->max_frame_bytes < MIN_FRAME_LIMIT ||
+        s->max_frame_bytes > MAX_FRAME_LIMIT || s->peer_send_hwm <= 0 || s->ack_interval_ms == 0 ||
+        s->handshake_retry_ms == 0 || s->max_pending_calls == 0)
+        return NULL;
+    if (strncmp(s->endpoint, "tcp://", 6) != 0 && strncmp(s->endpoint, "ipc://", 6) != 0)
+        return NULL;
+    void *ctx = shoal_zmq_context();
+    if (!ctx) {
+        *err = SHOAL_EIO;
+        return NULL;
+    }
+    shoal_system_t *sys = shoal_calloc(1, sizeof *sys);
+    sys->set = *s;
+    sys->max_msg = (int64_t)s->max_frame_bytes * 4 + 65536;
+    sys->router = zmq_socket(ctx, ZMQ_ROUTER);
+    if (!sys->router) {
+        free(sys);
+        *err = SHOAL_EIO;
+        return NULL;
+    }
+    common_opts(sys, sys->router);
+    set_int(sys->router, ZMQ_ROUTER_MANDATORY, 1); /* a reply to a gone client fails visibly */
+    if (zmq_bind(sys->router, s->endpoint) != 0) {
+        zsys_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
+        zmq_close(sys->router);
+        free(sys);
+        *err = SHOAL_EIO;
+        return NULL;
+    }
+    char bound[SHOAL_ENDPOINT_MAX + 64];
+    size_t blen = sizeof bound;
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port = 0;
+    if (zmq_getsockopt(sys->router, ZMQ_LAST_ENDPOINT, bound, &blen) != 0 ||
+        shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
+        !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
+        zsys_error("shoal: bound %s but cannot name the node after it", s->endpoint);
+        zmq_close(sys->router);
+        free(sys);
+        return NULL;
+    }
+    sys->endpoint = strdup(bound);
+    sys->set.endpoint = sys->endpoint; /* the caller's string need not outlive the call */
+    sys->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sys->wake_fd < 0) {
+        zmq_close(sys->router);
+        free(sys->endpoint);
+        free(sys);
+        *err = SHOAL_EIO;
+        return NULL;
+    }
+    pthread_mutex_init(&sys->lock, NULL);
+    pthread_cond_init(&sys->cond, NULL);
+    sys->rng = shoal_node_uid(sys->self) ^ (uint64_t)shoal_now_ms() ^ 0x9E3779B97F4A7C15ULL;
+    if (!sys->rng)
+        sys->rng = 1;
+    for (int i = 0; i < LOG_REASONS; i++)
+        sys->log_last[i] = INT64_MIN / 2;
+    sys->next_timer_id = 1;
+    sys->next_sweep_ms = shoal_now_ms() + HOUSEKEEPING_MS;
+    /* the ROUTER was made here; the actor thread takes it over (thread creation is the barrier
+       ZeroMQ asks for when a socket changes threads) */
+    sys->actor = zactor_new(actor_fn, sys);
+    if (!sys->actor) {
+        zmq_close(sys->router);
+        close(sys->wake_fd);
+        pthread_mutex_destroy(&sys->lock);
+        pthread_cond_destroy(&sys->cond);
+        free(sys->endpoint);
+        free(sys);
+        *err = SHOAL_EIO;
+        return NULL;
+    }
+    zsys_info("%s: node started at %s", shoal_node_id(sys->self), sys->endpoint);
+    *err = 0;
+    return sys;
+}
+
+void shoal_system_destroy(shoal_system_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_system_t *sys = *self_p;
+    if (shoal_system_on_thread(sys)) {
+        zsys_error("%s: shoal_system_destroy called from the node's own thread: refused",
+                   shoal_node_id(sys->self));
+        return;
+    }
+    pthread_mutex_lock(&sys->lock);
+    sys->stopping = true;
+    pthread_mutex_unlock(&sys->lock);
+    zactor_destroy(&sys->actor); /* $TERM; the loop closes its sockets and fails pending calls */
+    fail_calls(sys);
+    pthread_mutex_lock(&sys->lock);
+    while (sys->waiters > 0) /* callers woken with SHOAL_ESTOPPED still hold &sys->cond */
+        pthread_cond_wait(&sys->cond, &sys->lock);
+    pthread_mutex_unlock(&sys->lock);
+    close(sys->wake_fd);
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *s = &sys->inconns.slots[i];
+        if (SHOAL_HSLOT_LIVE(s))
+            free(s->value);
+    }
+    shoal_hmap_free(&sys->inconns);
+    shoal_hmap_free(&sys->peer_by_node);
+    shoal_hmap_free(&sys->quarantine);
+    for (int i = 0; i < 256; i++)
+        free(sys->handlers[i]);
+    for (size_t i = 0; i < sys->ntimers; i++)
+        free(sys->timers[i]);
+    for (size_t i = 0; i < sys->nfaults; i++)
+        free(sys->faults[i].endpoint);
+    free(sys->faults);
+    free(sys->timers);
+    free(sys->listeners);
+    free(sys->peers);
+    free(sys->graveyard);
+    free(sys->dirty);
+    free(sys->items);
+    free(sys->poll_peers);
+    shoal_buf_free(&sys->scratch);
+    pthread_mutex_destroy(&sys->lock);
+    pthread_cond_destroy(&sys->cond);
+    zsys_info("%s: node stopped", shoal_node_id(sys->self));
+    free(sys->endpoint);
+    free(sys);
+    *self_p = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Node-thread API
+ */
+#define ON_THREAD(sys)                                                                             \
+    do {                                                                                           \
+        if (!(sys))                                                                                \
+            return SHOAL_EINVAL;                                                                   \
+        if (!shoal_system_on_thread(sys))                                                          \
+            return SHOAL_ETHREAD;                                                                  \
+    } while (0)
+
+static handler_t *handler_slot(shoal_system_t *sys, uint16_t kind)
+{
+    handler_t **page = &sys->handlers[kind >> 8];
+    if (!*page)
+        *page = shoal_calloc(256, sizeof **page);
+    return &(*page)[kind & 0xff];
+}
+
+int shoal_system_register(shoal_system_t *sys, uint16_t kind, shoal_recv_fn *fn, void *arg)
+{
+    ON_THREAD(sys);
+    if (kind < 16 || kind >= SHOAL_KIND_CLIENT)
+        return SHOAL_EINVAL;
+    handler_t *h = handler_slot(sys, kind);
+    h->recv = fn;
+    h->arg = fn ? arg : NULL;
+    return 0;
+}
+
+int shoal_system_register_request(shoal_system_t *sys, uint16_t kind, shoal_request_fn *fn,
+                                  void *arg)
+{
+    ON_THREAD(sys);
+    if (kind < SHOAL_KIND_CLIENT)
+        return SHOAL_EINVAL;
+    handler_t *h = handler_slot(sys, kind);
+    h->request = fn;
+    h->arg = fn ? arg : NULL;
+    return 0;
+}
+
+int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg)
+{
+    ON_THREAD(sys);
+    if (!fn)
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < sys->nlisteners; i++)
+        if (sys->listeners[i].fn == fn && sys->listeners[i].arg == arg)
+            return 0;
+    SHOAL_GROW(sys->listeners, sys->listeners_cap, sys->nlisteners + 1);
+    sys->listeners[sys->nlisteners++] = (listener_t){fn, arg};
+    return 0;
+}
+
+static peer_t *peer_by_endpoint(const shoal_system_t *sys, const char *endpoint)
+{
+    for (size_t i = 0; i < sys->npeers; i++)
+        if (strcmp(sys->peers[i]->endpoint, endpoint) == 0)
+            return sys->peers[i];
+    return NULL;
+}
+
+int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
+{
+    ON_THREAD(sys);
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port;
+    if (!endpoint || strlen(endpoint) > SHOAL_ENDPOINT_MAX ||
+        shoal_endpoint_split(endpoint, host, sizeof host, &port) != 0)
+        return SHOAL_EINVAL;
+    if (peer_by_endpoint(sys, endpoint))
+        return 0;
+    void *dealer = zmq_socket(shoal_zmq_context(), ZMQ_DEALER);
+    if (!dealer)
+        return SHOAL_EIO;
+    common_opts(sys, dealer);
+    set_int(dealer, ZMQ_IMMEDIATE, 1);
+    set_int(dealer, ZMQ_SNDTIMEO, 0);
+    set_int(dealer, ZMQ_SNDHWM, sys->set.peer_send_hwm);
+    if (strchr(endpoint, '['))
+        set_int(dealer, ZMQ_IPV6, 1);
+    /* the monitor is connected before the DEALER so that no connection event is missed */
+    char mon[96];
+    snprintf(mon, sizeof mon, "inproc://shoal-monitor-%p-%" PRIu64, (void *)sys,
+             ++sys->monitor_seq);
+    void *monitor = NULL;
+    if (zmq_socket_monitor(dealer, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) !=
+            0 ||
+        !(monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0 ||
+        zmq_connect(dealer, endpoint) != 0) {
+        zsys_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
+                     zmq_strerror(errno));
+        zmq_socket_monitor(dealer, NULL, 0);
+        if (monitor)
+            zmq_close(monitor);
+        zmq_close(dealer);
+        return SHOAL_EIO;
+    }
+    set_int(monitor, ZMQ_LINGER, 0);
+    peer_t *p = shoal_calloc(1, sizeof *p);
+    p->endpoint = strdup(endpoint);
+    memcpy(p->host, host, strlen(host) + 1);
+    p->port = port;
+    p->dealer = dealer;
+    p->monitor = monitor;
+    p->next_seq = 1;
+    p->hello_backoff_ms = 1;
+    p->next_hello_ms = shoal_now_ms();
+    peer_faults(sys, p);
+    SHOAL_GROW(sys->peers, sys->peers_cap, sys->npeers + 1);
+    sys->peers[sys->npeers++] = p;
+    send_hello(sys, p, shoal_now_ms());
+    return 0;
+}
+
+int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint)
+{
+    ON_THREAD(sys);
+    if (!endpoint)
+        return SHOAL_EINVAL;
+    size_t i;
+    for (i = 0; i < sys->npeers; i++)
+        if (strcmp(sys->peers[i]->endpoint, endpoint) == 0)
+            break;
+    if (i == sys->npeers)
+        return SHOAL_ENOTFOUND;
+    peer_t *p = sys->peers[i];
+    memmove(&sys->peers[i], &sys->peers[i + 1], (sys->npeers - i - 1) * sizeof *sys->peers);
+    sys->npeers--;
+    p->dead = true;
+    p->up = false;
+    uint64_t lost = p->node && !p->quarantined ? reset_link(p) : 0;
+    if (p->node && shoal_hmap_get(&sys->peer_by_node, &p->node, sizeof p->node) == p)
+        shoal_hmap_remove(&sys->peer_by_node, &p->node, sizeof p->node);
+    peer_close(sys, p);
+    SHOAL_GROW(sys->graveyard, sys->grave_cap, sys->ngrave + 1);
+    sys->graveyard[sys->ngrave++] = p; /* may still be referenced in this loop turn */
+    if (lost) {
+        sys->stats.lost_unacked += lost;
+        emit(sys, SHOAL_PEER_LOST, p->node, NULL, lost);
+    }
+    return 0;
+}
+
+int shoal_system_quarantine(shoal_system_t *sys, const shoal_node_t *node)
+{
+    ON_THREAD(sys);
+    if (!node)
+        return SHOAL_EINVAL;
+    if (node == sys->self)
+        return SHOAL_EINVAL;
+    bool inserted;
+    shoal_hslot_t *s = shoal_hmap_upsert(&sys->quarantine, &node, sizeof node, &inserted);
+    s->value = (void *)1;
+    if (!inserted)
+        return 0;
+    zsys_info("%s: %s quarantined", shoal_node_id(sys->self), shoal_node_id(node));
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *is = &sys->inconns.slots[i];
+        if (SHOAL_HSLOT_LIVE(is) && ((inconn_t *)is->value)->node == node)
+            ((inconn_t *)is->value)->quarantined = true;
+    }
+    for (size_t i = 0; i < sys->npeers; i++) {
+        peer_t *p = sys->peers[i];
+        if (p->node != node || p->quarantined)
+            continue;
+        uint64_t lost = reset_link(p);
+        p->quarantined = true;
+        p->up = false; /* keep asking: a new incarnation at the address will be accepted */
+        p->next_hello_ms = shoal_now_ms() + sys->set.handshake_retry_ms;
+        if (lost) {
+            sys->stats.lost_unacked += lost;
+            emit(sys, SHOAL_PEER_LOST, node, NULL, lost);
+        }
+    }
+    return 0;
+}
+
+int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind, const void *data,
+                      size_t len)
+{
+    ON_THREAD(sys);
+    if (!to || (!data && len) || kind < 16 || kind >= SHOAL_KIND_CLIENT)
+        return SHOAL_EINVAL;
+    peer_t *p = shoal_hmap_get(&sys->peer_by_node, &to, sizeof to);
+    if (!p || p->quarantined) {
+        /* another incarnation of a peer we know, or no peer at all */
+        bool other_incarnation = false;
+        for (size_t i = 0; i < sys->npeers && !p; i++) {
+            const shoal_node_t *n = sys->peers[i]->node;
+            if (n && shoal_node_port(n) == shoal_node_port(to) &&
+                strcmp(shoal_node_host(n), shoal_node_host(to)) == 0)
+                other_incarnation = true;
+        }
+        if (other_incarnation)
+            sys->stats.dropped_wrong_incarnation++;
+        else
+            sys->stats.send_notconn++;
+        return SHOAL_ENOTCONN;
+    }
+    size_t rs = shoal_record_size(kind, len);
+    size_t limit = frame_limit(sys, p);
+    if (len > limit || SHOAL_FRAME_HEADER_MAX + rs > limit)
+        return SHOAL_ETOOBIG;
+    if (p->batch.count && SHOAL_FRAME_HEADER_MAX + shoal_batch_records(&p->batch) + rs > limit) {
+        /* the batch is a full frame: send it now, or park it if the blocked slot is free */
+        if (flush_blocked(sys, p) != 0) {
+            sys->stats.send_eagain++;
+            return SHOAL_EAGAIN;
+        }
+        flush_batch(sys, p);
+    }
+    shoal_batch_append(&p->batch, p->next_seq++, kind, data, len);
+    sys->stats.messages_out++;
+    mark_dirty(sys, p);
+    return 0;
+}
+
+int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                       const void *data, size_t len)
+{
+    ON_THREAD(sys);
+    if (!to || (!data && len) || to->routing_id_len == 0 ||
+        to->routing_id_len > sizeof to->routing_id)
+        return SHOAL_EINVAL;
+    if (len > sys->set.max_frame_bytes || SHOAL_REQUEST_HEADER_MAX + len > sys->set.max_frame_bytes)
+        return SHOAL_ETOOBIG;
+    inconn_t *c = shoal_hmap_get(&sys->inconns, to->routing_id, to->routing_id_len);
+    if (!c || !c->client)
+        return SHOAL_ENOTCONN;
+    shoal_buf_reset(&sys->scratch);
+    shoal_reply_write(&sys->scratch, c->version, to->request_id, kind, 0, data, len);
+    int rc =
+        router_send(sys, to->routing_id, to->routing_id_len, sys->scratch.data, sys->scratch.len);
+    if (rc == SHOAL_EAGAIN)
+        sys->stats.send_eagain++;
+    else if (rc == SHOAL_ENOTCONN)
+        sys->stats.send_notconn++;
+    else
+        sys->stats.messages_out++;
+    return rc;
+}
+
+int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, shoal_timer_fn *fn,
+                       void *arg)
+{
+    ON_THREAD(sys);
+    if (!fn || (repeat && interval_ms == 0))
+        return SHOAL_EINVAL;
+    stimer_t *t = shoal_calloc(1, sizeof *t);
+    t->id = sys->next_timer_id;
+    sys->next_timer_id = sys->next_timer_id == INT32_MAX ? 1 : sys->next_timer_id + 1;
+    t->due = shoal_now_ms() + interval_ms;
+    t->interval = interval_ms;
+    t->repeat = repeat;
+    t->fn = fn;
+    t->arg = arg;
+    SHOAL_GROW(sys->timers, sys->timers_cap, sys->ntimers + 1);
+    sys->timers[sys->ntimers++] = t;
+    return t->id;
+}
+
+int shoal_system_timer_cancel(shoal_system_t *sys, int timer_id)
+{
+    ON_THREAD(sys);
+    for (size_t i = 0; i < sys->ntimers; i++) {
+        if (sys->timers[i]->id == timer_id && !sys->timers[i]->cancelled) {
+            sys->timers[i]->cancelled = true; /* freed by run_timers: safe inside its callback */
+            return 0;
+        }
+    }
+    return SHOAL_ENOTFOUND;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Thread-safe entry points that run on the node thread
+ */
+typedef struct {
+    const char *endpoint;
+    const shoal_fault_t *f;
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port;
+} fault_cmd_t;
+
+static int do_fault(shoal_system_t *sys, void *arg)
+{
+    fault_cmd_t *cmd = arg;
+    fault_rule_t *r = NULL;
+    for (size_t i = 0; i < sys->nfaults && !r; i++) {
+        fault_rule_t *x = &sys->faults[i];
+        if ((!x->endpoint && !cmd->endpoint) ||
+            (x->endpoint && cmd->endpoint && x->port == cmd->port &&
+             strcmp(x->host, cmd->host) == 0))
+            r = x;
+    }
+    if (!r) {
+        SHOAL_GROW(sys->faults, sys->faults_cap, sys->nfaults + 1);
+        r = &sys->faults[sys->nfaults++];
+        memset(r, 0, sizeof *r);
+        if (cmd->endpoint) {
+            r->endpoint = strdup(cmd->endpoint);
+            memcpy(r->host, cmd->host, sizeof r->host);
+            r->port = cmd->port;
+        }
+    }
+    r->f = *cmd->f;
+    refresh_faults(sys);
+    zsys_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
+              shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
+              cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
+    return 0;
+}
+
+static int run_here_or_call(shoal_system_t *sys, shoal_call_fn *fn, void *arg)
+{
+    return shoal_system_on_thread(sys) ? fn(sys, arg) : shoal_system_call(sys, fn, arg);
+}
+
+int shoal_system_fault(shoal_system_t *sys, const char *peer_endpoint, const shoal_fault_t *f)
+{
+    if (!sys || !f || f->dir < SHOAL_FAULT_IN || f->dir > SHOAL_FAULT_BOTH || !(f->drop >= 0) ||
+        !(f->drop <= 1) || !(f->duplicate >= 0) || !(f->duplicate <= 1))
+        return SHOAL_EINVAL;
+    fault_cmd_t cmd = {peer_endpoint, f, {0}, 0};
+    if (peer_endpoint &&
+        shoal_endpoint_split(peer_endpoint, cmd.host, sizeof cmd.host, &cmd.port) != 0)
+        return SHOAL_EINVAL;
+    return run_here_or_call(sys, do_fault, &cmd);
+}
+
+static int do_heal(shoal_system_t *sys, void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < sys->nfaults; i++)
+        free(sys->faults[i].endpoint);
+    sys->nfaults = 0;
+    refresh_faults(sys);
+    sys->ack_pending = true; /* acks held back by a cut go out now */
+    zsys_info("%s: faults healed", shoal_node_id(sys->self));
+    return 0;
+}
+
+int shoal_system_heal(shoal_system_t *sys)
+{
+    if (!sys)
+        return SHOAL_EINVAL;
+    return run_here_or_call(sys, do_heal, NULL);
+}
+
+static int do_stats(shoal_system_t *sys, void *arg)
+{
+    shoal_system_stats_t *out = arg;
+    *out = sys->stats;
+    out->peers = 0;
+    for (size_t i = 0; i < sys->npeers; i++)
+        if (sys->peers[i]->up)
+            out->peers++;
+    return 0;
+}
+
+int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out)
+{
+    if (!sys || !out)
+        return SHOAL_EINVAL;
+    return run_here_or_call(sys, do_stats, out);
+}
