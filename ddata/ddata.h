@@ -756,6 +756,28 @@ typedef struct {
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 
+/* Replicator requests over a client connection (tools, examples, tests): the serving node runs
+   them on its replicator of `role` ("" = default). An update names an operation of the key's type
+   (see proto/client.proto: increment, add, remove, put, set, switch-on, clear, remove-key, merge),
+   which the node applies with its own node id as the writer. */
+typedef struct {
+    const char *type; /* type name of the key, for a missing key ("GCounter", "LWWMap", ...) */
+    const char *op;
+    int64_t n;
+    const void *elem;
+    size_t elem_len;
+    const void *key2; /* the map key, for map types */
+    size_t key2_len;
+    const void *value; /* LWW value, or an encoded value for "merge" */
+    size_t value_len;
+} shoal_client_op_t;
+int shoal_client_get(shoal_client_t *c, const char *role, const char *key,
+                     const shoal_consistency_t *rc, shoal_crdt_t **out);
+int shoal_client_update(shoal_client_t *c, const char *role, const char *key,
+                        const shoal_consistency_t *wc, const shoal_client_op_t *op);
+int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
+                        const shoal_consistency_t *wc);
+
 /* =============================================================================================
  * CONFIGURATION FILES
  *

@@ -1453,7 +1453,12 @@ static void *zmq_ctx;
 
 static void zmq_ctx_init(void)
 {
+    /* A library does not take the process's signals (czmq would install its own SIGINT and SIGTERM
+       handlers): the application decides what they do. Logs go to stderr, leaving stdout to the
+       program. */
+    zsys_handler_set(NULL);
     zmq_ctx = zsys_init(); /* not safe to race on its first call: pthread_once guards it */
+    zsys_set_logstream(stderr);
 }
 
 void *shoal_zmq_context(void)

@@ -1,0 +1,1577 @@
+/*  replicator.c — the replicator's keys, local operations, envelopes, digests, subscriptions,
+    expiry and storage. The protocol with peers is in replicator_net.c. See ddata.h, "THE
+    REPLICATOR", for what it guarantees.
+
+    Every key has an entry: its value (or a tombstone), its pruning markers, the delta numbers it
+    has applied per origin, and the bookkeeping of the deltas this node made. Everything runs on the
+    node thread; the _sync facade posts to it and waits.
+*/
+#include "replicator_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <xxhash.h>
+#include <czmq.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * The replicators of each node, found by role when a message arrives.
+ */
+static pthread_mutex_t hub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hub_entry {
+    shoal_system_t *sys;
+    shoal_replicator_t *r;
+} *hub;
+static size_t hub_n, hub_cap;
+static shoal_system_t **hub_registered; /* systems whose handlers are registered */
+static size_t hub_nreg, hub_capreg;
+
+shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role)
+{
+    shoal_replicator_t *found = NULL;
+    pthread_mutex_lock(&hub_lock);
+    for (size_t i = 0; i < hub_n; i++)
+        if (hub[i].sys == sys && strcmp(hub[i].r->role, role ? role : "") == 0) {
+            found = hub[i].r;
+            break;
+        }
+    pthread_mutex_unlock(&hub_lock);
+    return found;
+}
+
+static int hub_add(shoal_system_t *sys, shoal_replicator_t *r, bool *need_register)
+{
+    int rc = 0;
+    pthread_mutex_lock(&hub_lock);
+    for (size_t i = 0; i < hub_n; i++)
+        if (hub[i].sys == sys && strcmp(hub[i].r->role, r->role) == 0)
+            rc = SHOAL_EINVAL;
+    if (rc == 0) {
+        SHOAL_GROW(hub, hub_cap, hub_n + 1);
+        hub[hub_n].sys = sys;
+        hub[hub_n].r = r;
+        hub_n++;
+        *need_register = true;
+        for (size_t i = 0; i < hub_nreg; i++)
+            if (hub_registered[i] == sys)
+                *need_register = false;
+        if (*need_register) {
+            SHOAL_GROW(hub_registered, hub_capreg, hub_nreg + 1);
+            hub_registered[hub_nreg++] = sys;
+        }
+    }
+    pthread_mutex_unlock(&hub_lock);
+    return rc;
+}
+
+static void hub_remove(shoal_replicator_t *r)
+{
+    pthread_mutex_lock(&hub_lock);
+    for (size_t i = 0; i < hub_n; i++)
+        if (hub[i].r == r) {
+            hub[i] = hub[--hub_n];
+            break;
+        }
+    pthread_mutex_unlock(&hub_lock);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings
+ */
+void shoal_replicator_settings_default(shoal_replicator_settings_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->role = "";
+    s->gossip_interval_ms = 2000;
+    s->delta_interval_ms = 400;
+    s->notify_subscribers_interval_ms = 500;
+    s->max_delta_elements = 500;
+    s->max_delta_size = 50;
+    s->delta_enabled = true;
+    s->pruning_interval_ms = 120000;
+    s->max_pruning_dissemination_ms = 300000;
+    s->pruning_marker_ttl_ms = 6ull * 3600 * 1000;
+    s->tombstone_ttl_ms = 24ull * 3600 * 1000;
+    s->compress_above_bytes = 32 * 1024;
+    s->max_reassembly_bytes = 64u * 1024 * 1024;
+    s->max_pending_ops = 100000;
+}
+
+static bool pattern_match(const char *pattern, const char *key, size_t klen)
+{
+    size_t plen = strlen(pattern);
+    if (plen && pattern[plen - 1] == '*')
+        return klen >= plen - 1 && memcmp(pattern, key, plen - 1) == 0;
+    return plen == klen && memcmp(pattern, key, klen) == 0;
+}
+
+bool repl_is_durable(const shoal_replicator_t *r, const char *key, size_t klen)
+{
+    for (size_t i = 0; i < r->s.n_durable_keys; i++)
+        if (pattern_match(r->s.durable_keys[i], key, klen))
+            return true;
+    return false;
+}
+
+static uint64_t expiry_of(const shoal_replicator_t *r, const char *key, size_t klen)
+{
+    for (size_t i = 0; i < r->s.n_expire_keys; i++)
+        if (pattern_match(r->s.expire_keys[i].pattern, key, klen))
+            return r->s.expire_keys[i].after_ms;
+    return 0;
+}
+
+uint64_t repl_random(shoal_replicator_t *r)
+{
+    /* splitmix64: peer choice needs no more */
+    uint64_t z = (r->prng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entries
+ */
+entry_t *repl_entry(shoal_replicator_t *r, const char *key, size_t klen)
+{
+    return shoal_hmap_get(&r->entries, key, klen);
+}
+
+entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
+                           const shoal_type_t *type)
+{
+    bool inserted;
+    shoal_hslot_t *slot = shoal_hmap_upsert(&r->entries, key, klen, &inserted);
+    if (!inserted)
+        return slot->value;
+    entry_t *e = shoal_calloc(1, sizeof *e);
+    e->key = shoal_malloc(klen + 1);
+    memcpy(e->key, key, klen);
+    e->key[klen] = 0;
+    e->klen = klen;
+    e->type = type;
+    e->dirty = true;
+    e->bucket = (uint32_t)(XXH3_64bits(key, klen) % N_BUCKETS);
+    e->durable = repl_is_durable(r, key, klen);
+    e->last_access_ms = shoal_now_ms();
+    slot->value = e;
+    r->n_dirty++;
+    r->stats.keys++;
+    return e;
+}
+
+static void xor16(uint8_t *a, const uint8_t *b)
+{
+    for (int i = 0; i < 16; i++)
+        a[i] ^= b[i];
+}
+
+static void entry_free(entry_t *e)
+{
+    shoal_crdt_destroy(&e->value);
+    for (size_t i = 0; i < e->n_pruning; i++)
+        free(e->pruning[i].seen);
+    free(e->pruning);
+    free(e->tomb_seen);
+    shoal_nm_free(&e->dv);
+    for (size_t i = 0; i < e->n_deltas; i++)
+        shoal_crdt_destroy(&e->deltas[i].delta);
+    free(e->deltas);
+    free(e->sent);
+    free(e->key);
+    free(e);
+}
+
+/* Removes an entry without a tombstone (expiry, tombstone collection). */
+void repl_entry_drop(shoal_replicator_t *r, entry_t *e)
+{
+    if (e->in_bucket)
+        xor16(r->buckets[e->bucket], e->contrib);
+    if (e->dirty && r->n_dirty)
+        r->n_dirty--;
+    shoal_hmap_remove(&r->delta_keys, e->key, e->klen);
+    shoal_hmap_remove(&r->changed_keys, e->key, e->klen);
+    shoal_hmap_remove(&r->entries, e->key, e->klen);
+    if (r->stats.keys)
+        r->stats.keys--;
+    entry_free(e);
+}
+
+/* The value (or tombstone) or its pruning changed: the digest must be recomputed and subscribers
+   told at the next notify tick. */
+void repl_entry_changed(shoal_replicator_t *r, entry_t *e)
+{
+    if (!e->dirty) {
+        e->dirty = true;
+        r->n_dirty++;
+    }
+    if (!e->changed) {
+        e->changed = true;
+        bool ins;
+        shoal_hmap_upsert(&r->changed_keys, e->key, e->klen, &ins)->value = e;
+    }
+}
+
+peer_t *repl_peer(shoal_replicator_t *r, const shoal_node_t *node)
+{
+    for (size_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].node == node)
+            return &r->peers[i];
+    return NULL;
+}
+
+size_t repl_counted_nodes(const shoal_replicator_t *r)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < r->n_peers; i++)
+        n += r->peers[i].counted;
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Envelopes and digests
+ */
+static void pruning_to_pb(const pruning_t *p, Shoal__Replicator__PruningState *pb)
+{
+    shoal__replicator__pruning_state__init(pb);
+    pb->removed = (char *)shoal_node_id(p->removed);
+    pb->owner = (char *)shoal_node_id(p->owner);
+    pb->n_seen = p->n_seen;
+    pb->seen = p->n_seen ? shoal_malloc(p->n_seen * sizeof(char *)) : NULL;
+    for (size_t i = 0; i < p->n_seen; i++)
+        pb->seen[i] = (char *)shoal_node_id(p->seen[i]);
+    pb->performed = p->performed;
+    pb->obsolete_at_ms = p->obsolete_at_ms;
+}
+
+void repl_envelope_to_pb(shoal_replicator_t *r, entry_t *e, Shoal__Replicator__DataEnvelope *pb,
+                         shoal_buf_t *scratch)
+{
+    (void)r;
+    shoal__replicator__data_envelope__init(pb);
+    shoal_buf_reset(scratch);
+    if (e->value && shoal_crdt_encode(e->value, scratch) == 0) {
+        pb->value.data = scratch->data;
+        pb->value.len = scratch->len;
+    }
+    pb->deleted = e->deleted;
+    if (e->n_pruning) {
+        pb->n_pruning = e->n_pruning;
+        pb->pruning = shoal_malloc(e->n_pruning * sizeof *pb->pruning);
+        for (size_t i = 0; i < e->n_pruning; i++) {
+            pb->pruning[i] = shoal_malloc(sizeof **pb->pruning);
+            pruning_to_pb(&e->pruning[i], pb->pruning[i]);
+        }
+    }
+    if (e->dv.n)
+        shoal_nm_to_pb(&e->dv, &pb->n_delta_nodes, &pb->delta_nodes, &pb->delta_seqs);
+    pb->n_delta_seqs = pb->n_delta_nodes;
+}
+
+void repl_envelope_pb_free(Shoal__Replicator__DataEnvelope *pb)
+{
+    for (size_t i = 0; i < pb->n_pruning; i++) {
+        free(pb->pruning[i]->seen);
+        free(pb->pruning[i]);
+    }
+    free(pb->pruning);
+    if (pb->n_delta_nodes)
+        shoal_nm_pb_free(pb->delta_nodes, pb->delta_seqs);
+}
+
+/* Digest of what replicas must agree on: the value (or the tombstone) and the pruning markers.
+   The delta numbers are each replica's own bookkeeping and stay out of it. */
+void repl_value_digest(const shoal_crdt_t *v, uint8_t out[16])
+{
+    XXH128_canonical_t c;
+    if (!v) {
+        XXH128_canonicalFromHash(&c, XXH3_128bits("\0deleted", 8));
+    } else {
+        shoal_buf_t b = {0};
+        shoal_crdt_encode(v, &b);
+        XXH128_canonicalFromHash(&c, XXH3_128bits(b.data, b.len));
+        shoal_buf_free(&b);
+    }
+    memcpy(out, c.digest, 16);
+}
+
+void repl_refresh_digest(shoal_replicator_t *r, entry_t *e)
+{
+    if (!e->dirty)
+        return;
+    uint8_t vd[16];
+    repl_value_digest(e->deleted ? NULL : e->value, vd);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    XXH3_128bits_update(st, vd, 16);
+    for (size_t i = 0; i < e->n_pruning; i++) {
+        const pruning_t *p = &e->pruning[i];
+        XXH3_128bits_update(st, shoal_node_id(p->removed), strlen(shoal_node_id(p->removed)) + 1);
+        XXH3_128bits_update(st, shoal_node_id(p->owner), strlen(shoal_node_id(p->owner)) + 1);
+        XXH3_128bits_update(st, &p->performed, 1);
+        if (!p->performed)
+            for (size_t j = 0; j < p->n_seen; j++)
+                XXH3_128bits_update(st, shoal_node_id(p->seen[j]),
+                                    strlen(shoal_node_id(p->seen[j])) + 1);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+    XXH3_freeState(st);
+    memcpy(e->digest, c.digest, 16);
+    /* the bucket holds the XOR of H(key, digest) over its keys: order-free and updated in O(1) */
+    if (e->in_bucket)
+        xor16(r->buckets[e->bucket], e->contrib);
+    XXH3_state_t *kh = XXH3_createState();
+    XXH3_128bits_reset(kh);
+    XXH3_128bits_update(kh, e->key, e->klen + 1);
+    XXH3_128bits_update(kh, e->digest, 16);
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(kh));
+    XXH3_freeState(kh);
+    memcpy(e->contrib, c.digest, 16);
+    xor16(r->buckets[e->bucket], e->contrib);
+    e->in_bucket = true;
+    e->dirty = false;
+    if (r->n_dirty)
+        r->n_dirty--;
+}
+
+void repl_refresh_all_digests(shoal_replicator_t *r)
+{
+    if (!r->n_dirty)
+        return;
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (SHOAL_HSLOT_LIVE(s) && ((entry_t *)s->value)->dirty)
+            repl_refresh_digest(r, s->value);
+    }
+    r->n_dirty = 0;
+}
+
+void repl_root_digest(shoal_replicator_t *r, uint8_t out[16])
+{
+    repl_refresh_all_digests(r);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(r->buckets, sizeof r->buckets));
+    memcpy(out, c.digest, 16);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Merging what peers send
+ */
+static const shoal_node_t *intern_str(const char *s)
+{
+    return s ? shoal_node_intern(s) : NULL;
+}
+
+static int pruning_from_pb(const Shoal__Replicator__PruningState *pb, pruning_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->removed = intern_str(pb->removed);
+    p->owner = intern_str(pb->owner);
+    if (!p->removed || !p->owner)
+        return SHOAL_ENODE;
+    p->performed = pb->performed;
+    p->obsolete_at_ms = pb->obsolete_at_ms;
+    if (pb->n_seen > 4096)
+        return SHOAL_ETOOBIG;
+    p->seen = pb->n_seen ? shoal_malloc(pb->n_seen * sizeof *p->seen) : NULL;
+    for (size_t i = 0; i < pb->n_seen; i++) {
+        const shoal_node_t *n = intern_str(pb->seen[i]);
+        if (!n || (i && shoal_node_cmp(p->seen[i - 1], n) >= 0)) {
+            free(p->seen);
+            p->seen = NULL;
+            return n ? SHOAL_EDECODE : SHOAL_ENODE;
+        }
+        p->seen[p->n_seen++] = n;
+    }
+    return 0;
+}
+
+static bool seen_has(const pruning_t *p, const shoal_node_t *n)
+{
+    for (size_t i = 0; i < p->n_seen; i++)
+        if (p->seen[i] == n)
+            return true;
+    return false;
+}
+
+static void seen_add(pruning_t *p, const shoal_node_t *n)
+{
+    if (seen_has(p, n))
+        return;
+    p->seen = shoal_realloc(p->seen, (p->n_seen + 1) * sizeof *p->seen);
+    size_t pos = 0;
+    while (pos < p->n_seen && shoal_node_cmp(p->seen[pos], n) < 0)
+        pos++;
+    memmove(&p->seen[pos + 1], &p->seen[pos], (p->n_seen - pos) * sizeof *p->seen);
+    p->seen[pos] = n;
+    p->n_seen++;
+}
+
+static pruning_t *pruning_find(entry_t *e, const shoal_node_t *removed)
+{
+    for (size_t i = 0; i < e->n_pruning; i++)
+        if (e->pruning[i].removed == removed)
+            return &e->pruning[i];
+    return NULL;
+}
+
+pruning_t *repl_pruning_add(entry_t *e, const shoal_node_t *removed)
+{
+    e->pruning = shoal_realloc(e->pruning, (e->n_pruning + 1) * sizeof *e->pruning);
+    size_t pos = 0;
+    while (pos < e->n_pruning && shoal_node_cmp(e->pruning[pos].removed, removed) < 0)
+        pos++;
+    memmove(&e->pruning[pos + 1], &e->pruning[pos], (e->n_pruning - pos) * sizeof *e->pruning);
+    memset(&e->pruning[pos], 0, sizeof e->pruning[pos]);
+    e->pruning[pos].removed = removed;
+    e->n_pruning++;
+    return &e->pruning[pos];
+}
+
+/* Merges one incoming marker into the entry's markers (performed wins; two initializations keep
+   the lower owner, seen sets united). Returns true if anything changed. */
+static bool pruning_merge(entry_t *e, const pruning_t *in)
+{
+    pruning_t *p = pruning_find(e, in->removed);
+    if (!p) {
+        p = repl_pruning_add(e, in->removed);
+        p->owner = in->owner;
+        p->performed = in->performed;
+        p->obsolete_at_ms = in->obsolete_at_ms;
+        for (size_t i = 0; i < in->n_seen; i++)
+            seen_add(p, in->seen[i]);
+        return true;
+    }
+    if (p->performed) {
+        if (in->performed && in->obsolete_at_ms > p->obsolete_at_ms) {
+            p->obsolete_at_ms = in->obsolete_at_ms;
+            return false; /* not part of the digest */
+        }
+        return false;
+    }
+    if (in->performed) {
+        p->performed = true;
+        p->owner = in->owner;
+        p->obsolete_at_ms = in->obsolete_at_ms;
+        free(p->seen);
+        p->seen = NULL;
+        p->n_seen = 0;
+        return true;
+    }
+    bool changed = false;
+    if (p->owner != in->owner && shoal_node_cmp(in->owner, p->owner) < 0) {
+        p->owner = in->owner;
+        changed = true;
+    }
+    for (size_t i = 0; i < in->n_seen; i++)
+        if (!seen_has(p, in->seen[i])) {
+            seen_add(p, in->seen[i]);
+            changed = true;
+        }
+    return changed;
+}
+
+void repl_tomb_seen_add(entry_t *e, const shoal_node_t *n)
+{
+    for (size_t i = 0; i < e->n_tomb_seen; i++)
+        if (e->tomb_seen[i] == n)
+            return;
+    e->tomb_seen = shoal_realloc(e->tomb_seen, (e->n_tomb_seen + 1) * sizeof *e->tomb_seen);
+    e->tomb_seen[e->n_tomb_seen++] = n;
+}
+
+static void make_tombstone(shoal_replicator_t *r, entry_t *e)
+{
+    shoal_crdt_destroy(&e->value);
+    e->deleted = true;
+    e->deleted_at_ms = shoal_now_ms();
+    for (size_t i = 0; i < e->n_deltas; i++)
+        shoal_crdt_destroy(&e->deltas[i].delta);
+    e->n_deltas = 0;
+    shoal_hmap_remove(&r->delta_keys, e->key, e->klen);
+    e->in_delta_set = false;
+    r->stats.tombstones++;
+    repl_entry_changed(r, e);
+}
+
+static bool collected_refused(shoal_replicator_t *r, const char *key, size_t klen)
+{
+    void *v = shoal_hmap_get(&r->collected, key, klen);
+    if (!v)
+        return false;
+    if ((int64_t)(intptr_t)v > shoal_now_ms())
+        return true;
+    shoal_hmap_remove(&r->collected, key, klen);
+    return false;
+}
+
+int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
+                        const Shoal__Replicator__DataEnvelope *pb, const shoal_node_t *from)
+{
+    if (collected_refused(r, key, klen)) {
+        r->stats.dropped_collected_key++;
+        return SHOAL_EDELETED;
+    }
+    entry_t *e = repl_entry(r, key, klen);
+    if (pb->deleted) {
+        if (!e)
+            e = repl_entry_create(r, key, klen, NULL);
+        if (from)
+            repl_tomb_seen_add(e, from);
+        if (!e->deleted) {
+            make_tombstone(r, e);
+            e->last_access_ms = shoal_now_ms();
+        }
+        return 0;
+    }
+    if (e && e->deleted) {
+        /* a deleted key stays deleted; the sender will learn it from our gossip */
+        return 0;
+    }
+    shoal_crdt_t *in = NULL;
+    int rc = shoal_crdt_decode(pb->value.data, pb->value.len, &in);
+    if (rc < 0) {
+        r->stats.dropped_malformed++;
+        return rc;
+    }
+    if (e && e->type && e->type != in->type) {
+        r->stats.dropped_wrong_type++;
+        shoal_crdt_destroy(&in);
+        return SHOAL_ETYPE;
+    }
+    /* decode the markers first: nothing changes if any is malformed */
+    pruning_t *markers = pb->n_pruning ? shoal_calloc(pb->n_pruning, sizeof *markers) : NULL;
+    for (size_t i = 0; i < pb->n_pruning && rc == 0; i++)
+        rc = pruning_from_pb(pb->pruning[i], &markers[i]);
+    shoal_nodemap_t dv = {0};
+    if (rc == 0 && pb->n_delta_nodes)
+        rc = shoal_nm_from_pb(&dv, pb->n_delta_nodes, pb->delta_nodes, pb->n_delta_seqs,
+                              pb->delta_seqs);
+    if (rc < 0) {
+        r->stats.dropped_malformed++;
+        goto cleanup;
+    }
+    bool created = false;
+    if (!e) {
+        e = repl_entry_create(r, key, klen, in->type);
+        created = true;
+    }
+    if (!e->type)
+        e->type = in->type;
+    bool changed = created;
+    for (size_t i = 0; i < pb->n_pruning; i++)
+        changed |= pruning_merge(e, &markers[i]);
+    /* An initialized marker we hold is one we have seen. */
+    for (size_t i = 0; i < e->n_pruning; i++)
+        if (!e->pruning[i].performed && !seen_has(&e->pruning[i], r->self)) {
+            seen_add(&e->pruning[i], r->self);
+            changed = true;
+        }
+    /* State that still holds a node whose pruning was performed is cleaned before it merges, on
+       both sides, so the removed node's part cannot come back. */
+    for (size_t i = 0; i < e->n_pruning; i++) {
+        const pruning_t *p = &e->pruning[i];
+        if (!p->performed)
+            continue;
+        if (shoal_crdt_needs_pruning_from(in, p->removed))
+            shoal_crdt_prune_cleanup(in, p->removed);
+        if (e->value && shoal_crdt_needs_pruning_from(e->value, p->removed))
+            shoal_crdt_prune_cleanup(e->value, p->removed);
+    }
+    if (!e->value) {
+        e->value = in;
+        in = NULL;
+        changed = true;
+    } else {
+        /* A merge that changes nothing is common (gossip of equal state): compare digests rather
+           than notifying for nothing. The digest is recomputed lazily anyway. */
+        rc = shoal_crdt_merge(e->value, in);
+        if (rc < 0)
+            goto cleanup;
+        changed = true;
+    }
+    shoal_nm_merge_max(&e->dv, &dv);
+    e->last_access_ms = shoal_now_ms();
+    if (changed)
+        repl_entry_changed(r, e);
+cleanup:
+    for (size_t i = 0; i < pb->n_pruning; i++)
+        free(markers[i].seen);
+    free(markers);
+    shoal_nm_free(&dv);
+    shoal_crdt_destroy(&in);
+    return rc;
+}
+
+/* The state type a delta applies to when the key is missing here, or NULL (then full state is
+   needed: a map delta does not say which map it belongs to). */
+static shoal_crdt_t *empty_for_delta(const shoal_crdt_t *d)
+{
+    const shoal_type_t *t = shoal_crdt_type(d);
+    if (t->create)
+        return t->create();
+    if (t == &shoal_type_orset_delta)
+        return shoal_orset_new();
+    return NULL;
+}
+
+int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
+                     const Shoal__Replicator__DeltaEntry *d)
+{
+    if (!d->key || d->from_seq == 0 || d->to_seq < d->from_seq) {
+        r->stats.dropped_malformed++;
+        return SHOAL_EDECODE;
+    }
+    size_t klen = strlen(d->key);
+    if (collected_refused(r, d->key, klen)) {
+        r->stats.dropped_collected_key++;
+        return 0;
+    }
+    entry_t *e = repl_entry(r, d->key, klen);
+    if (e && e->deleted)
+        return 0;
+    uint64_t have = e ? shoal_nm_get(&e->dv, origin) : 0;
+    if (d->to_seq <= have)
+        return 0; /* already applied (a duplicate, or it came with full state) */
+    shoal_crdt_t *delta = NULL;
+    int rc = shoal_crdt_decode(d->delta.data, d->delta.len, &delta);
+    if (rc < 0) {
+        r->stats.dropped_malformed++;
+        return rc;
+    }
+    /* A delta of GCounter, PNCounter or GSet is a value of the type itself; ORSet and the maps
+       have delta types of their own. Anything else is a full value (delta-capable or not). */
+    const shoal_type_t *dt = delta->type;
+    bool is_state = dt != &shoal_type_orset_delta && dt != &shoal_type_ormap_delta;
+    if (e && e->value &&
+        (is_state ? e->value->type != dt : e->value->type->delta_type != dt)) {
+        r->stats.dropped_wrong_type++;
+        shoal_crdt_destroy(&delta);
+        return SHOAL_ETYPE;
+    }
+    const shoal_type_t *state_type = e && e->value ? e->value->type : is_state ? dt : NULL;
+    bool causal = state_type ? shoal_type_delta_causal(state_type) : true;
+    if (!is_state && causal && d->from_seq > have + 1) {
+        r->stats.delta_gaps++;
+        shoal_crdt_destroy(&delta);
+        return SHOAL_EAGAIN;
+    }
+    if (!e || !e->value) {
+        shoal_crdt_t *base = is_state ? NULL : empty_for_delta(delta);
+        if (!is_state && !base) {
+            shoal_crdt_destroy(&delta);
+            return SHOAL_EAGAIN; /* full state needed */
+        }
+        if (!e)
+            e = repl_entry_create(r, d->key, klen, is_state ? dt : base->type);
+        if (is_state) {
+            e->value = delta;
+            delta = NULL;
+        } else {
+            e->value = base;
+        }
+        if (!e->type)
+            e->type = e->value->type;
+    }
+    if (delta) {
+        /* clean the removed nodes' parts out of a delta that still carries them */
+        for (size_t i = 0; i < e->n_pruning; i++)
+            if (e->pruning[i].performed &&
+                shoal_crdt_needs_pruning_from(delta, e->pruning[i].removed))
+                shoal_crdt_prune_cleanup(delta, e->pruning[i].removed);
+        rc = shoal_crdt_merge_delta(e->value, delta);
+        shoal_crdt_destroy(&delta);
+        if (rc < 0) {
+            r->stats.dropped_malformed++;
+            return rc;
+        }
+    }
+    shoal_nm_set(&e->dv, origin, d->to_seq);
+    e->last_access_ms = shoal_now_ms();
+    r->stats.deltas_received++;
+    repl_entry_changed(r, e);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Storage
+ */
+typedef struct {
+    shoal_store_done_fn *done;
+    void *arg;
+} store_wait_t;
+
+static void store_done_trampoline(void *arg, int status)
+{
+    store_wait_t *w = arg;
+    if (w->done)
+        w->done(w->arg, status);
+    free(w);
+}
+
+void repl_store_entry(shoal_replicator_t *r, entry_t *e, shoal_store_done_fn *done, void *arg)
+{
+    if (!e->durable || !r->s.store) {
+        if (done)
+            done(arg, 0);
+        return;
+    }
+    shoal_buf_t scratch = {0}, out = {0};
+    Shoal__Replicator__DataEnvelope pb;
+    repl_envelope_to_pb(r, e, &pb, &scratch);
+    shoal_pb_pack(&pb.base, &out);
+    repl_envelope_pb_free(&pb);
+    store_wait_t *w = shoal_malloc(sizeof *w);
+    w->done = done;
+    w->arg = arg;
+    r->s.store->store(r->s.store->ctx, e->key, e->klen, out.data ? out.data : (uint8_t *)"",
+                      out.len, store_done_trampoline, w);
+    shoal_buf_free(&scratch);
+    shoal_buf_free(&out);
+}
+
+static void store_failed_count(void *arg, int status)
+{
+    shoal_replicator_t *r = arg;
+    if (status < 0) {
+        r->stats.store_failures++;
+        zsys_warning("%s: replicator '%s': durable store failed: %s", shoal_node_id(r->self),
+                     r->role, shoal_strerror(status));
+    }
+}
+
+typedef struct {
+    shoal_replicator_t *r;
+    int loaded, failed;
+} load_ctx_t;
+
+static void load_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    load_ctx_t *lc = arg;
+    Shoal__Replicator__DataEnvelope *pb =
+        shoal__replicator__data_envelope__unpack(NULL, len, data);
+    char *k = shoal_malloc(klen + 1);
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    if (!pb || memchr(key, 0, klen) || repl_merge_envelope(lc->r, k, klen, pb, NULL) < 0) {
+        lc->failed++;
+        zsys_error("%s: replicator '%s': stored key '%s' does not decode; skipped",
+                   shoal_node_id(lc->r->self), lc->r->role, k);
+    } else {
+        lc->loaded++;
+    }
+    if (pb)
+        shoal__replicator__data_envelope__free_unpacked(pb, NULL);
+    free(k);
+}
+
+static void run_pending(shoal_replicator_t *r)
+{
+    while (r->pending_head) {
+        struct pending_call *p = r->pending_head;
+        r->pending_head = p->next;
+        if (!r->pending_head)
+            r->pending_tail = NULL;
+        p->fn(r, p->arg);
+        free(p);
+    }
+}
+
+static void load_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    r->t_load = 0;
+    if (r->s.store && r->s.store->load) {
+        load_ctx_t lc = {r, 0, 0};
+        int rc = r->s.store->load(r->s.store->ctx, load_each, &lc);
+        if (rc < 0)
+            zsys_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
+                       r->role, shoal_strerror(rc));
+        else if (lc.loaded)
+            zsys_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
+                      r->role, lc.loaded);
+        /* loading is not a change to tell subscribers twice about: they get current values */
+    }
+    r->loading = false;
+    run_pending(r);
+}
+
+/* Runs fn now, or after loading. */
+static void when_loaded(shoal_replicator_t *r, void (*fn)(shoal_replicator_t *, void *), void *arg)
+{
+    if (!r->loading) {
+        fn(r, arg);
+        return;
+    }
+    struct pending_call *p = shoal_malloc(sizeof *p);
+    p->fn = fn;
+    p->arg = arg;
+    p->next = NULL;
+    if (r->pending_tail)
+        r->pending_tail->next = p;
+    else
+        r->pending_head = p;
+    r->pending_tail = p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Subscriptions and expiry
+ */
+static bool sub_matches(const sub_t *s, const entry_t *e)
+{
+    if (s->prefix)
+        return e->klen >= s->plen && memcmp(e->key, s->pattern, s->plen) == 0;
+    return e->klen == s->plen && memcmp(e->key, s->pattern, s->plen) == 0;
+}
+
+static void notify_entry(shoal_replicator_t *r, entry_t *e, shoal_change_t ch, const sub_t *only)
+{
+    for (sub_t *s = r->subs; s; s = s->next) {
+        if (only && s != only)
+            continue;
+        if (sub_matches(s, e))
+            s->fn(r, ch, e->key, e->value, s->arg);
+    }
+}
+
+void shoal_replicator_flush(shoal_replicator_t *r)
+{
+    if (!r || r->loading)
+        return;
+    bool initial = false;
+    for (sub_t *s = r->subs; s; s = s->next)
+        initial |= s->initial;
+    size_t n = r->changed_keys.n;
+    if (!n && !initial)
+        return;
+    /* changed keys, in key order (deterministic; callbacks may change the set) */
+    shoal_hslot_t **slots = shoal_hmap_sorted(&r->changed_keys);
+    entry_t **list = shoal_malloc((n ? n : 1) * sizeof *list);
+    for (size_t i = 0; i < n; i++)
+        list[i] = slots[i]->value;
+    free(slots);
+    shoal_hmap_t done = r->changed_keys; /* kept as the set of keys notified in this flush */
+    memset(&r->changed_keys, 0, sizeof r->changed_keys);
+    for (size_t i = 0; i < n; i++) {
+        entry_t *e = list[i];
+        e->changed = false;
+        repl_refresh_digest(r, e);
+        if (e->notified && memcmp(e->notified_digest, e->digest, 16) == 0)
+            continue; /* changed and changed back, or a merge that changed nothing */
+        e->notified = true;
+        memcpy(e->notified_digest, e->digest, 16);
+        notify_entry(r, e, e->deleted ? SHOAL_DELETED : SHOAL_CHANGED, NULL);
+    }
+    free(list);
+    /* new subscribers: the current value of every matching key they were not just told about */
+    for (sub_t *s = r->subs; initial && s; s = s->next) {
+        if (!s->initial)
+            continue;
+        s->initial = false;
+        for (size_t i = 0; i < r->entries.cap; i++) {
+            shoal_hslot_t *sl = &r->entries.slots[i];
+            if (!SHOAL_HSLOT_LIVE(sl))
+                continue;
+            entry_t *e = sl->value;
+            if (e->deleted || !e->value || !sub_matches(s, e) ||
+                shoal_hmap_get(&done, e->key, e->klen))
+                continue;
+            notify_entry(r, e, SHOAL_CHANGED, s);
+        }
+    }
+    shoal_hmap_free(&done);
+}
+
+static void notify_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_flush(arg);
+}
+
+static void expire_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    if (!r->s.n_expire_keys || r->loading)
+        return;
+    int64_t now = shoal_now_ms();
+    entry_t **victims = NULL;
+    size_t nv = 0, cap = 0;
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        entry_t *e = s->value;
+        uint64_t after = expiry_of(r, e->key, e->klen);
+        if (after && !e->deleted && now - e->last_access_ms >= (int64_t)after) {
+            SHOAL_GROW(victims, cap, nv + 1);
+            victims[nv++] = e;
+        }
+    }
+    for (size_t i = 0; i < nv; i++) {
+        notify_entry(r, victims[i], SHOAL_EXPIRED, NULL);
+        if (victims[i]->durable && r->s.store)
+            r->s.store->store(r->s.store->ctx, victims[i]->key, victims[i]->klen, NULL, 0,
+                              store_failed_count, r);
+        repl_entry_drop(r, victims[i]);
+    }
+    free(victims);
+}
+
+int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
+                               shoal_changed_fn *fn, void *arg)
+{
+    if (!r || !key_or_prefix || !fn)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    sub_t *s = shoal_calloc(1, sizeof *s);
+    s->id = ++r->next_sub_id;
+    s->pattern = strdup(key_or_prefix);
+    if (!s->pattern)
+        abort();
+    s->plen = strlen(key_or_prefix);
+    if (s->plen && key_or_prefix[s->plen - 1] == '*') {
+        s->prefix = true;
+        s->plen--;
+    }
+    s->fn = fn;
+    s->arg = arg;
+    s->next = r->subs;
+    r->subs = s;
+    /* A new subscriber is told the current values at the next flush (not from inside this call,
+       so it can finish setting up), and only it: the others have been told already. */
+    s->initial = true;
+    return s->id;
+}
+
+int shoal_replicator_unsubscribe(shoal_replicator_t *r, int id)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    for (sub_t **p = &r->subs; *p; p = &(*p)->next)
+        if ((*p)->id == id) {
+            sub_t *s = *p;
+            *p = s->next;
+            free(s->pattern);
+            free(s);
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Creation
+ */
+typedef struct {
+    const shoal_replicator_settings_t *s;
+    shoal_replicator_t *r;
+} create_args_t;
+
+static int create_on_thread(shoal_system_t *sys, void *arg)
+{
+    create_args_t *a = arg;
+    shoal_replicator_t *r = shoal_calloc(1, sizeof *r);
+    r->sys = sys;
+    r->s = *a->s;
+    r->role = strdup(a->s->role ? a->s->role : "");
+    if (!r->role)
+        abort();
+    r->s.role = r->role;
+    r->self = shoal_system_self(sys);
+    r->loading = true;
+    r->prng = shoal_node_uid(r->self) ^ (uint64_t)shoal_now_ms();
+    r->next_req = 1;
+    r->next_transfer = 1;
+    bool need_register = false;
+    int rc = hub_add(sys, r, &need_register);
+    if (rc < 0) {
+        free(r->role);
+        free(r);
+        return rc;
+    }
+    if (need_register) {
+        repl_net_register(sys);
+        repl_client_register(sys);
+    }
+    r->t_load = shoal_system_timer(sys, 0, false, load_tick, r);
+    r->t_gossip = shoal_system_timer(sys, r->s.gossip_interval_ms, true, repl_gossip_tick, r);
+    if (r->s.delta_enabled)
+        r->t_delta = shoal_system_timer(sys, r->s.delta_interval_ms, true, repl_delta_tick, r);
+    r->t_notify =
+        shoal_system_timer(sys, r->s.notify_subscribers_interval_ms, true, notify_tick, r);
+    if (r->s.pruning_interval_ms)
+        r->t_prune = shoal_system_timer(sys, r->s.pruning_interval_ms, true, repl_prune_tick, r);
+    if (r->s.n_expire_keys) {
+        uint64_t shortest = UINT64_MAX;
+        for (size_t i = 0; i < r->s.n_expire_keys; i++)
+            if (r->s.expire_keys[i].after_ms < shortest)
+                shortest = r->s.expire_keys[i].after_ms;
+        uint32_t every = (uint32_t)(shortest / 4 < 10 ? 10 : shortest / 4 > 60000 ? 60000
+                                                                                  : shortest / 4);
+        r->t_expire = shoal_system_timer(sys, every, true, expire_tick, r);
+    }
+    a->r = r;
+    return 0;
+}
+
+static bool settings_ok(const shoal_replicator_settings_t *s)
+{
+    return s && s->gossip_interval_ms > 0 && s->notify_subscribers_interval_ms > 0 &&
+           (!s->delta_enabled || s->delta_interval_ms > 0) && s->max_delta_elements > 0 &&
+           (s->n_durable_keys == 0 || s->durable_keys) &&
+           (s->n_expire_keys == 0 || s->expire_keys);
+}
+
+shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replicator_settings_t *s,
+                                         int *err)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    if (!sys || !settings_ok(s)) {
+        *err = SHOAL_EINVAL;
+        return NULL;
+    }
+    create_args_t a = {s, NULL};
+    int rc = shoal_system_on_thread(sys) ? create_on_thread(sys, &a)
+                                         : shoal_system_call(sys, create_on_thread, &a);
+    *err = rc;
+    return rc < 0 ? NULL : a.r;
+}
+
+static int destroy_on_thread(shoal_system_t *sys, void *arg)
+{
+    shoal_replicator_t *r = arg;
+    int *timers[] = {&r->t_load, &r->t_gossip, &r->t_delta, &r->t_notify, &r->t_prune,
+                     &r->t_expire};
+    for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+        if (*timers[i] > 0)
+            shoal_system_timer_cancel(sys, *timers[i]);
+    hub_remove(r);
+    r->destroying = true;
+    repl_ops_fail_all(r, SHOAL_ESTOPPED);
+    while (r->pending_head) {
+        /* operations queued while loading: run them now; they fail as stopping */
+        r->loading = false;
+        run_pending(r);
+    }
+    for (size_t i = 0; i < r->entries.cap; i++)
+        if (SHOAL_HSLOT_LIVE(&r->entries.slots[i]))
+            entry_free(r->entries.slots[i].value);
+    shoal_hmap_free(&r->entries);
+    shoal_hmap_free(&r->delta_keys);
+    shoal_hmap_free(&r->changed_keys);
+    shoal_hmap_free(&r->collected);
+    while (r->subs) {
+        sub_t *s = r->subs;
+        r->subs = s->next;
+        free(s->pattern);
+        free(s);
+    }
+    repl_reassembly_free(r);
+    free(r->peers);
+    free(r->removed);
+    free(r->role);
+    free(r);
+    return 0;
+}
+
+void shoal_replicator_destroy(shoal_replicator_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_replicator_t *r = *self_p;
+    *self_p = NULL;
+    if (shoal_system_on_thread(r->sys))
+        destroy_on_thread(r->sys, r);
+    else
+        shoal_system_call(r->sys, destroy_on_thread, r);
+}
+
+shoal_system_t *shoal_replicator_system(shoal_replicator_t *r)
+{
+    return r ? r->sys : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Peers
+ */
+int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, bool counted,
+                              uint64_t age)
+{
+    if (!r || !node || node == r->self)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    peer_t *p = repl_peer(r, node);
+    if (!p) {
+        SHOAL_GROW(r->peers, r->cap_peers, r->n_peers + 1);
+        p = &r->peers[r->n_peers++];
+        p->node = node;
+    }
+    p->counted = counted;
+    p->age = age;
+    return 0;
+}
+
+int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node)
+{
+    if (!r || !node)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    for (size_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].node == node) {
+            r->peers[i] = r->peers[--r->n_peers];
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
+int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *node)
+{
+    if (!r || !node || node == r->self)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    shoal_replicator_remove_peer(r, node);
+    for (size_t i = 0; i < r->n_removed; i++)
+        if (r->removed[i].node == node)
+            return 0;
+    SHOAL_GROW(r->removed, r->cap_removed, r->n_removed + 1);
+    r->removed[r->n_removed].node = node;
+    r->removed[r->n_removed].at_ms = shoal_now_ms();
+    r->n_removed++;
+    return 0;
+}
+
+size_t shoal_replicator_replica_count(shoal_replicator_t *r)
+{
+    if (!r || r->loading)
+        return 0;
+    return repl_counted_nodes(r);
+}
+
+int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg)
+{
+    if (!r || !fn)
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        entry_t *e = s->value;
+        if (e->deleted)
+            continue;
+        int rc = fn(e->key, e->type, arg);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out)
+{
+    if (!r || !out)
+        return SHOAL_EINVAL;
+    *out = r->stats;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Operations
+ */
+static bool key_ok(const char *key)
+{
+    return key && *key && strlen(key) <= 4096;
+}
+
+typedef struct {
+    char *key;
+    const shoal_type_t *type;
+    shoal_consistency_t c;
+    shoal_get_done_fn *done;
+    void *arg;
+} get_args_t;
+
+static void get_now(shoal_replicator_t *r, void *arg)
+{
+    get_args_t *a = arg;
+    if (r->destroying) {
+        a->done(r, SHOAL_ESTOPPED, a->key, NULL, a->arg);
+    } else {
+        r->stats.gets++;
+        repl_start_read(r, a->key, a->type, &a->c, a->done, a->arg);
+    }
+    free(a->key);
+    free(a);
+}
+
+int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                         const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg)
+{
+    if (!r || !key_ok(key) || !c || !done)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    if (r->n_ops >= r->s.max_pending_ops)
+        return SHOAL_EBUSY;
+    get_args_t *a = shoal_malloc(sizeof *a);
+    a->key = strdup(key);
+    if (!a->key)
+        abort();
+    a->type = type;
+    a->c = *c;
+    a->done = done;
+    a->arg = arg;
+    when_loaded(r, get_now, a);
+    return 0;
+}
+
+typedef struct {
+    char *key;
+    shoal_crdt_t *initial;
+    shoal_consistency_t c;
+    shoal_update_fn *modify;
+    void *modify_arg;
+    shoal_update_done_fn *done;
+    void *arg;
+    bool is_delete;
+} update_args_t;
+
+typedef struct {
+    shoal_replicator_t *r;
+    char *key;
+    shoal_crdt_t *delta;
+    uint64_t delta_seq;
+    shoal_consistency_t c;
+    bool is_delete;
+    shoal_update_done_fn *done;
+    void *arg;
+} after_store_t;
+
+static void after_local_store(void *arg, int status)
+{
+    after_store_t *w = arg;
+    shoal_replicator_t *r = w->r;
+    if (status < 0)
+        r->stats.store_failures++;
+    entry_t *e = repl_entry(r, w->key, strlen(w->key));
+    if (!e || r->destroying) {
+        w->done(r, status < 0 ? SHOAL_ESTORE : SHOAL_ESTOPPED, w->key, w->arg);
+    } else {
+        repl_start_write(r, e, w->delta, w->delta_seq, &w->c, w->is_delete,
+                         status < 0 ? SHOAL_ESTORE : 0, w->done, w->arg);
+    }
+    shoal_crdt_destroy(&w->delta);
+    free(w->key);
+    free(w);
+}
+
+/* Records a local delta (origin = this node) for propagation. */
+static uint64_t record_delta(shoal_replicator_t *r, entry_t *e, shoal_crdt_t *delta)
+{
+    uint64_t seq = ++e->delta_seq;
+    if (r->n_peers == 0) {
+        /* nobody to send it to: everyone (no one) has it */
+        e->base_seq = seq;
+        shoal_nm_set(&e->dv, r->self, seq);
+        return seq;
+    }
+    /* keep at most max_delta_size deltas: a peer further behind gets the full state */
+    if (e->n_deltas >= r->s.max_delta_size && e->n_deltas) {
+        shoal_crdt_destroy(&e->deltas[0].delta);
+        memmove(&e->deltas[0], &e->deltas[1], (e->n_deltas - 1) * sizeof *e->deltas);
+        e->n_deltas--;
+    }
+    SHOAL_GROW(e->deltas, e->cap_deltas, e->n_deltas + 1);
+    e->deltas[e->n_deltas].seq = seq;
+    e->deltas[e->n_deltas].delta = shoal_crdt_clone(delta);
+    e->n_deltas++;
+    shoal_nm_set(&e->dv, r->self, seq);
+    if (!e->in_delta_set) {
+        bool ins;
+        shoal_hmap_upsert(&r->delta_keys, e->key, e->klen, &ins)->value = e;
+        e->in_delta_set = true;
+    }
+    return seq;
+}
+
+static void update_now(shoal_replicator_t *r, void *arg)
+{
+    update_args_t *a = arg;
+    size_t klen = strlen(a->key);
+    int rc = 0;
+    if (r->destroying) {
+        rc = SHOAL_ESTOPPED;
+        goto fail;
+    }
+    if (collected_refused(r, a->key, klen)) {
+        rc = SHOAL_EDELETED;
+        goto fail;
+    }
+    entry_t *e = repl_entry(r, a->key, klen);
+    if (e && e->deleted) {
+        rc = SHOAL_EDELETED;
+        goto fail;
+    }
+    if (a->is_delete) {
+        r->stats.deletes++;
+        if (!e)
+            e = repl_entry_create(r, a->key, klen, NULL);
+        make_tombstone(r, e);
+        e->last_access_ms = shoal_now_ms();
+        after_store_t *w = shoal_calloc(1, sizeof *w);
+        *w = (after_store_t){r, strdup(a->key), NULL, 0, a->c, true, a->done, a->arg};
+        repl_store_entry(r, e, after_local_store, w);
+        goto done;
+    }
+    r->stats.updates++;
+    if (e && e->type && e->type != a->initial->type) {
+        rc = SHOAL_ETYPE;
+        goto fail;
+    }
+    /* modify a copy: a failing modify function leaves the key exactly as it was */
+    shoal_crdt_t *work = e && e->value ? shoal_crdt_clone(e->value) : shoal_crdt_clone(a->initial);
+    shoal_crdt_reset_delta(work);
+    int mrc = a->modify ? a->modify(work, a->modify_arg) : 0;
+    if (mrc != 0) {
+        shoal_crdt_destroy(&work);
+        rc = SHOAL_EMODIFY;
+        goto fail;
+    }
+    shoal_crdt_t *delta = shoal_crdt_take_delta(work);
+    if (!e)
+        e = repl_entry_create(r, a->key, klen, work->type);
+    if (!e->type)
+        e->type = work->type;
+    shoal_crdt_destroy(&e->value);
+    e->value = work;
+    e->last_access_ms = shoal_now_ms();
+    uint64_t seq = 0;
+    if (delta && r->s.delta_enabled)
+        seq = record_delta(r, e, delta);
+    repl_entry_changed(r, e);
+    after_store_t *w = shoal_calloc(1, sizeof *w);
+    *w = (after_store_t){r, strdup(a->key), delta, seq, a->c, false, a->done, a->arg};
+    repl_store_entry(r, e, after_local_store, w);
+    goto done;
+fail:
+    a->done(r, rc, a->key, a->arg);
+done:
+    shoal_crdt_destroy(&a->initial);
+    free(a->key);
+    free(a);
+}
+
+static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
+                        const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
+                        shoal_update_done_fn *done, void *arg, bool is_delete)
+{
+    if (!r || !key_ok(key) || !c || !done || (!is_delete && !initial))
+        return SHOAL_EINVAL;
+    if (!is_delete && (shoal_crdt_type(initial)->tag == SHOAL_ORSET_DELTA ||
+                       shoal_crdt_type(initial)->tag == SHOAL_ORMAP_DELTA))
+        return SHOAL_ETYPE;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    if (r->n_ops >= r->s.max_pending_ops)
+        return SHOAL_EBUSY;
+    update_args_t *a = shoal_calloc(1, sizeof *a);
+    a->key = strdup(key);
+    if (!a->key)
+        abort();
+    a->initial = initial ? shoal_crdt_clone(initial) : NULL;
+    a->c = *c;
+    a->modify = modify;
+    a->modify_arg = modify_arg;
+    a->done = done;
+    a->arg = arg;
+    a->is_delete = is_delete;
+    when_loaded(r, update_now, a);
+    return 0;
+}
+
+int shoal_replicator_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
+                            const shoal_consistency_t *c, shoal_update_fn *modify,
+                            void *modify_arg, shoal_update_done_fn *done, void *arg)
+{
+    return start_update(r, key, initial, c, modify, modify_arg, done, arg, false);
+}
+
+int shoal_replicator_delete(shoal_replicator_t *r, const char *key, const shoal_consistency_t *c,
+                            shoal_update_done_fn *done, void *arg)
+{
+    return start_update(r, key, NULL, c, NULL, NULL, done, arg, true);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The synchronous facade. The waiter is shared by the caller and the completion and freed by
+ * whichever lets go last, so a caller that gives up (node stopping) leaves nothing dangling.
+ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    bool done;
+    int status;
+    shoal_crdt_t *value;
+    /* the request */
+    shoal_replicator_t *r;
+    const char *key;
+    const shoal_type_t *type;
+    const shoal_crdt_t *initial;
+    shoal_consistency_t c;
+    shoal_update_fn *modify;
+    void *modify_arg;
+    int kind; /* 0 get, 1 update, 2 delete */
+} waiter_t;
+
+static void waiter_release(waiter_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (last) {
+        shoal_crdt_destroy(&w->value);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+    }
+}
+
+static void waiter_finish(waiter_t *w, int status, const shoal_crdt_t *value)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->done) {
+        w->done = true;
+        w->status = status;
+        if (value)
+            w->value = shoal_crdt_clone(value);
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    waiter_release(w);
+}
+
+static void sync_get_done(shoal_replicator_t *r, int status, const char *key,
+                          const shoal_crdt_t *value, void *arg)
+{
+    (void)r;
+    (void)key;
+    waiter_finish(arg, status, status == 0 ? value : NULL);
+}
+
+static void sync_update_done(shoal_replicator_t *r, int status, const char *key, void *arg)
+{
+    (void)r;
+    (void)key;
+    waiter_finish(arg, status, NULL);
+}
+
+static int sync_start(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    waiter_t *w = arg;
+    int rc;
+    if (w->kind == 0)
+        rc = shoal_replicator_get(w->r, w->key, w->type, &w->c, sync_get_done, w);
+    else if (w->kind == 1)
+        rc = shoal_replicator_update(w->r, w->key, w->initial, &w->c, w->modify, w->modify_arg,
+                                     sync_update_done, w);
+    else
+        rc = shoal_replicator_delete(w->r, w->key, &w->c, sync_update_done, w);
+    if (rc < 0)
+        waiter_finish(w, rc, NULL);
+    return 0;
+}
+
+static int sync_run(const waiter_t *req, shoal_crdt_t **out)
+{
+    if (shoal_system_on_thread(req->r->sys))
+        return SHOAL_EDEADLK;
+    waiter_t *w = shoal_malloc(sizeof *w);
+    *w = *req;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->refs = 2; /* the caller, and the completion */
+    w->done = false;
+    w->value = NULL;
+    int rc = shoal_system_call(w->r->sys, sync_start, w);
+    if (rc < 0) {
+        /* sync_start never ran: the completion will not come */
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return rc;
+    }
+    /* the operation's own timeout bounds the wait; a margin covers the node's scheduling */
+    uint32_t wait_ms = (w->c.level == SHOAL_LOCAL ? 0 : w->c.timeout_ms) + 30000;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)
+            break;
+    int status = w->done ? w->status : SHOAL_ETIMEOUT;
+    if (w->done && out) {
+        *out = w->value;
+        w->value = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
+    waiter_release(w);
+    return status;
+}
+
+int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                              const shoal_consistency_t *c, shoal_crdt_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!r || !c)
+        return SHOAL_EINVAL;
+    waiter_t w = {.r = r, .key = key, .type = type, .c = *c, .kind = 0};
+    return sync_run(&w, out);
+}
+
+int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key,
+                                 const shoal_crdt_t *initial, const shoal_consistency_t *c,
+                                 shoal_update_fn *modify, void *modify_arg)
+{
+    if (!r || !c)
+        return SHOAL_EINVAL;
+    waiter_t w = {.r = r, .key = key, .initial = initial, .c = *c, .modify = modify,
+                  .modify_arg = modify_arg, .kind = 1};
+    return sync_run(&w, NULL);
+}
+
+int shoal_replicator_delete_sync(shoal_replicator_t *r, const char *key,
+                                 const shoal_consistency_t *c)
+{
+    if (!r || !c)
+        return SHOAL_EINVAL;
+    waiter_t w = {.r = r, .key = key, .c = *c, .kind = 2};
+    return sync_run(&w, NULL);
+}
+
+int64_t repl_wall_ms(void)
+{
+    return wall_ms();
+}

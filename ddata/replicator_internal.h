@@ -1,0 +1,256 @@
+/*  replicator_internal.h — private to the replicator (replicator.c: keys, local operations,
+    subscriptions, expiry, storage; replicator_net.c: the protocol with peers).
+*/
+#ifndef SHOAL_REPLICATOR_INTERNAL_H
+#define SHOAL_REPLICATOR_INTERNAL_H
+
+#include "internal.h"
+#include "replicator.pb-c.h"
+
+/* Message kinds of the replicator on the node's transport. */
+enum {
+    K_READ = 32,
+    K_READ_RESULT,
+    K_WRITE,
+    K_WRITE_ACK,
+    K_DELTA,
+    K_DELTA_NACK,
+    K_STATUS,
+    K_BUCKETS,
+    K_KEY_DIGESTS,
+    K_GOSSIP,
+    K_CHUNK,
+    K_LAST = K_CHUNK
+};
+
+/* Anti-entropy folds key digests into this many buckets: with 100,000 keys a differing key costs
+   one bucket's key list (~400 keys), and the bucket vector is 4 KiB. */
+#define N_BUCKETS 256
+
+typedef struct {
+    const shoal_node_t *removed;
+    const shoal_node_t *owner;
+    const shoal_node_t **seen; /* ascending by node id */
+    size_t n_seen;
+    bool performed;
+    int64_t obsolete_at_ms; /* wall clock */
+} pruning_t;
+
+typedef struct {
+    uint64_t seq;
+    shoal_crdt_t *delta;
+} retained_delta_t;
+
+typedef struct {
+    const shoal_node_t *node;
+    uint64_t seq;
+} peer_seq_t;
+
+typedef struct entry {
+    char *key;
+    size_t klen;
+    const shoal_type_t *type; /* kept after deletion */
+    shoal_crdt_t *value;      /* NULL when deleted */
+    bool deleted;
+    int64_t deleted_at_ms;             /* monotonic */
+    const shoal_node_t **tomb_seen;    /* peers seen holding the tombstone */
+    size_t n_tomb_seen;
+    pruning_t *pruning;
+    size_t n_pruning;
+    shoal_nodemap_t dv; /* delta versions: origin -> last delta number applied */
+
+    /* digest and cached encoding of the envelope's digested part, valid when !dirty */
+    bool dirty;
+    uint8_t digest[16];
+    uint8_t contrib[16]; /* this key's contribution to its bucket (XOR) */
+    bool in_bucket;
+    uint32_t bucket;
+
+    /* deltas made here (origin = this node) */
+    uint64_t delta_seq;  /* last number given */
+    uint64_t base_seq;   /* every peer has been sent up to this */
+    retained_delta_t *deltas;
+    size_t n_deltas, cap_deltas;
+    peer_seq_t *sent; /* per peer, when above base_seq */
+    size_t n_sent, cap_sent;
+    bool in_delta_set;
+
+    /* subscriptions */
+    bool changed;
+    bool notified;
+    uint8_t notified_digest[16];
+
+    int64_t last_access_ms;
+    bool durable;
+} entry_t;
+
+typedef struct {
+    const shoal_node_t *node;
+    bool counted;
+    uint64_t age;
+} peer_t;
+
+typedef struct sub {
+    int id;
+    char *pattern;
+    size_t plen;
+    bool prefix;
+    bool initial; /* new: to be told the current values at the next flush */
+    shoal_changed_fn *fn;
+    void *arg;
+    struct sub *next;
+} sub_t;
+
+typedef enum { OP_READ = 1, OP_WRITE = 2 } op_kind_t;
+
+typedef struct op {
+    struct shoal_replicator *r;
+    uint64_t req;
+    op_kind_t kind;
+    char *key;
+    const shoal_type_t *type; /* read: expected type or NULL */
+    int needed;               /* answers still needed from peers */
+    int timer;      /* the deadline */
+    int wave_timer; /* repeating: asks unanswered peers again (and prefer-oldest's others) */
+    const shoal_node_t **targets; /* who was asked (primaries first) */
+    size_t n_targets, n_sent;
+    bool *answered;
+    /* read: the merged answer */
+    struct entry *result;
+    uint8_t (*reply_digest)[16]; /* read: digest of each answer's value */
+    /* write: what to send (full state encoding, and the delta if any) */
+    shoal_buf_t full;
+    shoal_buf_t delta;
+    uint64_t delta_seq;
+    bool is_delete;
+    bool local_stored; /* the local store has it (durable keys) */
+    int local_status;
+    bool peers_done;
+    shoal_get_done_fn *get_done;
+    shoal_update_done_fn *update_done;
+    void *arg;
+    struct op *next;
+} op_t;
+
+typedef struct {
+    uint64_t transfer;
+    const shoal_node_t *from;
+    uint32_t total, got, kind;
+    bool compressed;
+    uint64_t size;
+    shoal_buf_t data;
+    int64_t started_ms;
+} reassembly_t;
+
+struct shoal_replicator {
+    shoal_system_t *sys;
+    shoal_replicator_settings_t s;
+    char *role;
+    const shoal_node_t *self;
+
+    shoal_hmap_t entries; /* key -> entry_t */
+    shoal_hmap_t delta_keys; /* key -> entry_t, entries with deltas not yet sent to everyone */
+    shoal_hmap_t changed_keys; /* key -> entry_t, waiting for notification */
+    uint8_t buckets[N_BUCKETS][16];
+    size_t n_dirty;
+
+    peer_t *peers;
+    size_t n_peers, cap_peers;
+    size_t delta_cursor;
+
+    /* removed nodes, for pruning */
+    struct removed_node {
+        const shoal_node_t *node;
+        int64_t at_ms;
+    } *removed;
+    size_t n_removed, cap_removed;
+
+    /* names of collected tombstones: refused until the time given */
+    shoal_hmap_t collected; /* key -> (void *)(intptr_t) refuse_until_ms */
+
+    sub_t *subs;
+    int next_sub_id;
+
+    op_t *ops;
+    uint64_t next_req;
+    size_t n_ops;
+
+    reassembly_t *reasm;
+    size_t n_reasm, cap_reasm;
+    uint64_t next_transfer;
+
+    bool loading;
+    struct pending_call {
+        void (*fn)(struct shoal_replicator *r, void *arg);
+        void *arg;
+        struct pending_call *next;
+    } *pending_head, *pending_tail;
+
+    int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load;
+    uint64_t prng;
+    shoal_replicator_stats_t stats;
+    bool destroying;
+};
+
+/* replicator.c */
+entry_t *repl_entry(shoal_replicator_t *r, const char *key, size_t klen);
+entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
+                           const shoal_type_t *type);
+void repl_entry_changed(shoal_replicator_t *r, entry_t *e);
+void repl_entry_drop(shoal_replicator_t *r, entry_t *e);
+/* Stores a durable entry (no-op for others); done(arg, status) when stored. */
+void repl_store_entry(shoal_replicator_t *r, entry_t *e, shoal_store_done_fn *done, void *arg);
+void repl_refresh_digest(shoal_replicator_t *r, entry_t *e);
+void repl_refresh_all_digests(shoal_replicator_t *r);
+void repl_root_digest(shoal_replicator_t *r, uint8_t out[16]);
+bool repl_is_durable(const shoal_replicator_t *r, const char *key, size_t klen);
+uint64_t repl_random(shoal_replicator_t *r);
+size_t repl_counted_nodes(const shoal_replicator_t *r);
+peer_t *repl_peer(shoal_replicator_t *r, const shoal_node_t *node);
+
+/* Envelopes: encode an entry's envelope (full state) into a protobuf message whose byte fields
+   point into `scratch` / the entry; free with repl_envelope_pb_free. */
+void repl_envelope_to_pb(shoal_replicator_t *r, entry_t *e, Shoal__Replicator__DataEnvelope *pb,
+                         shoal_buf_t *scratch);
+void repl_envelope_pb_free(Shoal__Replicator__DataEnvelope *pb);
+pruning_t *repl_pruning_add(entry_t *e, const shoal_node_t *removed);
+void repl_tomb_seen_add(entry_t *e, const shoal_node_t *n);
+/* Digest of a value (or of a tombstone when v is NULL). */
+void repl_value_digest(const shoal_crdt_t *v, uint8_t out[16]);
+/* Merges a received envelope into entry e (created by the caller if missing, with the value's
+   type). Returns 0, or an error (malformed, wrong type) with nothing changed. */
+int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
+                        const Shoal__Replicator__DataEnvelope *pb, const shoal_node_t *from);
+/* Applies a delta (or full value) of key from origin. Returns 0, SHOAL_EAGAIN for a causal gap
+   (full state needed), or an error. */
+int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
+                     const Shoal__Replicator__DeltaEntry *d);
+
+/* replicator_client.c */
+void repl_client_register(shoal_system_t *sys);
+
+/* replicator_net.c */
+void repl_net_register(shoal_system_t *sys);
+int repl_send(shoal_replicator_t *r, const shoal_node_t *to, uint16_t kind,
+              const ProtobufCMessage *msg);
+void repl_gossip_tick(shoal_system_t *sys, void *arg);
+void repl_delta_tick(shoal_system_t *sys, void *arg);
+void repl_prune_tick(shoal_system_t *sys, void *arg);
+int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                    const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg);
+/* Starts the remote part of a write whose local part is done; completes through done. */
+void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *delta,
+                      uint64_t delta_seq, const shoal_consistency_t *c, bool is_delete,
+                      int local_status, shoal_update_done_fn *done, void *arg);
+void repl_ops_fail_all(shoal_replicator_t *r, int status);
+void repl_reassembly_free(shoal_replicator_t *r);
+/* Peers needed (besides this node) for a consistency, or -1 when it cannot be met. */
+int repl_peers_needed(const shoal_replicator_t *r, const shoal_consistency_t *c);
+
+/* Wall-clock milliseconds, for pruning markers (they outlive a process). */
+int64_t repl_wall_ms(void);
+
+/* The replicator of a role on a node (NULL if none). */
+shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role);
+
+#endif

@@ -1,0 +1,1430 @@
+/*  replicator_net.c — the replicator's protocol with its peers: reads and writes with a
+    consistency level, delta propagation, digest-based anti-entropy, pruning rounds, tombstone
+    collection, and the chunking and compression that keep every message under the frame limit.
+
+    Messages (proto/replicator.proto) carry the role, so one node's replicators share the node's
+    transport. Every handler checks what it is given before trusting it; anything malformed is
+    counted and dropped.
+
+    Rates: deltas every delta interval (Akka: gossip interval / 5) to a rotating slice of peers
+    (every peer while there are at most 10); anti-entropy with one peer every gossip interval;
+    pruning and tombstone collection every pruning interval.
+*/
+#include "replicator_internal.h"
+
+#include <czmq.h>
+#include <zlib.h>
+
+/* Room left in a message for the chunk's own fields. */
+#define CHUNK_OVERHEAD 256
+
+/* ---------------------------------------------------------------------------------------------
+ * Sending: compression above a threshold, chunks above the frame limit
+ */
+static size_t max_message(shoal_replicator_t *r)
+{
+    size_t m = shoal_system_max_message_bytes(r->sys);
+    return m > 2 * CHUNK_OVERHEAD ? m : 2 * CHUNK_OVERHEAD;
+}
+
+static int send_bytes(shoal_replicator_t *r, const shoal_node_t *to, uint16_t kind,
+                      const uint8_t *data, size_t len)
+{
+    bool compressed = false;
+    uint8_t *z = NULL;
+    if (len > r->s.compress_above_bytes && r->s.compress_above_bytes) {
+        uLongf zlen = compressBound(len);
+        z = shoal_malloc(zlen);
+        if (compress2(z, &zlen, data, len, 1) == Z_OK && zlen < len) {
+            data = z;
+            len = zlen;
+            compressed = true;
+        }
+    }
+    size_t limit = max_message(r);
+    int rc = 0;
+    if (!compressed && len <= limit) {
+        rc = shoal_system_send(r->sys, to, kind, data, len);
+    } else {
+        size_t piece = limit - CHUNK_OVERHEAD;
+        uint32_t total = (uint32_t)((len + piece - 1) / piece);
+        uint64_t transfer = r->next_transfer++;
+        shoal_buf_t out = {0};
+        for (uint32_t i = 0; i < total && rc == 0; i++) {
+            Shoal__Replicator__Chunk c = SHOAL__REPLICATOR__CHUNK__INIT;
+            c.role = r->role;
+            c.transfer = transfer;
+            c.index = i;
+            c.total = total;
+            c.kind = kind;
+            c.compressed = compressed;
+            c.size = len;
+            size_t off = (size_t)i * piece;
+            c.data.data = (uint8_t *)data + off;
+            c.data.len = len - off < piece ? len - off : piece;
+            shoal_buf_reset(&out);
+            shoal_pb_pack(&c.base, &out);
+            rc = shoal_system_send(r->sys, to, K_CHUNK, out.data, out.len);
+        }
+        r->stats.chunks_sent += total;
+        shoal_buf_free(&out);
+    }
+    free(z);
+    return rc;
+}
+
+int repl_send(shoal_replicator_t *r, const shoal_node_t *to, uint16_t kind,
+              const ProtobufCMessage *msg)
+{
+    shoal_buf_t b = {0};
+    shoal_pb_pack(msg, &b);
+    int rc = send_bytes(r, to, kind, b.data ? b.data : (uint8_t *)"", b.len);
+    shoal_buf_free(&b);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Consistency
+ */
+int repl_peers_needed(const shoal_replicator_t *r, const shoal_consistency_t *c)
+{
+    size_t n = repl_counted_nodes(r);
+    size_t need;
+    switch (c->level) {
+    case SHOAL_LOCAL:
+        return 0;
+    case SHOAL_FROM_N:
+        need = c->n ? c->n : 1;
+        break;
+    case SHOAL_MAJORITY: {
+        size_t m = n / 2 + 1 + c->plus;
+        if (m < c->min_cap)
+            m = c->min_cap;
+        need = m < n ? m : n;
+        break;
+    }
+    case SHOAL_ALL:
+        need = n;
+        break;
+    default:
+        return -1;
+    }
+    if (need > n)
+        return -1; /* cannot be met with these nodes: time out at once rather than hang */
+    return (int)need - 1;
+}
+
+/* The counted peers to ask, oldest first when prefer_oldest, else in a random order. */
+static const shoal_node_t **choose_targets(shoal_replicator_t *r, bool prefer_oldest, size_t *n)
+{
+    const shoal_node_t **t = shoal_malloc((r->n_peers ? r->n_peers : 1) * sizeof *t);
+    uint64_t *ages = shoal_malloc((r->n_peers ? r->n_peers : 1) * sizeof *ages);
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].counted) {
+            t[k] = r->peers[i].node;
+            ages[k] = prefer_oldest ? r->peers[i].age : repl_random(r);
+            k++;
+        }
+    /* insertion sort by age (or random key): peer sets are small */
+    for (size_t i = 1; i < k; i++)
+        for (size_t j = i; j > 0 && ages[j - 1] > ages[j]; j--) {
+            uint64_t a = ages[j];
+            ages[j] = ages[j - 1];
+            ages[j - 1] = a;
+            const shoal_node_t *x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    free(ages);
+    *n = k;
+    return t;
+}
+
+static op_t *op_find(shoal_replicator_t *r, uint64_t req)
+{
+    for (op_t *o = r->ops; o; o = o->next)
+        if (o->req == req)
+            return o;
+    return NULL;
+}
+
+static void op_unlink_free(shoal_replicator_t *r, op_t *o)
+{
+    for (op_t **p = &r->ops; *p; p = &(*p)->next)
+        if (*p == o) {
+            *p = o->next;
+            break;
+        }
+    if (o->timer > 0)
+        shoal_system_timer_cancel(r->sys, o->timer);
+    if (o->wave_timer > 0)
+        shoal_system_timer_cancel(r->sys, o->wave_timer);
+    r->n_ops--;
+    free(o->targets);
+    free(o->answered);
+    free(o->reply_digest);
+    shoal_buf_free(&o->full);
+    shoal_buf_free(&o->delta);
+    free(o->key);
+    free(o);
+}
+
+static int target_index(const op_t *o, const shoal_node_t *from)
+{
+    for (size_t i = 0; i < o->n_sent; i++)
+        if (o->targets[i] == from)
+            return (int)i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reads
+ */
+static void read_complete(shoal_replicator_t *r, op_t *o, int status)
+{
+    entry_t *e = repl_entry(r, o->key, strlen(o->key));
+    if (status == 0 && e && !e->deleted && e->value && o->reply_digest) {
+        /* read repair: replicas that answered with less get the merged value */
+        uint8_t mine[16];
+        repl_value_digest(e->value, mine);
+        Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+        Shoal__Replicator__DataEnvelope env;
+        shoal_buf_t scratch = {0};
+        bool packed = false;
+        for (size_t i = 0; i < o->n_sent; i++) {
+            if (!o->answered[i] || memcmp(o->reply_digest[i], mine, 16) == 0)
+                continue;
+            if (!packed) {
+                repl_envelope_to_pb(r, e, &env, &scratch);
+                w.role = r->role;
+                w.key = o->key;
+                w.envelope = &env;
+                packed = true;
+            }
+            repl_send(r, o->targets[i], K_WRITE, &w.base);
+        }
+        if (packed)
+            repl_envelope_pb_free(&env);
+        shoal_buf_free(&scratch);
+    }
+    if (status == SHOAL_ETIMEOUT)
+        r->stats.read_timeouts++;
+    if (e)
+        e->last_access_ms = shoal_now_ms();
+    if (status == 0) {
+        if (!e)
+            status = SHOAL_ENOTFOUND;
+        else if (e->deleted)
+            status = SHOAL_EDELETED;
+        else if (o->type && e->type != o->type)
+            status = SHOAL_ETYPE;
+        else if (!e->value)
+            status = SHOAL_ENOTFOUND;
+    }
+    shoal_get_done_fn *done = o->get_done;
+    void *arg = o->arg;
+    char *key = o->key;
+    o->key = NULL;
+    op_unlink_free(r, o);
+    done(r, status, key, status == 0 ? e->value : NULL, arg);
+    free(key);
+}
+
+static void op_timeout(shoal_system_t *sys, void *arg);
+static void op_resend(shoal_system_t *sys, void *arg);
+
+static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int needed,
+                    const shoal_consistency_t *c)
+{
+    op_t *o = shoal_calloc(1, sizeof *o);
+    o->r = r;
+    o->req = r->next_req++;
+    o->kind = kind;
+    o->key = strdup(key);
+    if (!o->key)
+        abort();
+    o->needed = needed;
+    o->targets = choose_targets(r, c->prefer_oldest || r->s.prefer_oldest, &o->n_targets);
+    o->answered = shoal_calloc(o->n_targets ? o->n_targets : 1, sizeof *o->answered);
+    o->next = r->ops;
+    r->ops = o;
+    r->n_ops++;
+    /* completing an op cancels its timers, so a timer that fires always finds its op */
+    o->timer = shoal_system_timer(r->sys, c->timeout_ms ? c->timeout_ms : 1, false, op_timeout, o);
+    /* Unanswered peers are asked again a few times within the deadline: a request or its answer
+       can be lost (a connection not yet handshaken one way, a frame dropped), and both reads and
+       writes are idempotent at the receiver. With prefer-oldest the first resend also reaches
+       the peers beyond the oldest. */
+    uint32_t every = c->timeout_ms / 5;
+    o->wave_timer = shoal_system_timer(r->sys, every < 20 ? 20 : every, true, op_resend, o);
+    return o;
+}
+
+/* With prefer-oldest, the oldest `needed` peers are asked first and the rest only if they do not
+   all answer (after a fifth of the timeout, as a second chance); otherwise everyone at once. */
+static size_t first_wave(const op_t *o, const shoal_consistency_t *c, bool prefer_oldest)
+{
+    (void)c;
+    if (!prefer_oldest)
+        return o->n_targets;
+    return (size_t)o->needed < o->n_targets ? (size_t)o->needed : o->n_targets;
+}
+
+int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                    const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg)
+{
+    int needed = repl_peers_needed(r, c);
+    entry_t *e = repl_entry(r, key, strlen(key));
+    if (needed <= 0) {
+        int status = 0;
+        if (needed < 0)
+            status = SHOAL_ETIMEOUT;
+        else if (!e)
+            status = SHOAL_ENOTFOUND;
+        else if (e->deleted)
+            status = SHOAL_EDELETED;
+        else if (type && e->type != type)
+            status = SHOAL_ETYPE;
+        else if (!e->value)
+            status = SHOAL_ENOTFOUND;
+        if (e)
+            e->last_access_ms = shoal_now_ms();
+        if (status == SHOAL_ETIMEOUT)
+            r->stats.read_timeouts++;
+        done(r, status, key, status == 0 ? e->value : NULL, arg);
+        return 0;
+    }
+    op_t *o = op_new(r, OP_READ, key, needed, c);
+    o->type = type;
+    o->get_done = done;
+    o->arg = arg;
+    o->reply_digest = shoal_calloc(o->n_targets ? o->n_targets : 1, 16);
+    Shoal__Replicator__Read msg = SHOAL__REPLICATOR__READ__INIT;
+    msg.role = r->role;
+    msg.req = o->req;
+    msg.key = (char *)key;
+    size_t wave = first_wave(o, c, c->prefer_oldest || r->s.prefer_oldest);
+    for (; o->n_sent < wave; o->n_sent++)
+        repl_send(r, o->targets[o->n_sent], K_READ, &msg.base);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Writes
+ */
+static void write_complete(shoal_replicator_t *r, op_t *o, int status)
+{
+    if (status == SHOAL_ETIMEOUT)
+        r->stats.write_timeouts++;
+    if (status == 0 && o->local_status < 0)
+        status = o->local_status;
+    shoal_update_done_fn *done = o->update_done;
+    void *arg = o->arg;
+    char *key = o->key;
+    o->key = NULL;
+    op_unlink_free(r, o);
+    done(r, status, key, arg);
+    free(key);
+}
+
+static void send_write(shoal_replicator_t *r, op_t *o, const shoal_node_t *to, bool full)
+{
+    /* the prepared message bytes are a packed Write; the full-state one is always there */
+    shoal_buf_t *b = !full && o->delta.len ? &o->delta : &o->full;
+    send_bytes(r, to, K_WRITE, b->data, b->len);
+}
+
+void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *delta,
+                      uint64_t delta_seq, const shoal_consistency_t *c, bool is_delete,
+                      int local_status, shoal_update_done_fn *done, void *arg)
+{
+    int needed = repl_peers_needed(r, c);
+    if (needed == 0) {
+        done(r, local_status, e->key, arg);
+        return;
+    }
+    if (needed < 0) {
+        r->stats.write_timeouts++;
+        done(r, local_status < 0 ? local_status : SHOAL_ETIMEOUT, e->key, arg);
+        return;
+    }
+    op_t *o = op_new(r, OP_WRITE, e->key, needed, c);
+    o->update_done = done;
+    o->arg = arg;
+    o->is_delete = is_delete;
+    o->local_status = local_status;
+    /* prepare both messages once: every target gets the same bytes */
+    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+    w.role = r->role;
+    w.req = o->req;
+    w.key = e->key;
+    Shoal__Replicator__DataEnvelope env;
+    shoal_buf_t scratch = {0};
+    repl_envelope_to_pb(r, e, &env, &scratch);
+    w.envelope = &env;
+    shoal_pb_pack(&w.base, &o->full);
+    repl_envelope_pb_free(&env);
+    if (delta && delta_seq) {
+        Shoal__Replicator__DeltaEntry d = SHOAL__REPLICATOR__DELTA_ENTRY__INIT;
+        shoal_buf_reset(&scratch);
+        shoal_crdt_encode(delta, &scratch);
+        d.key = e->key;
+        d.delta.data = scratch.data;
+        d.delta.len = scratch.len;
+        d.from_seq = d.to_seq = delta_seq;
+        w.envelope = NULL;
+        w.delta = &d;
+        /* a delta only pays when it is smaller than the full state */
+        shoal_buf_t tmp = {0};
+        shoal_pb_pack(&w.base, &tmp);
+        if (tmp.len < o->full.len)
+            o->delta = tmp;
+        else
+            shoal_buf_free(&tmp);
+        o->delta_seq = delta_seq;
+    }
+    shoal_buf_free(&scratch);
+    size_t wave = first_wave(o, c, c->prefer_oldest || r->s.prefer_oldest);
+    for (; o->n_sent < wave; o->n_sent++)
+        send_write(r, o, o->targets[o->n_sent], false);
+}
+
+static void op_timeout(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    op_t *o = arg;
+    o->timer = 0; /* fired: nothing to cancel */
+    if (o->kind == OP_READ)
+        read_complete(o->r, o, SHOAL_ETIMEOUT);
+    else
+        write_complete(o->r, o, SHOAL_ETIMEOUT);
+}
+
+/* Asks again the peers that have not answered, and (prefer-oldest) the ones not asked yet. */
+static void op_resend(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    op_t *o = arg;
+    shoal_replicator_t *r = o->r;
+    Shoal__Replicator__Read msg = SHOAL__REPLICATOR__READ__INIT;
+    msg.role = r->role;
+    msg.req = o->req;
+    msg.key = o->key;
+    o->n_sent = o->n_targets;
+    for (size_t i = 0; i < o->n_targets; i++) {
+        if (o->answered[i])
+            continue;
+        if (o->kind == OP_READ)
+            repl_send(r, o->targets[i], K_READ, &msg.base);
+        else
+            send_write(r, o, o->targets[i], false);
+    }
+}
+
+void repl_ops_fail_all(shoal_replicator_t *r, int status)
+{
+    while (r->ops) {
+        op_t *o = r->ops;
+        if (o->kind == OP_READ)
+            read_complete(r, o, status);
+        else
+            write_complete(r, o, status);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reassembly of chunked messages
+ */
+void repl_reassembly_free(shoal_replicator_t *r)
+{
+    for (size_t i = 0; i < r->n_reasm; i++)
+        shoal_buf_free(&r->reasm[i].data);
+    free(r->reasm);
+    r->reasm = NULL;
+    r->n_reasm = r->cap_reasm = 0;
+}
+
+static void reasm_remove(shoal_replicator_t *r, size_t i)
+{
+    shoal_buf_free(&r->reasm[i].data);
+    r->reasm[i] = r->reasm[--r->n_reasm];
+}
+
+static void reasm_expire(shoal_replicator_t *r)
+{
+    int64_t now = shoal_now_ms();
+    for (size_t i = 0; i < r->n_reasm;)
+        if (now - r->reasm[i].started_ms > 60000) {
+            zsys_warning("%s: replicator '%s': dropped an incomplete chunked message from %s",
+                         shoal_node_id(r->self), r->role, shoal_node_id(r->reasm[i].from));
+            r->stats.dropped_malformed++;
+            reasm_remove(r, i);
+        } else {
+            i++;
+        }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Receiving
+ */
+static void dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
+                     const uint8_t *data, size_t len);
+
+static void on_chunk(shoal_replicator_t *r, const shoal_node_t *from,
+                     const Shoal__Replicator__Chunk *c)
+{
+    if (c->total == 0 || c->index >= c->total || c->size > r->s.max_reassembly_bytes ||
+        c->kind < K_READ || c->kind >= K_CHUNK) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    r->stats.chunks_received++;
+    reassembly_t *ra = NULL;
+    for (size_t i = 0; i < r->n_reasm; i++)
+        if (r->reasm[i].from == from && r->reasm[i].transfer == c->transfer)
+            ra = &r->reasm[i];
+    if (!ra) {
+        if (c->index != 0) {
+            r->stats.dropped_malformed++; /* its start was lost */
+            return;
+        }
+        SHOAL_GROW(r->reasm, r->cap_reasm, r->n_reasm + 1);
+        ra = &r->reasm[r->n_reasm++];
+        memset(ra, 0, sizeof *ra);
+        ra->transfer = c->transfer;
+        ra->from = from;
+        ra->total = c->total;
+        ra->kind = c->kind;
+        ra->compressed = c->compressed;
+        ra->size = c->size;
+        ra->started_ms = shoal_now_ms();
+    }
+    size_t idx = (size_t)(ra - r->reasm);
+    if (c->index != ra->got || c->total != ra->total || ra->data.len + c->data.len > ra->size) {
+        r->stats.dropped_malformed++;
+        reasm_remove(r, idx);
+        return;
+    }
+    shoal_buf_append(&ra->data, c->data.data, c->data.len);
+    ra->got++;
+    if (ra->got < ra->total)
+        return;
+    reassembly_t done = *ra;
+    r->reasm[idx] = r->reasm[--r->n_reasm];
+    if (done.data.len != done.size) {
+        r->stats.dropped_malformed++;
+    } else if (done.compressed) {
+        /* inflate with a bound: a hostile peer cannot make us allocate more than the limit */
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        shoal_buf_t out = {0};
+        if (inflateInit(&zs) == Z_OK) {
+            zs.next_in = done.data.data;
+            zs.avail_in = (uInt)done.data.len;
+            int zrc = Z_OK;
+            while (zrc == Z_OK) {
+                if (out.len >= r->s.max_reassembly_bytes) {
+                    zrc = Z_MEM_ERROR;
+                    break;
+                }
+                shoal_buf_reserve(&out, 64 * 1024);
+                zs.next_out = out.data + out.len;
+                zs.avail_out = (uInt)(out.cap - out.len - 1);
+                zrc = inflate(&zs, Z_NO_FLUSH);
+                out.len = (size_t)(zs.next_out - out.data);
+            }
+            inflateEnd(&zs);
+            if (zrc == Z_STREAM_END)
+                dispatch(r, from, (uint16_t)done.kind, out.data, out.len);
+            else
+                r->stats.dropped_malformed++;
+        }
+        shoal_buf_free(&out);
+    } else {
+        dispatch(r, from, (uint16_t)done.kind, done.data.data, done.data.len);
+    }
+    shoal_buf_free(&done.data);
+}
+
+static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
+                    const Shoal__Replicator__Read *m)
+{
+    if (!m->key) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    Shoal__Replicator__ReadResult res = SHOAL__REPLICATOR__READ_RESULT__INIT;
+    res.role = r->role;
+    res.req = m->req;
+    entry_t *e = repl_entry(r, m->key, strlen(m->key));
+    Shoal__Replicator__DataEnvelope env;
+    shoal_buf_t scratch = {0};
+    if (e && (e->value || e->deleted)) {
+        repl_envelope_to_pb(r, e, &env, &scratch);
+        res.found = true;
+        res.envelope = &env;
+    }
+    repl_send(r, from, K_READ_RESULT, &res.base);
+    if (res.found)
+        repl_envelope_pb_free(&env);
+    shoal_buf_free(&scratch);
+}
+
+static void on_read_result(shoal_replicator_t *r, const shoal_node_t *from,
+                           const Shoal__Replicator__ReadResult *m)
+{
+    op_t *o = op_find(r, m->req);
+    if (!o || o->kind != OP_READ)
+        return; /* late: the read completed already */
+    int i = target_index(o, from);
+    if (i < 0 || o->answered[i])
+        return;
+    o->answered[i] = true;
+    memset(o->reply_digest[i], 0, 16);
+    if (m->found && m->envelope) {
+        /* what the peer had, to repair it if the merged value is more */
+        shoal_crdt_t *v = NULL;
+        if (m->envelope->deleted)
+            repl_value_digest(NULL, o->reply_digest[i]);
+        else if (shoal_crdt_decode(m->envelope->value.data, m->envelope->value.len, &v) == 0)
+            repl_value_digest(v, o->reply_digest[i]);
+        shoal_crdt_destroy(&v);
+        /* merging the answer into the local replica is the local read repair */
+        repl_merge_envelope(r, o->key, strlen(o->key), m->envelope, from);
+    }
+    if (--o->needed <= 0)
+        read_complete(r, o, 0);
+}
+
+typedef struct {
+    shoal_replicator_t *r;
+    shoal_system_t *sys;
+    const shoal_node_t *to;
+    uint64_t req;
+    char *role;
+} ack_ctx_t;
+
+static void send_ack(shoal_replicator_t *r, const shoal_node_t *to, uint64_t req, int status,
+                     bool need_full)
+{
+    Shoal__Replicator__WriteAck a = SHOAL__REPLICATOR__WRITE_ACK__INIT;
+    a.role = r->role;
+    a.req = req;
+    a.status = status;
+    a.need_full = need_full;
+    repl_send(r, to, K_WRITE_ACK, &a.base);
+}
+
+static void ack_after_store(void *arg, int status)
+{
+    ack_ctx_t *a = arg;
+    /* the replicator may be gone by the time a slow store answers */
+    shoal_replicator_t *r = repl_find(a->sys, a->role);
+    if (r == a->r) {
+        if (status < 0)
+            r->stats.store_failures++;
+        if (a->req)
+            send_ack(r, a->to, a->req, status < 0 ? SHOAL_ESTORE : 0, false);
+    }
+    free(a->role);
+    free(a);
+}
+
+static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
+                     const Shoal__Replicator__Write *m)
+{
+    if (!m->key || (!m->envelope && !m->delta)) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    int rc;
+    if (m->delta) {
+        if (!m->delta->key || strcmp(m->delta->key, m->key) != 0) {
+            r->stats.dropped_malformed++;
+            return;
+        }
+        rc = repl_apply_delta(r, from, m->delta);
+        if (rc == SHOAL_EAGAIN) {
+            if (m->req)
+                send_ack(r, from, m->req, 0, true);
+            return;
+        }
+    } else {
+        r->stats.full_state_received++;
+        rc = repl_merge_envelope(r, m->key, strlen(m->key), m->envelope, from);
+    }
+    if (rc < 0) {
+        if (m->req)
+            send_ack(r, from, m->req, rc, false);
+        return;
+    }
+    entry_t *e = repl_entry(r, m->key, strlen(m->key));
+    if (e && e->deleted && !(m->envelope && m->envelope->deleted)) {
+        if (m->req)
+            send_ack(r, from, m->req, SHOAL_EDELETED, false);
+        return;
+    }
+    ack_ctx_t *a = shoal_malloc(sizeof *a);
+    a->r = r;
+    a->sys = r->sys;
+    a->to = from;
+    a->req = m->req;
+    a->role = strdup(r->role);
+    if (!a->role)
+        abort();
+    if (e)
+        repl_store_entry(r, e, ack_after_store, a);
+    else
+        ack_after_store(a, 0);
+}
+
+static void on_write_ack(shoal_replicator_t *r, const shoal_node_t *from,
+                         const Shoal__Replicator__WriteAck *m)
+{
+    op_t *o = op_find(r, m->req);
+    if (!o || o->kind != OP_WRITE)
+        return;
+    int i = target_index(o, from);
+    if (i < 0 || o->answered[i])
+        return;
+    if (m->need_full) {
+        send_write(r, o, from, true);
+        return;
+    }
+    if (m->status != 0) {
+        /* the peer could not take it (store failure, type conflict, deleted there): it does not
+           count; it is not retried either, the deadline decides */
+        o->answered[i] = true;
+        if (m->status == SHOAL_EDELETED && o->needed > 0) {
+            write_complete(r, o, SHOAL_EDELETED);
+        }
+        return;
+    }
+    o->answered[i] = true;
+    if (o->is_delete) {
+        entry_t *e = repl_entry(r, o->key, strlen(o->key));
+        if (e && e->deleted)
+            repl_tomb_seen_add(e, from);
+    }
+    if (--o->needed <= 0)
+        write_complete(r, o, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Delta propagation
+ */
+static uint64_t sent_seq(const entry_t *e, const shoal_node_t *peer)
+{
+    for (size_t i = 0; i < e->n_sent; i++)
+        if (e->sent[i].node == peer)
+            return e->sent[i].seq;
+    return e->base_seq;
+}
+
+static void set_sent_seq(entry_t *e, const shoal_node_t *peer, uint64_t seq)
+{
+    for (size_t i = 0; i < e->n_sent; i++)
+        if (e->sent[i].node == peer) {
+            e->sent[i].seq = seq;
+            return;
+        }
+    SHOAL_GROW(e->sent, e->cap_sent, e->n_sent + 1);
+    e->sent[e->n_sent].node = peer;
+    e->sent[e->n_sent].seq = seq;
+    e->n_sent++;
+}
+
+/* The deltas from `from` to the last, merged into one group, or NULL if some are no longer kept
+   (the peer then gets the full state). */
+static shoal_crdt_t *delta_group(const entry_t *e, uint64_t from)
+{
+    if (e->n_deltas == 0 || e->deltas[0].seq > from)
+        return NULL;
+    shoal_crdt_t *g = NULL;
+    for (size_t i = 0; i < e->n_deltas; i++) {
+        if (e->deltas[i].seq < from)
+            continue;
+        if (!g)
+            g = shoal_crdt_clone(e->deltas[i].delta);
+        else if (shoal_crdt_merge(g, e->deltas[i].delta) < 0) {
+            shoal_crdt_destroy(&g);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+static void flush_deltas(shoal_replicator_t *r, const shoal_node_t *to,
+                         Shoal__Replicator__DeltaPropagation *msg, shoal_buf_t *bufs)
+{
+    if (!msg->n_entries)
+        return;
+    repl_send(r, to, K_DELTA, &msg->base);
+    for (size_t i = 0; i < msg->n_entries; i++)
+        shoal_buf_free(&bufs[i]);
+    r->stats.deltas_sent += msg->n_entries;
+    msg->n_entries = 0;
+}
+
+void repl_delta_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    if (r->loading || !r->delta_keys.n || !r->n_peers)
+        return;
+    /* the slice of peers this round: all of them up to 10, else a rotating fifth */
+    size_t slice = r->n_peers <= 10 ? r->n_peers : (r->n_peers + 4) / 5;
+    shoal_hslot_t **keys = shoal_hmap_sorted(&r->delta_keys);
+    size_t nkeys = r->delta_keys.n;
+    size_t per_msg = r->s.max_delta_elements;
+    Shoal__Replicator__DeltaEntry *entries = shoal_calloc(per_msg, sizeof *entries);
+    Shoal__Replicator__DeltaEntry **ptrs = shoal_calloc(per_msg, sizeof *ptrs);
+    shoal_buf_t *bufs = shoal_calloc(per_msg, sizeof *bufs);
+    for (size_t s = 0; s < slice; s++) {
+        const shoal_node_t *to = r->peers[(r->delta_cursor + s) % r->n_peers].node;
+        Shoal__Replicator__DeltaPropagation msg = SHOAL__REPLICATOR__DELTA_PROPAGATION__INIT;
+        msg.role = r->role;
+        msg.entries = ptrs;
+        for (size_t k = 0; k < nkeys; k++) {
+            entry_t *e = keys[k]->value;
+            uint64_t have = sent_seq(e, to);
+            if (have >= e->delta_seq || e->deleted || !e->value)
+                continue;
+            shoal_crdt_t *g = delta_group(e, have + 1);
+            size_t j = msg.n_entries;
+            shoal__replicator__delta_entry__init(&entries[j]);
+            entries[j].key = e->key;
+            entries[j].from_seq = have + 1;
+            entries[j].to_seq = e->delta_seq;
+            if (g) {
+                shoal_crdt_encode(g, &bufs[j]);
+                shoal_crdt_destroy(&g);
+            } else {
+                shoal_crdt_encode(e->value, &bufs[j]); /* full state */
+                r->stats.full_state_sent++;
+            }
+            entries[j].delta.data = bufs[j].data;
+            entries[j].delta.len = bufs[j].len;
+            ptrs[j] = &entries[j];
+            msg.n_entries++;
+            set_sent_seq(e, to, e->delta_seq);
+            if (msg.n_entries == per_msg)
+                flush_deltas(r, to, &msg, bufs);
+        }
+        flush_deltas(r, to, &msg, bufs);
+    }
+    r->delta_cursor = (r->delta_cursor + slice) % (r->n_peers ? r->n_peers : 1);
+    /* keys every current peer has been sent up to their last delta leave the set */
+    for (size_t k = 0; k < nkeys; k++) {
+        entry_t *e = keys[k]->value;
+        bool all = true;
+        for (size_t p = 0; p < r->n_peers && all; p++)
+            all = sent_seq(e, r->peers[p].node) >= e->delta_seq;
+        if (all || e->deleted) {
+            e->base_seq = e->delta_seq;
+            e->n_sent = 0;
+            for (size_t i = 0; i < e->n_deltas; i++)
+                shoal_crdt_destroy(&e->deltas[i].delta);
+            e->n_deltas = 0;
+            e->in_delta_set = false;
+            shoal_hmap_remove(&r->delta_keys, e->key, e->klen);
+        }
+    }
+    free(keys);
+    free(entries);
+    free(ptrs);
+    free(bufs);
+}
+
+static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e)
+{
+    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+    Shoal__Replicator__DataEnvelope env;
+    shoal_buf_t scratch = {0};
+    repl_envelope_to_pb(r, e, &env, &scratch);
+    w.role = r->role;
+    w.key = e->key;
+    w.envelope = &env;
+    repl_send(r, to, K_WRITE, &w.base);
+    r->stats.full_state_sent++;
+    repl_envelope_pb_free(&env);
+    shoal_buf_free(&scratch);
+}
+
+static void on_delta(shoal_replicator_t *r, const shoal_node_t *from,
+                     const Shoal__Replicator__DeltaPropagation *m)
+{
+    const char **nack = NULL;
+    size_t n_nack = 0;
+    for (size_t i = 0; i < m->n_entries; i++) {
+        const Shoal__Replicator__DeltaEntry *d = m->entries[i];
+        int rc = repl_apply_delta(r, from, d);
+        if (rc == SHOAL_EAGAIN) {
+            nack = shoal_realloc(nack, (n_nack + 1) * sizeof *nack);
+            nack[n_nack++] = d->key;
+        } else if (rc == 0 && d->key) {
+            entry_t *e = repl_entry(r, d->key, strlen(d->key));
+            if (e && e->durable)
+                repl_store_entry(r, e, NULL, NULL);
+        }
+    }
+    if (n_nack) {
+        Shoal__Replicator__DeltaNack n = SHOAL__REPLICATOR__DELTA_NACK__INIT;
+        n.role = r->role;
+        n.keys = (char **)nack;
+        n.n_keys = n_nack;
+        repl_send(r, from, K_DELTA_NACK, &n.base);
+    }
+    free(nack);
+}
+
+static void on_delta_nack(shoal_replicator_t *r, const shoal_node_t *from,
+                          const Shoal__Replicator__DeltaNack *m)
+{
+    for (size_t i = 0; i < m->n_keys; i++) {
+        entry_t *e = m->keys[i] ? repl_entry(r, m->keys[i], strlen(m->keys[i])) : NULL;
+        if (e && (e->value || e->deleted))
+            send_full_state(r, from, e);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Anti-entropy: status -> buckets -> key digests -> gossip
+ */
+void repl_gossip_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    reasm_expire(r);
+    if (r->loading || !r->n_peers)
+        return;
+    size_t idx;
+    const shoal_node_t **cands = shoal_malloc(r->n_peers * sizeof *cands);
+    for (size_t i = 0; i < r->n_peers; i++)
+        cands[i] = r->peers[i].node;
+    if (r->s.gossip_choose)
+        idx = r->s.gossip_choose(r, cands, r->n_peers, r->s.gossip_choose_arg);
+    else
+        idx = (size_t)(repl_random(r) % r->n_peers);
+    const shoal_node_t *to = idx < r->n_peers ? cands[idx] : NULL;
+    free(cands);
+    if (!to)
+        return;
+    uint8_t root[16];
+    repl_root_digest(r, root);
+    Shoal__Replicator__Status st = SHOAL__REPLICATOR__STATUS__INIT;
+    st.role = r->role;
+    st.root.data = root;
+    st.root.len = 16;
+    st.n_keys = r->entries.n;
+    st.bucket_count = N_BUCKETS;
+    repl_send(r, to, K_STATUS, &st.base);
+    r->stats.gossip_rounds++;
+    r->stats.status_sent++;
+}
+
+static void on_status(shoal_replicator_t *r, const shoal_node_t *from,
+                      const Shoal__Replicator__Status *m)
+{
+    if (m->root.len != 16 || m->bucket_count != N_BUCKETS) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    uint8_t root[16];
+    repl_root_digest(r, root);
+    r->stats.digests_compared++;
+    if (memcmp(root, m->root.data, 16) == 0) {
+        /* converged: one small message was the whole round. The sender holds everything we
+           hold, our tombstones included. */
+        if (r->stats.tombstones)
+            for (size_t i = 0; i < r->entries.cap; i++) {
+                shoal_hslot_t *s = &r->entries.slots[i];
+                if (SHOAL_HSLOT_LIVE(s) && ((entry_t *)s->value)->deleted)
+                    repl_tomb_seen_add(s->value, from);
+            }
+        return;
+    }
+    Shoal__Replicator__Buckets b = SHOAL__REPLICATOR__BUCKETS__INIT;
+    b.role = r->role;
+    b.bucket_count = N_BUCKETS;
+    b.digests.data = (uint8_t *)r->buckets;
+    b.digests.len = sizeof r->buckets;
+    repl_send(r, from, K_BUCKETS, &b.base);
+}
+
+/* Sends the keys and digests of the given buckets. */
+static void send_key_digests(shoal_replicator_t *r, const shoal_node_t *to, const uint32_t *bk,
+                             size_t nb)
+{
+    bool want[N_BUCKETS] = {false};
+    for (size_t i = 0; i < nb; i++)
+        want[bk[i]] = true;
+    Shoal__Replicator__KeyDigests kd = SHOAL__REPLICATOR__KEY_DIGESTS__INIT;
+    kd.role = r->role;
+    kd.bucket_count = N_BUCKETS;
+    kd.buckets = (uint32_t *)bk;
+    kd.n_buckets = nb;
+    size_t cap = 0;
+    char **keys = NULL;
+    shoal_buf_t dig = {0};
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        entry_t *e = s->value;
+        if (!want[e->bucket])
+            continue;
+        repl_refresh_digest(r, e);
+        SHOAL_GROW(keys, cap, kd.n_keys + 1);
+        keys[kd.n_keys++] = e->key;
+        shoal_buf_append(&dig, e->digest, 16);
+    }
+    kd.keys = keys;
+    kd.digests.data = dig.data;
+    kd.digests.len = dig.len;
+    repl_send(r, to, K_KEY_DIGESTS, &kd.base);
+    free(keys);
+    shoal_buf_free(&dig);
+}
+
+static void on_buckets(shoal_replicator_t *r, const shoal_node_t *from,
+                       const Shoal__Replicator__Buckets *m)
+{
+    if (m->bucket_count != N_BUCKETS || m->digests.len != sizeof r->buckets) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    repl_refresh_all_digests(r);
+    uint32_t diff[N_BUCKETS];
+    size_t nd = 0;
+    for (uint32_t b = 0; b < N_BUCKETS; b++)
+        if (memcmp(r->buckets[b], m->digests.data + 16 * b, 16) != 0)
+            diff[nd++] = b;
+    if (nd)
+        send_key_digests(r, from, diff, nd);
+}
+
+/* Sends full state of `keys` (and asks for `want`), max_delta_elements per message. */
+static void send_gossip(shoal_replicator_t *r, const shoal_node_t *to, entry_t **keys, size_t n,
+                        char **want, size_t n_want)
+{
+    size_t per = r->s.max_delta_elements;
+    size_t sent = 0;
+    do {
+        size_t k = n - sent < per ? n - sent : per;
+        Shoal__Replicator__Gossip g = SHOAL__REPLICATOR__GOSSIP__INIT;
+        g.role = r->role;
+        g.n_keys = g.n_envelopes = k;
+        g.keys = shoal_malloc((k ? k : 1) * sizeof *g.keys);
+        g.envelopes = shoal_malloc((k ? k : 1) * sizeof *g.envelopes);
+        Shoal__Replicator__DataEnvelope *envs = shoal_malloc((k ? k : 1) * sizeof *envs);
+        shoal_buf_t *scratch = shoal_calloc(k ? k : 1, sizeof *scratch);
+        for (size_t i = 0; i < k; i++) {
+            entry_t *e = keys[sent + i];
+            g.keys[i] = e->key;
+            repl_envelope_to_pb(r, e, &envs[i], &scratch[i]);
+            g.envelopes[i] = &envs[i];
+        }
+        if (sent + k >= n) { /* the wants ride with the last message */
+            g.want = want;
+            g.n_want = n_want;
+        }
+        if (k || g.n_want)
+            repl_send(r, to, K_GOSSIP, &g.base);
+        r->stats.full_state_sent += k;
+        for (size_t i = 0; i < k; i++) {
+            repl_envelope_pb_free(&envs[i]);
+            shoal_buf_free(&scratch[i]);
+        }
+        free(scratch);
+        free(envs);
+        free(g.keys);
+        free(g.envelopes);
+        sent += k;
+    } while (sent < n);
+}
+
+static bool is_tombstone_digest(const entry_t *e)
+{
+    return e->deleted && !e->dirty;
+}
+
+static void on_key_digests(shoal_replicator_t *r, const shoal_node_t *from,
+                           const Shoal__Replicator__KeyDigests *m)
+{
+    if (m->bucket_count != N_BUCKETS || m->digests.len != 16 * m->n_keys ||
+        m->n_buckets > N_BUCKETS) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    bool covered[N_BUCKETS] = {false};
+    for (size_t i = 0; i < m->n_buckets; i++) {
+        if (m->buckets[i] >= N_BUCKETS) {
+            r->stats.dropped_malformed++;
+            return;
+        }
+        covered[m->buckets[i]] = true;
+    }
+    /* theirs, by key */
+    shoal_hmap_t theirs = {0};
+    for (size_t i = 0; i < m->n_keys; i++) {
+        if (!m->keys[i])
+            continue;
+        bool ins;
+        shoal_hmap_upsert(&theirs, m->keys[i], strlen(m->keys[i]), &ins)->value =
+            (void *)(m->digests.data + 16 * i);
+    }
+    entry_t **send = NULL;
+    size_t n_send = 0, cap_send = 0;
+    char **want = NULL;
+    size_t n_want = 0, cap_want = 0;
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        entry_t *e = s->value;
+        if (!covered[e->bucket])
+            continue;
+        repl_refresh_digest(r, e);
+        const uint8_t *d = shoal_hmap_get(&theirs, e->key, e->klen);
+        if (d && memcmp(d, e->digest, 16) == 0) {
+            if (is_tombstone_digest(e))
+                repl_tomb_seen_add(e, from);
+            shoal_hmap_remove(&theirs, e->key, e->klen);
+            continue;
+        }
+        SHOAL_GROW(send, cap_send, n_send + 1);
+        send[n_send++] = e;
+        if (d) {
+            /* both differ: each needs the other's */
+            SHOAL_GROW(want, cap_want, n_want + 1);
+            want[n_want++] = e->key;
+            shoal_hmap_remove(&theirs, e->key, e->klen);
+        }
+    }
+    /* what they have and we lack */
+    for (size_t i = 0; i < theirs.cap; i++) {
+        shoal_hslot_t *s = &theirs.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        /* keys live as NUL-terminated strings in the message */
+        for (size_t k = 0; k < m->n_keys; k++)
+            if (m->keys[k] && strlen(m->keys[k]) == s->klen &&
+                memcmp(m->keys[k], s->key, s->klen) == 0) {
+                SHOAL_GROW(want, cap_want, n_want + 1);
+                want[n_want++] = m->keys[k];
+                break;
+            }
+    }
+    r->stats.digests_compared += m->n_keys;
+    if (n_send || n_want)
+        send_gossip(r, from, send, n_send, want, n_want);
+    free(send);
+    free(want);
+    shoal_hmap_free(&theirs);
+}
+
+static void on_gossip(shoal_replicator_t *r, const shoal_node_t *from,
+                      const Shoal__Replicator__Gossip *m)
+{
+    if (m->n_keys != m->n_envelopes) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    for (size_t i = 0; i < m->n_keys; i++) {
+        if (!m->keys[i] || !*m->keys[i])
+            continue;
+        r->stats.full_state_received++;
+        size_t klen = strlen(m->keys[i]);
+        if (repl_merge_envelope(r, m->keys[i], klen, m->envelopes[i], from) == 0) {
+            entry_t *e = repl_entry(r, m->keys[i], klen);
+            if (e && e->durable)
+                repl_store_entry(r, e, NULL, NULL);
+        }
+    }
+    if (m->n_want) {
+        entry_t **send = shoal_malloc(m->n_want * sizeof *send);
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_want; i++) {
+            entry_t *e = m->want[i] ? repl_entry(r, m->want[i], strlen(m->want[i])) : NULL;
+            if (e)
+                send[n++] = e;
+        }
+        if (n)
+            send_gossip(r, from, send, n, NULL, 0);
+        free(send);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Pruning and tombstone collection
+ */
+static bool is_designated(shoal_replicator_t *r)
+{
+    for (size_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].counted && shoal_node_cmp(r->peers[i].node, r->self) < 0)
+            return false;
+    return true;
+}
+
+static bool seen_by_all_peers(shoal_replicator_t *r, const shoal_node_t *const *seen, size_t n)
+{
+    for (size_t p = 0; p < r->n_peers; p++) {
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = seen[i] == r->peers[p].node;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+void repl_prune_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    if (r->loading)
+        return;
+    bool designated = is_designated(r);
+    int64_t now = shoal_now_ms(), wall = repl_wall_ms();
+    entry_t **collect = NULL;
+    size_t n_collect = 0, cap_collect = 0;
+    for (size_t i = 0; i < r->entries.cap; i++) {
+        shoal_hslot_t *s = &r->entries.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        entry_t *e = s->value;
+        if (e->deleted) {
+            if (now - e->deleted_at_ms >= (int64_t)r->s.tombstone_ttl_ms &&
+                seen_by_all_peers(r, e->tomb_seen, e->n_tomb_seen)) {
+                SHOAL_GROW(collect, cap_collect, n_collect + 1);
+                collect[n_collect++] = e;
+            }
+            continue;
+        }
+        bool changed = false;
+        /* start a round for every removed node the value still holds */
+        if (designated && e->value)
+            for (size_t k = 0; k < r->n_removed; k++) {
+                const shoal_node_t *gone = r->removed[k].node;
+                bool marked = false;
+                for (size_t j = 0; j < e->n_pruning; j++)
+                    marked |= e->pruning[j].removed == gone;
+                if (!marked && shoal_crdt_needs_pruning_from(e->value, gone)) {
+                    pruning_t *p = repl_pruning_add(e, gone);
+                    p->owner = r->self;
+                    p->seen = shoal_malloc(sizeof *p->seen);
+                    p->seen[0] = r->self;
+                    p->n_seen = 1;
+                    changed = true;
+                }
+            }
+        for (size_t j = 0; j < e->n_pruning;) {
+            pruning_t *p = &e->pruning[j];
+            if (!p->performed && p->owner == r->self &&
+                seen_by_all_peers(r, p->seen, p->n_seen)) {
+                if (e->value && shoal_crdt_prune(e->value, p->removed, r->self) == 0) {
+                    p->performed = true;
+                    p->obsolete_at_ms = wall + (int64_t)r->s.pruning_marker_ttl_ms;
+                    free(p->seen);
+                    p->seen = NULL;
+                    p->n_seen = 0;
+                    r->stats.pruning_performed++;
+                    changed = true;
+                }
+            } else if (p->performed && p->obsolete_at_ms < wall) {
+                memmove(p, p + 1, (e->n_pruning - j - 1) * sizeof *p);
+                e->n_pruning--;
+                changed = true;
+                continue;
+            }
+            j++;
+        }
+        if (changed) {
+            repl_entry_changed(r, e);
+            if (e->durable)
+                repl_store_entry(r, e, NULL, NULL);
+        }
+    }
+    for (size_t i = 0; i < n_collect; i++) {
+        entry_t *e = collect[i];
+        bool ins;
+        shoal_hmap_upsert(&r->collected, e->key, e->klen, &ins)->value =
+            (void *)(intptr_t)(now + (int64_t)r->s.tombstone_ttl_ms);
+        if (e->durable && r->s.store)
+            r->s.store->store(r->s.store->ctx, e->key, e->klen, NULL, 0, NULL, NULL);
+        if (r->stats.tombstones)
+            r->stats.tombstones--;
+        r->stats.tombstones_collected++;
+        repl_entry_drop(r, e);
+    }
+    free(collect);
+    /* removed nodes are forgotten once no key holds them any more and the markers are gone */
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Registration and dispatch
+ */
+#define UNPACK(T, t, data, len) shoal__replicator__##t##__unpack(NULL, len, data)
+
+static void dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
+                     const uint8_t *data, size_t len)
+{
+    /* while loading, nothing is answered: the peer's deadline or next round covers it */
+    if (r->loading)
+        return;
+    switch (kind) {
+    case K_READ: {
+        Shoal__Replicator__Read *m = UNPACK(Read, read, data, len);
+        if (m)
+            on_read(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__read__free_unpacked(m, NULL);
+        break;
+    }
+    case K_READ_RESULT: {
+        Shoal__Replicator__ReadResult *m = UNPACK(ReadResult, read_result, data, len);
+        if (m)
+            on_read_result(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__read_result__free_unpacked(m, NULL);
+        break;
+    }
+    case K_WRITE: {
+        Shoal__Replicator__Write *m = UNPACK(Write, write, data, len);
+        if (m)
+            on_write(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__write__free_unpacked(m, NULL);
+        break;
+    }
+    case K_WRITE_ACK: {
+        Shoal__Replicator__WriteAck *m = UNPACK(WriteAck, write_ack, data, len);
+        if (m)
+            on_write_ack(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__write_ack__free_unpacked(m, NULL);
+        break;
+    }
+    case K_DELTA: {
+        Shoal__Replicator__DeltaPropagation *m = UNPACK(DeltaPropagation, delta_propagation,
+                                                        data, len);
+        if (m)
+            on_delta(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__delta_propagation__free_unpacked(m, NULL);
+        break;
+    }
+    case K_DELTA_NACK: {
+        Shoal__Replicator__DeltaNack *m = UNPACK(DeltaNack, delta_nack, data, len);
+        if (m)
+            on_delta_nack(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__delta_nack__free_unpacked(m, NULL);
+        break;
+    }
+    case K_STATUS: {
+        Shoal__Replicator__Status *m = UNPACK(Status, status, data, len);
+        if (m)
+            on_status(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__status__free_unpacked(m, NULL);
+        break;
+    }
+    case K_BUCKETS: {
+        Shoal__Replicator__Buckets *m = UNPACK(Buckets, buckets, data, len);
+        if (m)
+            on_buckets(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__buckets__free_unpacked(m, NULL);
+        break;
+    }
+    case K_KEY_DIGESTS: {
+        Shoal__Replicator__KeyDigests *m = UNPACK(KeyDigests, key_digests, data, len);
+        if (m)
+            on_key_digests(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__key_digests__free_unpacked(m, NULL);
+        break;
+    }
+    case K_GOSSIP: {
+        Shoal__Replicator__Gossip *m = UNPACK(Gossip, gossip, data, len);
+        if (m)
+            on_gossip(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__gossip__free_unpacked(m, NULL);
+        break;
+    }
+    case K_CHUNK: {
+        Shoal__Replicator__Chunk *m = UNPACK(Chunk, chunk, data, len);
+        if (m)
+            on_chunk(r, from, m);
+        else
+            r->stats.dropped_malformed++;
+        shoal__replicator__chunk__free_unpacked(m, NULL);
+        break;
+    }
+    default:
+        r->stats.dropped_malformed++;
+    }
+}
+
+/* The role is field 1 of every replicator message: read it without decoding the rest. */
+static bool peek_role(const uint8_t *data, size_t len, const char **role, size_t *rlen)
+{
+    if (len < 2 || data[0] != 0x0a) { /* field 1, length-delimited */
+        *role = "";
+        *rlen = 0;
+        return true; /* proto3 omits an empty role */
+    }
+    size_t n = 0;
+    int shift = 0;
+    size_t i = 1;
+    while (i < len && shift < 35) {
+        n |= (size_t)(data[i] & 0x7f) << shift;
+        if (!(data[i++] & 0x80))
+            break;
+        shift += 7;
+    }
+    if (i + n > len || n > 256)
+        return false;
+    *role = (const char *)data + i;
+    *rlen = n;
+    return true;
+}
+
+static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
+                       const uint8_t *data, size_t len, void *arg)
+{
+    (void)arg;
+    const char *role;
+    size_t rlen;
+    if (!peek_role(data, len, &role, &rlen))
+        return;
+    char rbuf[257];
+    memcpy(rbuf, role, rlen);
+    rbuf[rlen] = 0;
+    shoal_replicator_t *r = repl_find(sys, rbuf);
+    if (!r)
+        return; /* no replicator of that role here (yet): gossip will come again */
+    /* messages from nodes that are not peers (removed, or not yet added) are ignored, except
+       reads and writes, which a client of the role may send */
+    dispatch(r, from, kind, data, len);
+}
+
+void repl_net_register(shoal_system_t *sys)
+{
+    for (uint16_t k = K_READ; k <= K_LAST; k++)
+        shoal_system_register(sys, k, on_message, NULL);
+}

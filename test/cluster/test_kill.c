@@ -1,0 +1,197 @@
+/*  test_kill.c — separate node processes: one is killed with SIGKILL in the middle of majority
+    writes; the others keep serving majority operations, and nothing acknowledged is lost.
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "ddata.h"
+
+#include <arpa/inet.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#define N 3
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, (struct sockaddr *)&a, sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(s, (struct sockaddr *)&a, &len);
+    int port = ntohs(a.sin_port);
+    close(s);
+    return port;
+}
+
+/* Children still running when the test ends (or fails) are killed, never left behind. */
+static pid_t children[N];
+
+static void kill_children(void)
+{
+    for (int i = 0; i < N; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+}
+
+static pid_t spawn(const char *prog, int port, const int *peers, int n_peers, FILE **out)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char args[N + 2][16];
+        char *argv[N + 3];
+        snprintf(args[0], 16, "%d", port);
+        argv[0] = (char *)prog;
+        argv[1] = args[0];
+        for (int i = 0; i < n_peers; i++) {
+            snprintf(args[i + 1], 16, "%d", peers[i]);
+            argv[i + 2] = args[i + 1];
+        }
+        argv[n_peers + 2] = NULL;
+        execv(prog, argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    *out = fdopen(fd[0], "r");
+    return pid;
+}
+
+static shoal_client_t *cl[N];
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        shoal_client_destroy(&cl[i]);
+    kill_children();
+    return 0;
+}
+
+static shoal_client_op_t incr = {.type = "GCounter", .op = "increment", .n = 1};
+
+static void test_sigkill_during_majority_writes(void **state)
+{
+    (void)state;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    char prog[PATH_MAX + 16];
+    snprintf(prog, sizeof prog, "%s/prog_node", dirname(self));
+
+    int ports[N];
+    for (int i = 0; i < N; i++)
+        ports[i] = free_port();
+    pid_t pids[N];
+    FILE *outs[N];
+    for (int i = 0; i < N; i++) {
+        int peers[N - 1], k = 0;
+        for (int j = 0; j < N; j++)
+            if (j != i)
+                peers[k++] = ports[j];
+        pids[i] = spawn(prog, ports[i], peers, N - 1, &outs[i]);
+        children[i] = pids[i];
+    }
+    for (int i = 0; i < N; i++) {
+        /* the node logs to stdout too: skip to its READY line */
+        char line[512];
+        bool ready = false;
+        while (!ready && fgets(line, sizeof line, outs[i]))
+            ready = strncmp(line, "READY ", 6) == 0;
+        assert_true(ready);
+    }
+    for (int i = 0; i < N; i++) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ports[i]);
+        int err = 0;
+        cl[i] = shoal_client_new(ep, 5000, &err);
+        assert_non_null(cl[i]);
+    }
+    shoal_consistency_t maj = c_majority(2000);
+    /* wait until the nodes see each other: a majority write succeeds */
+    int rc = -1;
+    for (int tries = 0; tries < 200 && rc != 0; tries++) {
+        rc = shoal_client_update(cl[0], "", "warmup", &maj, &incr);
+        if (rc != 0)
+            usleep(50000);
+    }
+    assert_int_equal(rc, 0);
+    uint64_t acked = 0, attempted = 0;
+    for (int k = 0; k < 150; k++) {
+        attempted++;
+        int st = shoal_client_update(cl[k % N], "", "paid", &maj, &incr);
+        if (st == 0)
+            acked++;
+        else
+            print_error("write %d through node %d: %s\n", k, k % N, shoal_strerror(st));
+    }
+    assert_int_equal(acked, 150);
+    /* kill node 2 without warning, then keep writing through the survivors */
+    kill(pids[2], SIGKILL);
+    waitpid(pids[2], NULL, 0);
+    pids[2] = children[2] = 0;
+    for (int k = 0; k < 150; k++) {
+        attempted++;
+        rc = shoal_client_update(cl[k % 2], "", "paid", &maj, &incr);
+        if (rc == 0)
+            acked++;
+        else
+            print_error("write %d through node %d (port %d): %s\n", k, k % 2, ports[k % 2], shoal_strerror(rc));
+    }
+    /* a majority (2 of 3) remains: every write is acknowledged */
+    assert_int_equal(acked, 300);
+    for (int i = 0; i < 2; i++) {
+        shoal_crdt_t *v = NULL;
+        assert_int_equal(shoal_client_get(cl[i], "", "paid", &maj, &v), 0);
+        assert_non_null(v);
+        uint64_t value = shoal_gcounter_value(v);
+        if (value < acked || value > attempted)
+            print_error("node %d reads %llu; acknowledged %llu of %llu\n", i,
+                        (unsigned long long)value, (unsigned long long)acked,
+                        (unsigned long long)attempted);
+        assert_true(value >= acked && value <= attempted);
+        shoal_crdt_destroy(&v);
+    }
+    for (int i = 0; i < N; i++) {
+        shoal_client_destroy(&cl[i]);
+        if (pids[i]) {
+            kill(pids[i], SIGTERM);
+            waitpid(pids[i], NULL, 0);
+            children[i] = 0;
+        }
+        fclose(outs[i]);
+    }
+}
+
+int main(void)
+{
+    atexit(kill_children);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_sigkill_during_majority_writes, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
