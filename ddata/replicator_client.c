@@ -270,6 +270,12 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
         reply(sys, to, rc, NULL);
 }
 
+void repl_client_dispatch(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                          const uint8_t *data, size_t len)
+{
+    on_request(sys, to, kind, data, len, NULL);
+}
+
 void repl_client_register(shoal_system_t *sys)
 {
     for (uint16_t k = K_CLIENT_GET; k <= K_CLIENT_KEYS; k++)

@@ -228,9 +228,15 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
 
 /* replicator_client.c */
 void repl_client_register(shoal_system_t *sys);
+/* Handles one client request (also what the fuzz target feeds). */
+void repl_client_dispatch(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                          const uint8_t *data, size_t len);
 
 /* replicator_net.c */
 void repl_net_register(shoal_system_t *sys);
+/* Handles one replicator message (also what the fuzz target feeds). */
+void repl_dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
+                   const uint8_t *data, size_t len);
 int repl_send(shoal_replicator_t *r, const shoal_node_t *to, uint16_t kind,
               const ProtobufCMessage *msg);
 void repl_gossip_tick(shoal_system_t *sys, void *arg);

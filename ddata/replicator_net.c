@@ -468,8 +468,6 @@ static void reasm_expire(shoal_replicator_t *r)
 /* ---------------------------------------------------------------------------------------------
  * Receiving
  */
-static void dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
-                     const uint8_t *data, size_t len);
 
 static void on_chunk(shoal_replicator_t *r, const shoal_node_t *from,
                      const Shoal__Replicator__Chunk *c)
@@ -536,13 +534,13 @@ static void on_chunk(shoal_replicator_t *r, const shoal_node_t *from,
             }
             inflateEnd(&zs);
             if (zrc == Z_STREAM_END)
-                dispatch(r, from, (uint16_t)done.kind, out.data, out.len);
+                repl_dispatch(r, from, (uint16_t)done.kind, out.data, out.len);
             else
                 r->stats.dropped_malformed++;
         }
         shoal_buf_free(&out);
     } else {
-        dispatch(r, from, (uint16_t)done.kind, done.data.data, done.data.len);
+        repl_dispatch(r, from, (uint16_t)done.kind, done.data.data, done.data.len);
     }
     shoal_buf_free(&done.data);
 }
@@ -1268,8 +1266,8 @@ void repl_prune_tick(shoal_system_t *sys, void *arg)
  */
 #define UNPACK(T, t, data, len) shoal__replicator__##t##__unpack(NULL, len, data)
 
-static void dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
-                     const uint8_t *data, size_t len)
+void repl_dispatch(shoal_replicator_t *r, const shoal_node_t *from, uint16_t kind,
+                   const uint8_t *data, size_t len)
 {
     /* while loading, nothing is answered: the peer's deadline or next round covers it */
     if (r->loading)
@@ -1420,7 +1418,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         return; /* no replicator of that role here (yet): gossip will come again */
     /* messages from nodes that are not peers (removed, or not yet added) are ignored, except
        reads and writes, which a client of the role may send */
-    dispatch(r, from, kind, data, len);
+    repl_dispatch(r, from, kind, data, len);
 }
 
 void repl_net_register(shoal_system_t *sys)
