@@ -1,6 +1,49 @@
 #!/bin/sh
-# The README's main job: runs Shoal's demo. Argument: the folder of the release binaries.
+# The README's main job: Shoal's demos. Argument: the folder of the release binaries.
 set -eu
 bin=${1:-build/bin}
+
 echo "== crdt-tour: three replicas, concurrent changes, deltas exchanged as bytes =="
 "$bin/crdt-tour"
+
+echo
+echo "== replicated-map: three node processes share a map; one is killed with SIGKILL =="
+base=$(( 20000 + $$ % 20000 ))
+p1=$base; p2=$((base + 1)); p3=$((base + 2))
+dir=$(mktemp -d)
+cleanup() { kill -9 $pids 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
+pids=""
+for p in $p1 $p2 $p3; do
+    others=""
+    for q in $p1 $p2 $p3; do [ "$q" = "$p" ] || others="$others $q"; done
+    # shellcheck disable=SC2086
+    "$bin/replicated-map" node "$p" $others >"$dir/$p.log" 2>&1 &
+    pids="$pids $!"
+done
+map="$bin/replicated-map"
+# wait until a majority write goes through (the nodes have found each other)
+i=0
+until "$map" put $p1 greeting hello majority 2>/dev/null; do
+    i=$((i + 1)); [ $i -lt 50 ] || { echo "FAIL: nodes did not form"; cat "$dir"/*.log; exit 1; }
+    sleep 0.2
+done
+echo "\$ replicated-map put $p1 greeting hello majority   -> ok"
+"$map" put $p2 lang C majority && echo "\$ replicated-map put $p2 lang C majority   -> ok"
+echo "\$ replicated-map get $p3 '' majority   (read through the third node)"
+"$map" get $p3 "" majority | sed 's/^/    /'
+victim=$(echo $pids | cut -d' ' -f3)
+kill -9 "$victim"
+echo "node on port $p3 killed with SIGKILL"
+"$map" put $p1 after-kill still-works majority && echo "\$ replicated-map put $p1 after-kill still-works majority   -> ok (2 of 3 is a majority)"
+out=$("$map" get $p2 "" majority)
+echo "\$ replicated-map get $p2 '' majority"
+echo "$out" | sed 's/^/    /'
+for want in "greeting = hello" "lang = C" "after-kill = still-works"; do
+    echo "$out" | grep -qx "$want" || { echo "FAIL: missing '$want'"; exit 1; }
+done
+if "$map" put $p1 needs-all x all 2>/dev/null; then
+    echo "FAIL: WriteAll succeeded with a node dead"; exit 1
+fi
+echo "\$ replicated-map put $p1 needs-all x all   -> timed out, as it must with a node dead"
+echo "OK: every acknowledged write is readable from the survivors"

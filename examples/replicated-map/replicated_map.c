@@ -1,0 +1,205 @@
+/*  replicated-map — a replicated key-value map (an LWWMap under one key) shared by node processes,
+    with a chosen consistency.
+
+      replicated-map node PORT [PEER_PORT ...]      run a node on 127.0.0.1:PORT until Ctrl-C
+      replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT
+      replicated-map get  PORT [KEY] [CONS]         read (the whole map, or one key)
+      replicated-map del  PORT KEY [CONS]           remove a key
+    CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority. Timeout 3 s.
+
+    Nodes find each other by port on 127.0.0.1; each one's replicator counts the others as peers
+    once their handshake is done. The commands are clients: they do not join the cluster.
+*/
+#include "ddata.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAP_KEY "map"
+
+static volatile sig_atomic_t stop;
+static shoal_replicator_t *rep;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
+                    const shoal_node_t *old, uint64_t count, void *arg)
+{
+    (void)sys;
+    (void)count;
+    (void)arg;
+    if (ev == SHOAL_PEER_RESTARTED && old)
+        shoal_replicator_node_removed(rep, old);
+    if (ev == SHOAL_PEER_UP || ev == SHOAL_PEER_RESTARTED) {
+        shoal_replicator_add_peer(rep, node, true, shoal_node_port(node));
+        fprintf(stderr, "replicated-map: peer %s\n", shoal_node_id(node));
+    }
+}
+
+typedef struct {
+    int n;
+    char **ports;
+} peers_t;
+
+static int connect_peers(shoal_system_t *sys, void *arg)
+{
+    peers_t *p = arg;
+    shoal_system_on_peer(sys, on_peer, NULL);
+    for (int i = 0; i < p->n; i++) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", p->ports[i]);
+        int rc = shoal_system_connect(sys, ep);
+        if (rc < 0)
+            fprintf(stderr, "replicated-map: cannot connect to %s: %s\n", ep, shoal_strerror(rc));
+    }
+    return 0;
+}
+
+static int run_node(const char *port, int n_peers, char **peers)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = ep;
+    int err = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &err);
+    if (!sys) {
+        fprintf(stderr, "replicated-map: cannot start a node on %s: %s\n", ep, shoal_strerror(err));
+        return 1;
+    }
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    rep = shoal_replicator_new(sys, &rs, &err);
+    if (!rep) {
+        fprintf(stderr, "replicated-map: replicator: %s\n", shoal_strerror(err));
+        shoal_system_destroy(&sys);
+        return 1;
+    }
+    peers_t p = {n_peers, peers};
+    shoal_system_call(sys, connect_peers, &p);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    printf("node %s ready\n", shoal_node_id(shoal_system_self(sys)));
+    fflush(stdout);
+    while (!stop)
+        usleep(50000);
+    shoal_replicator_destroy(&rep);
+    shoal_system_destroy(&sys);
+    return 0;
+}
+
+static int parse_consistency(const char *s, shoal_consistency_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->timeout_ms = 3000;
+    if (!s || strcmp(s, "majority") == 0)
+        c->level = SHOAL_MAJORITY;
+    else if (strcmp(s, "local") == 0)
+        c->level = SHOAL_LOCAL;
+    else if (strcmp(s, "all") == 0)
+        c->level = SHOAL_ALL;
+    else if (atoi(s) > 0) {
+        c->level = SHOAL_FROM_N;
+        c->n = (uint32_t)atoi(s);
+    } else {
+        fprintf(stderr, "replicated-map: consistency is local, majority, all or a number\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int print_entry(const void *key, size_t len, const shoal_crdt_t *value, void *arg)
+{
+    (void)value;
+    const shoal_crdt_t *map = arg;
+    size_t vlen = 0;
+    const void *v = shoal_lwwmap_get(map, key, len, &vlen);
+    printf("%.*s = %.*s\n", (int)len, (const char *)key, (int)vlen, (const char *)v);
+    return 0;
+}
+
+static int client_command(int argc, char **argv)
+{
+    const char *cmd = argv[1];
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
+    int err = 0;
+    shoal_client_t *c = shoal_client_new(ep, 3000, &err);
+    if (!c) {
+        fprintf(stderr, "replicated-map: cannot reach %s: %s\n", ep, shoal_strerror(err));
+        return 1;
+    }
+    int rc = 0;
+    shoal_consistency_t cons;
+    if (strcmp(cmd, "put") == 0 && argc >= 5) {
+        if (parse_consistency(argc > 5 ? argv[5] : NULL, &cons) < 0)
+            rc = SHOAL_EINVAL;
+        else {
+            shoal_client_op_t op = {.type = "LWWMap", .op = "put", .key2 = argv[3],
+                                    .key2_len = strlen(argv[3]), .value = argv[4],
+                                    .value_len = strlen(argv[4])};
+            rc = shoal_client_update(c, "", MAP_KEY, &cons, &op);
+        }
+    } else if (strcmp(cmd, "del") == 0 && argc >= 4) {
+        if (parse_consistency(argc > 4 ? argv[4] : NULL, &cons) < 0)
+            rc = SHOAL_EINVAL;
+        else {
+            shoal_client_op_t op = {.type = "LWWMap", .op = "remove", .key2 = argv[3],
+                                    .key2_len = strlen(argv[3])};
+            rc = shoal_client_update(c, "", MAP_KEY, &cons, &op);
+        }
+    } else if (strcmp(cmd, "get") == 0) {
+        const char *key = argc > 3 && argv[3][0] ? argv[3] : NULL; /* "" = the whole map */
+        if (parse_consistency(argc > 4 ? argv[4] : NULL, &cons) < 0)
+            rc = SHOAL_EINVAL;
+        else {
+            shoal_crdt_t *map = NULL;
+            rc = shoal_client_get(c, "", MAP_KEY, &cons, &map);
+            if (rc == SHOAL_ENOTFOUND) {
+                rc = key ? SHOAL_ENOTFOUND : 0; /* an empty map */
+            } else if (rc == 0 && key) {
+                size_t vlen = 0;
+                const void *v = shoal_lwwmap_get(map, key, strlen(key), &vlen);
+                if (v)
+                    printf("%s = %.*s\n", key, (int)vlen, (const char *)v);
+                else
+                    rc = SHOAL_ENOTFOUND;
+            } else if (rc == 0) {
+                shoal_ormap_foreach(map, print_entry, map);
+            }
+            shoal_crdt_destroy(&map);
+        }
+    } else {
+        fprintf(stderr, "replicated-map: unknown command or missing arguments (see --help)\n");
+        rc = SHOAL_EINVAL;
+    }
+    shoal_client_destroy(&c);
+    if (rc < 0) {
+        fprintf(stderr, "replicated-map: %s: %s\n", cmd, shoal_strerror(rc));
+        return rc == SHOAL_ETIMEOUT ? 3 : 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || strcmp(argv[1], "--help") == 0) {
+        fprintf(stderr,
+                "usage: replicated-map node PORT [PEER_PORT ...]\n"
+                "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
+                "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
+                "       replicated-map del PORT KEY [local|majority|all|N]\n");
+        return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
+    }
+    if (strcmp(argv[1], "node") == 0)
+        return run_node(argv[2], argc - 3, argv + 3);
+    return client_command(argc, argv);
+}
