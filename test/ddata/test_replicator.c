@@ -616,11 +616,47 @@ static bool pruned_everywhere(void *arg)
     return true;
 }
 
+typedef struct {
+    uint64_t last;
+    int backwards, seen;
+} mono_t;
+
+static void on_total(shoal_replicator_t *r, shoal_change_t ch, const char *key,
+                     const shoal_crdt_t *value, void *arg)
+{
+    (void)r;
+    (void)key;
+    mono_t *m = arg;
+    if (ch != SHOAL_CHANGED || !value)
+        return;
+    uint64_t v = shoal_gcounter_value(value);
+    if (v < m->last)
+        m->backwards++;
+    m->last = v;
+    m->seen++;
+}
+
+static int flush_now(shoal_replicator_t *r, void *arg)
+{
+    (void)arg;
+    shoal_replicator_flush(r);
+    return 0;
+}
+
+static int subscribe_total(shoal_replicator_t *r, void *arg)
+{
+    return shoal_replicator_subscribe(r, "total", on_total, arg);
+}
+
 static void test_pruning_keeps_values(void **state)
 {
     (void)state;
     tcluster_t c;
     tcluster_start(&c, 3, NULL);
+    /* subscribers on the survivors watch the value through the whole pruning round */
+    mono_t mono[2] = {{0}};
+    for (int i = 0; i < 2; i++)
+        assert_true(on_node(&c, i, subscribe_total, &mono[i]) > 0);
     shoal_consistency_t all = c_all(3000);
     for (int i = 0; i < 3; i++)
         assert_int_equal(t_incr(&c, i, "total", 10, &all), 0);
@@ -648,6 +684,12 @@ static void test_pruning_keeps_values(void **state)
         }
     assert_true(ok);
     assert_true(all_have_count(&w));
+    for (int i = 0; i < 2; i++) {
+        on_node(&c, i, flush_now, NULL);
+        assert_true(mono[i].seen > 0);
+        assert_int_equal(mono[i].backwards, 0); /* never went backwards while pruning ran */
+        assert_int_equal(mono[i].last, 30);
+    }
     tcluster_stop(&c);
 }
 
