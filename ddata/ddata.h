@@ -777,6 +777,8 @@ int shoal_client_update(shoal_client_t *c, const char *role, const char *key,
                         const shoal_consistency_t *wc, const shoal_client_op_t *op);
 int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
                         const shoal_consistency_t *wc);
+/* The counters of the node's replicator of `role` and of the node, one "name value" line each. */
+int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text);
 
 /* =============================================================================================
  * CONFIGURATION FILES

@@ -8,7 +8,7 @@
 #include "replicator_internal.h"
 #include "client.pb-c.h"
 
-enum { K_CLIENT_GET = 0x8001, K_CLIENT_UPDATE, K_CLIENT_DELETE, K_CLIENT_KEYS };
+enum { K_CLIENT_GET = 0x8001, K_CLIENT_UPDATE, K_CLIENT_DELETE, K_CLIENT_KEYS, K_CLIENT_STATS };
 
 typedef struct {
     shoal_system_t *sys;
@@ -168,6 +168,31 @@ static int apply_op(shoal_crdt_t *v, void *arg)
     return SHOAL_EINVAL; /* no such operation for this type */
 }
 
+/* One "name value" line per counter, replicator first, then its node. */
+static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
+{
+    shoal_replicator_stats_t s = r->stats;
+#define LINE(f) shoal_buf_printf(out, "replicator_" #f " %llu\n", (unsigned long long)s.f)
+    LINE(keys); LINE(tombstones); LINE(gets); LINE(updates); LINE(deletes); LINE(deltas_sent);
+    LINE(deltas_received); LINE(delta_gaps); LINE(full_state_sent); LINE(full_state_received);
+    LINE(gossip_rounds); LINE(status_sent); LINE(digests_compared); LINE(chunks_sent);
+    LINE(chunks_received); LINE(write_timeouts); LINE(read_timeouts); LINE(store_failures);
+    LINE(pruning_performed); LINE(tombstones_collected); LINE(dropped_malformed);
+    LINE(dropped_wrong_type); LINE(dropped_collected_key);
+#undef LINE
+    shoal_system_stats_t n;
+    if (shoal_system_stats(r->sys, &n) == 0) {
+#define LINE(f) shoal_buf_printf(out, "node_" #f " %llu\n", (unsigned long long)n.f)
+        LINE(frames_in); LINE(frames_out); LINE(bytes_in); LINE(bytes_out); LINE(messages_in);
+        LINE(messages_out); LINE(dropped_oversized); LINE(dropped_malformed);
+        LINE(dropped_unknown_kind); LINE(dropped_quarantined); LINE(dropped_wrong_incarnation);
+        LINE(dropped_not_handshaken); LINE(dropped_fault); LINE(send_eagain); LINE(send_notconn);
+        LINE(gaps); LINE(lost_unacked); LINE(duplicates); LINE(handshakes); LINE(peers);
+        LINE(handshakes_refused);
+#undef LINE
+    }
+}
+
 static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const uint8_t *data, size_t len, void *arg)
 {
@@ -265,6 +290,25 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
         shoal__client__keys__free_unpacked(m, NULL);
         return;
     }
+    case K_CLIENT_STATS: {
+        Shoal__Client__Stats *m = shoal__client__stats__unpack(NULL, len, data);
+        shoal_replicator_t *r = m ? repl_find(sys, m->role) : NULL;
+        rc = m ? (r ? 0 : SHOAL_ENOTFOUND) : SHOAL_EDECODE;
+        if (r) {
+            shoal_buf_t txt = {0}, out = {0};
+            stats_text(r, &txt);
+            Shoal__Client__Reply rep = SHOAL__CLIENT__REPLY__INIT;
+            rep.text = (char *)shoal_buf_cstr(&txt);
+            shoal_pb_pack(&rep.base, &out);
+            rc = shoal_system_reply(sys, to, K_CLIENT_STATS, out.data, out.len);
+            shoal_buf_free(&txt);
+            shoal_buf_free(&out);
+        }
+        shoal__client__stats__free_unpacked(m, NULL);
+        if (rc == 0)
+            return;
+        break;
+    }
     }
     if (rc < 0)
         reply(sys, to, rc, NULL);
@@ -278,7 +322,7 @@ void repl_client_dispatch(shoal_system_t *sys, const shoal_reply_to_t *to, uint1
 
 void repl_client_register(shoal_system_t *sys)
 {
-    for (uint16_t k = K_CLIENT_GET; k <= K_CLIENT_KEYS; k++)
+    for (uint16_t k = K_CLIENT_GET; k <= K_CLIENT_STATS; k++)
         shoal_system_register_request(sys, k, on_request, NULL);
 }
 
@@ -385,6 +429,23 @@ int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
     d.write = &cons;
     Shoal__Client__Reply *r = NULL;
     int st = request(c, K_CLIENT_DELETE, &d.base, wait_for(wc), &r);
+    if (r)
+        shoal__client__reply__free_unpacked(r, NULL);
+    return st;
+}
+
+int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text)
+{
+    if (!c || !text)
+        return SHOAL_EINVAL;
+    Shoal__Client__Stats s = SHOAL__CLIENT__STATS__INIT;
+    s.role = (char *)(role ? role : "");
+    Shoal__Client__Reply *r = NULL;
+    int st = request(c, K_CLIENT_STATS, &s.base, 5000, &r);
+    if (st == 0 && r->text) {
+        shoal_buf_reset(text);
+        shoal_buf_append(text, r->text, strlen(r->text));
+    }
     if (r)
         shoal__client__reply__free_unpacked(r, NULL);
     return st;

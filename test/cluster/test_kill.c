@@ -164,6 +164,12 @@ static void test_sigkill_during_majority_writes(void **state)
     }
     /* a majority (2 of 3) remains: every write is acknowledged */
     assert_int_equal(acked, 300);
+    /* the admin class: a survivor's counters, as a tool reads them */
+    shoal_buf_t stats = {0};
+    assert_int_equal(shoal_client_stats(cl[0], "", &stats), 0);
+    assert_non_null(strstr(shoal_buf_cstr(&stats), "replicator_updates "));
+    assert_non_null(strstr(shoal_buf_cstr(&stats), "node_frames_in "));
+    shoal_buf_free(&stats);
     for (int i = 0; i < 2; i++) {
         shoal_crdt_t *v = NULL;
         assert_int_equal(shoal_client_get(cl[i], "", "paid", &maj, &v), 0);
