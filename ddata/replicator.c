@@ -23,8 +23,6 @@ static struct hub_entry {
     shoal_replicator_t *r;
 } *hub;
 static size_t hub_n, hub_cap;
-static shoal_system_t **hub_registered; /* systems whose handlers are registered */
-static size_t hub_nreg, hub_capreg;
 
 shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role)
 {
@@ -39,7 +37,7 @@ shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role)
     return found;
 }
 
-static int hub_add(shoal_system_t *sys, shoal_replicator_t *r, bool *need_register)
+static int hub_add(shoal_system_t *sys, shoal_replicator_t *r)
 {
     int rc = 0;
     pthread_mutex_lock(&hub_lock);
@@ -51,14 +49,6 @@ static int hub_add(shoal_system_t *sys, shoal_replicator_t *r, bool *need_regist
         hub[hub_n].sys = sys;
         hub[hub_n].r = r;
         hub_n++;
-        *need_register = true;
-        for (size_t i = 0; i < hub_nreg; i++)
-            if (hub_registered[i] == sys)
-                *need_register = false;
-        if (*need_register) {
-            SHOAL_GROW(hub_registered, hub_capreg, hub_nreg + 1);
-            hub_registered[hub_nreg++] = sys;
-        }
     }
     pthread_mutex_unlock(&hub_lock);
     return rc;
@@ -993,17 +983,17 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->prng = shoal_node_uid(r->self) ^ (uint64_t)shoal_now_ms();
     r->next_req = 1;
     r->next_transfer = 1;
-    bool need_register = false;
-    int rc = hub_add(sys, r, &need_register);
+    int rc = hub_add(sys, r);
     if (rc < 0) {
         free(r->role);
         free(r);
         return rc;
     }
-    if (need_register) {
-        repl_net_register(sys);
-        repl_client_register(sys);
-    }
+    /* Registering is idempotent (the handlers find the replicator by role): doing it for every
+       replicator, rather than remembering systems by pointer, stays right when a destroyed
+       system's memory is reused by a new one. */
+    repl_net_register(sys);
+    repl_client_register(sys);
     r->t_load = shoal_system_timer(sys, 0, false, load_tick, r);
     r->t_gossip = shoal_system_timer(sys, r->s.gossip_interval_ms, true, repl_gossip_tick, r);
     if (r->s.delta_enabled)
@@ -1073,6 +1063,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     shoal_hmap_free(&r->delta_keys);
     shoal_hmap_free(&r->changed_keys);
     shoal_hmap_free(&r->collected);
+    shoal_hmap_free(&r->ops_by_req);
     while (r->subs) {
         sub_t *s = r->subs;
         r->subs = s->next;
@@ -1248,6 +1239,7 @@ typedef struct {
     shoal_update_done_fn *done;
     void *arg;
     bool is_delete;
+    bool borrowed; /* key and initial belong to the caller (run at once, not queued) */
 } update_args_t;
 
 typedef struct {
@@ -1363,6 +1355,12 @@ static void update_now(shoal_replicator_t *r, void *arg)
     if (delta && r->s.delta_enabled)
         seq = record_delta(r, e, delta);
     repl_entry_changed(r, e);
+    if (!e->durable || !r->s.store) {
+        /* nothing to wait for: straight to the peers (no allocation on this path) */
+        repl_start_write(r, e, delta, seq, &a->c, false, 0, a->done, a->arg);
+        shoal_crdt_destroy(&delta);
+        goto done;
+    }
     after_store_t *w = shoal_calloc(1, sizeof *w);
     *w = (after_store_t){r, strdup(a->key), delta, seq, a->c, false, a->done, a->arg};
     repl_store_entry(r, e, after_local_store, w);
@@ -1370,9 +1368,11 @@ static void update_now(shoal_replicator_t *r, void *arg)
 fail:
     a->done(r, rc, a->key, a->arg);
 done:
-    shoal_crdt_destroy(&a->initial);
-    free(a->key);
-    free(a);
+    if (!a->borrowed) {
+        shoal_crdt_destroy(&a->initial);
+        free(a->key);
+        free(a);
+    }
 }
 
 static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
@@ -1388,6 +1388,13 @@ static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt
         return SHOAL_ETHREAD;
     if (r->n_ops >= r->s.max_pending_ops)
         return SHOAL_EBUSY;
+    if (!r->loading) {
+        /* the common case runs now, on the caller's key and initial value: no copies */
+        update_args_t now = {(char *)key, (shoal_crdt_t *)initial, *c, modify, modify_arg,
+                             done, arg, is_delete, true};
+        update_now(r, &now);
+        return 0;
+    }
     update_args_t *a = shoal_calloc(1, sizeof *a);
     a->key = strdup(key);
     if (!a->key)

@@ -129,7 +129,6 @@ typedef struct op {
     shoal_get_done_fn *get_done;
     shoal_update_done_fn *update_done;
     void *arg;
-    struct op *next;
 } op_t;
 
 typedef struct {
@@ -171,7 +170,7 @@ struct shoal_replicator {
     sub_t *subs;
     int next_sub_id;
 
-    op_t *ops;
+    shoal_hmap_t ops_by_req; /* request id (8 bytes) -> op_t */
     uint64_t next_req;
     size_t n_ops;
 

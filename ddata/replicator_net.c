@@ -143,19 +143,13 @@ static const shoal_node_t **choose_targets(shoal_replicator_t *r, bool prefer_ol
 
 static op_t *op_find(shoal_replicator_t *r, uint64_t req)
 {
-    for (op_t *o = r->ops; o; o = o->next)
-        if (o->req == req)
-            return o;
-    return NULL;
+    /* by request id: with hundreds of writes in flight every ack finds its op in O(1) */
+    return shoal_hmap_get(&r->ops_by_req, &req, sizeof req);
 }
 
 static void op_unlink_free(shoal_replicator_t *r, op_t *o)
 {
-    for (op_t **p = &r->ops; *p; p = &(*p)->next)
-        if (*p == o) {
-            *p = o->next;
-            break;
-        }
+    shoal_hmap_remove(&r->ops_by_req, &o->req, sizeof o->req);
     if (o->timer > 0)
         shoal_system_timer_cancel(r->sys, o->timer);
     if (o->wave_timer > 0)
@@ -247,8 +241,8 @@ static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int 
     o->needed = needed;
     o->targets = choose_targets(r, c->prefer_oldest || r->s.prefer_oldest, &o->n_targets);
     o->answered = shoal_calloc(o->n_targets ? o->n_targets : 1, sizeof *o->answered);
-    o->next = r->ops;
-    r->ops = o;
+    bool ins;
+    shoal_hmap_upsert(&r->ops_by_req, &o->req, sizeof o->req, &ins)->value = o;
     r->n_ops++;
     /* completing an op cancels its timers, so a timer that fires always finds its op */
     o->timer = shoal_system_timer(r->sys, c->timeout_ms ? c->timeout_ms : 1, false, op_timeout, o);
@@ -424,8 +418,11 @@ static void op_resend(shoal_system_t *sys, void *arg)
 
 void repl_ops_fail_all(shoal_replicator_t *r, int status)
 {
-    while (r->ops) {
-        op_t *o = r->ops;
+    while (r->ops_by_req.n) {
+        op_t *o = NULL;
+        for (size_t i = 0; i < r->ops_by_req.cap && !o; i++)
+            if (SHOAL_HSLOT_LIVE(&r->ops_by_req.slots[i]))
+                o = r->ops_by_req.slots[i].value;
         if (o->kind == OP_READ)
             read_complete(r, o, status);
         else
@@ -1064,14 +1061,14 @@ static void on_key_digests(shoal_replicator_t *r, const shoal_node_t *from,
         }
         covered[m->buckets[i]] = true;
     }
-    /* theirs, by key */
+    /* theirs, by key: the value is the key's index in the message, plus one */
     shoal_hmap_t theirs = {0};
     for (size_t i = 0; i < m->n_keys; i++) {
         if (!m->keys[i])
             continue;
         bool ins;
         shoal_hmap_upsert(&theirs, m->keys[i], strlen(m->keys[i]), &ins)->value =
-            (void *)(m->digests.data + 16 * i);
+            (void *)(uintptr_t)(i + 1);
     }
     entry_t **send = NULL;
     size_t n_send = 0, cap_send = 0;
@@ -1085,7 +1082,8 @@ static void on_key_digests(shoal_replicator_t *r, const shoal_node_t *from,
         if (!covered[e->bucket])
             continue;
         repl_refresh_digest(r, e);
-        const uint8_t *d = shoal_hmap_get(&theirs, e->key, e->klen);
+        uintptr_t idx = (uintptr_t)shoal_hmap_get(&theirs, e->key, e->klen);
+        const uint8_t *d = idx ? m->digests.data + 16 * (idx - 1) : NULL;
         if (d && memcmp(d, e->digest, 16) == 0) {
             if (is_tombstone_digest(e))
                 repl_tomb_seen_add(e, from);
@@ -1106,14 +1104,8 @@ static void on_key_digests(shoal_replicator_t *r, const shoal_node_t *from,
         shoal_hslot_t *s = &theirs.slots[i];
         if (!SHOAL_HSLOT_LIVE(s))
             continue;
-        /* keys live as NUL-terminated strings in the message */
-        for (size_t k = 0; k < m->n_keys; k++)
-            if (m->keys[k] && strlen(m->keys[k]) == s->klen &&
-                memcmp(m->keys[k], s->key, s->klen) == 0) {
-                SHOAL_GROW(want, cap_want, n_want + 1);
-                want[n_want++] = m->keys[k];
-                break;
-            }
+        SHOAL_GROW(want, cap_want, n_want + 1);
+        want[n_want++] = m->keys[(uintptr_t)s->value - 1];
     }
     r->stats.digests_compared += m->n_keys;
     if (n_send || n_want)

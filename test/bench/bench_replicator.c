@@ -1197,7 +1197,7 @@ static void bench_catch_up(void)
         rc = shoal_system_call(b->sys, call_connect, (void *)shoal_system_endpoint(a->sys));
     if (rc != 0)
         fail("connect: %s", shoal_strerror(rc));
-    double deadline = t0 + 60;
+    double deadline = t0 + 75;
     double t_peers = 0;
     query_t qb;
     for (;;) {
@@ -1207,7 +1207,7 @@ static void bench_catch_up(void)
         if (qb.st.keys >= CATCHUP_KEYS)
             break;
         if (bench_now() > deadline)
-            fail("catch-up: node B holds %" PRIu64 " of %d keys after 60 s", qb.st.keys,
+            fail("catch-up: node B holds %" PRIu64 " of %d keys after 75 s", qb.st.keys,
                  CATCHUP_KEYS);
         pause_ms(20);
     }
