@@ -110,8 +110,8 @@ typedef struct op {
     char *key;
     const shoal_type_t *type; /* read: expected type or NULL */
     int needed;               /* answers still needed from peers */
-    int timer;      /* the deadline */
-    int wave_timer; /* repeating: asks unanswered peers again (and prefer-oldest's others) */
+    int timer;       /* repeating: resends, and the deadline on its last tick */
+    uint32_t ticks_left;
     const shoal_node_t **targets; /* who was asked (primaries first) */
     size_t n_targets, n_sent;
     bool *answered;

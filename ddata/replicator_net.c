@@ -152,8 +152,6 @@ static void op_unlink_free(shoal_replicator_t *r, op_t *o)
     shoal_hmap_remove(&r->ops_by_req, &o->req, sizeof o->req);
     if (o->timer > 0)
         shoal_system_timer_cancel(r->sys, o->timer);
-    if (o->wave_timer > 0)
-        shoal_system_timer_cancel(r->sys, o->wave_timer);
     r->n_ops--;
     free(o->targets);
     free(o->answered);
@@ -225,8 +223,7 @@ static void read_complete(shoal_replicator_t *r, op_t *o, int status)
     free(key);
 }
 
-static void op_timeout(shoal_system_t *sys, void *arg);
-static void op_resend(shoal_system_t *sys, void *arg);
+static void op_tick(shoal_system_t *sys, void *arg);
 
 static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int needed,
                     const shoal_consistency_t *c)
@@ -244,14 +241,16 @@ static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int 
     bool ins;
     shoal_hmap_upsert(&r->ops_by_req, &o->req, sizeof o->req, &ins)->value = o;
     r->n_ops++;
-    /* completing an op cancels its timers, so a timer that fires always finds its op */
-    o->timer = shoal_system_timer(r->sys, c->timeout_ms ? c->timeout_ms : 1, false, op_timeout, o);
-    /* Unanswered peers are asked again a few times within the deadline: a request or its answer
-       can be lost (a connection not yet handshaken one way, a frame dropped), and both reads and
-       writes are idempotent at the receiver. With prefer-oldest the first resend also reaches
-       the peers beyond the oldest. */
-    uint32_t every = c->timeout_ms / 5;
-    o->wave_timer = shoal_system_timer(r->sys, every < 20 ? 20 : every, true, op_resend, o);
+    /* One repeating timer per op (completing it cancels the timer, so a tick always finds its
+       op): every fifth of the timeout it asks the unanswered peers again — a request or its
+       answer can be lost (a connection not yet handshaken one way, a frame dropped), and reads
+       and writes are idempotent at the receiver; with prefer-oldest the first resend also
+       reaches the peers beyond the oldest — and the fifth tick is the deadline. Timeouts under
+       100 ms get no resend, just the deadline. */
+    uint32_t timeout = c->timeout_ms ? c->timeout_ms : 1;
+    uint32_t step = timeout / 5 >= 20 ? timeout / 5 : timeout;
+    o->ticks_left = timeout / step;
+    o->timer = shoal_system_timer(r->sys, step, true, op_tick, o);
     return o;
 }
 
@@ -384,23 +383,20 @@ void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *del
         send_write(r, o, o->targets[o->n_sent], false);
 }
 
-static void op_timeout(shoal_system_t *sys, void *arg)
-{
-    (void)sys;
-    op_t *o = arg;
-    o->timer = 0; /* fired: nothing to cancel */
-    if (o->kind == OP_READ)
-        read_complete(o->r, o, SHOAL_ETIMEOUT);
-    else
-        write_complete(o->r, o, SHOAL_ETIMEOUT);
-}
-
-/* Asks again the peers that have not answered, and (prefer-oldest) the ones not asked yet. */
-static void op_resend(shoal_system_t *sys, void *arg)
+/* The deadline, or else: ask again the peers that have not answered, and (prefer-oldest) the
+   ones not asked yet. */
+static void op_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     op_t *o = arg;
     shoal_replicator_t *r = o->r;
+    if (--o->ticks_left == 0) {
+        if (o->kind == OP_READ)
+            read_complete(r, o, SHOAL_ETIMEOUT);
+        else
+            write_complete(r, o, SHOAL_ETIMEOUT);
+        return;
+    }
     Shoal__Replicator__Read msg = SHOAL__REPLICATOR__READ__INIT;
     msg.role = r->role;
     msg.req = o->req;
