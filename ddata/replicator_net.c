@@ -321,11 +321,36 @@ static void write_complete(shoal_replicator_t *r, op_t *o, int status)
     free(key);
 }
 
+/* Packs the full-state Write of the op's key as it is now (a later state includes the write,
+   values only grow), once, for the peers that need it. */
+static bool pack_full(shoal_replicator_t *r, op_t *o)
+{
+    if (o->full.len)
+        return true;
+    entry_t *e = repl_entry(r, o->key, strlen(o->key));
+    if (!e || (!e->value && !e->deleted))
+        return false;
+    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+    w.role = r->role;
+    w.req = o->req;
+    w.key = e->key;
+    Shoal__Replicator__DataEnvelope env;
+    shoal_buf_t scratch = {0};
+    repl_envelope_to_pb(r, e, &env, &scratch);
+    w.envelope = &env;
+    shoal_pb_pack(&w.base, &o->full);
+    repl_envelope_pb_free(&env);
+    shoal_buf_free(&scratch);
+    return true;
+}
+
 static void send_write(shoal_replicator_t *r, op_t *o, const shoal_node_t *to, bool full)
 {
-    /* the prepared message bytes are a packed Write; the full-state one is always there */
-    shoal_buf_t *b = !full && o->delta.len ? &o->delta : &o->full;
-    send_bytes(r, to, K_WRITE, b->data, b->len);
+    /* the delta when there is one; the full state when there is none or the peer asked for it */
+    if (!full && o->delta.len)
+        send_bytes(r, to, K_WRITE, o->delta.data, o->delta.len);
+    else if (pack_full(r, o))
+        send_bytes(r, to, K_WRITE, o->full.data, o->full.len);
 }
 
 void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *delta,
@@ -347,37 +372,28 @@ void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *del
     o->arg = arg;
     o->is_delete = is_delete;
     o->local_status = local_status;
-    /* prepare both messages once: every target gets the same bytes */
-    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
-    w.role = r->role;
-    w.req = o->req;
-    w.key = e->key;
-    Shoal__Replicator__DataEnvelope env;
-    shoal_buf_t scratch = {0};
-    repl_envelope_to_pb(r, e, &env, &scratch);
-    w.envelope = &env;
-    shoal_pb_pack(&w.base, &o->full);
-    repl_envelope_pb_free(&env);
+    /* Prepare the message once: every target gets the same bytes. A delta goes when there is
+       one (its size depends on the change, not on the value); the full state is packed only
+       for peers that cannot apply the delta, or when there is no delta. */
     if (delta && delta_seq) {
+        Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+        w.role = r->role;
+        w.req = o->req;
+        w.key = e->key;
         Shoal__Replicator__DeltaEntry d = SHOAL__REPLICATOR__DELTA_ENTRY__INIT;
-        shoal_buf_reset(&scratch);
+        shoal_buf_t scratch = {0};
         shoal_crdt_encode(delta, &scratch);
         d.key = e->key;
         d.delta.data = scratch.data;
         d.delta.len = scratch.len;
         d.from_seq = d.to_seq = delta_seq;
-        w.envelope = NULL;
         w.delta = &d;
-        /* a delta only pays when it is smaller than the full state */
-        shoal_buf_t tmp = {0};
-        shoal_pb_pack(&w.base, &tmp);
-        if (tmp.len < o->full.len)
-            o->delta = tmp;
-        else
-            shoal_buf_free(&tmp);
+        shoal_pb_pack(&w.base, &o->delta);
         o->delta_seq = delta_seq;
+        shoal_buf_free(&scratch);
+    } else {
+        pack_full(r, o);
     }
-    shoal_buf_free(&scratch);
     size_t wave = first_wave(o, c, c->prefer_oldest || r->s.prefer_oldest);
     for (; o->n_sent < wave; o->n_sent++)
         send_write(r, o, o->targets[o->n_sent], false);

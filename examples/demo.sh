@@ -22,16 +22,24 @@ for p in $p1 $p2 $p3; do
     pids="$pids $!"
 done
 map="$bin/replicated-map"
-# wait until a majority write goes through (the nodes have found each other)
-i=0
-until "$map" put $p1 greeting hello majority 2>/dev/null; do
-    i=$((i + 1)); [ $i -lt 50 ] || { echo "FAIL: nodes did not form"; cat "$dir"/*.log; exit 1; }
-    sleep 0.2
+# a majority counts the peers a node knows: wait until every node knows the other two
+for p in $p1 $p2 $p3; do
+    i=0
+    until "$map" wait "$p" 2 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 10 ] || { echo "FAIL: the nodes did not find each other"; cat "$dir"/*.log; exit 1; }
+        sleep 0.5
+    done
 done
+"$map" put $p1 greeting hello majority
 echo "\$ replicated-map put $p1 greeting hello majority   -> ok"
 "$map" put $p2 lang C majority && echo "\$ replicated-map put $p2 lang C majority   -> ok"
 echo "\$ replicated-map get $p3 '' majority   (read through the third node)"
-"$map" get $p3 "" majority | sed 's/^/    /'
+first=$("$map" get $p3 "" majority)
+echo "$first" | sed 's/^/    /'
+for want in "greeting = hello" "lang = C"; do
+    echo "$first" | grep -qx "$want" || { echo "FAIL: majority read missed '$want'"; exit 1; }
+done
 victim=$(echo $pids | cut -d' ' -f3)
 kill -9 "$victim"
 echo "node on port $p3 killed with SIGKILL"

@@ -5,6 +5,7 @@
       replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT
       replicated-map get  PORT [KEY] [CONS]         read (the whole map, or one key)
       replicated-map del  PORT KEY [CONS]           remove a key
+      replicated-map wait PORT N                    wait (10 s at most) until the node has N peers
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority. Timeout 3 s.
 
     Nodes find each other by port on 127.0.0.1; each one's replicator counts the others as peers
@@ -156,6 +157,20 @@ static int client_command(int argc, char **argv)
                                     .key2_len = strlen(argv[3])};
             rc = shoal_client_update(c, "", MAP_KEY, &cons, &op);
         }
+    } else if (strcmp(cmd, "wait") == 0 && argc >= 4) {
+        /* a majority is counted among the peers a node knows: wait until it knows them all */
+        int want = atoi(argv[3]), have = -1;
+        shoal_buf_t text = {0};
+        for (int i = 0; i < 200 && have < want; i++) {
+            rc = shoal_client_stats(c, "", &text);
+            const char *p = rc == 0 ? strstr(shoal_buf_cstr(&text), "node_peers ") : NULL;
+            have = p ? atoi(p + strlen("node_peers ")) : -1;
+            if (have < want)
+                usleep(50000);
+        }
+        shoal_buf_free(&text);
+        if (have < want)
+            rc = SHOAL_ETIMEOUT;
     } else if (strcmp(cmd, "get") == 0) {
         const char *key = argc > 3 && argv[3][0] ? argv[3] : NULL; /* "" = the whole map */
         if (parse_consistency(argc > 4 ? argv[4] : NULL, &cons) < 0)
@@ -196,7 +211,8 @@ int main(int argc, char **argv)
                 "usage: replicated-map node PORT [PEER_PORT ...]\n"
                 "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
                 "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
-                "       replicated-map del PORT KEY [local|majority|all|N]\n");
+                "       replicated-map del PORT KEY [local|majority|all|N]\n"
+                "       replicated-map wait PORT N\n");
         return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
     if (strcmp(argv[1], "node") == 0)
