@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "ddata.pb-c.h"
+
 void prop_rng_init(prop_rng_t *rng, uint64_t seed)
 {
     /* splitmix64 to spread the seed over both words */
@@ -373,4 +375,61 @@ void prop_check_all(const prop_type_t *t, int cases)
     prop_check_delta_law(t, cases);
     prop_check_merge_laws(t, cases);
     prop_check_convergence(t, cases);
+}
+
+/* Wraps a payload in an envelope of the given type tag and decodes it. */
+static int decode_as(uint32_t tag, const uint8_t *payload, size_t len, shoal_crdt_t **out)
+{
+    Shoal__Ddata__Value env = SHOAL__DDATA__VALUE__INIT;
+    env.type = tag;
+    env.version = 1;
+    env.payload.data = (uint8_t *)payload;
+    env.payload.len = len;
+    shoal_buf_t b = {0};
+    shoal_buf_reserve(&b, shoal__ddata__value__get_packed_size(&env));
+    b.len = shoal__ddata__value__pack(&env, b.data);
+    int rc = shoal_crdt_decode(b.data, b.len, out);
+    shoal_buf_free(&b);
+    return rc;
+}
+
+static void check_decoded(int rc, shoal_crdt_t **out)
+{
+    assert_true(rc <= 0);
+    if (rc == 0) {
+        shoal_crdt_t *again = prop_roundtrip(*out);
+        shoal_crdt_destroy(&again);
+    } else {
+        assert_null(*out);
+    }
+    shoal_crdt_destroy(out);
+}
+
+void prop_check_corruption(const shoal_crdt_t *v, int rounds)
+{
+    shoal_buf_t b = {0};
+    assert_int_equal(shoal_crdt_encode(v, &b), 0);
+    Shoal__Ddata__Value *env = shoal__ddata__value__unpack(NULL, b.len, b.data);
+    assert_non_null(env);
+    uint32_t tag = env->type;
+    size_t plen = env->payload.len;
+    uint8_t *copy = malloc(plen ? plen : 1);
+    prop_rng_t rng;
+    prop_rng_init(&rng, prop_seed() ^ 0x5555);
+    uint8_t junk[64];
+    for (int i = 0; i < prop_cases(rounds); i++) {
+        shoal_crdt_t *out = NULL;
+        size_t n = prop_below(&rng, sizeof junk);
+        for (size_t k = 0; k < n; k++)
+            junk[k] = (uint8_t)prop_next(&rng);
+        check_decoded(decode_as(tag, junk, n, &out), &out);
+        if (plen) {
+            memcpy(copy, env->payload.data, plen);
+            copy[prop_below(&rng, plen)] ^= (uint8_t)(1 + prop_below(&rng, 255));
+            check_decoded(decode_as(tag, copy, plen, &out), &out);
+        }
+    }
+    free(copy);
+    shoal__ddata__value__free_unpacked(env, NULL);
+    shoal_buf_free(&b);
 }

@@ -65,6 +65,11 @@ void prop_check_all(const prop_type_t *t, int cases);
 /* Asserts a and b are equal values with identical encodings; `what` names the check. */
 void prop_assert_same(const shoal_crdt_t *a, const shoal_crdt_t *b, const char *what,
                       uint64_t seed);
+/* Bad input for v's type decoder: `rounds` random payloads and `rounds` random one-byte
+   corruptions of v's own payload, each wrapped in an envelope of v's type. Every one must decode
+   to an error or to a value that round-trips canonically; never a crash (ASan/UBSan watch). */
+void prop_check_corruption(const shoal_crdt_t *v, int rounds);
+
 /* Encodes then decodes v (asserting success); the caller owns the result. */
 shoal_crdt_t *prop_roundtrip(const shoal_crdt_t *v);
 

@@ -308,23 +308,7 @@ static void test_decode_garbage_and_truncation(void **state)
             assert_true(shoal_gset_size(out) < 4);
         shoal_crdt_destroy(&out);
     }
-    prop_rng_t rng;
-    prop_rng_init(&rng, prop_seed());
-    uint8_t junk[64];
-    uint8_t *copy = malloc(plen);
-    for (int i = 0; i < 3000; i++) {
-        shoal_crdt_t *out = NULL;
-        size_t n = prop_below(&rng, sizeof junk);
-        for (size_t k = 0; k < n; k++)
-            junk[k] = (uint8_t)prop_next(&rng);
-        assert_true(decode_raw(junk, n, &out) <= 0);
-        shoal_crdt_destroy(&out);
-        memcpy(copy, payload, plen);
-        copy[prop_below(&rng, plen)] ^= (uint8_t)(1 + prop_below(&rng, 255));
-        assert_true(decode_raw(copy, plen, &out) <= 0);
-        shoal_crdt_destroy(&out);
-    }
-    free(copy);
+    prop_check_corruption(s, 3000);
     free(payload);
     shoal_buf_free(&b);
     shoal_crdt_destroy(&s);

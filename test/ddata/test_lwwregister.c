@@ -444,28 +444,7 @@ static void test_decode_garbage_and_truncation(void **state)
         assert_true(decode_raw(payload, n, &out) <= 0);
         shoal_crdt_destroy(&out);
     }
-    prop_rng_t rng;
-    prop_rng_init(&rng, prop_seed());
-    uint8_t junk[64];
-    uint8_t *copy = malloc(plen);
-    for (int i = 0; i < 3000; i++) {
-        shoal_crdt_t *out = NULL;
-        size_t n = prop_below(&rng, sizeof junk);
-        for (size_t k = 0; k < n; k++)
-            junk[k] = (uint8_t)prop_next(&rng);
-        assert_true(decode_raw(junk, n, &out) <= 0);
-        shoal_crdt_destroy(&out);
-        memcpy(copy, payload, plen);
-        copy[prop_below(&rng, plen)] ^= (uint8_t)(1 + prop_below(&rng, 255));
-        int rc = decode_raw(copy, plen, &out);
-        assert_true(rc <= 0);
-        if (rc == 0) { /* whatever decodes is a canonical value */
-            shoal_crdt_t *again = prop_roundtrip(out);
-            shoal_crdt_destroy(&again);
-        }
-        shoal_crdt_destroy(&out);
-    }
-    free(copy);
+    prop_check_corruption(r, 3000);
     free(payload);
     shoal_buf_free(&b);
     shoal_crdt_destroy(&r);
