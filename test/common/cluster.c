@@ -81,18 +81,6 @@ bool wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
 }
 
 typedef struct {
-    tcluster_t *c;
-    int i;
-} peers_arg_t;
-
-static int count_up(shoal_system_t *sys, void *arg)
-{
-    (void)sys;
-    (void)arg;
-    return 0;
-}
-
-typedef struct {
     tcluster_fn *fn;
     shoal_replicator_t *r;
     void *arg;
@@ -147,10 +135,6 @@ static void start_node(tcluster_t *c, int i)
     assert_non_null(c->rep[i]);
 }
 
-typedef struct {
-    tcluster_t *c;
-} conn_arg_t;
-
 static bool all_connected(void *arg)
 {
     tcluster_t *c = arg;
@@ -162,16 +146,6 @@ static bool all_connected(void *arg)
                 return false;
     return true;
 }
-
-static void connect_pair(tcluster_t *c, int i, int j)
-{
-    assert_int_equal(shoal_system_connect(c->sys[i], shoal_system_endpoint(c->sys[j])), 0);
-}
-
-typedef struct {
-    shoal_system_t *sys;
-    const char *endpoint;
-} connect_arg_t;
 
 static int do_connect(shoal_system_t *sys, void *arg)
 {
@@ -215,8 +189,6 @@ void tcluster_start(tcluster_t *c, int n, const shoal_replicator_settings_t *s)
                 assert_int_equal(shoal_system_call(c->sys[i], do_connect,
                                                    (void *)shoal_system_endpoint(c->sys[j])),
                                  0);
-    (void)connect_pair;
-    (void)count_up;
     assert_true(wait_until(all_connected, c, 10000));
     for (int i = 0; i < n; i++) {
         peer_args_t p = {c, i};

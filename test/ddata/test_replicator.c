@@ -15,7 +15,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers
@@ -462,6 +461,19 @@ static int lww_put_modify(shoal_crdt_t *v, void *arg)
                             NULL);
 }
 
+typedef struct {
+    tcluster_t *c;
+    uint64_t want;
+} sent_wait_t;
+
+static bool deltas_sent(void *arg)
+{
+    sent_wait_t *w = arg;
+    shoal_replicator_stats_t st;
+    on_node(w->c, 0, get_stats, &st);
+    return st.deltas_sent >= w->want;
+}
+
 static void test_causal_gap_repaired_by_full_state(void **state)
 {
     (void)state;
@@ -483,15 +495,9 @@ static void test_causal_gap_repaired_by_full_state(void **state)
     p.key = "b";
     assert_int_equal(shoal_replicator_update_sync(c.rep[0], "map", init, &l, lww_put_modify, &p),
                      0);
-    shoal_replicator_stats_t st0;
     /* wait until that delta round went out (and was dropped) */
-    for (int k = 0; k < 200; k++) {
-        on_node(&c, 0, get_stats, &st0);
-        if (st0.deltas_sent >= 2)
-            break;
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    sent_wait_t sw = {&c, 2};
+    assert_true(wait_until(deltas_sent, &sw, 5000));
     shoal_system_heal(c.sys[0]);
     /* the next delta arrives with a gap: node 1 must not apply it, and asks for full state */
     p.key = "c";
