@@ -55,10 +55,15 @@ typedef enum {
     K_LIST,     /* comma-separated strings, or ["a", "b"]; '*' only at the end (a prefix) */
     K_EXPIRY,   /* a map of key-or-prefix* -> duration, as children or "k = d, p* = d" */
     K_ANY_TREE, /* a JVM-only section: anything under it is accepted and ignored */
+    K_DOUBLE,   /* a decimal number "8", "0.8", "12.5" (no sign, no exponent); max bounds it */
+    K_CHOICE,   /* one word of the row's `choices` ("a|b|c") */
 } cfg_kind_t;
 
 #define CFG_OFF      1u /* "off" is accepted and stored as 0 (Akka's `off`) */
 #define CFG_POSITIVE 2u /* 0 is refused: an interval or limit of 0 makes no sense */
+/* K_DURATION: "on" is accepted too (Akka's "on" = a derived duration); the reader tells it apart
+   with shoal_config_get */
+#define CFG_ON 4u
 
 /* Which settings struct a row fills. A new group (membership, sharding) adds a target here, its
    rows below, and a shoal_config_<group>() that calls fill(cfg, CFG_<GROUP>, out). */
@@ -66,6 +71,8 @@ typedef enum {
     CFG_KEPT = 0,   /* parsed, checked and kept in the config object; no settings field (yet) */
     CFG_SYSTEM,     /* shoal_system_settings_t */
     CFG_REPLICATOR, /* shoal_replicator_settings_t */
+    /* membership/ reads its rows (CFG_KEPT) through the public getters (shoal_config_duration
+       etc.): ddata.h cannot know shoal_cluster_settings_t. */
 } cfg_target_t;
 
 typedef struct cfg_value cfg_value_t;
@@ -77,15 +84,19 @@ typedef struct {
     unsigned flags; /* CFG_OFF, CFG_POSITIVE */
     uint64_t max;   /* largest number the field holds (K_DURATION, K_SIZE, K_UINT) */
     cfg_target_t target;
-    cfg_setter_fn *set; /* NULL for CFG_KEPT rows */
-    size_t offset;      /* of the field in the target struct, for the generic setters */
+    cfg_setter_fn *set;  /* NULL for CFG_KEPT rows */
+    size_t offset;       /* of the field in the target struct, for the generic setters */
+    const char *choices; /* K_CHOICE: the accepted words, "a|b|c" */
 } cfg_key_t;
 
 /* A parsed value. */
 struct cfg_value {
     bool set;
+    bool on;      /* K_DURATION with CFG_ON: the value is "on" (num is 0) */
     uint64_t num; /* K_DURATION (ms), K_SIZE (bytes), K_UINT, K_BOOL (0/1) */
-    char *str;    /* K_STRING, K_HOST */
+    double dbl;   /* K_DOUBLE */
+    char *str;    /* K_STRING, K_HOST, K_CHOICE */
+    char *raw;    /* the value as written (trimmed), for shoal_config_get */
     char **list;  /* K_LIST items; K_EXPIRY patterns (expiry[i].pattern == list[i]) */
     size_t n, cap;
     shoal_expiry_t *expiry; /* K_EXPIRY */
@@ -154,7 +165,7 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define REP(path, kind, flags, max, field, type, setter)                                           \
     {                                                                                              \
         DD path, kind, flags, max, CFG_REPLICATOR, setter,                                         \
-            FIELD(shoal_replicator_settings_t, field, type)                                        \
+            FIELD(shoal_replicator_settings_t, field, type), NULL                                  \
     }
 #define REP_MS32(path, flags, field)                                                               \
     REP(path, K_DURATION, flags, UINT32_MAX, field, uint32_t, set_u32)
@@ -166,11 +177,21 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SYS(path, kind, flags, max, field, type, setter)                                           \
     {                                                                                              \
         ARTERY path, kind, flags, max, CFG_SYSTEM, setter,                                         \
-            FIELD(shoal_system_settings_t, field, type)                                            \
+            FIELD(shoal_system_settings_t, field, type), NULL                                      \
     }
 #define KEEP(path, kind, flags)                                                                    \
     {                                                                                              \
-        path, kind, flags, UINT64_MAX, CFG_KEPT, NULL, 0                                           \
+        path, kind, flags, UINT64_MAX, CFG_KEPT, NULL, 0, NULL                                     \
+    }
+/* Membership's rows (kept; membership/config.c reads them with the getters): the bound is the
+   largest value its uint32_t field holds. */
+#define CLUSTER "shoal/cluster/"
+#define FD      CLUSTER "failure-detector/"
+#define SBR     CLUSTER "split-brain-resolver/"
+#define CS      "shoal/coordinated-shutdown/"
+#define KEPT32(path, kind, flags)                                                                  \
+    {                                                                                              \
+        path, kind, flags, UINT32_MAX, CFG_KEPT, NULL, 0, NULL                                     \
     }
 
 /* Every key Shoal knows. Rows keep Akka's order within a section; Shoal's own keys follow.
@@ -183,7 +204,7 @@ static const cfg_key_t cfg_keys[] = {
     /* The node: shoal/remote/artery/... -> shoal_system_settings_t. hostname and port make the
        endpoint together (see shoal_config_system), so they are kept rather than set alone. */
     KEEP(ARTERY "canonical/hostname", K_HOST, 0),
-    {ARTERY "canonical/port", K_UINT, 0, 65535, CFG_KEPT, NULL, 0},
+    {ARTERY "canonical/port", K_UINT, 0, 65535, CFG_KEPT, NULL, 0, NULL},
     SYS("advanced/maximum-frame-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, max_frame_bytes, size_t,
         set_size),
     SYS("advanced/outbound-message-queue-size", K_UINT, CFG_POSITIVE, INT_MAX, peer_send_hwm, int,
@@ -223,6 +244,49 @@ static const cfg_key_t cfg_keys[] = {
     REP_SIZE("compress-above", 0, compress_above_bytes),
     REP_SIZE("max-reassembly-size", CFG_POSITIVE, max_reassembly_bytes),
     REP_U32("max-pending-operations", CFG_POSITIVE, max_pending_ops),
+
+    /* Membership: shoal/cluster/... -> shoal_cluster_settings_t (membership.h). A '*' segment
+       stands for any one name: role/<role-name>/min-nr-of-members. */
+    KEEP(CLUSTER "seed-nodes", K_LIST, 0),
+    KEPT32(CLUSTER "seed-node-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(CLUSTER "retry-unsuccessful-join-after", K_DURATION, CFG_POSITIVE),
+    KEPT32(CLUSTER "shutdown-after-unsuccessful-join-seed-nodes", K_DURATION,
+           CFG_OFF | CFG_POSITIVE),
+    KEEP(CLUSTER "downing-provider-class", K_STRING, 0), /* JVM class; Shoal's SBR is built in */
+    KEPT32(CLUSTER "allow-weakly-up-members", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE),
+    KEEP(CLUSTER "roles", K_LIST, 0),
+    KEPT32(CLUSTER "role/*/min-nr-of-members", K_UINT, 0),
+    KEEP(CLUSTER "app-version", K_STRING, 0),
+    KEPT32(CLUSTER "min-nr-of-members", K_UINT, CFG_POSITIVE),
+    KEPT32(CLUSTER "gossip-interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(CLUSTER "gossip-time-to-live", K_DURATION, CFG_POSITIVE),
+    KEPT32(CLUSTER "leader-actions-interval", K_DURATION, CFG_POSITIVE),
+    {CLUSTER "gossip-different-view-probability", K_DOUBLE, 0, 1, CFG_KEPT, NULL, 0, NULL},
+    KEPT32(CLUSTER "reduce-gossip-different-view-probability", K_UINT, 0),
+    KEEP(FD "implementation-class", K_STRING, 0), /* JVM class: phi accrual is built in */
+    KEPT32(FD "heartbeat-interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(FD "threshold", K_DOUBLE, CFG_POSITIVE),
+    KEPT32(FD "max-sample-size", K_UINT, CFG_POSITIVE),
+    KEPT32(FD "min-std-deviation", K_DURATION, CFG_POSITIVE),
+    KEPT32(FD "acceptable-heartbeat-pause", K_DURATION, 0),
+    KEPT32(FD "monitored-by-nr-of-members", K_UINT, CFG_POSITIVE),
+    KEPT32(FD "expected-response-after", K_DURATION, CFG_POSITIVE),
+    /* Shoal's own */
+    KEPT32(FD "indirect-probes", K_UINT, 0),
+    KEPT32(FD "loop-stall-bound", K_DURATION, CFG_POSITIVE),
+    KEEP(FD "heartbeat-endpoint", K_STRING, 0),
+    /* Split-brain resolver; Akka's lease-majority is not offered (no leases) */
+    {SBR "active-strategy", K_CHOICE, 0, 0, CFG_KEPT, NULL, 0,
+     "keep-majority|keep-oldest|static-quorum|down-all|off"},
+    KEPT32(SBR "stable-after", K_DURATION, 0),
+    KEPT32(SBR "down-all-when-unstable", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE),
+    KEPT32(SBR "static-quorum/quorum-size", K_UINT, 0), /* >= 1 checked when it is active */
+    KEEP(SBR "static-quorum/role", K_STRING, 0),
+    KEEP(SBR "keep-majority/role", K_STRING, 0),
+    KEEP(SBR "keep-oldest/down-if-alone", K_BOOL, 0),
+    KEEP(SBR "keep-oldest/role", K_STRING, 0),
+    /* Coordinated shutdown */
+    KEPT32(CS "default-phase-timeout", K_DURATION, CFG_POSITIVE),
 };
 
 #define N_KEYS (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -235,26 +299,112 @@ typedef struct {
     size_t n, cap;
 } cfg_strs_t;
 
+/* A value of a row with a '*' segment, under the name the file gave: one per role section. */
+typedef struct {
+    size_t row;
+    char *path; /* the full path as written, e.g. shoal/cluster/role/backend/min-nr-of-members */
+    cfg_value_t v;
+} cfg_instance_t;
+
+/* Memory handed out by a const config (composed endpoints, shoal_config_alloc, section name
+   arrays), freed with it. */
+typedef struct {
+    void **v;
+    size_t n, cap;
+} cfg_blocks_t;
+
 struct shoal_config {
-    cfg_value_t values[N_KEYS]; /* by row of cfg_keys */
+    cfg_value_t values[N_KEYS]; /* by row of cfg_keys (unused for rows with a '*' segment) */
+    cfg_instance_t *inst;       /* values of '*' rows, in file order */
+    size_t n_inst, cap_inst;
     /* Endpoints composed by shoal_config_system from one of hostname/port and the caller's
        endpoint; behind a pointer so that a const config can still own what it hands out. */
     cfg_strs_t *composed;
+    cfg_blocks_t *blocks;
 };
+
+static bool has_wildcard(const cfg_key_t *k)
+{
+    return strstr(k->path, "/*/") != NULL || strcmp(k->path + strlen(k->path) - 2, "/*") == 0;
+}
+
+/* How a path stands to a table path, segment by segment (a '*' segment of the table path matches
+   any one non-empty segment). */
+typedef enum {
+    M_NONE,
+    M_EQUAL,
+    M_SECTION, /* the path is a proper parent of the table path */
+    M_BELOW,   /* the table path is a proper parent of the path; *rest is what follows it */
+} match_t;
+
+static match_t match_path(const char *k, const char *path, const char **rest)
+{
+    const char *a = k, *b = path;
+    while (true) {
+        const char *ae = strchr(a, '/'), *be = strchr(b, '/');
+        size_t al = ae ? (size_t)(ae - a) : strlen(a), bl = be ? (size_t)(be - b) : strlen(b);
+        bool same = (al == 1 && a[0] == '*' && bl > 0) || (al == bl && memcmp(a, b, al) == 0);
+        if (!same)
+            return M_NONE;
+        if (!ae && !be)
+            return M_EQUAL;
+        if (!be)
+            return M_SECTION;
+        if (!ae) {
+            *rest = be + 1;
+            return M_BELOW;
+        }
+        a = ae + 1;
+        b = be + 1;
+    }
+}
+
+/* The value of a key by its full path, with its row in *key; NULL (and *key NULL) when the
+   path is no key of the table. A known key the file does not set gives an unset value. */
+static const cfg_value_t *lookup(const shoal_config_t *cfg, const char *path, const cfg_key_t **key)
+{
+    static const cfg_value_t unset;
+    const char *rest = NULL;
+    *key = NULL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (!has_wildcard(&cfg_keys[i])) {
+            if (strcmp(cfg_keys[i].path, path) == 0) {
+                *key = &cfg_keys[i];
+                return &cfg->values[i];
+            }
+        } else if (match_path(cfg_keys[i].path, path, &rest) == M_EQUAL) {
+            *key = &cfg_keys[i];
+            for (size_t j = 0; j < cfg->n_inst; j++)
+                if (strcmp(cfg->inst[j].path, path) == 0)
+                    return &cfg->inst[j].v;
+            return &unset;
+        }
+    }
+    return NULL;
+}
 
 /* The parsed value of a row by path (an unset value for a path not in the table). */
 static const cfg_value_t *value_of(const shoal_config_t *cfg, const char *path)
 {
     static const cfg_value_t unset;
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(cfg_keys[i].path, path) == 0)
-            return &cfg->values[i];
-    return &unset;
+    const cfg_key_t *k;
+    const cfg_value_t *v = lookup(cfg, path, &k);
+    return v ? v : &unset;
+}
+
+/* A zeroed block that lives as long as cfg. */
+static void *keep_block(const shoal_config_t *cfg, size_t size)
+{
+    cfg_blocks_t *b = cfg->blocks;
+    SHOAL_GROW(b->v, b->cap, b->n + 1);
+    b->v[b->n] = shoal_calloc(1, size);
+    return b->v[b->n++];
 }
 
 static void value_free(cfg_value_t *v)
 {
     free(v->str);
+    free(v->raw);
     for (size_t i = 0; i < v->n; i++)
         free(v->list[i]);
     free(v->list);
@@ -269,6 +419,15 @@ void shoal_config_destroy(shoal_config_t **self_p)
     shoal_config_t *cfg = *self_p;
     for (size_t i = 0; i < N_KEYS; i++)
         value_free(&cfg->values[i]);
+    for (size_t i = 0; i < cfg->n_inst; i++) {
+        value_free(&cfg->inst[i].v);
+        free(cfg->inst[i].path);
+    }
+    free(cfg->inst);
+    for (size_t i = 0; i < cfg->blocks->n; i++)
+        free(cfg->blocks->v[i]);
+    free(cfg->blocks->v);
+    free(cfg->blocks);
     for (size_t i = 0; i < cfg->composed->n; i++)
         free(cfg->composed->v[i]);
     free(cfg->composed->v);
@@ -496,7 +655,10 @@ static int parse_number(const cfg_key_t *k, const char *path, const char *s, siz
         break;
     case NUM_SYNTAX:
         return fail(err, errlen, "%s: '%s' is not %s%s%s", path, quote(q, s, len), what,
-                    (k->flags & CFG_OFF) ? " nor off" : "", example);
+                    (k->flags & CFG_ON)    ? ", on nor off"
+                    : (k->flags & CFG_OFF) ? " nor off"
+                                           : "",
+                    example);
     case NUM_FRACTION:
         return fail(err, errlen, "%s: '%s' is not a whole number of %s", path, quote(q, s, len),
                     k->kind == K_DURATION ? "milliseconds"
@@ -707,6 +869,61 @@ static int parse_expiry_inline(const cfg_key_t *k, const char *path, cfg_value_t
     }
 }
 
+/* A decimal number without sign or exponent ("8", "0.8", "12.5"), within [0, k->max] and above
+   0 with CFG_POSITIVE. Parsed by hand: strtod follows the C locale's decimal point. */
+static int parse_double(const cfg_key_t *k, const char *path, const char *s, size_t len,
+                        double *out, char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    size_t i = 0;
+    double v = 0, scale = 1;
+    bool digits = false;
+    while (i < len && is_digit(s[i]))
+        v = v * 10 + (s[i++] - '0'), digits = true;
+    if (digits && i < len && s[i] == '.') {
+        i++;
+        bool frac = false;
+        while (i < len && is_digit(s[i])) {
+            scale /= 10;
+            v += (s[i++] - '0') * scale;
+            frac = true;
+        }
+        digits = frac;
+    }
+    if (!digits || i != len)
+        return fail(err, errlen, "%s: '%s' is not a number (e.g. 8, 0.8, 12.5)", path,
+                    quote(q, s, len));
+    if (v == 0 && (k->flags & CFG_POSITIVE))
+        return fail(err, errlen, "%s: '%s' must be more than zero", path, quote(q, s, len));
+    if (!(v <= (double)k->max))
+        return fail(err, errlen, "%s: '%s' is too large (at most %" PRIu64 ")", path,
+                    quote(q, s, len), k->max);
+    *out = v;
+    return 0;
+}
+
+/* One of the row's words "a|b|c". */
+static int parse_choice(const cfg_key_t *k, const char *path, const char *s, size_t len, char **out,
+                        char *err, size_t errlen)
+{
+    char q[QUOTE_CAP];
+    for (const char *c = k->choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t clen = bar ? (size_t)(bar - c) : strlen(c);
+        if (clen == len && memcmp(c, s, len) == 0) {
+            *out = strndup_checked(s, len);
+            return 0;
+        }
+        c += clen + (bar != NULL);
+    }
+    shoal_buf_t words = {0};
+    for (const char *c = k->choices; c && *c; c++)
+        shoal_buf_append(&words, *c == '|' ? ", " : c, *c == '|' ? 2 : 1);
+    fail(err, errlen, "%s: '%s' is not one of %s", path, quote(q, s, len), shoal_buf_cstr(&words));
+    shoal_buf_free(&words);
+    return SHOAL_EINVAL;
+}
+
 /* Parses a leaf's value into v (which is empty). */
 static int parse_value(const cfg_key_t *k, const char *path, const char *value, cfg_value_t *v,
                        char *err, size_t errlen)
@@ -716,9 +933,18 @@ static int parse_value(const cfg_key_t *k, const char *path, const char *value, 
     trim(&s, &len);
     switch (k->kind) {
     case K_DURATION:
+        if ((k->flags & CFG_ON) && word_is(s, len, "on")) {
+            v->on = true;
+            return 0;
+        }
+        return parse_number(k, path, s, len, &v->num, err, errlen);
     case K_SIZE:
     case K_UINT:
         return parse_number(k, path, s, len, &v->num, err, errlen);
+    case K_DOUBLE:
+        return parse_double(k, path, s, len, &v->dbl, err, errlen);
+    case K_CHOICE:
+        return parse_choice(k, path, s, len, &v->str, err, errlen);
     case K_BOOL:
         return parse_bool(path, s, len, &v->num, err, errlen);
     case K_STRING:
@@ -832,25 +1058,45 @@ typedef enum { P_UNKNOWN, P_SECTION, P_KEY, P_INSIDE } place_t;
    (*row), *rest is the remainder after its '/'; P_SECTION: the path is a parent of some row. */
 static place_t place_of(const char *path, size_t *row, const char **rest)
 {
-    size_t plen = strlen(path);
     place_t found = P_UNKNOWN;
     for (size_t i = 0; i < N_KEYS; i++) {
-        const char *k = cfg_keys[i].path;
-        size_t klen = strlen(k);
-        if (klen == plen && memcmp(k, path, plen) == 0) {
+        const char *below = NULL;
+        switch (match_path(cfg_keys[i].path, path, &below)) {
+        case M_EQUAL:
             *row = i;
             return P_KEY;
-        }
-        if (klen > plen && memcmp(k, path, plen) == 0 && k[plen] == '/')
+        case M_SECTION:
             found = P_SECTION;
-        if (plen > klen && memcmp(k, path, klen) == 0 && path[klen] == '/' &&
-            (cfg_keys[i].kind == K_EXPIRY || cfg_keys[i].kind == K_ANY_TREE)) {
-            *row = i;
-            *rest = path + klen + 1;
-            return P_INSIDE;
+            break;
+        case M_BELOW:
+            if (cfg_keys[i].kind == K_EXPIRY || cfg_keys[i].kind == K_ANY_TREE) {
+                *row = i;
+                *rest = below;
+                return P_INSIDE;
+            }
+            break;
+        case M_NONE:
+            break;
         }
     }
     return found;
+}
+
+/* Where a key's value goes: its row's, or for a row with a '*' segment the instance of this
+   path (made on first sight). */
+static cfg_value_t *value_slot(shoal_config_t *cfg, size_t row, const char *path)
+{
+    if (!has_wildcard(&cfg_keys[row]))
+        return &cfg->values[row];
+    for (size_t j = 0; j < cfg->n_inst; j++)
+        if (strcmp(cfg->inst[j].path, path) == 0)
+            return &cfg->inst[j].v;
+    SHOAL_GROW(cfg->inst, cfg->cap_inst, cfg->n_inst + 1);
+    cfg_instance_t *in = &cfg->inst[cfg->n_inst++];
+    memset(in, 0, sizeof *in);
+    in->row = row;
+    in->path = strndup_checked(path, strlen(path));
+    return &in->v;
 }
 
 static bool has_value(zconfig_t *node)
@@ -901,8 +1147,10 @@ static int walk_node(walk_t *w, zconfig_t *node, shoal_buf_t *path)
                     strchr(zconfig_name(node), '.') ? " (nest sections or use '/', not '.')" : "");
     case P_SECTION:
         if (has_value(node))
-            return fail(w->err, w->errlen, "%s is a section, not a setting (given '%s')", p,
-                        quote(q, value, strlen(value)));
+            return fail(w->err, w->errlen, "%s is a section, not a setting (given '%s')%s", p,
+                        quote(q, value, strlen(value)),
+                        strchr(zconfig_name(node), '.') ? " (nest sections or use '/', not '.')"
+                                                        : "");
         return walk_children(w, node, path);
     case P_INSIDE: {
         const cfg_key_t *k = &cfg_keys[row];
@@ -919,9 +1167,9 @@ static int walk_node(walk_t *w, zconfig_t *node, shoal_buf_t *path)
         break;
     }
     const cfg_key_t *k = &cfg_keys[row];
-    cfg_value_t *v = &w->cfg->values[row];
     if (k->kind == K_ANY_TREE)
         return 0;
+    cfg_value_t *v = value_slot(w->cfg, row, p);
     if (k->kind == K_EXPIRY) {
         /* a section of entries, an inline value, or both; entries accumulate */
         v->set = true;
@@ -945,6 +1193,10 @@ static int walk_node(walk_t *w, zconfig_t *node, shoal_buf_t *path)
         value_free(v);
         return SHOAL_EINVAL;
     }
+    const char *raw = value;
+    size_t rlen = strlen(raw);
+    trim(&raw, &rlen);
+    v->raw = strndup_checked(raw, rlen);
     v->set = true;
     return 0;
 }
@@ -956,6 +1208,7 @@ static shoal_config_t *config_new(void)
 {
     shoal_config_t *cfg = shoal_calloc(1, sizeof *cfg);
     cfg->composed = shoal_calloc(1, sizeof *cfg->composed);
+    cfg->blocks = shoal_calloc(1, sizeof *cfg->blocks);
     return cfg;
 }
 
@@ -1119,4 +1372,127 @@ int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings
     if (err && errlen)
         err[0] = '\0';
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading single settings (for modules above ddata, whose settings structs ddata cannot know).
+ * Values were parsed and checked against their row at load, so a getter only checks that the
+ * caller asks for the row's kind: a mismatch is a programming error, reported naming the key.
+ */
+const char *shoal_config_get(const shoal_config_t *cfg, const char *path)
+{
+    if (!cfg || !path)
+        return NULL;
+    const cfg_key_t *k;
+    const cfg_value_t *v = lookup(cfg, path, &k);
+    if (!v || !v->set)
+        return NULL;
+    return v->raw ? v->raw : "";
+}
+
+/* 1 and *v when the file sets path, 0 when not, SHOAL_EINVAL when path is not a key of kind. */
+static int read_kind(const shoal_config_t *cfg, const char *path, cfg_kind_t kind, const char *what,
+                     const cfg_value_t **v, char *err, size_t errlen)
+{
+    if (!cfg || !path)
+        return fail(err, errlen, "shoal_config_get: NULL argument");
+    const cfg_key_t *k;
+    const cfg_value_t *val = lookup(cfg, path, &k);
+    if (!val)
+        return fail(err, errlen, "%s: no such setting", path);
+    if (k->kind != kind)
+        return fail(err, errlen, "%s: not %s setting", path, what);
+    if (!val->set)
+        return 0;
+    *v = val;
+    return 1;
+}
+
+int shoal_config_duration(const shoal_config_t *cfg, const char *path, uint64_t *ms, char *err,
+                          size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_DURATION, "a duration", &v, err, errlen);
+    if (rc != 1)
+        return rc;
+    if (v->on)
+        return fail(err, errlen, "%s: 'on' is not a duration (check shoal_config_get first)", path);
+    *ms = v->num;
+    return 1;
+}
+
+int shoal_config_uint(const shoal_config_t *cfg, const char *path, uint64_t *out, char *err,
+                      size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_UINT, "a whole-number", &v, err, errlen);
+    if (rc == 1)
+        *out = v->num;
+    return rc;
+}
+
+int shoal_config_double(const shoal_config_t *cfg, const char *path, double *out, char *err,
+                        size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_DOUBLE, "a decimal", &v, err, errlen);
+    if (rc == 1)
+        *out = v->dbl;
+    return rc;
+}
+
+int shoal_config_bool(const shoal_config_t *cfg, const char *path, bool *out, char *err,
+                      size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_BOOL, "a boolean", &v, err, errlen);
+    if (rc == 1)
+        *out = v->num != 0;
+    return rc;
+}
+
+int shoal_config_list(const shoal_config_t *cfg, const char *path, const char *const **items,
+                      size_t *n, char *err, size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_LIST, "a list", &v, err, errlen);
+    if (rc == 1) {
+        *items = (const char *const *)v->list;
+        *n = v->n;
+    }
+    return rc;
+}
+
+size_t shoal_config_sections(const shoal_config_t *cfg, const char *parent,
+                             const char *const **names)
+{
+    *names = NULL;
+    if (!cfg || !parent)
+        return 0;
+    size_t plen = strlen(parent), n = 0;
+    const char **out = NULL;
+    for (size_t i = 0; i < cfg->n_inst; i++) {
+        const char *p = cfg->inst[i].path;
+        if (!cfg->inst[i].v.set || strncmp(p, parent, plen) != 0 || p[plen] != '/')
+            continue;
+        const char *name = p + plen + 1, *slash = strchr(name, '/');
+        size_t len = slash ? (size_t)(slash - name) : strlen(name);
+        bool seen = false;
+        for (size_t j = 0; j < n && !seen; j++)
+            seen = strlen(out[j]) == len && memcmp(out[j], name, len) == 0;
+        if (seen)
+            continue;
+        if (!out) /* at most one name per instance */
+            out = keep_block(cfg, (cfg->n_inst + 1) * sizeof *out);
+        char *copy = keep_block(cfg, len + 1);
+        memcpy(copy, name, len);
+        out[n++] = copy;
+    }
+    *names = out;
+    return n;
+}
+
+void *shoal_config_alloc(const shoal_config_t *cfg, size_t size)
+{
+    return cfg ? keep_block(cfg, size) : NULL;
 }

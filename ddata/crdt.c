@@ -6,6 +6,7 @@
 */
 #include "internal.h"
 
+#include <pthread.h>
 #include <xxhash.h>
 
 static const shoal_type_t *const registry[] = {
@@ -17,11 +18,21 @@ static const shoal_type_t *const registry[] = {
 };
 #define REGISTRY_SIZE (sizeof registry / sizeof registry[0])
 
+/* Registered custom types: appended under the lock, read without it. A slot is written before
+   the count that publishes it (release), and a reader loads the count first (acquire). */
+static const shoal_type_t *custom[SHOAL_TYPES_MAX_CUSTOM];
+static size_t n_custom;
+static pthread_mutex_t custom_lock = PTHREAD_MUTEX_INITIALIZER;
+
 const shoal_type_t *shoal_type_by_tag(uint32_t tag)
 {
     for (size_t i = 0; i < REGISTRY_SIZE; i++)
         if (registry[i]->tag == tag)
             return registry[i];
+    size_t n = __atomic_load_n(&n_custom, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < n; i++)
+        if (custom[i]->tag == tag)
+            return custom[i];
     return NULL;
 }
 
@@ -32,7 +43,35 @@ const shoal_type_t *shoal_type_by_name(const char *name)
     for (size_t i = 0; i < REGISTRY_SIZE; i++)
         if (strcmp(registry[i]->name, name) == 0)
             return registry[i];
+    size_t n = __atomic_load_n(&n_custom, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(custom[i]->name, name) == 0)
+            return custom[i];
     return NULL;
+}
+
+int shoal_type_register(const shoal_type_t *t)
+{
+    if (!t || !t->name || !*t->name || t->tag < SHOAL_TYPE_TAG_CUSTOM || !t->destroy ||
+        !t->clone || !t->merge || !t->encode_payload || !t->decode_payload || !t->render ||
+        (!t->create && !t->is_map) || (t->delta_type && (!t->delta || !t->take_delta ||
+                                                          !t->merge_delta)) ||
+        (t->has_pruning && (!t->modified_by || !t->needs_pruning_from || !t->prune ||
+                            !t->prune_cleanup)))
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&custom_lock);
+    int rc = 0;
+    const shoal_type_t *by_tag = shoal_type_by_tag(t->tag), *by_name = shoal_type_by_name(t->name);
+    if (by_tag == t && by_name == t)
+        rc = 0; /* already registered */
+    else if (by_tag || by_name || n_custom == SHOAL_TYPES_MAX_CUSTOM)
+        rc = SHOAL_EINVAL;
+    else {
+        custom[n_custom] = t;
+        __atomic_store_n(&n_custom, n_custom + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&custom_lock);
+    return rc;
 }
 
 const char *shoal_type_name(const shoal_type_t *type)

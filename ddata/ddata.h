@@ -358,6 +358,62 @@ int shoal_pncountermap_add(shoal_crdt_t *m, const shoal_node_t *self, const void
 int shoal_pncountermap_get(const shoal_crdt_t *m, const void *key, size_t klen, int64_t *value);
 
 /* =============================================================================================
+ * CUSTOM TYPES
+ *
+ * A program (or an upper layer: membership's cluster state is one) may add its own replicated
+ * type, as Akka's ReplicatedData allows: fill a `shoal_type_t` vtable and register it once. Every
+ * value starts with a `shoal_crdt_t` header whose `type` points at the vtable. The contract is
+ * the built-in types': merge is a join, encode is canonical (the same value gives the same
+ * bytes), decode validates everything and never crashes. Tags below SHOAL_TYPE_TAG_CUSTOM are
+ * the built-in types'; a registered type's values travel through the replicator, the stores and
+ * the tools like any other.
+ */
+#define SHOAL_TYPE_TAG_CUSTOM 100
+#define SHOAL_TYPES_MAX_CUSTOM 32
+
+struct shoal_crdt {
+    const shoal_type_t *type;
+};
+
+struct shoal_type {
+    const char *name;
+    uint32_t tag;            /* ValueType number */
+    uint32_t format_version; /* of the payload; decode refuses newer ones */
+    const shoal_type_t *delta_type; /* NULL: no deltas */
+    bool delta_causal;
+    bool has_pruning;
+    bool is_map;                    /* created with a value type, not by create() */
+
+    shoal_crdt_t *(*create)(void); /* NULL for maps and delta types */
+    void (*destroy)(shoal_crdt_t *self);
+    shoal_crdt_t *(*clone)(const shoal_crdt_t *self);
+    int (*merge)(shoal_crdt_t *self, const shoal_crdt_t *other);
+
+    const shoal_crdt_t *(*delta)(const shoal_crdt_t *self);
+    shoal_crdt_t *(*take_delta)(shoal_crdt_t *self);
+    /* delta is of delta_type (or of this type: a full state). */
+    int (*merge_delta)(shoal_crdt_t *self, const shoal_crdt_t *delta);
+
+    /* NULL: compare canonical encodings. */
+    bool (*equal)(const shoal_crdt_t *a, const shoal_crdt_t *b);
+    /* The type's own message (the envelope's payload), canonical. */
+    int (*encode_payload)(const shoal_crdt_t *self, shoal_buf_t *out);
+    /* depth = nesting level of this value (0 at the top), for map values. */
+    int (*decode_payload)(const uint8_t *data, size_t len, int depth, shoal_crdt_t **out);
+    int (*render)(const shoal_crdt_t *self, shoal_buf_t *out);
+
+    size_t (*modified_by)(const shoal_crdt_t *self, const shoal_node_t **nodes, size_t cap);
+    bool (*needs_pruning_from)(const shoal_crdt_t *self, const shoal_node_t *removed);
+    int (*prune)(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
+    int (*prune_cleanup)(shoal_crdt_t *self, const shoal_node_t *removed);
+};
+
+/* Registers a type (the vtable must live for the process). Thread-safe; registering the same
+   vtable again is a no-op. SHOAL_EINVAL: tag below SHOAL_TYPE_TAG_CUSTOM, tag or name taken by
+   another type, missing functions, or the table is full. */
+int shoal_type_register(const shoal_type_t *type);
+
+/* =============================================================================================
  * THE NODE (shoal_system_t)
  *
  * A system is one running node: one event-loop thread (a czmq actor) that owns every socket,
@@ -529,6 +585,11 @@ typedef struct {
 int shoal_system_fault(shoal_system_t *sys, const char *peer_endpoint, const shoal_fault_t *f);
 /* Removes every fault. */
 int shoal_system_heal(shoal_system_t *sys);
+/* The fault in force between this node and `peer_endpoint` in one direction (SHOAL_FAULT_IN or
+   SHOAL_FAULT_OUT), for sockets a node's upper layers own (membership's heartbeat actor), so a
+   test's fault reaches them too. Thread-safe. */
+int shoal_system_fault_get(shoal_system_t *sys, const char *peer_endpoint, shoal_fault_dir_t dir,
+                           shoal_fault_t *out);
 
 /* Counters since start. frames and bytes count every frame on the node's sockets, data and
    control; messages_in counts messages handed to handlers, messages_out those send() or reply()
@@ -691,6 +752,7 @@ shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replic
                                          int *err);
 void shoal_replicator_destroy(shoal_replicator_t **self_p);
 shoal_system_t *shoal_replicator_system(shoal_replicator_t *r);
+const char *shoal_replicator_role(const shoal_replicator_t *r);
 
 /* Peers (node thread). `counted` = counts toward majorities; `age` orders peers for prefer-oldest
    (lower = older; membership's up-number). */
@@ -699,6 +761,10 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
 int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node);
 /* The node left for good: stop talking to it and prune its contribution to every key. */
 int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *node);
+/* Sends the full state of a key to one node now (which need not be a peer: a node that is
+   joining), outside the gossip rounds; for an upper layer with its own dissemination policy
+   (membership's gossip). SHOAL_ENOTFOUND when the key has no value here. */
+int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to);
 /* Nodes counted toward majorities, this one included; 0 while loading. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 
@@ -798,8 +864,11 @@ int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text);
  *                     keys = "shard-*,counters"
  * Durations take Akka's forms ("2 s", "2s", "500 ms", "10 minutes", "1 d", "off" where Akka
  * allows it), sizes "256 KiB" / "100 MiB" / plain bytes, booleans on/off/true/false, lists are
- * comma-separated strings. Unknown keys and bad values are errors that name the key. Settings not
- * in the file keep their defaults. The config object owns every string the settings point to.
+ * comma-separated strings or ["a", "b"], decimals "0.8" / "8", choices one word of a fixed set.
+ * Unknown keys and bad values are errors that name the key. Settings not in the file keep their
+ * defaults. The config object owns every string the settings point to. Membership's keys
+ * (shoal/cluster/..., .../failure-detector/..., .../split-brain-resolver/...,
+ * shoal/coordinated-shutdown/...) are read by shoal_config_cluster (membership.h).
  */
 typedef struct shoal_config shoal_config_t;
 
@@ -824,6 +893,39 @@ int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out,
    names cannot hold '*', so prefixes go inline). */
 int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings_t *out, char *err,
                             size_t errlen);
+
+/* Reading one setting, for the modules above ddata (membership/, sharding/) that fill their own
+   settings structs. `path` is a full key path ("shoal/cluster/gossip-interval"; a section whose
+   name the file chooses, like shoal/cluster/role/<role-name>/..., by the name the file gives).
+   Every value was parsed and checked when the file loaded (its kind, "off", zero and its range),
+   so the typed getters only read it: each returns 1 and writes *out when the file sets path,
+   0 (leaving *out alone) when it does not, and SHOAL_EINVAL with a message naming path in err
+   when path is no known key or not one of that kind. Strings and arrays stay owned by cfg. */
+/* The value as written (trimmed, without its quotes); NULL when the file does not set it. Also
+   the way to read string and choice settings (active-strategy). */
+const char *shoal_config_get(const shoal_config_t *cfg, const char *path);
+/* Milliseconds; "off" is 0 where the key allows it. The keys that also take "on"
+   (allow-weakly-up-members, down-all-when-unstable) give SHOAL_EINVAL for it: check
+   shoal_config_get(...) for "on" first. */
+int shoal_config_duration(const shoal_config_t *cfg, const char *path, uint64_t *ms, char *err,
+                          size_t errlen);
+int shoal_config_uint(const shoal_config_t *cfg, const char *path, uint64_t *out, char *err,
+                      size_t errlen);
+int shoal_config_double(const shoal_config_t *cfg, const char *path, double *out, char *err,
+                        size_t errlen);
+int shoal_config_bool(const shoal_config_t *cfg, const char *path, bool *out, char *err,
+                      size_t errlen);
+/* The items in file order (*n may be 0: the file gives an empty list). */
+int shoal_config_list(const shoal_config_t *cfg, const char *path, const char *const **items,
+                      size_t *n, char *err, size_t errlen);
+/* The names the file gives to the sections directly under `parent` that stand for any name
+   ("shoal/cluster/role" -> the role names having settings), in file order, without repeats;
+   returns how many (0 with *names NULL when none). */
+size_t shoal_config_sections(const shoal_config_t *cfg, const char *parent,
+                             const char *const **names);
+/* `size` zeroed bytes that live as long as cfg (freed by shoal_config_destroy): for arrays a
+   settings struct points to. Aborts when out of memory. */
+void *shoal_config_alloc(const shoal_config_t *cfg, size_t size);
 
 #ifdef __cplusplus
 }

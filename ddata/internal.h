@@ -22,45 +22,7 @@ void *shoal_memdup(const void *p, size_t n);
 void shoal_grow(void **arr, size_t *cap, size_t need, size_t size);
 #define SHOAL_GROW(arr, cap, need) shoal_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
-/* ---------------------------------------------------------------------------------------------
- * The type vtable. Every value starts with `const shoal_type_t *type`.
- */
-struct shoal_crdt {
-    const shoal_type_t *type;
-};
-
-struct shoal_type {
-    const char *name;
-    uint32_t tag;            /* ValueType number */
-    uint32_t format_version; /* of the payload; decode refuses newer ones */
-    const shoal_type_t *delta_type; /* NULL: no deltas */
-    bool delta_causal;
-    bool has_pruning;
-    bool is_map;                    /* created with a value type, not by create() */
-
-    shoal_crdt_t *(*create)(void); /* NULL for maps and delta types */
-    void (*destroy)(shoal_crdt_t *self);
-    shoal_crdt_t *(*clone)(const shoal_crdt_t *self);
-    int (*merge)(shoal_crdt_t *self, const shoal_crdt_t *other);
-
-    const shoal_crdt_t *(*delta)(const shoal_crdt_t *self);
-    shoal_crdt_t *(*take_delta)(shoal_crdt_t *self);
-    /* delta is of delta_type (or of this type: a full state). */
-    int (*merge_delta)(shoal_crdt_t *self, const shoal_crdt_t *delta);
-
-    /* NULL: compare canonical encodings. */
-    bool (*equal)(const shoal_crdt_t *a, const shoal_crdt_t *b);
-    /* The type's own message (the envelope's payload), canonical. */
-    int (*encode_payload)(const shoal_crdt_t *self, shoal_buf_t *out);
-    /* depth = nesting level of this value (0 at the top), for map values. */
-    int (*decode_payload)(const uint8_t *data, size_t len, int depth, shoal_crdt_t **out);
-    int (*render)(const shoal_crdt_t *self, shoal_buf_t *out);
-
-    size_t (*modified_by)(const shoal_crdt_t *self, const shoal_node_t **nodes, size_t cap);
-    bool (*needs_pruning_from)(const shoal_crdt_t *self, const shoal_node_t *removed);
-    int (*prune)(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
-    int (*prune_cleanup)(shoal_crdt_t *self, const shoal_node_t *removed);
-};
+/* The type vtable (struct shoal_type) is public: ddata.h, CUSTOM TYPES. */
 
 extern const shoal_type_t shoal_type_version_vector;
 extern const shoal_type_t shoal_type_gcounter;

@@ -1095,6 +1095,11 @@ shoal_system_t *shoal_replicator_system(shoal_replicator_t *r)
     return r ? r->sys : NULL;
 }
 
+const char *shoal_replicator_role(const shoal_replicator_t *r)
+{
+    return r ? r->role : NULL;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Peers
  */

@@ -859,6 +859,19 @@ static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry
     shoal_buf_free(&scratch);
 }
 
+int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to)
+{
+    if (!r || !key || !to)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    entry_t *e = repl_entry(r, key, strlen(key));
+    if (!e || (!e->value && !e->deleted))
+        return SHOAL_ENOTFOUND;
+    send_full_state(r, to, e);
+    return 0;
+}
+
 static void on_delta(shoal_replicator_t *r, const shoal_node_t *from,
                      const Shoal__Replicator__DeltaPropagation *m)
 {

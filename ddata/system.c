@@ -187,6 +187,9 @@ struct shoal_system {
     int next_timer_id;
     fault_rule_t *faults;
     size_t nfaults, faults_cap;
+    /* guards `faults` against readers on other threads (membership's heartbeat actor); the
+       node thread, the only writer, reads without it */
+    pthread_mutex_t faults_lock;
     held_t *held_head, *held_tail;
     int64_t held_last_due;
     zmq_pollitem_t *items;
@@ -1538,6 +1541,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         return NULL;
     }
     pthread_mutex_init(&sys->lock, NULL);
+    pthread_mutex_init(&sys->faults_lock, NULL);
     pthread_cond_init(&sys->cond, NULL);
     sys->rng = shoal_node_uid(sys->self) ^ (uint64_t)shoal_now_ms() ^ 0x9E3779B97F4A7C15ULL;
     if (!sys->rng)
@@ -1553,6 +1557,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         zmq_close(sys->router);
         close(sys->wake_fd);
         pthread_mutex_destroy(&sys->lock);
+        pthread_mutex_destroy(&sys->faults_lock);
         pthread_cond_destroy(&sys->cond);
         free(sys->endpoint);
         free(sys);
@@ -1608,6 +1613,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     free(sys->poll_peers);
     shoal_buf_free(&sys->scratch);
     pthread_mutex_destroy(&sys->lock);
+    pthread_mutex_destroy(&sys->faults_lock);
     pthread_cond_destroy(&sys->cond);
     zsys_info("%s: node stopped", shoal_node_id(sys->self));
     free(sys->endpoint);
@@ -1904,6 +1910,7 @@ static int do_fault(shoal_system_t *sys, void *arg)
 {
     fault_cmd_t *cmd = arg;
     fault_rule_t *r = NULL;
+    pthread_mutex_lock(&sys->faults_lock);
     for (size_t i = 0; i < sys->nfaults && !r; i++) {
         fault_rule_t *x = &sys->faults[i];
         if ((!x->endpoint && !cmd->endpoint) ||
@@ -1922,6 +1929,7 @@ static int do_fault(shoal_system_t *sys, void *arg)
         }
     }
     r->f = *cmd->f;
+    pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
     zsys_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
@@ -1949,9 +1957,11 @@ int shoal_system_fault(shoal_system_t *sys, const char *peer_endpoint, const sho
 static int do_heal(shoal_system_t *sys, void *arg)
 {
     (void)arg;
+    pthread_mutex_lock(&sys->faults_lock);
     for (size_t i = 0; i < sys->nfaults; i++)
         free(sys->faults[i].endpoint);
     sys->nfaults = 0;
+    pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
     sys->ack_pending = true; /* acks held back by a cut go out now */
     zsys_info("%s: faults healed", shoal_node_id(sys->self));
@@ -1963,6 +1973,26 @@ int shoal_system_heal(shoal_system_t *sys)
     if (!sys)
         return SHOAL_EINVAL;
     return run_here_or_call(sys, do_heal, NULL);
+}
+
+int shoal_system_fault_get(shoal_system_t *sys, const char *peer_endpoint, shoal_fault_dir_t dir,
+                           shoal_fault_t *out)
+{
+    char host[256];
+    uint16_t port = 0;
+    if (!sys || !out || dir < SHOAL_FAULT_IN || dir > SHOAL_FAULT_OUT ||
+        (peer_endpoint && shoal_endpoint_split(peer_endpoint, host, sizeof host, &port) != 0))
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&sys->faults_lock);
+    fault_eff_t e = fault_resolve(sys, peer_endpoint ? host : NULL, port, (int)dir);
+    pthread_mutex_unlock(&sys->faults_lock);
+    memset(out, 0, sizeof *out);
+    out->dir = dir;
+    out->cut = e.cut;
+    out->drop = e.drop;
+    out->duplicate = e.duplicate;
+    out->delay_ms = e.delay_ms;
+    return 0;
 }
 
 static int do_stats(shoal_system_t *sys, void *arg)

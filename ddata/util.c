@@ -46,6 +46,16 @@ const char *shoal_strerror(int code)
         return "no handler for that message kind";
     case SHOAL_EREFUSED:
         return "handshake refused";
+    case SHOAL_EDELETED:
+        return "the key was deleted";
+    case SHOAL_EMODIFY:
+        return "the modify function failed";
+    case SHOAL_ESTORE:
+        return "the durable store failed";
+    case -40: /* membership.h: SHOAL_ENOTMEMBER (codes of upper layers are named here too) */
+        return "no such member";
+    case -41: /* membership.h: SHOAL_ESTATE */
+        return "not allowed in the member's current status";
     default:
         return "unknown error";
     }

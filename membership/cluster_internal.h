@@ -1,0 +1,169 @@
+/*  cluster_internal.h — private to membership/: the cluster object shared by membership.c (state,
+    joining, gossip, leader, downing), shutdown.c (phases), singleton.c and admin.c (views, the
+    operator's requests).
+*/
+#ifndef SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
+#define SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
+
+#include "heartbeat.h"
+#include "membership.h"
+#include "sbr.h"
+#include "state.h"
+
+#include <czmq.h>
+#include <protobuf-c/protobuf-c.h>
+
+#define CLUSTER_KEY "cluster"
+#define SYSTEM_ROLE "__system"
+
+/* peer message kinds of membership (the replicator's are 32..63) */
+enum {
+    K_INIT_JOIN = 0x0400,
+    K_INIT_JOIN_ACK,
+    K_JOIN,
+    K_HANDOVER_DONE,
+};
+
+/* A data replicator that follows the members of its role, with what it was last told. */
+typedef struct {
+    shoal_replicator_t *r;
+    char *role;
+    /* node -> 1 + (counted ? 1 : 0) + age << 2, what add_peer was last called with; 0 = not a
+       peer */
+    zhash_t *told;
+} follower_t;
+
+typedef struct {
+    int id;
+    shoal_cluster_event_fn *fn;
+    void *arg;
+} subscriber_t;
+
+typedef struct {
+    shoal_phase_t phase;
+    char *name;
+    shoal_task_fn *fn;
+    void *arg;
+} task_t;
+
+typedef struct {
+    shoal_cluster_fn *fn;
+    void *arg;
+} callback_t;
+
+/* A message waiting for the handshake with its receiver. */
+typedef struct {
+    const shoal_node_t *to;
+    uint16_t kind;
+    uint8_t *data;
+    size_t len;
+    int64_t expires;
+} pending_msg_t;
+
+struct shoal_cluster {
+    shoal_system_t *sys;
+    const shoal_node_t *self;
+    char *self_endpoint;
+    shoal_cluster_settings_t s; /* strings deep-copied, owned */
+    char **own_strings;
+    size_t n_own_strings;
+
+    shoal_replicator_t *sysrepl;
+    int sub_id;
+    cstate_t *state;  /* the join of everything seen and done here */
+    cstate_t *prev;   /* what subscribers were last told about */
+    bool was_member;  /* self has appeared in the state */
+
+    hb_actor_t *hb;
+    char *hb_endpoint;
+    zhash_t *my_unreachable; /* node id -> node: targets the heartbeat actor reports unreachable */
+
+    /* joining */
+    char **seeds;
+    const shoal_node_t **seed_known; /* the incarnation answering at each seed, once known */
+    size_t n_seeds;
+    bool joining;
+    int64_t join_started, join_last_try;
+    const shoal_node_t *join_contact;
+
+    /* timers */
+    int t_tick, t_gossip, t_leader, t_retry;
+    int64_t last_tick;
+    uint32_t gossip_round;
+
+    /* frozen after a clock gap until fresh gossip keeps it a member */
+    bool frozen;
+    bool reading_after_freeze;
+
+    /* leader bookkeeping */
+    zhash_t *joining_since; /* node id -> int64 ms first seen Joining */
+    const shoal_node_t **sbr_unreachable;
+    size_t n_sbr_unreachable;
+    int64_t sbr_stable_since, sbr_unstable_since;
+
+    follower_t *followers;
+    size_t n_followers;
+    subscriber_t *subs;
+    size_t n_subs;
+    int next_sub_id;
+    bool notifying;
+
+    pending_msg_t *pending;
+    size_t n_pending;
+
+    /* shutdown */
+    task_t *tasks;
+    size_t n_tasks;
+    bool shutting_down, terminated;
+    shoal_shutdown_reason_t shutdown_reason;
+    int phase; /* current phase while shutting down */
+    int phase_outstanding;
+    bool own_waiting; /* membership's own step of the phase is not done yet */
+    uint64_t phase_gen;
+    int t_phase;
+    void **tokens; /* done tokens handed to tasks, freed at the end */
+    size_t n_tokens;
+    callback_t *on_up, *on_removed;
+    size_t n_on_up, n_on_removed;
+    bool up_called, removed_called;
+
+    /* singletons */
+    shoal_singleton_t **singletons;
+    size_t n_singletons;
+
+    shoal_cluster_stats_t stats;
+    bool destroying;
+};
+
+/* membership.c */
+/* Runs fn on the node thread (directly when already there). */
+int cluster_call(shoal_cluster_t *c, shoal_call_fn *fn, void *arg);
+shoal_member_status_t cluster_self_status(shoal_cluster_t *c);
+/* Applies fn to the local state (a change by this node), hands the result to the system
+   replicator and reacts. */
+typedef int (cstate_change_fn)(cstate_t *st, const shoal_node_t *self, void *arg);
+int cluster_change(shoal_cluster_t *c, cstate_change_fn *fn, void *arg);
+int cluster_send(shoal_cluster_t *c, const shoal_node_t *to, uint16_t kind,
+                 const ProtobufCMessage *msg);
+void cluster_member_view(const cstate_t *st, const cmember_t *m, shoal_member_t *out);
+const shoal_node_t *cluster_find_in(const cstate_t *st, const char *id_or_address);
+bool cluster_may_act(shoal_cluster_t *c);
+int cluster_do_leave(shoal_cluster_t *c, const shoal_node_t *node);
+int cluster_do_down(shoal_cluster_t *c, const shoal_node_t *node);
+int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n);
+
+/* shutdown.c */
+void shutdown_start(shoal_cluster_t *c, shoal_shutdown_reason_t why);
+void shutdown_react(shoal_cluster_t *c); /* the state changed: a waiting phase may be done */
+void shutdown_free(shoal_cluster_t *c);
+
+/* singleton.c */
+void singletons_react(shoal_cluster_t *c);
+void singletons_on_handover(shoal_cluster_t *c, const shoal_node_t *from, const char *name);
+void singletons_stop_all(shoal_cluster_t *c);
+
+/* admin.c */
+void admin_register(shoal_cluster_t *c);
+int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out);
+
+#endif

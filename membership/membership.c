@@ -1,0 +1,1776 @@
+/*  membership.c — the cluster on a node: the state carried by the system replicator, joining,
+    gossip policy, leader actions, reachability from the heartbeat actor, the split-brain
+    resolver's timing, data replicators that follow the members, and events.
+
+    The local state (c->state) is the join of every state this node has merged and every change
+    it made. A change is applied here first and then handed to the system replicator (a LOCAL
+    update that merges it in), so the two always agree; states arriving by gossip reach us through
+    a subscription to the key and are merged in. After either, react() runs: mark the state seen,
+    emit events, re-feed the replicators and the heartbeat ring, quarantine removed incarnations,
+    move singletons, and notice being downed.
+*/
+#include "cluster_internal.h"
+#include "cluster.pb-c.h"
+
+#include <math.h>
+
+#define TICK_MS 100
+#define PENDING_TTL_MS 5000
+
+static void react(shoal_cluster_t *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings
+ */
+void shoal_cluster_settings_default(shoal_cluster_settings_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->app_version = "0.0.0";
+    s->seed_node_timeout_ms = 5000;
+    s->retry_unsuccessful_join_after_ms = 10000;
+    s->min_nr_of_members = 1;
+    s->gossip_interval_ms = 1000;
+    s->gossip_different_view_probability = 0.8;
+    s->reduce_gossip_different_view_probability = 400;
+    s->gossip_time_to_live_ms = 2000;
+    s->leader_actions_interval_ms = 1000;
+    s->allow_weakly_up_members = true;
+    s->weakly_up_after_ms = 7000;
+    s->heartbeat_interval_ms = 1000;
+    s->threshold = 8.0;
+    s->max_sample_size = 1000;
+    s->min_std_deviation_ms = 100;
+    s->acceptable_heartbeat_pause_ms = 3000;
+    s->expected_response_after_ms = 1000;
+    s->monitored_by_nr_of_members = 5;
+    s->indirect_probes = 3;
+    s->loop_stall_bound_ms = 20000;
+    s->sbr_strategy = SHOAL_SBR_KEEP_MAJORITY;
+    s->stable_after_ms = 20000;
+    s->down_all_when_unstable_ms = -1;
+    s->keep_oldest_down_if_alone = true;
+    s->phase_timeout_ms = 5000;
+    s->system_notify_interval_ms = 20;
+}
+
+void shoal_cluster_settings_fast(shoal_cluster_settings_t *s)
+{
+    shoal_cluster_settings_default(s);
+    s->seed_node_timeout_ms = 1000;
+    s->retry_unsuccessful_join_after_ms = 1000;
+    s->gossip_interval_ms = 200;
+    s->leader_actions_interval_ms = 200;
+    s->weakly_up_after_ms = 2000;
+    s->heartbeat_interval_ms = 200;
+    s->acceptable_heartbeat_pause_ms = 1000;
+    s->expected_response_after_ms = 200;
+    s->stable_after_ms = 2000;
+    s->loop_stall_bound_ms = 5000;
+    s->phase_timeout_ms = 2000;
+    s->system_notify_interval_ms = 10;
+}
+
+const char *shoal_member_status_name(shoal_member_status_t st)
+{
+    static const char *names[] = {"?",       "Joining", "WeaklyUp", "Up",
+                                  "Leaving", "Exiting", "Down",     "Removed"};
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
+}
+
+bool shoal_member_has_role(const shoal_member_t *m, const char *role)
+{
+    if (!m)
+        return false;
+    if (!role || !*role)
+        return true;
+    for (size_t i = 0; i < m->n_roles; i++)
+        if (strcmp(m->roles[i], role) == 0)
+            return true;
+    return false;
+}
+
+static char *own(shoal_cluster_t *c, const char *str)
+{
+    if (!str)
+        return NULL;
+    char *d = strdup(str);
+    if (!d)
+        abort();
+    c->own_strings = realloc(c->own_strings, (c->n_own_strings + 1) * sizeof *c->own_strings);
+    if (!c->own_strings)
+        abort();
+    c->own_strings[c->n_own_strings++] = d;
+    return d;
+}
+
+static const char *const *own_list(shoal_cluster_t *c, const char *const *list, size_t n)
+{
+    if (!n)
+        return NULL;
+    const char **out = calloc(n, sizeof *out);
+    if (!out)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        out[i] = own(c, list[i]);
+    c->own_strings = realloc(c->own_strings, (c->n_own_strings + 1) * sizeof *c->own_strings);
+    if (!c->own_strings)
+        abort();
+    c->own_strings[c->n_own_strings++] = (char *)out;
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Small helpers
+ */
+static void endpoint_of(const shoal_node_t *n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "tcp://%s:%u", shoal_node_host(n), (unsigned)shoal_node_port(n));
+}
+
+shoal_member_status_t cluster_self_status(shoal_cluster_t *c)
+{
+    const cmember_t *m = cstate_member(c->state, c->self);
+    return m ? (shoal_member_status_t)m->status : 0;
+}
+
+void cluster_member_view(const cstate_t *st, const cmember_t *m, shoal_member_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->node = m->node;
+    out->status = (shoal_member_status_t)m->status;
+    out->up_number = m->up_number;
+    out->roles = (const char *const *)m->roles;
+    out->n_roles = m->n_roles;
+    out->app_version = m->app_version ? m->app_version : "";
+    out->heartbeat_endpoint = m->hb_endpoint ? m->hb_endpoint : "";
+    out->reachable = !cstate_is_unreachable(st, m->node);
+}
+
+const shoal_node_t *cluster_find_in(const cstate_t *st, const char *id)
+{
+    if (!id || !*id)
+        return NULL;
+    const char *addr = strncmp(id, "tcp://", 6) == 0 ? id + 6 : id;
+    const shoal_node_t *best = NULL;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (strcmp(shoal_node_id(m->node), addr) == 0)
+            return m->node;
+        char hp[300];
+        snprintf(hp, sizeof hp, "%s:%u", shoal_node_host(m->node),
+                 (unsigned)shoal_node_port(m->node));
+        if (strcmp(hp, addr) == 0 && m->status != SHOAL_MEMBER_REMOVED &&
+            (!best || cstate_member(st, best)->status > m->status))
+            best = m->node;
+    }
+    return best;
+}
+
+bool cluster_may_act(shoal_cluster_t *c)
+{
+    shoal_member_status_t st = cluster_self_status(c);
+    return !c->frozen && !c->terminated && (st == SHOAL_MEMBER_UP || st == SHOAL_MEMBER_LEAVING);
+}
+
+/* Sends now, or after the handshake with `to` (joining nodes are not connected yet). */
+int cluster_send(shoal_cluster_t *c, const shoal_node_t *to, uint16_t kind,
+                 const ProtobufCMessage *msg)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        abort();
+    protobuf_c_message_pack(msg, buf);
+    int rc = shoal_system_send(c->sys, to, kind, buf, len);
+    if (rc == SHOAL_ENOTCONN) {
+        char ep[300];
+        endpoint_of(to, ep, sizeof ep);
+        shoal_system_connect(c->sys, ep);
+        c->pending = realloc(c->pending, (c->n_pending + 1) * sizeof *c->pending);
+        if (!c->pending)
+            abort();
+        c->pending[c->n_pending++] =
+            (pending_msg_t){to, kind, buf, len, shoal_now_ms() + PENDING_TTL_MS};
+        return 0;
+    }
+    free(buf);
+    return rc;
+}
+
+static void pending_flush(shoal_cluster_t *c, const shoal_node_t *up)
+{
+    int64_t now = shoal_now_ms();
+    size_t j = 0;
+    for (size_t i = 0; i < c->n_pending; i++) {
+        pending_msg_t *p = &c->pending[i];
+        bool keep = p->expires > now;
+        if (keep && up && p->to == up) {
+            shoal_system_send(c->sys, p->to, p->kind, p->data, p->len);
+            keep = false;
+        }
+        if (keep)
+            c->pending[j++] = *p;
+        else
+            free(p->data);
+    }
+    c->n_pending = j;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Changes and merges
+ */
+static int merge_into(shoal_crdt_t *value, void *arg)
+{
+    return shoal_crdt_merge(value, arg);
+}
+
+static void update_done(shoal_replicator_t *r, int status, const char *key, void *arg)
+{
+    (void)r;
+    (void)key;
+    (void)arg;
+    if (status < 0)
+        zsys_warning("membership: storing the cluster state failed: %s", shoal_strerror(status));
+}
+
+/* Hands the local state to the system replicator (which merges it into its copy). */
+static void publish(shoal_cluster_t *c)
+{
+    cstate_t *empty = cstate_new();
+    shoal_consistency_t local = {.level = SHOAL_LOCAL};
+    shoal_replicator_update(c->sysrepl, CLUSTER_KEY, &empty->base, &local, merge_into,
+                            &c->state->base, update_done, c);
+    cstate_destroy(&empty);
+}
+
+int cluster_change(shoal_cluster_t *c, cstate_change_fn *fn, void *arg)
+{
+    int rc = fn(c->state, c->self, arg);
+    if (rc < 0)
+        return rc;
+    publish(c);
+    react(c);
+    return rc;
+}
+
+static void on_state(shoal_replicator_t *r, shoal_change_t change, const char *key,
+                     const shoal_crdt_t *value, void *arg)
+{
+    (void)r;
+    (void)key;
+    shoal_cluster_t *c = arg;
+    if (change != SHOAL_CHANGED || !value || value->type != &cstate_type || c->terminated)
+        return;
+    uint8_t before[16], after[16];
+    shoal_crdt_digest(&c->state->base, before);
+    shoal_crdt_merge(&c->state->base, value);
+    shoal_crdt_digest(&c->state->base, after);
+    c->stats.gossip_received++;
+    if (memcmp(before, after, 16) != 0)
+        react(c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Events
+ */
+const char *shoal_cluster_event_name(shoal_cluster_event_kind_t k)
+{
+    static const char *names[] = {"?",
+                                  "snapshot-begin",
+                                  "snapshot-end",
+                                  "member-joined",
+                                  "member-weakly-up",
+                                  "member-up",
+                                  "member-left",
+                                  "member-exited",
+                                  "member-downed",
+                                  "member-removed",
+                                  "unreachable",
+                                  "reachable",
+                                  "leader-changed",
+                                  "role-leader-changed",
+                                  "convergence"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+static shoal_cluster_event_kind_t status_event(uint8_t st)
+{
+    switch (st) {
+    case SHOAL_MEMBER_JOINING: return SHOAL_EV_MEMBER_JOINED;
+    case SHOAL_MEMBER_WEAKLY_UP: return SHOAL_EV_MEMBER_WEAKLY_UP;
+    case SHOAL_MEMBER_UP: return SHOAL_EV_MEMBER_UP;
+    case SHOAL_MEMBER_LEAVING: return SHOAL_EV_MEMBER_LEFT;
+    case SHOAL_MEMBER_EXITING: return SHOAL_EV_MEMBER_EXITED;
+    case SHOAL_MEMBER_DOWN: return SHOAL_EV_MEMBER_DOWNED;
+    default: return SHOAL_EV_MEMBER_REMOVED;
+    }
+}
+
+static void emit(shoal_cluster_t *c, const shoal_cluster_event_t *ev, int only_sub)
+{
+    for (size_t i = 0; i < c->n_subs; i++)
+        if (!only_sub || c->subs[i].id == only_sub)
+            c->subs[i].fn(c, ev, c->subs[i].arg);
+}
+
+/* Distinct roles of the members of st (and of old), for role-leader events. */
+static size_t collect_roles(const cstate_t *a, const cstate_t *b, const char **out, size_t cap)
+{
+    size_t n = 0;
+    const cstate_t *sts[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        if (!sts[k])
+            continue;
+        for (size_t i = 0; i < sts[k]->n_members; i++)
+            for (size_t j = 0; j < sts[k]->members[i].n_roles; j++) {
+                const char *role = sts[k]->members[i].roles[j];
+                bool dup = false;
+                for (size_t x = 0; x < n && !dup; x++)
+                    dup = strcmp(out[x], role) == 0;
+                if (!dup && n < cap)
+                    out[n++] = role;
+            }
+    }
+    return n;
+}
+
+/* Emits the differences between `old` (NULL = nothing) and `cur`. */
+static void emit_diff(shoal_cluster_t *c, const cstate_t *old, const cstate_t *cur, int only_sub)
+{
+    shoal_cluster_event_t ev;
+    shoal_member_t mv;
+    for (size_t i = 0; i < cur->n_members; i++) {
+        const cmember_t *m = &cur->members[i];
+        const cmember_t *o = old ? cstate_member(old, m->node) : NULL;
+        cluster_member_view(cur, m, &mv);
+        if (!o || o->status != m->status) {
+            if (!o && m->status == SHOAL_MEMBER_REMOVED)
+                continue; /* a tombstone we never knew alive */
+            memset(&ev, 0, sizeof ev);
+            ev.kind = status_event(m->status);
+            ev.member = &mv;
+            emit(c, &ev, only_sub);
+        }
+        if (m->status == SHOAL_MEMBER_REMOVED)
+            continue;
+        bool was_unreach = o ? cstate_is_unreachable(old, m->node) : false;
+        bool unreach = !mv.reachable;
+        if (was_unreach != unreach) {
+            memset(&ev, 0, sizeof ev);
+            ev.kind = unreach ? SHOAL_EV_UNREACHABLE : SHOAL_EV_REACHABLE;
+            ev.member = &mv;
+            emit(c, &ev, only_sub);
+        }
+    }
+    const shoal_node_t *ol = old ? cstate_leader(old, NULL, c->self) : NULL;
+    const shoal_node_t *nl = cstate_leader(cur, NULL, c->self);
+    if (!old || ol != nl) {
+        memset(&ev, 0, sizeof ev);
+        ev.kind = SHOAL_EV_LEADER_CHANGED;
+        ev.leader = nl;
+        emit(c, &ev, only_sub);
+    }
+    const char *roles[64];
+    size_t nr = collect_roles(old, cur, roles, 64);
+    for (size_t i = 0; i < nr; i++) {
+        const shoal_node_t *a = old ? cstate_leader(old, roles[i], c->self) : NULL;
+        const shoal_node_t *b = cstate_leader(cur, roles[i], c->self);
+        if (a != b || (!old && b)) {
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SHOAL_EV_ROLE_LEADER_CHANGED;
+            ev.role = roles[i];
+            ev.leader = b;
+            emit(c, &ev, only_sub);
+        }
+    }
+    bool oc = old ? cstate_converged(old) : false, nc = cstate_converged(cur);
+    if (!old || oc != nc) {
+        memset(&ev, 0, sizeof ev);
+        ev.kind = SHOAL_EV_CONVERGENCE;
+        ev.converged = nc;
+        emit(c, &ev, only_sub);
+    }
+}
+
+int shoal_cluster_subscribe(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(c->sys))
+        return SHOAL_ETHREAD;
+    c->subs = realloc(c->subs, (c->n_subs + 1) * sizeof *c->subs);
+    if (!c->subs)
+        abort();
+    int id = ++c->next_sub_id;
+    c->subs[c->n_subs++] = (subscriber_t){id, fn, arg};
+    shoal_cluster_event_t ev = {.kind = SHOAL_EV_SNAPSHOT_BEGIN};
+    emit(c, &ev, id);
+    emit_diff(c, NULL, c->prev ? c->prev : c->state, id);
+    ev.kind = SHOAL_EV_SNAPSHOT_END;
+    emit(c, &ev, id);
+    return id;
+}
+
+int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id)
+{
+    if (!c)
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < c->n_subs; i++)
+        if (c->subs[i].id == id) {
+            memmove(&c->subs[i], &c->subs[i + 1], (c->n_subs - i - 1) * sizeof *c->subs);
+            c->n_subs--;
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Replicators follow the members
+ */
+static void follow_one(shoal_cluster_t *c, follower_t *f)
+{
+    const cstate_t *st = c->state;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (m->node == c->self)
+            continue;
+        const char *id = shoal_node_id(m->node);
+        uintptr_t told = (uintptr_t)zhash_lookup(f->told, id);
+        bool role = cmember_has_role(m, f->role);
+        uintptr_t want = 0;
+        if (role && (m->status == SHOAL_MEMBER_UP || m->status == SHOAL_MEMBER_LEAVING))
+            want = 1 | 2 | ((uintptr_t)m->up_number << 2);
+        else if (role && (m->status == SHOAL_MEMBER_JOINING ||
+                          m->status == SHOAL_MEMBER_WEAKLY_UP ||
+                          m->status == SHOAL_MEMBER_EXITING))
+            want = 1;
+        if (m->status == SHOAL_MEMBER_REMOVED) {
+            if (told != 3) { /* 3 never encodes a peer (counted implies an age field) */
+                shoal_replicator_node_removed(f->r, m->node);
+                zhash_update(f->told, id, (void *)(uintptr_t)3);
+            }
+            continue;
+        }
+        if (want == told)
+            continue;
+        if (want)
+            shoal_replicator_add_peer(f->r, m->node, want & 2, m->up_number);
+        else if (told)
+            shoal_replicator_remove_peer(f->r, m->node);
+        if (want)
+            zhash_update(f->told, id, (void *)want);
+        else
+            zhash_delete(f->told, id);
+    }
+}
+
+static void feed_replicators(shoal_cluster_t *c)
+{
+    /* the system replicator: every member not Removed (Down members too, until removed, so
+       their removal reaches them) */
+    const cstate_t *st = c->state;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (m->node == c->self)
+            continue;
+        if (m->status == SHOAL_MEMBER_REMOVED) {
+            shoal_replicator_remove_peer(c->sysrepl, m->node);
+            continue;
+        }
+        shoal_replicator_add_peer(c->sysrepl, m->node, true, m->up_number);
+        char ep[300];
+        endpoint_of(m->node, ep, sizeof ep);
+        shoal_system_connect(c->sys, ep);
+    }
+    for (size_t i = 0; i < c->n_followers; i++)
+        follow_one(c, &c->followers[i]);
+}
+
+typedef struct {
+    shoal_cluster_t *c;
+    shoal_replicator_t *r;
+} follow_arg_t;
+
+static int do_follow(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    follow_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    for (size_t i = 0; i < c->n_followers; i++)
+        if (c->followers[i].r == a->r)
+            return 0;
+    c->followers = realloc(c->followers, (c->n_followers + 1) * sizeof *c->followers);
+    if (!c->followers)
+        abort();
+    follower_t *f = &c->followers[c->n_followers++];
+    memset(f, 0, sizeof *f);
+    f->r = a->r;
+    f->role = strdup(shoal_replicator_role(a->r));
+    f->told = zhash_new();
+    follow_one(c, f);
+    return 0;
+}
+
+int cluster_call(shoal_cluster_t *c, shoal_call_fn *fn, void *arg)
+{
+    if (shoal_system_on_thread(c->sys))
+        return fn(c->sys, arg);
+    return shoal_system_call(c->sys, fn, arg);
+}
+
+int shoal_cluster_follow(shoal_cluster_t *c, shoal_replicator_t *r)
+{
+    if (!c || !r || shoal_replicator_system(r) != c->sys)
+        return SHOAL_EINVAL;
+    follow_arg_t a = {c, r};
+    return cluster_call(c, do_follow, &a);
+}
+
+static int do_unfollow(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    follow_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    for (size_t i = 0; i < c->n_followers; i++)
+        if (c->followers[i].r == a->r) {
+            free(c->followers[i].role);
+            zhash_destroy(&c->followers[i].told);
+            c->followers[i] = c->followers[--c->n_followers];
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
+int shoal_cluster_unfollow(shoal_cluster_t *c, shoal_replicator_t *r)
+{
+    if (!c || !r)
+        return SHOAL_EINVAL;
+    follow_arg_t a = {c, r};
+    return cluster_call(c, do_unfollow, &a);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The heartbeat ring: each node monitors the next k members in an order of hashed ids.
+ */
+static uint64_t ring_hash(const shoal_node_t *n)
+{
+    const char *s = shoal_node_id(n);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: the same on every node */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+typedef struct {
+    uint64_t h;
+    const cmember_t *m;
+} ring_slot_t;
+
+static int ring_cmp(const void *a, const void *b)
+{
+    const ring_slot_t *x = a, *y = b;
+    if (x->h != y->h)
+        return x->h < y->h ? -1 : 1;
+    return shoal_node_cmp(x->m->node, y->m->node);
+}
+
+static void feed_heartbeats(shoal_cluster_t *c)
+{
+    if (!c->hb)
+        return;
+    const cstate_t *st = c->state;
+    ring_slot_t *ring = calloc(st->n_members + 1, sizeof *ring);
+    hb_peer_t *targets = calloc(st->n_members + 1, sizeof *targets);
+    hb_peer_t *helpers = calloc(st->n_members + 1, sizeof *helpers);
+    char(*eps)[300] = calloc(2 * (st->n_members + 1), sizeof *eps);
+    if (!ring || !targets || !helpers || !eps)
+        abort();
+    size_t n = 0, self_at = 0;
+    bool self_in = false;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (m->status == SHOAL_MEMBER_REMOVED || m->status == SHOAL_MEMBER_DOWN || !m->hb_endpoint)
+            continue;
+        ring[n].h = ring_hash(m->node);
+        ring[n].m = m;
+        n++;
+    }
+    qsort(ring, n, sizeof *ring, ring_cmp);
+    for (size_t i = 0; i < n; i++)
+        if (ring[i].m->node == c->self) {
+            self_at = i;
+            self_in = true;
+        }
+    size_t nt = 0, nh = 0;
+    if (self_in && !c->terminated) {
+        size_t k = c->s.monitored_by_nr_of_members;
+        for (size_t step = 1; step < n && nt < k; step++) {
+            const cmember_t *m = ring[(self_at + step) % n].m;
+            endpoint_of(m->node, eps[nt], sizeof eps[nt]);
+            targets[nt] = (hb_peer_t){shoal_node_id(m->node), eps[nt], m->hb_endpoint};
+            nt++;
+        }
+        for (size_t i = 0; i < n; i++) {
+            const cmember_t *m = ring[i].m;
+            if (m->node == c->self)
+                continue;
+            char *ep = eps[st->n_members + 1 + nh]; /* the second half: targets use the first */
+            endpoint_of(m->node, ep, 300);
+            helpers[nh++] = (hb_peer_t){shoal_node_id(m->node), ep, m->hb_endpoint};
+        }
+    }
+    hb_actor_set_peers(c->hb, targets, nt, helpers, nh);
+    free(ring);
+    free(targets);
+    free(helpers);
+    free(eps);
+}
+
+/* Reachability as this node observes it, from the heartbeat actor's events. */
+static int set_my_row(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    size_t n = zhash_size(c->my_unreachable);
+    const shoal_node_t **subjects = calloc(n + 1, sizeof *subjects);
+    if (!subjects)
+        abort();
+    size_t k = 0;
+    for (void *v = zhash_first(c->my_unreachable); v; v = zhash_next(c->my_unreachable)) {
+        const cmember_t *m = cstate_member(st, v);
+        /* only members that are still alive in the state matter */
+        if (m && m->status != SHOAL_MEMBER_REMOVED)
+            subjects[k++] = v;
+    }
+    int rc = cstate_set_unreachable(st, self, subjects, k);
+    free(subjects);
+    return rc;
+}
+
+static void drain_heartbeats(shoal_cluster_t *c)
+{
+    hb_event_t evs[32];
+    size_t n;
+    bool changed = false;
+    while ((n = hb_actor_drain(c->hb, evs, 32)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            const shoal_node_t *node = shoal_node_intern(evs[i].node_id);
+            if (!node)
+                continue;
+            if (evs[i].reachable) {
+                if (zhash_lookup(c->my_unreachable, evs[i].node_id)) {
+                    zhash_delete(c->my_unreachable, evs[i].node_id);
+                    c->stats.reachable_marked++;
+                    changed = true;
+                }
+            } else if (!zhash_lookup(c->my_unreachable, evs[i].node_id)) {
+                zhash_insert(c->my_unreachable, evs[i].node_id, (void *)node);
+                c->stats.unreachable_marked++;
+                zsys_info("%s: %s is unreachable", shoal_node_id(c->self), evs[i].node_id);
+                changed = true;
+            }
+        }
+    }
+    /* forget subjects that are no longer targets' members */
+    for (void *v = zhash_first(c->my_unreachable); v; v = zhash_next(c->my_unreachable)) {
+        const cmember_t *m = cstate_member(c->state, v);
+        if (!m || m->status == SHOAL_MEMBER_REMOVED) {
+            zhash_delete(c->my_unreachable, zhash_cursor(c->my_unreachable));
+            changed = true;
+            break; /* the iteration is invalid now: the next drain finishes */
+        }
+    }
+    if (changed && cstate_member(c->state, c->self))
+        cluster_change(c, set_my_row, c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * React to a new state
+ */
+static void react(shoal_cluster_t *c)
+{
+    if (c->notifying)
+        return; /* a change made by a reaction is handled by the outer pass */
+    c->notifying = true;
+    const cmember_t *me = cstate_member(c->state, c->self);
+    if (me && me->status != SHOAL_MEMBER_REMOVED && !cstate_seen_by(c->state, c->self)) {
+        cstate_mark_seen(c->state, c->self);
+        publish(c);
+    }
+    if (me) {
+        c->was_member = true;
+        if (c->joining) {
+            c->joining = false;
+            zsys_info("%s: joined (%s)", shoal_node_id(c->self),
+                      shoal_member_status_name(me->status));
+        }
+    }
+    feed_replicators(c);
+    feed_heartbeats(c);
+    /* removed incarnations are never heard again */
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        const cmember_t *o = c->prev ? cstate_member(c->prev, m->node) : NULL;
+        if (m->status == SHOAL_MEMBER_REMOVED && m->node != c->self &&
+            (!o || o->status != SHOAL_MEMBER_REMOVED))
+            shoal_system_quarantine(c->sys, m->node);
+    }
+    emit_diff(c, c->prev, c->state, 0);
+    cstate_destroy(&c->prev);
+    c->prev = cstate_clone(c->state);
+    me = cstate_member(c->state, c->self);
+    if (me && !c->up_called && (me->status == SHOAL_MEMBER_UP || me->status == SHOAL_MEMBER_LEAVING)) {
+        c->up_called = true;
+        for (size_t i = 0; i < c->n_on_up; i++)
+            c->on_up[i].fn(c, c->on_up[i].arg);
+    }
+    if (me && (me->status == SHOAL_MEMBER_DOWN || me->status == SHOAL_MEMBER_REMOVED) &&
+        !c->shutting_down) {
+        zsys_warning("%s: this node is %s: stopping its cluster part", shoal_node_id(c->self),
+                     shoal_member_status_name(me->status));
+        shutdown_start(c, SHOAL_SHUTDOWN_DOWNED);
+    }
+    if (me && me->status == SHOAL_MEMBER_LEAVING && !c->shutting_down)
+        shutdown_start(c, SHOAL_SHUTDOWN_LEAVE);
+    singletons_react(c);
+    shutdown_react(c);
+    c->notifying = false;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Joining
+ */
+static bool is_seed_self(shoal_cluster_t *c, const char *seed)
+{
+    return strcmp(seed, c->self_endpoint) == 0;
+}
+
+/* Connects to every seed; those already handshaken get an InitJoin now, the others when their
+   handshake completes (on_peer). */
+static void send_init_join(shoal_cluster_t *c)
+{
+    Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
+    m.app_version = (char *)c->s.app_version;
+    for (size_t i = 0; i < c->n_seeds; i++) {
+        if (is_seed_self(c, c->seeds[i]))
+            continue;
+        shoal_system_connect(c->sys, c->seeds[i]);
+        if (c->seed_known[i])
+            cluster_send(c, c->seed_known[i], K_INIT_JOIN, &m.base);
+    }
+    c->join_last_try = shoal_now_ms();
+}
+
+static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    return cstate_add_member(st, self, self, c->s.roles, c->s.n_roles, c->s.app_version,
+                             c->hb_endpoint, NULL, 0);
+}
+
+static void form_alone(shoal_cluster_t *c)
+{
+    zsys_info("%s: no seed answered: forming a new cluster", shoal_node_id(c->self));
+    c->joining = false;
+    cluster_change(c, add_self, c);
+}
+
+int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
+{
+    if (cstate_member(c->state, c->self) || c->terminated)
+        return SHOAL_ESTATE;
+    for (size_t i = 0; i < c->n_seeds; i++)
+        free(c->seeds[i]);
+    free(c->seeds);
+    c->seeds = calloc(n + 1, sizeof *c->seeds);
+    free(c->seed_known);
+    c->seed_known = calloc(n + 1, sizeof *c->seed_known);
+    if (!c->seeds || !c->seed_known)
+        abort();
+    c->n_seeds = 0;
+    for (size_t i = 0; i < n; i++) {
+        c->seeds[c->n_seeds] = strdup(seeds[i]);
+        if (!c->seeds[c->n_seeds])
+            abort();
+        c->n_seeds++;
+    }
+    bool only_self = n == 0 || (n == 1 && is_seed_self(c, seeds[0]));
+    if (only_self) {
+        form_alone(c);
+        return 0;
+    }
+    c->joining = true;
+    c->join_started = shoal_now_ms();
+    send_init_join(c);
+    return 0;
+}
+
+/* Records the incarnation answering at a seed's endpoint; true when `n` is a seed. */
+static bool is_seed_node(shoal_cluster_t *c, const shoal_node_t *n)
+{
+    char ep[300];
+    endpoint_of(n, ep, sizeof ep);
+    for (size_t i = 0; i < c->n_seeds; i++)
+        if (strcmp(c->seeds[i], ep) == 0) {
+            c->seed_known[i] = n;
+            return true;
+        }
+    return false;
+}
+
+static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
+                    const shoal_node_t *old, uint64_t count, void *arg)
+{
+    (void)sys;
+    (void)old;
+    (void)count;
+    shoal_cluster_t *c = arg;
+    if (ev != SHOAL_PEER_UP && ev != SHOAL_PEER_RESTARTED)
+        return;
+    pending_flush(c, node);
+    if (c->joining && is_seed_node(c, node)) {
+        Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
+        m.app_version = (char *)c->s.app_version;
+        cluster_send(c, node, K_INIT_JOIN, &m.base);
+    }
+    /* a member that connects and has not seen the current state gets it now */
+    const cmember_t *m = cstate_member(c->state, node);
+    if (m && m->status != SHOAL_MEMBER_REMOVED && cstate_member(c->state, c->self) &&
+        !cstate_seen_by(c->state, node))
+        shoal_replicator_push(c->sysrepl, CLUSTER_KEY, node);
+}
+
+static void on_init_join(shoal_cluster_t *c, const shoal_node_t *from)
+{
+    shoal_member_status_t st = cluster_self_status(c);
+    if (!st || st >= SHOAL_MEMBER_EXITING || c->shutting_down)
+        return; /* not part of a cluster (yet): the joiner asks another seed */
+    Shoal__Cluster__InitJoinAck a = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
+    a.status = st;
+    cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
+}
+
+static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
+{
+    if (!c->joining || cstate_member(c->state, c->self))
+        return;
+    if (c->join_contact && shoal_now_ms() - c->join_last_try < (int64_t)c->s.seed_node_timeout_ms)
+        return; /* already asked another seed in this round */
+    c->join_contact = from;
+    c->join_last_try = shoal_now_ms();
+    Shoal__Cluster__Join j = SHOAL__CLUSTER__JOIN__INIT;
+    j.roles = (char **)c->s.roles;
+    j.n_roles = c->s.n_roles;
+    j.app_version = (char *)c->s.app_version;
+    j.heartbeat_endpoint = c->hb_endpoint;
+    shoal_replicator_add_peer(c->sysrepl, from, true, 0);
+    cluster_send(c, from, K_JOIN, &j.base);
+    zsys_info("%s: joining through %s", shoal_node_id(c->self), shoal_node_id(from));
+}
+
+typedef struct {
+    const shoal_node_t *node;
+    const Shoal__Cluster__Join *j;
+    const shoal_node_t *old;
+} join_arg_t;
+
+static int add_joiner(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    join_arg_t *a = arg;
+    return cstate_add_member(st, self, a->node, (const char *const *)a->j->roles, a->j->n_roles,
+                             a->j->app_version, a->j->heartbeat_endpoint, a->j->public_key.data,
+                             a->j->public_key.len);
+}
+
+static int down_node(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    const cmember_t *m = cstate_member(st, arg);
+    if (!m)
+        return SHOAL_ENOTMEMBER;
+    if (m->status >= SHOAL_MEMBER_DOWN)
+        return 0;
+    return cstate_set_status(st, self, arg, SHOAL_MEMBER_DOWN);
+}
+
+static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Cluster__Join *j)
+{
+    shoal_member_status_t st = cluster_self_status(c);
+    if (!st || st >= SHOAL_MEMBER_EXITING || c->shutting_down)
+        return;
+    c->stats.joins_received++;
+    if (j->n_roles > CSTATE_MAX_ROLES || !j->heartbeat_endpoint || !*j->heartbeat_endpoint) {
+        zsys_warning("membership: malformed join from %s dropped", shoal_node_id(from));
+        return;
+    }
+    /* another incarnation at the same address: down it; the new one gets in once it is gone */
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != from && m->status != SHOAL_MEMBER_REMOVED &&
+            shoal_node_port(m->node) == shoal_node_port(from) &&
+            strcmp(shoal_node_host(m->node), shoal_node_host(from)) == 0) {
+            if (m->status != SHOAL_MEMBER_DOWN) {
+                zsys_info("%s: %s restarted as %s: downing the old incarnation",
+                          shoal_node_id(c->self), shoal_node_id(m->node), shoal_node_id(from));
+                cluster_change(c, down_node, (void *)m->node);
+            }
+            return;
+        }
+    }
+    const cmember_t *known = cstate_member(c->state, from);
+    if (known && known->status == SHOAL_MEMBER_REMOVED)
+        return; /* a removed incarnation never comes back */
+    join_arg_t a = {from, j, NULL};
+    if (!known) {
+        int rc = cluster_change(c, add_joiner, &a);
+        if (rc < 0) {
+            zsys_warning("membership: join of %s refused: %s", shoal_node_id(from),
+                         shoal_strerror(rc));
+            return;
+        }
+        zsys_info("%s: %s is joining", shoal_node_id(c->self), shoal_node_id(from));
+    }
+    shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from); /* the welcome */
+}
+
+static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
+                       const uint8_t *data, size_t len, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (c->terminated)
+        return;
+    switch (kind) {
+    case K_INIT_JOIN: {
+        Shoal__Cluster__InitJoin *m = shoal__cluster__init_join__unpack(NULL, len, data);
+        if (m)
+            on_init_join(c, from);
+        shoal__cluster__init_join__free_unpacked(m, NULL);
+        break;
+    }
+    case K_INIT_JOIN_ACK: {
+        Shoal__Cluster__InitJoinAck *m = shoal__cluster__init_join_ack__unpack(NULL, len, data);
+        if (m)
+            on_init_join_ack(c, from);
+        shoal__cluster__init_join_ack__free_unpacked(m, NULL);
+        break;
+    }
+    case K_JOIN: {
+        Shoal__Cluster__Join *m = shoal__cluster__join__unpack(NULL, len, data);
+        if (m)
+            on_join(c, from, m);
+        else
+            zsys_warning("membership: malformed join from %s dropped", shoal_node_id(from));
+        shoal__cluster__join__free_unpacked(m, NULL);
+        break;
+    }
+    case K_HANDOVER_DONE: {
+        Shoal__Cluster__HandOverDone *m = shoal__cluster__hand_over_done__unpack(NULL, len, data);
+        if (m && m->name)
+            singletons_on_handover(c, from, m->name);
+        shoal__cluster__hand_over_done__free_unpacked(m, NULL);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void retry_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (!c->joining || cstate_member(c->state, c->self) || c->terminated)
+        return;
+    int64_t now = shoal_now_ms();
+    /* the first seed forms the cluster when no other seed answered in time */
+    if (c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
+        now - c->join_started >= (int64_t)c->s.seed_node_timeout_ms) {
+        form_alone(c);
+        return;
+    }
+    if (c->s.shutdown_after_unsuccessful_join_ms &&
+        now - c->join_started >= (int64_t)c->s.shutdown_after_unsuccessful_join_ms) {
+        zsys_error("%s: could not join any seed node: shutting down", shoal_node_id(c->self));
+        c->joining = false;
+        shutdown_start(c, SHOAL_SHUTDOWN_JOIN_FAILED);
+        return;
+    }
+    if (now - c->join_last_try >= (int64_t)c->s.retry_unsuccessful_join_after_ms) {
+        c->join_contact = NULL;
+        send_init_join(c);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Gossip policy of the system replicator
+ */
+static double rnd(void)
+{
+    return (double)(zclock_usecs() % 1000003) / 1000003.0 * 0.5 + (double)random() / RAND_MAX * 0.5;
+}
+
+static size_t choose_peer(shoal_replicator_t *r, const shoal_node_t *const *peers, size_t n,
+                          void *arg)
+{
+    (void)r;
+    shoal_cluster_t *c = arg;
+    if (!n)
+        return 0;
+    /* prefer members that have not seen the current version (different view) */
+    double p = c->s.gossip_different_view_probability;
+    size_t members = c->state->n_members;
+    if (members > c->s.reduce_gossip_different_view_probability && members)
+        p = p * c->s.reduce_gossip_different_view_probability / (double)members;
+    if (rnd() < p) {
+        size_t unseen[64], k = 0;
+        for (size_t i = 0; i < n && k < 64; i++)
+            if (!cstate_seen_by(c->state, peers[i]))
+                unseen[k++] = i;
+        if (k)
+            return unseen[(size_t)random() % k];
+    }
+    return (size_t)random() % n;
+}
+
+static void gossip_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (c->terminated || !cstate_member(c->state, c->self))
+        return;
+    c->gossip_round++;
+    size_t alive = 0, seen = cstate_seen_count(c->state);
+    for (size_t i = 0; i < c->state->n_members; i++)
+        if (c->state->members[i].status != SHOAL_MEMBER_REMOVED)
+            alive++;
+    if (alive <= 1 || seen >= alive)
+        return; /* converged on seen: the replicator's digest status is enough */
+    /* three rounds per interval while fewer than half have seen the current version */
+    if (seen * 2 >= alive && c->gossip_round % 3 != 0)
+        return;
+    const shoal_node_t **peers = calloc(alive, sizeof *peers);
+    if (!peers)
+        abort();
+    size_t n = 0;
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != c->self && m->status != SHOAL_MEMBER_REMOVED &&
+            !zhash_lookup(c->my_unreachable, shoal_node_id(m->node)))
+            peers[n++] = m->node;
+    }
+    if (n) {
+        size_t i = choose_peer(c->sysrepl, peers, n, c);
+        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
+            c->stats.gossip_sent++;
+    }
+    free(peers);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Leader actions (on convergence) and the split-brain resolver's timing
+ */
+typedef struct {
+    shoal_cluster_t *c;
+    int64_t now;
+    int changed;
+} leader_arg_t;
+
+static uint32_t role_min(shoal_cluster_t *c, const char *role)
+{
+    for (size_t i = 0; i < c->s.n_role_min; i++)
+        if (strcmp(c->s.role_min[i].role, role) == 0)
+            return c->s.role_min[i].min;
+    return 0;
+}
+
+static bool min_members_reached(shoal_cluster_t *c, const cstate_t *st)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_members; i++)
+        if (st->members[i].status <= SHOAL_MEMBER_LEAVING)
+            n++;
+    if (n < c->s.min_nr_of_members)
+        return false;
+    for (size_t r = 0; r < c->s.n_role_min; r++) {
+        size_t k = 0;
+        for (size_t i = 0; i < st->n_members; i++)
+            if (st->members[i].status <= SHOAL_MEMBER_LEAVING &&
+                cmember_has_role(&st->members[i], c->s.role_min[r].role))
+                k++;
+        if (k < role_min(c, c->s.role_min[r].role))
+            return false;
+    }
+    return true;
+}
+
+static int leader_converged(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    leader_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    uint64_t max_up = 0;
+    for (size_t i = 0; i < st->n_members; i++)
+        if (st->members[i].up_number > max_up)
+            max_up = st->members[i].up_number;
+    bool may_up = min_members_reached(c, st);
+    /* members are in address order: up-numbers follow it */
+    const shoal_node_t *todo[256];
+    uint8_t to[256];
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_members && n < 256; i++) {
+        const cmember_t *m = &st->members[i];
+        switch (m->status) {
+        case SHOAL_MEMBER_JOINING:
+        case SHOAL_MEMBER_WEAKLY_UP:
+            if (may_up && !cstate_is_unreachable(st, m->node)) {
+                todo[n] = m->node;
+                to[n++] = SHOAL_MEMBER_UP;
+            }
+            break;
+        case SHOAL_MEMBER_LEAVING:
+            todo[n] = m->node;
+            to[n++] = SHOAL_MEMBER_EXITING;
+            break;
+        case SHOAL_MEMBER_EXITING:
+            /* the exiting member must have seen it is Exiting (it shuts down on that), unless it
+               cannot be reached any more */
+            if (cstate_seen_by(st, m->node) || cstate_is_unreachable(st, m->node)) {
+                todo[n] = m->node;
+                to[n++] = SHOAL_MEMBER_REMOVED;
+            }
+            break;
+        case SHOAL_MEMBER_DOWN:
+            todo[n] = m->node;
+            to[n++] = SHOAL_MEMBER_REMOVED;
+            break;
+        default:
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        cstate_set_status(st, self, todo[i], to[i]);
+        if (to[i] == SHOAL_MEMBER_UP) /* an age only for a member that is Up */
+            cstate_set_up_number(st, self, todo[i], ++max_up);
+        zsys_info("%s (leader): %s -> %s", shoal_node_id(self), shoal_node_id(todo[i]),
+                  shoal_member_status_name(to[i]));
+        a->changed++;
+    }
+    return 0;
+}
+
+static int leader_weakly_up(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    leader_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (m->status != SHOAL_MEMBER_JOINING || cstate_is_unreachable(st, m->node))
+            continue;
+        int64_t *since = zhash_lookup(c->joining_since, shoal_node_id(m->node));
+        if (since && a->now - *since >= (int64_t)c->s.weakly_up_after_ms) {
+            cstate_set_status(st, self, m->node, SHOAL_MEMBER_WEAKLY_UP);
+            a->changed++;
+        }
+    }
+    return 0;
+}
+
+static void track_joining(shoal_cluster_t *c, int64_t now)
+{
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        const char *id = shoal_node_id(m->node);
+        if (m->status == SHOAL_MEMBER_JOINING) {
+            if (!zhash_lookup(c->joining_since, id)) {
+                int64_t *t = malloc(sizeof *t);
+                if (!t)
+                    abort();
+                *t = now;
+                zhash_insert(c->joining_since, id, t);
+                zhash_freefn(c->joining_since, id, free);
+            }
+        } else if (zhash_lookup(c->joining_since, id))
+            zhash_delete(c->joining_since, id);
+    }
+}
+
+typedef struct {
+    const shoal_node_t **nodes;
+    size_t n;
+} down_list_t;
+
+static int down_many(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    down_list_t *d = arg;
+    for (size_t i = 0; i < d->n; i++) {
+        const cmember_t *m = cstate_member(st, d->nodes[i]);
+        if (m && m->status < SHOAL_MEMBER_DOWN)
+            cstate_set_status(st, self, d->nodes[i], SHOAL_MEMBER_DOWN);
+    }
+    return 0;
+}
+
+static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
+{
+    const cstate_t *st = c->state;
+    const shoal_node_t **u = calloc(st->n_members + 1, sizeof *u);
+    if (!u)
+        abort();
+    size_t nu = 0;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (m->status < SHOAL_MEMBER_DOWN && cstate_is_unreachable(st, m->node))
+            u[nu++] = m->node;
+    }
+    bool same = nu == c->n_sbr_unreachable &&
+                (nu == 0 || memcmp(u, c->sbr_unreachable, nu * sizeof *u) == 0);
+    if (!same) {
+        free(c->sbr_unreachable);
+        c->sbr_unreachable = u;
+        c->n_sbr_unreachable = nu;
+        c->sbr_stable_since = now;
+        if (nu && !c->sbr_unstable_since)
+            c->sbr_unstable_since = now;
+        if (!nu)
+            c->sbr_unstable_since = 0;
+        return;
+    }
+    free(u);
+    if (!nu || c->s.sbr_strategy == SHOAL_SBR_OFF || !leader || !cluster_may_act(c))
+        return;
+    int64_t unstable_limit = c->s.down_all_when_unstable_ms < 0
+                                 ? (int64_t)c->s.stable_after_ms * 3 / 4
+                                 : c->s.down_all_when_unstable_ms;
+    if (c->s.down_all_when_unstable_ms < 0 && unstable_limit < 4000)
+        unstable_limit = 4000;
+    bool unstable = c->s.down_all_when_unstable_ms != 0 && c->sbr_unstable_since &&
+                    now - c->sbr_unstable_since >=
+                        (int64_t)c->s.stable_after_ms + unstable_limit &&
+                    now - c->sbr_stable_since < (int64_t)c->s.stable_after_ms;
+    if (now - c->sbr_stable_since < (int64_t)c->s.stable_after_ms && !unstable)
+        return;
+    sbr_member_t *mem = calloc(st->n_members + 1, sizeof *mem);
+    sbr_record_t *rec = NULL;
+    size_t nrec = 0, caprec = 0;
+    const shoal_node_t **to_down = calloc(st->n_members + 1, sizeof *to_down);
+    if (!mem || !to_down)
+        abort();
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        mem[i].node = m->node;
+        mem[i].status = (shoal_member_status_t)m->status;
+        mem[i].up_number = m->up_number;
+        mem[i].has_role = !c->s.sbr_role || !*c->s.sbr_role || cmember_has_role(m, c->s.sbr_role);
+        mem[i].seen_current = cstate_seen_by(st, m->node);
+    }
+    for (size_t i = 0; i < st->n_rows; i++) {
+        const creach_row_t *row = &st->rows[i];
+        const cmember_t *ob = cstate_member(st, row->observer);
+        if (!ob || ob->status >= SHOAL_MEMBER_DOWN)
+            continue;
+        for (size_t j = 0; j < row->n; j++) {
+            if (nrec == caprec) {
+                caprec = caprec ? caprec * 2 : 16;
+                rec = realloc(rec, caprec * sizeof *rec);
+                if (!rec)
+                    abort();
+            }
+            rec[nrec++] = (sbr_record_t){row->observer, row->unreachable[j]};
+        }
+    }
+    size_t n_down = 0;
+    sbr_decision_t d;
+    if (unstable) {
+        d = SBR_DOWN_ALL;
+        for (size_t i = 0; i < st->n_members; i++)
+            if (st->members[i].status < SHOAL_MEMBER_DOWN)
+                to_down[n_down++] = st->members[i].node;
+    } else {
+        sbr_config_t cfg = {c->s.sbr_strategy, c->s.static_quorum_size,
+                            c->s.keep_oldest_down_if_alone};
+        d = sbr_decide(&cfg, mem, st->n_members, rec, nrec, c->self, to_down, &n_down);
+    }
+    if (d != SBR_NO_DECISION && n_down) {
+        zsys_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
+                     shoal_node_id(c->self), sbr_decision_name(d), n_down,
+                     unstable ? " (unreachability kept changing)" : "");
+        c->stats.downed_by_sbr += n_down;
+        down_list_t dl = {to_down, n_down};
+        cluster_change(c, down_many, &dl);
+        c->sbr_unstable_since = 0;
+    }
+    free(mem);
+    free(rec);
+    free(to_down);
+}
+
+static void leader_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (c->terminated || !cstate_member(c->state, c->self))
+        return;
+    int64_t now = shoal_now_ms();
+    track_joining(c, now);
+    bool leader = cstate_leader(c->state, NULL, c->self) == c->self;
+    sbr_tick(c, now, leader);
+    if (!leader || c->frozen)
+        return;
+    leader_arg_t a = {c, now, 0};
+    if (cstate_converged(c->state))
+        cluster_change(c, leader_converged, &a);
+    else if (c->s.allow_weakly_up_members)
+        cluster_change(c, leader_weakly_up, &a);
+    c->stats.leader_actions += (uint64_t)a.changed;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The node tick: keeps the heartbeat actor's watchdog fed, notices clock gaps (frozen)
+ */
+static void unfreeze_done(shoal_replicator_t *r, int status, const char *key,
+                          const shoal_crdt_t *value, void *arg)
+{
+    (void)r;
+    (void)key;
+    shoal_cluster_t *c = arg;
+    c->reading_after_freeze = false;
+    if (status != 0 || !value || value->type != &cstate_type)
+        return; /* tried again at the next tick */
+    shoal_crdt_merge(&c->state->base, value);
+    const cmember_t *me = cstate_member(c->state, c->self);
+    if (me && (me->status == SHOAL_MEMBER_UP || me->status == SHOAL_MEMBER_LEAVING ||
+               me->status == SHOAL_MEMBER_WEAKLY_UP || me->status == SHOAL_MEMBER_JOINING)) {
+        zsys_info("%s: fresh gossip keeps this node a member: acting again",
+                  shoal_node_id(c->self));
+        c->frozen = false;
+    }
+    react(c);
+}
+
+static void node_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    int64_t now = shoal_now_ms();
+    if (c->hb)
+        hb_actor_tick(c->hb);
+    if (c->last_tick && now - c->last_tick > (int64_t)c->s.stable_after_ms &&
+        cstate_member(c->state, c->self)) {
+        c->stats.clock_gaps++;
+        c->frozen = true;
+        zsys_warning("%s: the node loop was frozen for %lld ms: not acting until fresh gossip "
+                     "keeps it a member",
+                     shoal_node_id(c->self), (long long)(now - c->last_tick));
+        singletons_react(c);
+    }
+    c->last_tick = now;
+    if (c->hb)
+        drain_heartbeats(c);
+    pending_flush(c, NULL);
+    if (c->frozen && !c->reading_after_freeze && !c->terminated) {
+        size_t peers = 0;
+        for (size_t i = 0; i < c->state->n_members; i++)
+            if (c->state->members[i].status < SHOAL_MEMBER_DOWN)
+                peers++;
+        if (peers <= 1) {
+            c->frozen = false; /* alone: nobody could have downed it */
+            return;
+        }
+        shoal_consistency_t rc = {.level = SHOAL_MAJORITY,
+                                  .timeout_ms = c->s.gossip_interval_ms * 3};
+        c->reading_after_freeze = true;
+        if (shoal_replicator_get(c->sysrepl, CLUSTER_KEY, &cstate_type, &rc, unfreeze_done, c) <
+            0)
+            c->reading_after_freeze = false;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Public calls
+ */
+typedef struct {
+    shoal_cluster_t *c;
+    const shoal_node_t *node;
+    const char *const *seeds;
+    size_t n;
+    const char *text;
+    int rc;
+} api_arg_t;
+
+static int leave_node(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    const cmember_t *m = cstate_member(st, arg);
+    if (!m)
+        return SHOAL_ENOTMEMBER;
+    if (m->status >= SHOAL_MEMBER_LEAVING)
+        return 0; /* already leaving (or gone) */
+    return cstate_set_status(st, self, arg, SHOAL_MEMBER_LEAVING);
+}
+
+int cluster_do_leave(shoal_cluster_t *c, const shoal_node_t *node)
+{
+    if (!node)
+        node = c->self;
+    if (!cstate_member(c->state, c->self))
+        return node == c->self && c->joining ? (shutdown_start(c, SHOAL_SHUTDOWN_LEAVE), 0)
+                                             : SHOAL_ENOTMEMBER;
+    const cmember_t *m = cstate_member(c->state, node);
+    if (!m || m->status == SHOAL_MEMBER_REMOVED)
+        return SHOAL_ENOTMEMBER;
+    return cluster_change(c, leave_node, (void *)node);
+}
+
+int cluster_do_down(shoal_cluster_t *c, const shoal_node_t *node)
+{
+    const cmember_t *m = node ? cstate_member(c->state, node) : NULL;
+    if (!m || m->status == SHOAL_MEMBER_REMOVED)
+        return SHOAL_ENOTMEMBER;
+    if (!cstate_member(c->state, c->self))
+        return SHOAL_ENOTMEMBER;
+    return cluster_change(c, down_node, (void *)node);
+}
+
+static int do_join(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    return cluster_do_join(a->c, a->seeds, a->n);
+}
+
+int shoal_cluster_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
+{
+    if (!c || (n && !seeds))
+        return SHOAL_EINVAL;
+    api_arg_t a = {c, NULL, seeds, n, NULL, 0};
+    return cluster_call(c, do_join, &a);
+}
+
+static int do_leave(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    return cluster_do_leave(a->c, a->node);
+}
+
+int shoal_cluster_leave(shoal_cluster_t *c, const shoal_node_t *node)
+{
+    if (!c)
+        return SHOAL_EINVAL;
+    api_arg_t a = {c, node, NULL, 0, NULL, 0};
+    return cluster_call(c, do_leave, &a);
+}
+
+static int do_down(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    return cluster_do_down(a->c, a->node);
+}
+
+int shoal_cluster_down(shoal_cluster_t *c, const shoal_node_t *node)
+{
+    if (!c || !node)
+        return SHOAL_EINVAL;
+    api_arg_t a = {c, node, NULL, 0, NULL, 0};
+    return cluster_call(c, do_down, &a);
+}
+
+static int do_find(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    a->node = cluster_find_in(a->c->state, a->text);
+    return 0;
+}
+
+const shoal_node_t *shoal_cluster_find(shoal_cluster_t *c, const char *id_or_address)
+{
+    if (!c || !id_or_address)
+        return NULL;
+    api_arg_t a = {c, NULL, NULL, 0, id_or_address, 0};
+    if (cluster_call(c, do_find, &a) < 0)
+        return NULL;
+    return a.node;
+}
+
+static int do_self_status(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return (int)cluster_self_status(arg);
+}
+
+shoal_member_status_t shoal_cluster_self_status(shoal_cluster_t *c)
+{
+    if (!c)
+        return 0;
+    int rc = cluster_call(c, do_self_status, c);
+    return rc > 0 ? (shoal_member_status_t)rc : 0;
+}
+
+static int do_may_act(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return cluster_may_act(arg) ? 1 : 0;
+}
+
+bool shoal_cluster_may_act(shoal_cluster_t *c)
+{
+    return c && cluster_call(c, do_may_act, c) == 1;
+}
+
+shoal_system_t *shoal_cluster_system(shoal_cluster_t *c)
+{
+    return c ? c->sys : NULL;
+}
+
+shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c)
+{
+    return c ? c->sysrepl : NULL;
+}
+
+static int add_cb(callback_t **arr, size_t *n, shoal_cluster_fn *fn, void *arg)
+{
+    *arr = realloc(*arr, (*n + 1) * sizeof **arr);
+    if (!*arr)
+        abort();
+    (*arr)[(*n)++] = (callback_t){fn, arg};
+    return 0;
+}
+
+int shoal_cluster_on_up(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(c->sys))
+        return SHOAL_ETHREAD;
+    if (c->up_called) {
+        fn(c, arg);
+        return 0;
+    }
+    return add_cb(&c->on_up, &c->n_on_up, fn, arg);
+}
+
+int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(c->sys))
+        return SHOAL_ETHREAD;
+    if (c->removed_called) {
+        fn(c, arg);
+        return 0;
+    }
+    return add_cb(&c->on_removed, &c->n_on_removed, fn, arg);
+}
+
+static int do_stats(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    shoal_cluster_stats_t *out = (shoal_cluster_stats_t *)a->text;
+    *out = c->stats;
+    if (c->hb) {
+        hb_stats_t h;
+        hb_actor_stats(c->hb, &h);
+        out->heartbeats_sent = h.pings_sent;
+        out->heartbeats_received = h.pongs_received;
+        out->indirect_probes = h.probes_sent;
+        out->loop_stalls = h.stalls_refused;
+    }
+    return 0;
+}
+
+int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out)
+{
+    if (!c || !out)
+        return SHOAL_EINVAL;
+    api_arg_t a = {c, NULL, NULL, 0, (const char *)out, 0};
+    return cluster_call(c, do_stats, &a);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Life cycle
+ */
+static int do_start(shoal_system_t *sys, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    shoal_system_register(sys, K_INIT_JOIN, on_message, c);
+    shoal_system_register(sys, K_INIT_JOIN_ACK, on_message, c);
+    shoal_system_register(sys, K_JOIN, on_message, c);
+    shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
+    shoal_system_on_peer(sys, on_peer, c);
+    c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
+    c->t_tick = shoal_system_timer(sys, TICK_MS, true, node_tick, c);
+    uint32_t g = c->s.gossip_interval_ms / 3 ? c->s.gossip_interval_ms / 3 : 1;
+    c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);
+    c->t_leader = shoal_system_timer(sys, c->s.leader_actions_interval_ms, true, leader_tick, c);
+    c->t_retry = shoal_system_timer(sys, 100, true, retry_tick, c);
+    admin_register(c);
+    if (!c->n_seeds)
+        return 0;
+    return cluster_do_join(c, c->s.seed_nodes, c->s.n_seed_nodes);
+}
+
+shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_settings_t *s,
+                                   int *err)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    *err = SHOAL_EINVAL;
+    shoal_cluster_settings_t defaults;
+    if (!s) {
+        shoal_cluster_settings_default(&defaults);
+        s = &defaults;
+    }
+    if (!sys || !s->gossip_interval_ms || !s->heartbeat_interval_ms || !(s->threshold > 0) ||
+        !s->max_sample_size || !s->monitored_by_nr_of_members || !s->leader_actions_interval_ms ||
+        (s->n_seed_nodes && !s->seed_nodes) || (s->n_roles && !s->roles) ||
+        (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size))
+        return NULL;
+    if (cstate_register() < 0)
+        return NULL;
+    shoal_cluster_t *c = calloc(1, sizeof *c);
+    if (!c)
+        abort();
+    c->sys = sys;
+    c->self = shoal_system_self(sys);
+    c->self_endpoint = strdup(shoal_system_endpoint(sys));
+    c->s = *s;
+    c->s.app_version = own(c, s->app_version ? s->app_version : "0.0.0");
+    c->s.roles = own_list(c, s->roles, s->n_roles);
+    c->s.seed_nodes = own_list(c, s->seed_nodes, s->n_seed_nodes);
+    c->s.sbr_role = own(c, s->sbr_role);
+    c->s.heartbeat_endpoint = own(c, s->heartbeat_endpoint);
+    if (s->n_role_min) {
+        shoal_role_min_t *rm = calloc(s->n_role_min, sizeof *rm);
+        if (!rm)
+            abort();
+        for (size_t i = 0; i < s->n_role_min; i++)
+            rm[i] = (shoal_role_min_t){own(c, s->role_min[i].role), s->role_min[i].min};
+        c->s.role_min = rm;
+    }
+    c->state = cstate_new();
+    c->my_unreachable = zhash_new();
+    c->joining_since = zhash_new();
+    c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
+    c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
+    if (!c->seeds || !c->seed_known)
+        abort();
+    for (size_t i = 0; i < s->n_seed_nodes; i++)
+        if (!(c->seeds[c->n_seeds++] = strdup(s->seed_nodes[i])))
+            abort();
+
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    rs.role = SYSTEM_ROLE;
+    rs.gossip_interval_ms = s->gossip_interval_ms;
+    rs.delta_interval_ms = s->gossip_interval_ms;
+    rs.notify_subscribers_interval_ms = s->system_notify_interval_ms;
+    rs.pruning_interval_ms = 0;
+    rs.gossip_choose = choose_peer;
+    rs.gossip_choose_arg = c;
+    c->sysrepl = shoal_replicator_new(sys, &rs, err);
+    if (!c->sysrepl) {
+        shoal_cluster_destroy(&c);
+        return NULL;
+    }
+    /* the heartbeat actor binds on the node's host */
+    char host[256] = "127.0.0.1";
+    snprintf(host, sizeof host, "%s", shoal_node_host(c->self));
+    char bind[300];
+    if (s->heartbeat_endpoint)
+        snprintf(bind, sizeof bind, "%s", s->heartbeat_endpoint);
+    else
+        snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    hb_settings_t hs = {
+        .sys = sys,
+        .bind_endpoint = bind,
+        .heartbeat_interval_ms = s->heartbeat_interval_ms,
+        .expected_response_after_ms = s->expected_response_after_ms,
+        .indirect_probes = s->indirect_probes,
+        .loop_stall_bound_ms = s->loop_stall_bound_ms,
+        .phi = {s->threshold, s->max_sample_size, s->min_std_deviation_ms,
+                s->acceptable_heartbeat_pause_ms, s->heartbeat_interval_ms},
+    };
+    c->hb = hb_actor_new(&hs, err);
+    if (!c->hb) {
+        shoal_cluster_destroy(&c);
+        return NULL;
+    }
+    c->hb_endpoint = strdup(hb_actor_endpoint(c->hb));
+    int rc = cluster_call(c, do_start, c);
+    if (rc < 0) {
+        *err = rc;
+        shoal_cluster_destroy(&c);
+        return NULL;
+    }
+    *err = 0;
+    return c;
+}
+
+static int do_stop(shoal_system_t *sys, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    c->terminated = true;
+    singletons_stop_all(c);
+    int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase};
+    for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+        if (*timers[i] > 0) {
+            shoal_system_timer_cancel(sys, *timers[i]);
+            *timers[i] = 0;
+        }
+    shoal_system_register(sys, K_INIT_JOIN, NULL, NULL);
+    shoal_system_register(sys, K_INIT_JOIN_ACK, NULL, NULL);
+    shoal_system_register(sys, K_JOIN, NULL, NULL);
+    shoal_system_register(sys, K_HANDOVER_DONE, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_VIEW, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_JOIN, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_LEAVE, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_DOWN, NULL, NULL);
+    if (c->sub_id > 0)
+        shoal_replicator_unsubscribe(c->sysrepl, c->sub_id);
+    return 0;
+}
+
+void shoal_cluster_destroy(shoal_cluster_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_cluster_t *c = *self_p;
+    *self_p = NULL;
+    c->destroying = true;
+    hb_actor_destroy(&c->hb); /* first: its thread reads the node's faults */
+    if (c->sysrepl) {
+        cluster_call(c, do_stop, c);
+        shoal_replicator_destroy(&c->sysrepl);
+    }
+    shutdown_free(c);
+    for (size_t i = 0; i < c->n_followers; i++) {
+        free(c->followers[i].role);
+        zhash_destroy(&c->followers[i].told);
+    }
+    free(c->followers);
+    free(c->subs);
+    for (size_t i = 0; i < c->n_pending; i++)
+        free(c->pending[i].data);
+    free(c->pending);
+    free(c->on_up);
+    free(c->on_removed);
+    free(c->singletons);
+    cstate_destroy(&c->state);
+    cstate_destroy(&c->prev);
+    zhash_destroy(&c->my_unreachable);
+    zhash_destroy(&c->joining_since);
+    for (size_t i = 0; i < c->n_seeds; i++)
+        free(c->seeds[i]);
+    free(c->seeds);
+    free(c->seed_known);
+    free(c->sbr_unreachable);
+    free((void *)c->s.role_min);
+    for (size_t i = 0; i < c->n_own_strings; i++)
+        free(c->own_strings[i]);
+    free(c->own_strings);
+    free(c->hb_endpoint);
+    free(c->self_endpoint);
+    free(c);
+}

@@ -1,0 +1,349 @@
+/*  membership.h — Shoal cluster membership: who is in the cluster, carried by the replicator.
+
+    This header is the whole public API of membership/.
+
+    THE CLUSTER STATE is one replicated value (a custom ddata type, "ClusterState") kept under
+    the key "cluster" of the node's SYSTEM REPLICATOR (role "__system", whose peers are every
+    member not Removed). It holds
+      - the members: node id (host:port:uid), status, roles, up-number (age order: lower is
+        older), app version, heartbeat endpoint, public key;
+      - reachability: for each observer, the members it cannot reach, with a version only that
+        observer raises;
+      - a vector clock, raised by whichever node changes the state;
+      - the seen table: for each member, the vector clock it had when it last looked at the
+        state. "Seen the current version" = its entry is >= the clock.
+    Merge is a join (status by precedence Joining < WeaklyUp < Up < Leaving < Exiting < Down <
+    Removed, up-number the lowest assigned, reachability rows by their observer's version, clocks
+    and seen entries pointwise max), so gossip in any order, any number of times, converges.
+    Removed members stay as tombstones so they cannot come back.
+
+    CONVERGENCE: every member that is Up or Leaving, and every unreachable member that is not
+    Down or Exiting, has seen the current version. The LEADER is the first member in address
+    order (host, port, uid) among the reachable ones that are Up or Leaving (else among the
+    reachable ones not Down); every node computes the same. Role leaders likewise within a role.
+    The leader, only on convergence: Joining/WeaklyUp -> Up (once min-nr-of-members, global and
+    per role, is reached; up-numbers in address order), Leaving -> Exiting, Exiting -> Removed,
+    Down -> Removed. Without convergence it moves a Joining member that has waited weakly-up-after
+    to WeaklyUp. Downing needs no convergence.
+
+    GOSSIP (the system replicator's policy): every gossip interval a node sends the state to one
+    member, three times per interval while fewer than half the members have seen the current
+    version; the peer is one that has not seen it with probability 0.8 (lowered above 400
+    members); once converged only the replicator's small digest status goes out. Gossip older
+    than gossip-time-to-live is dropped by the receiver.
+
+    JOINING. A node with seed nodes asks them to let it in (InitJoin); the first that answers gets
+    the Join; the first seed (its own address first in the list) forms the cluster alone when no
+    other seed answers within seed-node-timeout. Joins are retried every
+    retry-unsuccessful-join-after until one succeeds (or the node gives up after
+    shutdown-after-unsuccessful-join-seed-nodes, if set). A new incarnation (same host:port, new
+    uid) joining downs the old one and is let in once the old one is Removed.
+
+    FAILURE DETECTION. Each member is watched by monitored-by-nr-of-members others, picked from a
+    ring ordered by a hash of the node ids (every node computes the same ring). Heartbeats are
+    sent and answered by a small actor with its own socket (the member's heartbeat endpoint), not
+    by the node loop, so a node busy in callbacks is not taken for dead; that actor stops
+    answering when the node loop has not ticked for loop-stall-bound, so a wedged node is caught.
+    A phi-accrual detector (Akka's: window of intervals, min-std-deviation, acceptable pause,
+    threshold) decides; before a monitor reports a member unreachable it asks indirect-probes other
+    members to reach it, and a monitor that is itself late widens its own bounds (Lifeguard). A
+    node that finds a gap in its own clock longer than stable-after (SIGSTOP, a VM pause) stops
+    acting (leader, singletons, shards: shoal_cluster_may_act is false) until fresh gossip keeps
+    it a member.
+
+    SPLIT-BRAIN RESOLVER, on by default with keep-majority (Akka has no automatic downing by
+    default): once the set of unreachable members has been stable for stable-after, the leader of
+    each side decides. keep-majority (ties keep the side holding the lowest address), keep-oldest
+    (down-if-alone), static-quorum, down-all; each optionally limited to a role. Members that are
+    unreachable only to some observers (indirectly connected) are downed on their own, never the
+    whole cluster. When unreachability keeps changing for down-all-when-unstable, everything
+    unreachable-affected is downed (Akka's safety). A downed or removed node stops itself, only
+    itself, and its uid is quarantined: it must restart (new uid) to join again.
+
+    DATA REPLICATORS follow the members: shoal_cluster_follow(r) makes a replicator of role R
+    track the members having role R ("" = every member): Up and Leaving members are counted peers,
+    Joining and WeaklyUp members receive data uncounted, removed members are pruned.
+
+    SHUTDOWN runs in phases (like Akka's coordinated shutdown): tasks registered per phase, each
+    phase with a timeout; it runs on leave, on being downed or removed, and on
+    shoal_cluster_shutdown. Sharding hands off its shards in SHOAL_PHASE_SHARDING.
+
+    SINGLETONS run on the oldest Up member having their role, are handed over when it leaves and
+    started elsewhere after it is downed and removed; each incarnation has a term that only grows.
+
+    THREADS. Everything runs on the node thread, except the functions marked thread-safe (they go
+    through shoal_system_call). Callbacks run on the node thread and must not block.
+*/
+#ifndef SHOAL_MEMBERSHIP_H
+#define SHOAL_MEMBERSHIP_H
+
+#include "ddata.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHOAL_ENOTMEMBER -40 /* no such member, or this node is not (or no longer) a member */
+#define SHOAL_ESTATE     -41 /* not allowed in the member's current status */
+
+typedef enum {
+    SHOAL_MEMBER_JOINING = 1,
+    SHOAL_MEMBER_WEAKLY_UP = 2,
+    SHOAL_MEMBER_UP = 3,
+    SHOAL_MEMBER_LEAVING = 4,
+    SHOAL_MEMBER_EXITING = 5,
+    SHOAL_MEMBER_DOWN = 6,
+    SHOAL_MEMBER_REMOVED = 7,
+} shoal_member_status_t;
+
+const char *shoal_member_status_name(shoal_member_status_t s);
+
+/* A member as the API shows it (borrowed: valid during the callback, or until the view that
+   holds it is freed). */
+typedef struct {
+    const shoal_node_t *node;
+    shoal_member_status_t status;
+    uint64_t up_number; /* 0 until Up; lower = older */
+    const char *const *roles;
+    size_t n_roles;
+    const char *app_version;
+    const char *heartbeat_endpoint;
+    bool reachable; /* no live observer reports it unreachable */
+} shoal_member_t;
+
+bool shoal_member_has_role(const shoal_member_t *m, const char *role);
+
+typedef enum {
+    SHOAL_SBR_KEEP_MAJORITY = 1,
+    SHOAL_SBR_KEEP_OLDEST = 2,
+    SHOAL_SBR_STATIC_QUORUM = 3,
+    SHOAL_SBR_DOWN_ALL = 4,
+    SHOAL_SBR_OFF = 5, /* no automatic downing (tests, or an external downing provider) */
+} shoal_sbr_strategy_t;
+
+typedef struct {
+    const char *role;
+    uint32_t min;
+} shoal_role_min_t;
+
+typedef struct {
+    /* shoal/cluster */
+    const char *const *seed_nodes; /* endpoints "tcp://host:port"; none: wait for a join call */
+    size_t n_seed_nodes;
+    const char *const *roles;
+    size_t n_roles;
+    const char *app_version;                    /* app-version, "0.0.0" */
+    uint32_t seed_node_timeout_ms;              /* seed-node-timeout, 5 s */
+    uint32_t retry_unsuccessful_join_after_ms;  /* retry-unsuccessful-join-after, 10 s */
+    uint32_t shutdown_after_unsuccessful_join_ms; /* shutdown-after-unsuccessful-join-seed-nodes,
+                                                     0 = off */
+    uint32_t min_nr_of_members;                 /* min-nr-of-members, 1 */
+    const shoal_role_min_t *role_min;           /* role.<name>.min-nr-of-members */
+    size_t n_role_min;
+    uint32_t gossip_interval_ms;                /* gossip-interval, 1 s */
+    double gossip_different_view_probability;   /* 0.8 */
+    uint32_t reduce_gossip_different_view_probability; /* 400 members */
+    uint32_t gossip_time_to_live_ms;            /* gossip-time-to-live, 2 s */
+    uint32_t leader_actions_interval_ms;        /* leader-actions-interval, 1 s */
+    bool allow_weakly_up_members;               /* allow-weakly-up-members, on */
+    uint32_t weakly_up_after_ms;                /* ... = 7 s */
+    /* shoal/cluster/failure-detector */
+    uint32_t heartbeat_interval_ms;             /* heartbeat-interval, 1 s */
+    double threshold;                           /* threshold, 8.0 */
+    uint32_t max_sample_size;                   /* max-sample-size, 1000 */
+    uint32_t min_std_deviation_ms;              /* min-std-deviation, 100 ms */
+    uint32_t acceptable_heartbeat_pause_ms;     /* acceptable-heartbeat-pause, 3 s */
+    uint32_t expected_response_after_ms;        /* expected-response-after, 1 s */
+    uint32_t monitored_by_nr_of_members;        /* monitored-by-nr-of-members, 5 */
+    uint32_t indirect_probes;                   /* indirect-probes, 3 */
+    uint32_t loop_stall_bound_ms;               /* loop-stall-bound: the heartbeat actor stops
+                                                   answering when the node loop has not ticked for
+                                                   this long, 20 s */
+    const char *heartbeat_endpoint;             /* NULL: the node's host, an ephemeral port */
+    /* shoal/cluster/split-brain-resolver */
+    shoal_sbr_strategy_t sbr_strategy;          /* active-strategy, keep-majority */
+    const char *sbr_role;                       /* <strategy>.role, NULL = all members */
+    uint32_t stable_after_ms;                   /* stable-after, 20 s */
+    int64_t down_all_when_unstable_ms;          /* down-all-when-unstable: -1 = on (3/4 of
+                                                   stable-after, at least 4 s), 0 = off */
+    uint32_t static_quorum_size;                /* static-quorum.quorum-size */
+    bool keep_oldest_down_if_alone;             /* keep-oldest.down-if-alone, on */
+    /* shoal/coordinated-shutdown */
+    uint32_t phase_timeout_ms;                  /* default-phase-timeout, 5 s */
+    /* the system replicator (role "__system"); its gossip interval is gossip_interval_ms */
+    uint32_t system_notify_interval_ms;         /* how soon membership sees a merged state, 20 ms */
+} shoal_cluster_settings_t;
+
+/* Akka's defaults (with keep-majority on and 5 monitors). */
+void shoal_cluster_settings_default(shoal_cluster_settings_t *s);
+/* Shortened timings for tests and the `_fast` benchmarks: gossip and heartbeats 200 ms,
+   acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s. */
+void shoal_cluster_settings_fast(shoal_cluster_settings_t *s);
+
+typedef struct shoal_cluster shoal_cluster_t;
+
+/* Starts membership on a running node (from any thread): creates the system replicator, starts
+   the heartbeat actor and, with seed nodes, joins. NULL with *err on failure. */
+shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_settings_t *s,
+                                   int *err);
+/* Stops membership (any thread but the node's) without leaving: the others will see this node
+   unreachable. Use shoal_cluster_shutdown first for an orderly exit. NULL-safe. */
+void shoal_cluster_destroy(shoal_cluster_t **self_p);
+shoal_system_t *shoal_cluster_system(shoal_cluster_t *c);
+shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c);
+
+/* Makes a data replicator follow the members of its role (see DATA REPLICATORS). Node thread or
+   any thread (thread-safe). The replicator must outlive the cluster or be unfollowed first. */
+int shoal_cluster_follow(shoal_cluster_t *c, shoal_replicator_t *r);
+int shoal_cluster_unfollow(shoal_cluster_t *c, shoal_replicator_t *r);
+
+/* Joins through these seed endpoints (replacing the configured ones); an empty list or this
+   node's own endpoint alone forms a new cluster. Thread-safe. SHOAL_ESTATE: already a member. */
+int shoal_cluster_join(shoal_cluster_t *c, const char *const *seeds, size_t n);
+/* Asks that `node` (NULL = this node) leave gracefully. Thread-safe. */
+int shoal_cluster_leave(shoal_cluster_t *c, const shoal_node_t *node);
+/* Marks `node` Down. Thread-safe. SHOAL_ENOTMEMBER for an unknown node. */
+int shoal_cluster_down(shoal_cluster_t *c, const shoal_node_t *node);
+/* Finds a member by node id, or by "host:port" (the live incarnation there). Thread-safe. */
+const shoal_node_t *shoal_cluster_find(shoal_cluster_t *c, const char *id_or_address);
+
+/* This node's status (0 before it is a member). Thread-safe. */
+shoal_member_status_t shoal_cluster_self_status(shoal_cluster_t *c);
+/* False while this node must not act for the cluster: not Up/Leaving, downed, frozen (a clock gap)
+   and not yet reassured by fresh gossip. Leaders, singletons and shard hosts check it. */
+bool shoal_cluster_may_act(shoal_cluster_t *c);
+
+/* A snapshot of the cluster as this node sees it. Thread-safe; free with shoal_cluster_view_free. */
+typedef struct {
+    shoal_member_t *members; /* in address order, Removed members left out */
+    size_t n_members;
+    const shoal_node_t *self;
+    const shoal_node_t *leader; /* NULL when there is none */
+    bool converged;
+    bool may_act;
+    uint64_t state_version;     /* sum of the vector clock, for display */
+    void *priv;
+} shoal_cluster_view_t;
+int shoal_cluster_view(shoal_cluster_t *c, shoal_cluster_view_t *out);
+void shoal_cluster_view_free(shoal_cluster_view_t *v);
+const shoal_member_t *shoal_cluster_view_member(const shoal_cluster_view_t *v,
+                                                const shoal_node_t *node);
+/* The role leader in a view (role NULL or "" = the leader). */
+const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v, const char *role);
+/* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}). */
+void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
+
+/* Events. A new subscriber first receives the current state as events (SHOAL_EV_SNAPSHOT_BEGIN,
+   one MEMBER_* per member for its status, UNREACHABLE for each unreachable one, LEADER_CHANGED,
+   CONVERGENCE, SHOAL_EV_SNAPSHOT_END), then every change. Node thread. Returns an id > 0. */
+typedef enum {
+    SHOAL_EV_SNAPSHOT_BEGIN = 1,
+    SHOAL_EV_SNAPSHOT_END,
+    SHOAL_EV_MEMBER_JOINED,
+    SHOAL_EV_MEMBER_WEAKLY_UP,
+    SHOAL_EV_MEMBER_UP,
+    SHOAL_EV_MEMBER_LEFT,    /* -> Leaving */
+    SHOAL_EV_MEMBER_EXITED,  /* -> Exiting */
+    SHOAL_EV_MEMBER_DOWNED,
+    SHOAL_EV_MEMBER_REMOVED,
+    SHOAL_EV_UNREACHABLE,
+    SHOAL_EV_REACHABLE,
+    SHOAL_EV_LEADER_CHANGED,      /* leader may be NULL */
+    SHOAL_EV_ROLE_LEADER_CHANGED, /* role, leader */
+    SHOAL_EV_CONVERGENCE,         /* converged true/false */
+} shoal_cluster_event_kind_t;
+typedef struct {
+    shoal_cluster_event_kind_t kind;
+    const shoal_member_t *member; /* MEMBER_*, (UN)REACHABLE */
+    const shoal_node_t *leader;   /* LEADER_CHANGED, ROLE_LEADER_CHANGED */
+    const char *role;             /* ROLE_LEADER_CHANGED */
+    bool converged;               /* CONVERGENCE */
+} shoal_cluster_event_t;
+const char *shoal_cluster_event_name(shoal_cluster_event_kind_t k);
+typedef void (shoal_cluster_event_fn)(shoal_cluster_t *c, const shoal_cluster_event_t *ev,
+                                      void *arg);
+int shoal_cluster_subscribe(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg);
+int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id);
+
+/* Orderly shutdown, in phases run in this order. */
+typedef enum {
+    SHOAL_PHASE_BEFORE_SERVICE_UNBIND = 0,
+    SHOAL_PHASE_SERVICE_UNBIND,
+    SHOAL_PHASE_SERVICE_REQUESTS_DONE,
+    SHOAL_PHASE_SERVICE_STOP,
+    SHOAL_PHASE_BEFORE_CLUSTER_SHUTDOWN,
+    SHOAL_PHASE_SHARDING,         /* cluster-sharding-shutdown-region: hand off shards */
+    SHOAL_PHASE_CLUSTER_LEAVE,    /* leave, wait until Exiting (or Removed/Down) */
+    SHOAL_PHASE_CLUSTER_EXITING,  /* singletons stop here */
+    SHOAL_PHASE_CLUSTER_EXITING_DONE, /* wait until Removed (bounded) */
+    SHOAL_PHASE_CLUSTER_SHUTDOWN, /* stop heartbeats and gossip */
+    SHOAL_PHASE_BEFORE_TERMINATE,
+    SHOAL_PHASE_COUNT,
+} shoal_phase_t;
+typedef enum {
+    SHOAL_SHUTDOWN_LEAVE = 1,   /* shoal_cluster_leave of this node */
+    SHOAL_SHUTDOWN_DOWNED = 2,  /* this node was downed or removed by others */
+    SHOAL_SHUTDOWN_REQUEST = 3, /* shoal_cluster_shutdown */
+    SHOAL_SHUTDOWN_JOIN_FAILED = 4,
+} shoal_shutdown_reason_t;
+const char *shoal_phase_name(shoal_phase_t p);
+/* A task calls done(done_arg) when finished (possibly before returning); a task not done within
+   the phase timeout is abandoned and the phase goes on. */
+typedef void (shoal_task_done_fn)(void *done_arg);
+typedef void (shoal_task_fn)(shoal_cluster_t *c, shoal_shutdown_reason_t why,
+                             shoal_task_done_fn *done, void *done_arg, void *arg);
+int shoal_cluster_add_task(shoal_cluster_t *c, shoal_phase_t phase, const char *name,
+                           shoal_task_fn *fn, void *arg);
+/* Starts the shutdown (idempotent; thread-safe). */
+int shoal_cluster_shutdown(shoal_cluster_t *c);
+/* True once every phase has run. Thread-safe. */
+bool shoal_cluster_terminated(shoal_cluster_t *c);
+/* Called once, on the node thread: when this member is Up, and when it is Removed (or shut
+   down). */
+typedef void (shoal_cluster_fn)(shoal_cluster_t *c, void *arg);
+int shoal_cluster_on_up(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+
+/* Singletons. start(term) runs on the host when it takes the singleton; stop() when it gives it
+   up (hand-over, leaving, downed, shutdown). `role` NULL or "" = any member. */
+typedef struct shoal_singleton shoal_singleton_t;
+typedef void (shoal_singleton_start_fn)(shoal_singleton_t *s, uint64_t term, void *arg);
+typedef void (shoal_singleton_stop_fn)(shoal_singleton_t *s, void *arg);
+shoal_singleton_t *shoal_singleton_new(shoal_cluster_t *c, const char *name, const char *role,
+                                       shoal_singleton_start_fn *start,
+                                       shoal_singleton_stop_fn *stop, void *arg);
+void shoal_singleton_destroy(shoal_singleton_t **self_p);
+bool shoal_singleton_running(const shoal_singleton_t *s); /* running here */
+uint64_t shoal_singleton_term(const shoal_singleton_t *s); /* term of the incarnation here */
+/* Where the singleton should run now, as this node sees it (NULL: nowhere yet). */
+const shoal_node_t *shoal_singleton_host(const shoal_singleton_t *s);
+
+/* Counters. */
+typedef struct {
+    uint64_t gossip_sent, gossip_received, gossip_dropped_stale, status_sent;
+    uint64_t joins_received, heartbeats_sent, heartbeats_received, indirect_probes;
+    uint64_t unreachable_marked, reachable_marked, downed_by_sbr, leader_actions;
+    uint64_t clock_gaps, loop_stalls;
+} shoal_cluster_stats_t;
+int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
+
+/* Settings from a configuration file (see ddata.h, CONFIGURATION FILES): shoal/cluster/...,
+   shoal/cluster/failure-detector/..., shoal/cluster/split-brain-resolver/...,
+   shoal/coordinated-shutdown/.... Strings stay owned by cfg. */
+int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *out, char *err,
+                         size_t errlen);
+
+/* Admin requests over a client connection (the shoal-cluster tool). */
+#define SHOAL_KIND_CLUSTER_VIEW  0x8101u /* -> JSON view */
+#define SHOAL_KIND_CLUSTER_JOIN  0x8102u /* seed endpoint */
+#define SHOAL_KIND_CLUSTER_LEAVE 0x8103u /* node id or host:port; empty = the serving node */
+#define SHOAL_KIND_CLUSTER_DOWN  0x8104u /* node id or host:port */
+int shoal_client_cluster_view(shoal_client_t *cl, shoal_buf_t *json);
+int shoal_client_cluster_join(shoal_client_t *cl, const char *seed_endpoint);
+int shoal_client_cluster_leave(shoal_client_t *cl, const char *member);
+int shoal_client_cluster_down(shoal_client_t *cl, const char *member);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

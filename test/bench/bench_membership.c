@@ -1,0 +1,1005 @@
+/*  bench_membership.c — cluster membership against HashiCorp Serf, on this machine, in this run.
+
+    Every Shoal node is a separate build/bin/shoal-member process (release); every Serf node a
+    `serf agent` process. This program starts them, polls them (Shoal: shoal_client_cluster_view,
+    the JSON view; Serf: its RPC protocol, msgpack over TCP, the `members` command that
+    `serf members` uses, over one kept connection per agent, as Shoal's clients are kept) and
+    kills them. Ratios are shoal / serf: below 1 is better.
+
+    converge_{10,25}_nodes: ms from starting the first node until every node sees all N members
+      Up and converged (Serf: all N "alive"). The first node starts alone (Shoal: --seed of its own
+      endpoint, which forms the cluster; Serf: no -join); once its port accepts connections the
+      others start with it as their seed (Shoal: --seed, Serf: -join).
+    detect_unreachable_10_nodes: ms from SIGKILL of one member (the one with the highest address,
+      never the leader) until every other member marks it unreachable (Serf: "failed").
+    remove_after_kill_10_nodes (Shoal only; Serf keeps failed members listed for 24 h): until it is
+      gone from every other member's view. The split-brain resolver's stable-after (20 s by
+      default, 2 s fast) dominates it.
+    Shoal's defaults (Akka's: gossip 1 s, heartbeats 1 s, acceptable pause 3 s) against Serf's
+    default lan profile; the _fast variants: `shoal-member --fast` (200 ms, pause 1 s, stable-after
+    2 s) against `serf agent -profile=local`.
+    idle_rss_kb: VmRSS of an idle member (the median of the 10) of the converged 10-node cluster,
+      defaults; baseline a Serf agent's in its 10-node cluster. Target <= 5 MB.
+    gossip_bytes_per_s_{10,25}: bytes sent per second per member, idle and converged (defaults),
+      over an 8 s window. When this program may enter a network namespace of its own (root, or
+      CAP_SYS_ADMIN) both systems run there and the figure is the loopback interface's transmitted
+      bytes (everything on the wire: gossip, heartbeats, probes, TCP/UDP and IP headers) divided by
+      N, for Shoal and for Serf alike; the namespace also keeps other programs' traffic and ports
+      out. Otherwise it is the nodes' own node_bytes_out counters (heartbeats, which go through
+      their own socket, and headers not counted) without a baseline.
+
+    Without serf on PATH the Shoal figures are printed without baselines (a note says so on
+    stderr). Every wait has a deadline; a failed measurement is reported on stderr and makes the
+    exit code 1, the others still run. Every child is killed (SIGKILL) on exit, on a signal, on the
+    overall time limit, and with this process (PR_SET_PDEATHSIG).
+*/
+#include "bench.h"
+#include "membership.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#define MAXN 25
+#define CONVERGE_DEADLINE_MS 60000
+#define DETECT_DEADLINE_MS 60000
+#define REMOVE_DEADLINE_MS 90000
+#define SETTLE_MS 3000
+#define BYTES_WINDOW_MS 8000
+#define TIME_LIMIT_S 420
+
+static int failures;
+
+static void note_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note_failure(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_membership: FAILED: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    failures++;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static double now_ms(void)
+{
+    return bench_now() * 1000.0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Children: every one is recorded, so that any exit kills them all.
+ */
+static pid_t children[4 * MAXN + 8];
+static volatile sig_atomic_t n_children;
+
+static void kill_children(void)
+{
+    for (int i = 0; i < n_children; i++)
+        if (children[i] > 0)
+            kill(children[i], SIGKILL);
+}
+
+static void reap(pid_t pid)
+{
+    for (int i = 0; i < n_children; i++)
+        if (children[i] == pid) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            children[i] = 0;
+        }
+}
+
+static void on_fatal_signal(int sig)
+{
+    kill_children();
+    static const char msg[] = "bench_membership: stopped (signal or time limit); children killed\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(128 + sig);
+}
+
+static pid_t spawn(char *const argv[])
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("bench_membership: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            if (!getenv("BENCH_MEMBERSHIP_VERBOSE")) {
+                dup2(devnull, 1);
+                dup2(devnull, 2);
+            }
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (n_children < (int)(sizeof children / sizeof children[0]))
+        children[n_children++] = pid;
+    return pid;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Ports and the network
+ */
+static int port_cursor;
+
+static bool port_free(int port)
+{
+    int types[2] = {SOCK_STREAM, SOCK_DGRAM}; /* Serf binds both on its port */
+    for (int t = 0; t < 2; t++) {
+        int s = socket(AF_INET, types[t], 0);
+        if (s < 0)
+            return false;
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int ok = bind(s, (struct sockaddr *)&sa, sizeof sa) == 0;
+        close(s);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static int next_port(void)
+{
+    for (int tries = 0; tries < 2000; tries++) {
+        int p = port_cursor++;
+        if (port_cursor > 60000)
+            port_cursor = 20000;
+        if (port_free(p))
+            return p;
+    }
+    return -1;
+}
+
+static int tcp_connect(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(s);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return s;
+}
+
+static bool wait_port(int port, int deadline_ms)
+{
+    double end = now_ms() + deadline_ms;
+    while (now_ms() < end) {
+        int s = tcp_connect(port);
+        if (s >= 0) {
+            close(s);
+            return true;
+        }
+        sleep_ms(2);
+    }
+    return false;
+}
+
+/* A network namespace of our own with its loopback up: isolation from other programs' ports and
+   traffic, and a loopback byte counter that only our nodes move. Must run before any thread. */
+static bool private_network(void)
+{
+    if (getenv("BENCH_MEMBERSHIP_NO_NETNS"))
+        return false;
+    if (unshare(CLONE_NEWNET) != 0)
+        return false;
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+        fprintf(stderr, "bench_membership: new network namespace without a loopback\n");
+        exit(1);
+    }
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
+        fprintf(stderr, "bench_membership: cannot bring the loopback up: %s\n", strerror(errno));
+        exit(1);
+    }
+    close(s);
+    return true;
+}
+
+/* Bytes transmitted on the loopback interface (of this network namespace). */
+static long long lo_tx_bytes(void)
+{
+    FILE *f = fopen("/proc/net/dev", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    long long tx = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = line;
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, "lo:", 3) != 0)
+            continue;
+        long long v[9];
+        if (sscanf(p + 3, "%lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9)
+            tx = v[8];
+    }
+    fclose(f);
+    return tx;
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Serf's RPC: msgpack maps over TCP. A request is a header {Command, Seq} and, for some
+ * commands, a body; a response is a header {Seq, Error} and, for some, a body.
+ */
+typedef struct {
+    uint8_t data[1 << 20];
+    size_t len;
+} rbuf_t;
+
+static rbuf_t rpc_in;
+
+static void mp_str(shoal_buf_t *b, const char *s)
+{
+    uint8_t h = (uint8_t)(0xa0 | strlen(s)); /* our strings are < 32 bytes */
+    shoal_buf_append(b, &h, 1);
+    shoal_buf_append(b, s, strlen(s));
+}
+
+static void mp_map(shoal_buf_t *b, int n)
+{
+    uint8_t h = (uint8_t)(0x80 | n);
+    shoal_buf_append(b, &h, 1);
+}
+
+static void mp_uint(shoal_buf_t *b, uint32_t v)
+{
+    if (v < 128) {
+        uint8_t h = (uint8_t)v;
+        shoal_buf_append(b, &h, 1);
+    } else {
+        uint8_t h[5] = {0xce, (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8),
+                        (uint8_t)v};
+        shoal_buf_append(b, h, 5);
+    }
+}
+
+typedef struct {
+    char name[64], status[16];
+} serf_member_t;
+
+typedef struct {
+    const uint8_t *p, *end;
+    bool incomplete;
+    /* what the walk collects */
+    serf_member_t *members;
+    int n_members, cap_members;
+    char error[128];
+    bool in_header;
+} mp_reader_t;
+
+static bool need(mp_reader_t *r, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) {
+        r->incomplete = true;
+        return false;
+    }
+    return true;
+}
+
+static uint64_t be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Reads one value. A string comes back in (str, slen); containers are walked. depth 1 = the
+   message map, 2 = Members, 3 = one member. Returns false on incomplete or malformed input. */
+static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str,
+                     size_t *slen);
+
+static bool mp_container(mp_reader_t *r, int depth, uint64_t n, bool map)
+{
+    if (depth > 8)
+        return false;
+    if (map && depth == 3 && !r->in_header) {
+        if (r->n_members == r->cap_members) {
+            r->cap_members = r->cap_members ? 2 * r->cap_members : 32;
+            r->members = realloc(r->members, (size_t)r->cap_members * sizeof *r->members);
+            if (!r->members)
+                abort();
+        }
+        memset(&r->members[r->n_members++], 0, sizeof *r->members);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        char k[32] = "";
+        if (map) {
+            const uint8_t *ks = NULL;
+            size_t kl = 0;
+            if (!mp_value(r, depth + 1, NULL, &ks, &kl))
+                return false;
+            if (ks && kl < sizeof k) {
+                memcpy(k, ks, kl);
+                k[kl] = 0;
+            }
+        }
+        const uint8_t *vs = NULL;
+        size_t vl = 0;
+        if (!mp_value(r, depth + 1, k, &vs, &vl))
+            return false;
+        if (!map || !vs)
+            continue;
+        if (depth == 1 && r->in_header && strcmp(k, "Error") == 0) {
+            size_t m = vl < sizeof r->error - 1 ? vl : sizeof r->error - 1;
+            memcpy(r->error, vs, m);
+            r->error[m] = 0;
+        }
+        if (depth == 3 && !r->in_header && r->n_members) {
+            serf_member_t *m = &r->members[r->n_members - 1];
+            char *dst = strcmp(k, "Name") == 0 ? m->name : strcmp(k, "Status") == 0 ? m->status
+                                                                                     : NULL;
+            size_t cap = dst == m->name ? sizeof m->name : sizeof m->status;
+            if (dst) {
+                size_t c = vl < cap - 1 ? vl : cap - 1;
+                memcpy(dst, vs, c);
+                dst[c] = 0;
+            }
+        }
+    }
+    return true;
+}
+
+static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str,
+                     size_t *slen)
+{
+    (void)key;
+    *str = NULL;
+    if (!need(r, 1))
+        return false;
+    uint8_t t = *r->p++;
+    uint64_t n = 0;
+    size_t w = 0;
+    if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3)
+        return true; /* fixint, nil, bool */
+    if ((t & 0xe0) == 0xa0 || t == 0xd9 || t == 0xda || t == 0xdb || t == 0xc4 || t == 0xc5 ||
+        t == 0xc6) { /* str, bin */
+        if ((t & 0xe0) == 0xa0)
+            n = t & 0x1f;
+        else {
+            w = t == 0xd9 || t == 0xc4 ? 1 : t == 0xda || t == 0xc5 ? 2 : 4;
+            if (!need(r, w))
+                return false;
+            n = be(r->p, (int)w);
+            r->p += w;
+        }
+        if (!need(r, n))
+            return false;
+        *str = r->p;
+        *slen = n;
+        r->p += n;
+        return true;
+    }
+    if ((t & 0xf0) == 0x90 || (t & 0xf0) == 0x80 || t == 0xdc || t == 0xdd || t == 0xde ||
+        t == 0xdf) {
+        bool map = (t & 0xf0) == 0x80 || t == 0xde || t == 0xdf;
+        if ((t & 0xf0) == 0x90 || (t & 0xf0) == 0x80)
+            n = t & 0x0f;
+        else {
+            w = t == 0xdc || t == 0xde ? 2 : 4;
+            if (!need(r, w))
+                return false;
+            n = be(r->p, (int)w);
+            r->p += w;
+        }
+        return mp_container(r, depth, n, map);
+    }
+    switch (t) {
+    case 0xcc: case 0xd0: w = 1; break;
+    case 0xcd: case 0xd1: w = 2; break;
+    case 0xce: case 0xd2: case 0xca: w = 4; break;
+    case 0xcf: case 0xd3: case 0xcb: w = 8; break;
+    case 0xd4: w = 2; break; /* fixext: type + data */
+    case 0xd5: w = 3; break;
+    case 0xd6: w = 5; break;
+    case 0xd7: w = 9; break;
+    case 0xd8: w = 17; break;
+    case 0xc7: case 0xc8: case 0xc9: {
+        size_t lw = t == 0xc7 ? 1 : t == 0xc8 ? 2 : 4;
+        if (!need(r, lw))
+            return false;
+        w = (size_t)be(r->p, (int)lw) + 1;
+        r->p += lw;
+        break;
+    }
+    default:
+        return false;
+    }
+    if (!need(r, w))
+        return false;
+    r->p += w;
+    return true;
+}
+
+typedef struct {
+    int fd;
+    uint32_t seq;
+} serf_rpc_t;
+
+/* Sends header (+ body) and reads the response header and, if `body`, one body. */
+static int serf_call(serf_rpc_t *c, const char *command, bool send_version, bool body,
+                     mp_reader_t *out)
+{
+    shoal_buf_t b = {0};
+    mp_map(&b, 2);
+    mp_str(&b, "Command");
+    mp_str(&b, command);
+    mp_str(&b, "Seq");
+    mp_uint(&b, c->seq++);
+    if (send_version) {
+        mp_map(&b, 1);
+        mp_str(&b, "Version");
+        mp_uint(&b, 1);
+    }
+    ssize_t w = send(c->fd, b.data, b.len, MSG_NOSIGNAL);
+    bool ok = w == (ssize_t)b.len;
+    shoal_buf_free(&b);
+    if (!ok)
+        return -1;
+    rpc_in.len = 0;
+    double end = now_ms() + 3000;
+    for (;;) {
+        mp_reader_t r = {.p = rpc_in.data, .end = rpc_in.data + rpc_in.len, .in_header = true};
+        const uint8_t *s;
+        size_t sl;
+        bool done = mp_value(&r, 1, NULL, &s, &sl);
+        if (done && body) {
+            r.in_header = false;
+            done = mp_value(&r, 1, NULL, &s, &sl);
+        }
+        if (done) {
+            *out = r;
+            return r.error[0] ? -2 : 0;
+        }
+        free(r.members);
+        if (!r.incomplete)
+            return -1; /* malformed */
+        int left = (int)(end - now_ms());
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        if (left <= 0 || poll(&pfd, 1, left) <= 0 || rpc_in.len == sizeof rpc_in.data)
+            return -1;
+        ssize_t n = recv(c->fd, rpc_in.data + rpc_in.len, sizeof rpc_in.data - rpc_in.len, 0);
+        if (n <= 0)
+            return -1;
+        rpc_in.len += (size_t)n;
+    }
+}
+
+static bool serf_connect(serf_rpc_t *c, int rpc_port)
+{
+    c->fd = tcp_connect(rpc_port);
+    c->seq = 0;
+    if (c->fd < 0)
+        return false;
+    mp_reader_t r;
+    if (serf_call(c, "handshake", true, false, &r) != 0) {
+        close(c->fd);
+        c->fd = -1;
+        return false;
+    }
+    free(r.members);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Clusters of processes
+ */
+typedef enum { SHOAL, SERF } system_kind_t;
+
+typedef struct {
+    system_kind_t kind;
+    bool fast;
+    int n;
+    pid_t pid[MAXN];
+    int port[MAXN], rpc_port[MAXN];
+    bool dead[MAXN];
+    shoal_client_t *cl[MAXN];
+    serf_rpc_t rpc[MAXN];
+} procs_t;
+
+static char shoal_member_path[PATH_MAX];
+static char serf_path[PATH_MAX];
+
+static const char *sys_name(const procs_t *p)
+{
+    return p->kind == SHOAL ? "shoal" : "serf";
+}
+
+static pid_t start_node(procs_t *p, int i)
+{
+    char bind[64], seed[64], node[16], rpc[64], join[64];
+    if (p->kind == SHOAL) {
+        snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", p->port[i]);
+        snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", p->port[0]);
+        char *argv[] = {shoal_member_path, "--bind", bind, "--seed", seed, "--quiet",
+                        p->fast ? "--fast" : NULL, NULL};
+        return spawn(argv);
+    }
+    snprintf(node, sizeof node, "-node=n%d", i);
+    snprintf(bind, sizeof bind, "-bind=127.0.0.1:%d", p->port[i]);
+    snprintf(rpc, sizeof rpc, "-rpc-addr=127.0.0.1:%d", p->rpc_port[i]);
+    snprintf(join, sizeof join, "-join=127.0.0.1:%d", p->port[0]);
+    char *argv[10];
+    int a = 0;
+    argv[a++] = serf_path;
+    argv[a++] = "agent";
+    argv[a++] = node;
+    argv[a++] = bind;
+    argv[a++] = rpc;
+    argv[a++] = "-log-level=err";
+    argv[a++] = p->fast ? "-profile=local" : "-profile=lan";
+    if (i > 0)
+        argv[a++] = join;
+    argv[a] = NULL;
+    return spawn(argv);
+}
+
+static void procs_stop(procs_t *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        shoal_client_destroy(&p->cl[i]);
+        if (p->kind == SERF && p->rpc[i].fd >= 0)
+            close(p->rpc[i].fd);
+        p->rpc[i].fd = -1;
+        if (p->pid[i] > 0)
+            reap(p->pid[i]);
+        p->pid[i] = 0;
+    }
+}
+
+/* Starts the first node, waits until it accepts connections, then the others. */
+static bool procs_start(procs_t *p, system_kind_t kind, int n, bool fast)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->n = n;
+    p->fast = fast;
+    for (int i = 0; i < n; i++) {
+        p->rpc[i].fd = -1;
+        p->port[i] = next_port();
+        p->rpc_port[i] = kind == SERF ? next_port() : 0;
+        if (p->port[i] < 0 || p->rpc_port[i] < 0) {
+            note_failure("no free port");
+            return false;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        p->pid[i] = start_node(p, i);
+        if (p->pid[i] < 0)
+            return false;
+        if (i == 0 && !wait_port(kind == SHOAL ? p->port[0] : p->rpc_port[0], 10000)) {
+            note_failure("%s: the first node did not start listening", sys_name(p));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * What a node sees
+ */
+static int count(const char *s, const char *what)
+{
+    int k = 0;
+    for (const char *q = s; (q = strstr(q, what)) != NULL; q += strlen(what))
+        k++;
+    return k;
+}
+
+/* The JSON object of the member at 127.0.0.1:port in a Shoal view: [*start, *end), or false. */
+static bool shoal_member_obj(const char *json, int port, const char **start, const char **end)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\"address\":\"127.0.0.1:%d\"", port);
+    const char *s = strstr(json, key);
+    if (!s)
+        return false;
+    const char *e = strchr(s, '}');
+    *start = s;
+    *end = e ? e : s + strlen(s);
+    return true;
+}
+
+static bool shoal_view(procs_t *p, int i, shoal_buf_t *json)
+{
+    if (!p->cl[i]) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p->port[i]);
+        int err = 0;
+        p->cl[i] = shoal_client_new(ep, 1000, &err);
+        if (!p->cl[i])
+            return false;
+    }
+    shoal_buf_reset(json);
+    if (shoal_client_cluster_view(p->cl[i], json) != 0) {
+        shoal_client_destroy(&p->cl[i]); /* reconnect next time */
+        return false;
+    }
+    return true;
+}
+
+static bool serf_members(procs_t *p, int i, mp_reader_t *out)
+{
+    if (p->rpc[i].fd < 0 && !serf_connect(&p->rpc[i], p->rpc_port[i]))
+        return false;
+    if (serf_call(&p->rpc[i], "members", false, true, out) != 0) {
+        close(p->rpc[i].fd);
+        p->rpc[i].fd = -1;
+        return false;
+    }
+    return true;
+}
+
+typedef enum { WANT_CONVERGED, WANT_UNREACHABLE, WANT_REMOVED } want_t;
+
+/* Does node i see what we wait for? victim: the killed node's index. */
+static bool node_sees(procs_t *p, int i, want_t want, int victim)
+{
+    if (p->kind == SHOAL) {
+        static shoal_buf_t json;
+        if (!shoal_view(p, i, &json))
+            return false;
+        const char *j = shoal_buf_cstr(&json);
+        if (want == WANT_CONVERGED)
+            return strstr(j, "\"converged\":true") && count(j, "\"node\":\"") == p->n &&
+                   count(j, "\"status\":\"Up\"") == p->n;
+        const char *s, *e;
+        if (!shoal_member_obj(j, p->port[victim], &s, &e))
+            return true; /* gone: removed (so it was found unreachable) */
+        if (want == WANT_REMOVED)
+            return false;
+        char tmp[1024];
+        size_t len = (size_t)(e - s) < sizeof tmp - 1 ? (size_t)(e - s) : sizeof tmp - 1;
+        memcpy(tmp, s, len);
+        tmp[len] = 0;
+        return strstr(tmp, "\"reachable\":false") || strstr(tmp, "\"status\":\"Down\"");
+    }
+    mp_reader_t r;
+    if (!serf_members(p, i, &r))
+        return false;
+    bool yes = false;
+    if (want == WANT_CONVERGED) {
+        int alive = 0;
+        for (int m = 0; m < r.n_members; m++)
+            alive += strcmp(r.members[m].status, "alive") == 0;
+        yes = alive == p->n && r.n_members == p->n;
+    } else {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", victim);
+        for (int m = 0; m < r.n_members; m++)
+            if (strcmp(r.members[m].name, name) == 0)
+                yes = strcmp(r.members[m].status, "failed") == 0 ||
+                      strcmp(r.members[m].status, "left") == 0;
+    }
+    free(r.members);
+    return yes;
+}
+
+/* Polls every live node until each sees `want` (conditions that, once met, stay met); returns
+   the ms from t0 until the last one did, or -1 at the deadline. */
+static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadline_ms)
+{
+    bool done[MAXN] = {false};
+    int left = 0;
+    for (int i = 0; i < p->n; i++)
+        if (!p->dead[i])
+            left++;
+        else
+            done[i] = true;
+    double end = t0 + deadline_ms;
+    while (left > 0) {
+        for (int i = 0; i < p->n; i++)
+            if (!done[i] && node_sees(p, i, want, victim)) {
+                done[i] = true;
+                left--;
+            }
+        if (left == 0)
+            break;
+        if (now_ms() > end)
+            return -1;
+        sleep_ms(5);
+    }
+    return now_ms() - t0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Measurements
+ */
+typedef struct {
+    double converge_ms, detect_ms, remove_ms, rss_kb, bytes_per_s;
+} figures_t;
+
+static bool netns;
+
+/* Bytes sent per second per node, over a window while idle. */
+static double idle_bytes_per_s(procs_t *p)
+{
+    if (netns) {
+        long long b0 = lo_tx_bytes();
+        double t0 = now_ms();
+        sleep_ms(BYTES_WINDOW_MS);
+        long long b1 = lo_tx_bytes();
+        double secs = (now_ms() - t0) / 1000.0;
+        if (b0 < 0 || b1 < b0)
+            return -1;
+        return (double)(b1 - b0) / secs / p->n;
+    }
+    if (p->kind != SHOAL)
+        return -1;
+    /* node counters: read once before and once after the window (the client's own request is
+       not in the window) */
+    long long before = 0, after = 0;
+    double t0 = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        long long sum = 0;
+        for (int i = 0; i < p->n; i++) {
+            shoal_buf_t text = {0};
+            if (!p->cl[i] || (shoal_client_stats(p->cl[i], "__system", &text) != 0 &&
+                              shoal_client_stats(p->cl[i], "", &text) != 0)) {
+                shoal_buf_free(&text);
+                return -1;
+            }
+            const char *s = strstr(shoal_buf_cstr(&text), "node_bytes_out ");
+            if (s)
+                sum += strtoll(s + 15, NULL, 10);
+            shoal_buf_free(&text);
+        }
+        if (pass == 0) {
+            before = sum;
+            t0 = now_ms();
+            sleep_ms(BYTES_WINDOW_MS);
+        } else {
+            after = sum;
+        }
+    }
+    return (double)(after - before) / ((now_ms() - t0) / 1000.0) / p->n;
+}
+
+static long median_rss(procs_t *p)
+{
+    long v[MAXN];
+    int k = 0;
+    for (int i = 0; i < p->n; i++)
+        if (!p->dead[i] && (v[k] = rss_kb(p->pid[i])) > 0)
+            k++;
+    if (!k)
+        return -1;
+    for (int a = 1; a < k; a++)
+        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+            long t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+    return v[k / 2];
+}
+
+/* One cluster: converge; then, as asked, RSS and idle bytes; then kill one node and time its
+   detection (and removal, Shoal). */
+static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bool kill_one)
+{
+    figures_t f = {-1, -1, -1, -1, -1};
+    procs_t p;
+    const char *label = kind == SHOAL ? (fast ? "shoal --fast" : "shoal defaults")
+                                      : (fast ? "serf -profile=local" : "serf lan");
+    double t0 = now_ms();
+    if (!procs_start(&p, kind, n, fast)) {
+        procs_stop(&p);
+        return f;
+    }
+    f.converge_ms = wait_all(&p, WANT_CONVERGED, -1, t0, CONVERGE_DEADLINE_MS);
+    if (f.converge_ms < 0) {
+        note_failure("%s, %d nodes: not converged within %d s", label, n,
+                     CONVERGE_DEADLINE_MS / 1000);
+        procs_stop(&p);
+        return f;
+    }
+    fprintf(stderr, "bench_membership: %s, %d nodes: converged in %.0f ms\n", label, n,
+            f.converge_ms);
+    if (idle_figures) {
+        sleep_ms(SETTLE_MS);
+        f.rss_kb = (double)median_rss(&p);
+        f.bytes_per_s = idle_bytes_per_s(&p);
+    }
+    if (kill_one) {
+        int victim = n - 1;
+        double tk = now_ms();
+        reap(p.pid[victim]);
+        p.pid[victim] = 0;
+        p.dead[victim] = true;
+        f.detect_ms = wait_all(&p, WANT_UNREACHABLE, victim, tk, DETECT_DEADLINE_MS);
+        if (f.detect_ms < 0)
+            note_failure("%s, %d nodes: the killed node not unreachable everywhere within %d s",
+                         label, n, DETECT_DEADLINE_MS / 1000);
+        else if (kind == SHOAL) {
+            f.remove_ms = wait_all(&p, WANT_REMOVED, victim, tk, REMOVE_DEADLINE_MS);
+            if (f.remove_ms < 0)
+                note_failure("%s, %d nodes: the killed node not removed everywhere within %d s",
+                             label, n, REMOVE_DEADLINE_MS / 1000);
+        }
+    }
+    procs_stop(&p);
+    return f;
+}
+
+static void report(const char *name, double value, const char *unit, double baseline)
+{
+    if (value < 0)
+        return; /* failed, said on stderr */
+    bench_report(name, value, unit, baseline > 0 ? baseline : 0);
+}
+
+static bool find_serf(void)
+{
+    const char *env = getenv("SERF");
+    if (env && access(env, X_OK) == 0) {
+        snprintf(serf_path, sizeof serf_path, "%s", env);
+        return true;
+    }
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/local/bin:/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(serf_path, sizeof serf_path, "%s/serf", d);
+        if (access(serf_path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool find_shoal_member(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return false;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return false;
+    *slash = 0;
+    if ((size_t)snprintf(shoal_member_path, sizeof shoal_member_path, "%s/shoal-member", self) >=
+        sizeof shoal_member_path)
+        return false;
+    return access(shoal_member_path, X_OK) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    double start = bench_now();
+    /* before any thread: the namespace is per thread until threads inherit it */
+    netns = private_network();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    atexit(kill_children);
+    alarm(TIME_LIMIT_S);
+    signal(SIGPIPE, SIG_IGN);
+    port_cursor = 20000 + (int)(getpid() * 7919 % 30000);
+
+    if (!find_shoal_member()) {
+        fprintf(stderr, "bench_membership: shoal-member not found next to this program (build "
+                        "it with `scons`)\n");
+        return 1;
+    }
+    bool serf = find_serf();
+    if (!serf)
+        fprintf(stderr, "bench_membership: serf is not installed (apt-get install serf, or "
+                        "sh tools/install-deps.sh): Shoal's figures are printed without "
+                        "baselines\n");
+    if (argc == 5 && strcmp(argv[1], "--converge") == 0) {
+        /* diagnosis: bench_membership --converge shoal|serf N fast|default */
+        bool use_serf = strcmp(argv[2], "serf") == 0;
+        if (use_serf && !serf)
+            return 1;
+        figures_t f = run(use_serf ? SERF : SHOAL, atoi(argv[3]) > 1 && atoi(argv[3]) <= MAXN ?
+                          atoi(argv[3]) : 10, strcmp(argv[4], "fast") == 0, false, false);
+        return f.converge_ms < 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: bench_membership [--converge shoal|serf N fast|default]\n");
+        return 2;
+    }
+    bench_note("membership: shoal-member processes vs %s; %s", serf ? serf_path : "(no serf)",
+               netns ? "private network namespace, gossip bytes = loopback tx bytes / N"
+                     : "shared network, gossip bytes = Shoal's node_bytes_out (no baseline)");
+
+    figures_t none = {-1, -1, -1, -1, -1};
+    /* defaults: 10 nodes with idle figures and a kill; 25 nodes with idle bytes */
+    figures_t s10 = run(SHOAL, 10, false, true, true);
+    figures_t b10 = serf ? run(SERF, 10, false, true, true) : none;
+    report("converge_10_nodes", s10.converge_ms, "ms", b10.converge_ms);
+    report("detect_unreachable_10_nodes", s10.detect_ms, "ms", b10.detect_ms);
+    report("remove_after_kill_10_nodes", s10.remove_ms, "ms", 0);
+    bench_note("remove_after_kill_10_nodes: detection plus stable-after (20 s by default) of the "
+               "split-brain resolver, then the leader's Down -> Removed");
+    report("idle_rss_kb", s10.rss_kb, "kB", b10.rss_kb);
+    bench_note("idle_rss_kb: median VmRSS of the 10 members of a converged idle cluster; target "
+               "<= 5120 kB");
+    report("gossip_bytes_per_s_10", s10.bytes_per_s, "B/s", netns ? b10.bytes_per_s : 0);
+
+    figures_t s25 = run(SHOAL, 25, false, true, false);
+    figures_t b25 = serf ? run(SERF, 25, false, true, false) : none;
+    report("converge_25_nodes", s25.converge_ms, "ms", b25.converge_ms);
+    report("gossip_bytes_per_s_25", s25.bytes_per_s, "B/s", netns ? b25.bytes_per_s : 0);
+
+    /* fast timings against Serf's local profile */
+    figures_t f10 = run(SHOAL, 10, true, false, true);
+    figures_t g10 = serf ? run(SERF, 10, true, false, true) : none;
+    report("converge_10_nodes_fast", f10.converge_ms, "ms", g10.converge_ms);
+    report("detect_unreachable_10_nodes_fast", f10.detect_ms, "ms", g10.detect_ms);
+    report("remove_after_kill_10_nodes_fast", f10.remove_ms, "ms", 0);
+    figures_t f25 = run(SHOAL, 25, true, false, false);
+    figures_t g25 = serf ? run(SERF, 25, true, false, false) : none;
+    report("converge_25_nodes_fast", f25.converge_ms, "ms", g25.converge_ms);
+
+    kill_children();
+    bench_note("bench_membership: %.1f s", bench_now() - start);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,622 @@
+/*  test_cluster.c — membership end to end, with real nodes over loopback in this process:
+    joining through seeds, convergence, graceful leave, downing, partitions and the split-brain
+    resolver (from the transport's fault injection, which reaches the heartbeat sockets too),
+    min-nr-of-members, role replicators, a busy node loop, a wedged one, a paused node, singletons.
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "membership.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXN 8
+
+typedef struct {
+    shoal_system_t *sys;
+    shoal_cluster_t *cl;
+    shoal_replicator_t *data;
+    shoal_replicator_t *role_rep;
+} mnode_t;
+
+static mnode_t nodes[MAXN];
+static shoal_singleton_t *singletons[MAXN];
+
+/* Fast timings, stretched under sanitizers so a slow build does not look like a dead node. */
+static void settings(shoal_cluster_settings_t *s)
+{
+    shoal_cluster_settings_fast(s);
+    int k = tscale();
+    s->acceptable_heartbeat_pause_ms *= (uint32_t)k;
+    s->stable_after_ms *= (uint32_t)k;
+    s->loop_stall_bound_ms *= (uint32_t)k;
+    s->phase_timeout_ms *= (uint32_t)k;
+    s->seed_node_timeout_ms *= (uint32_t)k;
+}
+
+static shoal_system_t *new_system(void)
+{
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = "tcp://127.0.0.1:0";
+    int err = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &err);
+    assert_non_null(sys);
+    return sys;
+}
+
+/* Starts node i: joins through node 0 (node 0 forms the cluster). */
+static void start_node(int i, const shoal_cluster_settings_t *s_in, const char *role)
+{
+    shoal_cluster_settings_t s;
+    if (s_in)
+        s = *s_in;
+    else
+        settings(&s);
+    const char *roles[1] = {role};
+    if (role) {
+        s.roles = roles;
+        s.n_roles = 1;
+    }
+    nodes[i].sys = new_system();
+    int err = 0;
+    nodes[i].cl = shoal_cluster_new(nodes[i].sys, &s, &err);
+    assert_non_null(nodes[i].cl);
+    shoal_replicator_settings_t rs;
+    tcluster_fast_settings(&rs);
+    nodes[i].data = shoal_replicator_new(nodes[i].sys, &rs, &err);
+    assert_non_null(nodes[i].data);
+    assert_int_equal(shoal_cluster_follow(nodes[i].cl, nodes[i].data), 0);
+    if (i == 0) {
+        assert_int_equal(shoal_cluster_join(nodes[i].cl, NULL, 0), 0);
+    } else {
+        const char *seed = shoal_system_endpoint(nodes[0].sys);
+        assert_int_equal(shoal_cluster_join(nodes[i].cl, &seed, 1), 0);
+    }
+}
+
+static void stop_node(int i)
+{
+    if (!nodes[i].sys)
+        return;
+    shoal_cluster_destroy(&nodes[i].cl);
+    shoal_replicator_destroy(&nodes[i].role_rep);
+    shoal_replicator_destroy(&nodes[i].data);
+    shoal_system_destroy(&nodes[i].sys);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < MAXN; i++)
+        shoal_singleton_destroy(&singletons[i]);
+    for (int i = 0; i < MAXN; i++)
+        stop_node(i);
+    memset(nodes, 0, sizeof nodes);
+    return 0;
+}
+
+/* --- conditions -------------------------------------------------------------------------------- */
+typedef struct {
+    int n;       /* nodes 0..n-1 that must agree (skipping `skip`) */
+    int skip;
+    int members; /* members expected Up */
+    const shoal_node_t *subject;
+    shoal_member_status_t status; /* of subject (0 = gone from the view) */
+    bool reachable;
+} cond_t;
+
+static bool all_up(void *arg)
+{
+    cond_t *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        if (i == c->skip || !nodes[i].cl)
+            continue;
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
+            return false;
+        size_t up = 0;
+        for (size_t k = 0; k < v.n_members; k++)
+            if (v.members[k].status == SHOAL_MEMBER_UP && v.members[k].reachable)
+                up++;
+        bool ok = (int)up == c->members && v.n_members == (size_t)c->members && v.converged;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool subject_status(void *arg)
+{
+    cond_t *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        if (i == c->skip || !nodes[i].cl)
+            continue;
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
+            return false;
+        const shoal_member_t *m = shoal_cluster_view_member(&v, c->subject);
+        bool ok = c->status ? (m && m->status == c->status) : m == NULL;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool subject_reachability(void *arg)
+{
+    cond_t *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        if (i == c->skip || !nodes[i].cl)
+            continue;
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
+            return false;
+        const shoal_member_t *m = shoal_cluster_view_member(&v, c->subject);
+        bool ok = m && m->reachable == c->reachable;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool is_terminated(void *arg)
+{
+    return shoal_cluster_terminated(arg);
+}
+
+static void wait_all_up(int n, int timeout_ms)
+{
+    cond_t c = {.n = n, .skip = -1, .members = n};
+    if (!wait_until(all_up, &c, timeout_ms)) {
+        for (int i = 0; i < n; i++) {
+            shoal_cluster_view_t v;
+            shoal_cluster_view(nodes[i].cl, &v);
+            shoal_buf_t b = {0};
+            shoal_cluster_view_json(&v, &b);
+            fprintf(stderr, "node %d: %s\n", i, shoal_buf_cstr(&b));
+            shoal_buf_free(&b);
+            shoal_cluster_view_free(&v);
+        }
+        fail_msg("the cluster of %d did not converge with everyone Up", n);
+    }
+}
+
+static void start_cluster(int n)
+{
+    for (int i = 0; i < n; i++)
+        start_node(i, NULL, NULL);
+    wait_all_up(n, 15000);
+}
+
+static void cut_between(int a, int b)
+{
+    shoal_fault_t f = {.dir = SHOAL_FAULT_BOTH, .cut = true};
+    assert_int_equal(shoal_system_fault(nodes[a].sys, shoal_system_endpoint(nodes[b].sys), &f), 0);
+    assert_int_equal(shoal_system_fault(nodes[b].sys, shoal_system_endpoint(nodes[a].sys), &f), 0);
+}
+
+/* --- tests -------------------------------------------------------------------------------------- */
+
+/* Five nodes join through the seed and converge; everyone agrees on the leader; a data
+   replicator follows the Up members (counted). */
+static void test_five_join_and_converge(void **state)
+{
+    (void)state;
+    start_cluster(5);
+    shoal_cluster_view_t v0;
+    assert_int_equal(shoal_cluster_view(nodes[0].cl, &v0), 0);
+    for (int i = 1; i < 5; i++) {
+        shoal_cluster_view_t v;
+        assert_int_equal(shoal_cluster_view(nodes[i].cl, &v), 0);
+        assert_ptr_equal(v.leader, v0.leader);
+        /* up-numbers are unique and every member has one */
+        for (size_t k = 0; k < v.n_members; k++) {
+            assert_true(v.members[k].up_number > 0);
+            for (size_t j = k + 1; j < v.n_members; j++)
+                assert_true(v.members[k].up_number != v.members[j].up_number);
+        }
+        shoal_cluster_view_free(&v);
+    }
+    /* the leader is the lowest address */
+    const shoal_node_t *lowest = v0.members[0].node;
+    for (size_t k = 1; k < v0.n_members; k++)
+        if (shoal_node_cmp(v0.members[k].node, lowest) < 0)
+            lowest = v0.members[k].node;
+    assert_ptr_equal(v0.leader, lowest);
+    shoal_cluster_view_free(&v0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 5);
+    /* data written with WriteMajority on one node is read with ReadMajority on another */
+    shoal_crdt_t *init = shoal_gcounter_new();
+    assert_int_equal(shoal_replicator_update_sync(nodes[1].data, "k", init,
+                                                  &(shoal_consistency_t){.level = SHOAL_MAJORITY,
+                                                                         .timeout_ms = 3000},
+                                                  NULL, NULL),
+                     0);
+    shoal_crdt_destroy(&init);
+    shoal_cluster_stats_t st;
+    assert_int_equal(shoal_cluster_stats(nodes[0].cl, &st), 0);
+    assert_true(st.heartbeats_sent > 0);
+}
+
+/* Leave: Leaving -> Exiting -> Removed everywhere, and the leaver's cluster part shuts down. */
+static void test_graceful_leave(void **state)
+{
+    (void)state;
+    start_cluster(4);
+    const shoal_node_t *leaver = shoal_system_self(nodes[3].sys);
+    assert_int_equal(shoal_cluster_leave(nodes[0].cl, leaver), 0);
+    cond_t c = {.n = 3, .skip = -1, .subject = leaver, .status = 0};
+    assert_true(wait_until(subject_status, &c, 15000));
+    assert_true(wait_until(is_terminated, nodes[3].cl, 15000));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 3);
+    cond_t up = {.n = 3, .skip = -1, .members = 3};
+    assert_true(wait_until(all_up, &up, 10000));
+}
+
+/* A node stopped without leaving (its process gone) becomes unreachable, is downed by
+   keep-majority after stable-after, and removed; the rest keeps working. */
+static void test_crash_downed_by_keep_majority(void **state)
+{
+    (void)state;
+    start_cluster(4);
+    const shoal_node_t *victim = shoal_system_self(nodes[2].sys);
+    stop_node(2);
+    cond_t c = {.n = 4, .skip = 2, .subject = victim, .reachable = false};
+    assert_true(wait_until(subject_reachability, &c, 10000));
+    c.status = 0;
+    assert_true(wait_until(subject_status, &c, 30000));
+    cond_t up = {.n = 4, .skip = 2, .members = 3};
+    assert_true(wait_until(all_up, &up, 10000));
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 3);
+}
+
+/* A 2|3 partition: the minority side is downed (by the majority's leader, and it downs itself),
+   the majority keeps working. */
+static void test_partition_minority_downed(void **state)
+{
+    (void)state;
+    start_cluster(5);
+    const shoal_node_t *ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = shoal_system_self(nodes[i].sys);
+    for (int a = 0; a < 3; a++)
+        for (int b = 3; b < 5; b++)
+            cut_between(a, b);
+    /* the majority removes 3 and 4 */
+    cond_t c3 = {.n = 3, .skip = -1, .subject = ids[3], .status = 0};
+    cond_t c4 = {.n = 3, .skip = -1, .subject = ids[4], .status = 0};
+    assert_true(wait_until(subject_status, &c3, 40000));
+    assert_true(wait_until(subject_status, &c4, 40000));
+    cond_t up = {.n = 3, .skip = -1, .members = 3};
+    assert_true(wait_until(all_up, &up, 10000));
+    /* the minority stopped itself */
+    assert_true(wait_until(is_terminated, nodes[3].cl, 20000));
+    assert_true(wait_until(is_terminated, nodes[4].cl, 20000));
+    /* and the majority never lost a member of its own */
+    shoal_cluster_view_t v;
+    assert_int_equal(shoal_cluster_view(nodes[0].cl, &v), 0);
+    for (int i = 0; i < 3; i++) {
+        const shoal_member_t *m = shoal_cluster_view_member(&v, ids[i]);
+        assert_non_null(m);
+        assert_int_equal(m->status, SHOAL_MEMBER_UP);
+    }
+    shoal_cluster_view_free(&v);
+}
+
+/* min-nr-of-members: Joining members stay Joining until three exist. */
+static void test_min_nr_of_members(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.min_nr_of_members = 3;
+    s.allow_weakly_up_members = false;
+    start_node(0, &s, NULL);
+    start_node(1, &s, NULL);
+    /* two members: both Joining, for a while */
+    const shoal_node_t *n1 = shoal_system_self(nodes[1].sys);
+    cond_t c = {.n = 2, .skip = -1, .subject = n1, .status = SHOAL_MEMBER_JOINING};
+    assert_true(wait_until(subject_status, &c, 10000));
+    struct timespec ts = {1, 0}; /* a second of leader rounds must not move them */
+    nanosleep(&ts, NULL);
+    assert_true(subject_status(&c));
+    assert_int_equal(shoal_cluster_self_status(nodes[0].cl), SHOAL_MEMBER_JOINING);
+    start_node(2, &s, NULL);
+    wait_all_up(3, 15000);
+}
+
+/* A role replicator sees only the members of its role. */
+static void test_role_replicator(void **state)
+{
+    (void)state;
+    start_node(0, NULL, "backend");
+    start_node(1, NULL, "frontend");
+    start_node(2, NULL, "backend");
+    wait_all_up(3, 15000);
+    for (int i = 0; i < 3; i++) {
+        shoal_replicator_settings_t rs;
+        tcluster_fast_settings(&rs);
+        rs.role = "backend";
+        int err;
+        nodes[i].role_rep = shoal_replicator_new(nodes[i].sys, &rs, &err);
+        assert_non_null(nodes[i].role_rep);
+        assert_int_equal(shoal_cluster_follow(nodes[i].cl, nodes[i].role_rep), 0);
+    }
+    /* backend nodes: 2 replicas; the frontend node itself is a replicator with the others as
+       peers only if they have the role: it sees the two backends */
+    assert_int_equal(shoal_replicator_replica_count(nodes[0].role_rep), 2);
+    assert_int_equal(shoal_replicator_replica_count(nodes[2].role_rep), 2);
+    assert_int_equal(shoal_replicator_replica_count(nodes[1].role_rep), 3);
+    shoal_cluster_view_t v;
+    assert_int_equal(shoal_cluster_view(nodes[1].cl, &v), 0);
+    const shoal_node_t *bl = shoal_cluster_view_role_leader(&v, "backend");
+    assert_non_null(bl);
+    assert_true(bl == shoal_system_self(nodes[0].sys) || bl == shoal_system_self(nodes[2].sys));
+    assert_ptr_equal(shoal_cluster_view_role_leader(&v, "frontend"), shoal_system_self(nodes[1].sys));
+    shoal_cluster_view_free(&v);
+}
+
+/* A callback that keeps the node loop busy for several acceptable pauses does not make the node
+   unreachable (heartbeats are answered by their own actor); a loop wedged past the stall bound
+   does. */
+static int busy_ms;
+static int busy(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    (void)arg;
+    int64_t end = shoal_now_ms() + busy_ms;
+    while (shoal_now_ms() < end) {
+    }
+    return 0;
+}
+
+static void test_busy_loop_stays_reachable(void **state)
+{
+    (void)state;
+    start_cluster(3);
+    shoal_cluster_settings_t s;
+    settings(&s);
+    busy_ms = (int)s.acceptable_heartbeat_pause_ms * 3;
+    const shoal_node_t *n2 = shoal_system_self(nodes[2].sys);
+    assert_int_equal(shoal_system_post(nodes[2].sys, busy, NULL), 0);
+    int64_t end = shoal_now_ms() + busy_ms + 500;
+    cond_t c = {.n = 2, .skip = -1, .subject = n2, .reachable = true};
+    while (shoal_now_ms() < end) {
+        assert_true(subject_reachability(&c));
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    shoal_cluster_stats_t st;
+    assert_int_equal(shoal_cluster_stats(nodes[0].cl, &st), 0);
+    assert_int_equal(st.unreachable_marked, 0);
+}
+
+static void test_wedged_loop_detected(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.sbr_strategy = SHOAL_SBR_OFF; /* watch detection only */
+    for (int i = 0; i < 3; i++)
+        start_node(i, &s, NULL);
+    wait_all_up(3, 15000);
+    busy_ms = (int)(s.loop_stall_bound_ms + s.acceptable_heartbeat_pause_ms * 3);
+    const shoal_node_t *n2 = shoal_system_self(nodes[2].sys);
+    assert_int_equal(shoal_system_post(nodes[2].sys, busy, NULL), 0);
+    cond_t c = {.n = 2, .skip = -1, .subject = n2, .reachable = false};
+    assert_true(wait_until(subject_reachability, &c, busy_ms + 5000));
+    /* and it comes back when the loop does */
+    c.reachable = true;
+    assert_true(wait_until(subject_reachability, &c, busy_ms + 10000));
+}
+
+/* One node with 5% packet loss on its links: nobody is downed. */
+static void test_lossy_node_not_downed(void **state)
+{
+    (void)state;
+    start_cluster(4);
+    shoal_fault_t f = {.dir = SHOAL_FAULT_BOTH, .drop = 0.05};
+    assert_int_equal(shoal_system_fault(nodes[3].sys, NULL, &f), 0);
+    shoal_cluster_settings_t s;
+    settings(&s);
+    int64_t end = shoal_now_ms() + (int64_t)s.stable_after_ms * 2 + 1000;
+    cond_t up = {.n = 4, .skip = -1, .members = 4};
+    while (shoal_now_ms() < end) {
+        shoal_cluster_view_t v;
+        assert_int_equal(shoal_cluster_view(nodes[0].cl, &v), 0);
+        for (size_t k = 0; k < v.n_members; k++)
+            assert_true(v.members[k].status == SHOAL_MEMBER_UP);
+        assert_int_equal(v.n_members, 4);
+        shoal_cluster_view_free(&v);
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    shoal_system_heal(nodes[3].sys);
+    assert_true(wait_until(all_up, &up, 10000));
+}
+
+/* Singleton: runs on the oldest member, moves when it leaves, never two at once. */
+typedef struct {
+    int running[MAXN];
+    int max_concurrent;
+    uint64_t last_term;
+    bool term_grew;
+    int starts;
+} single_obs_t;
+static single_obs_t obs;
+static int node_of_arg(void *arg)
+{
+    return (int)(intptr_t)arg;
+}
+static int count_running(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAXN; i++)
+        n += obs.running[i];
+    return n;
+}
+static void s_start(shoal_singleton_t *s, uint64_t term, void *arg)
+{
+    (void)s;
+    __atomic_store_n(&obs.running[node_of_arg(arg)], 1, __ATOMIC_SEQ_CST);
+    int n = count_running();
+    if (n > obs.max_concurrent)
+        obs.max_concurrent = n;
+    obs.term_grew = term > obs.last_term;
+    obs.last_term = term;
+    obs.starts++;
+}
+static void s_stop(shoal_singleton_t *s, void *arg)
+{
+    (void)s;
+    __atomic_store_n(&obs.running[node_of_arg(arg)], 0, __ATOMIC_SEQ_CST);
+}
+static bool running_on(void *arg)
+{
+    return __atomic_load_n(&obs.running[(int)(intptr_t)arg], __ATOMIC_SEQ_CST) &&
+           count_running() == 1;
+}
+
+static void test_singleton_moves_on_leave_and_crash(void **state)
+{
+    (void)state;
+    memset(&obs, 0, sizeof obs);
+    start_cluster(4);
+    shoal_singleton_t **sg = singletons;
+    for (int i = 0; i < 4; i++) {
+        sg[i] = shoal_singleton_new(nodes[i].cl, "coordinator", NULL, s_start, s_stop,
+                                    (void *)(intptr_t)i);
+        assert_non_null(sg[i]);
+    }
+    /* it runs on one node only: the oldest (up-number 1) */
+    int first = -1;
+    int64_t end = shoal_now_ms() + 5000L * tscale();
+    while (first < 0 && shoal_now_ms() < end) {
+        for (int i = 0; i < 4; i++)
+            if (running_on((void *)(intptr_t)i))
+                first = i;
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(first >= 0);
+    uint64_t t0 = obs.last_term;
+    assert_int_equal(t0, 1);
+    /* it leaves: the singleton moves to the next oldest */
+    assert_int_equal(shoal_cluster_leave(nodes[first].cl, NULL), 0);
+    int next = -1;
+    end = shoal_now_ms() + 20000L * tscale();
+    while (next < 0 && shoal_now_ms() < end) {
+        for (int i = 0; i < 4; i++)
+            if (i != first && running_on((void *)(intptr_t)i))
+                next = i;
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(next >= 0);
+    assert_true(obs.last_term > t0);
+    assert_int_equal(obs.max_concurrent, 1);
+    /* the host crashes: downed, removed, the singleton starts elsewhere */
+    uint64_t t1 = obs.last_term;
+    shoal_singleton_destroy(&sg[next]);
+    obs.running[next] = 0; /* a crash: nothing stops it, the process is gone */
+    stop_node(next);
+    int third = -1;
+    end = shoal_now_ms() + 40000L * tscale();
+    while (third < 0 && shoal_now_ms() < end) {
+        for (int i = 0; i < 4; i++)
+            if (i != next && i != first && running_on((void *)(intptr_t)i))
+                third = i;
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(third >= 0);
+    assert_true(obs.last_term > t1);
+    assert_int_equal(obs.max_concurrent, 1);
+    for (int i = 0; i < 4; i++)
+        shoal_singleton_destroy(&sg[i]);
+}
+
+/* Events: a subscriber gets a snapshot, then the changes. */
+typedef struct {
+    int snapshot_begin, snapshot_end, up, removed, leader;
+} ev_count_t;
+static ev_count_t evc;
+static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c;
+    (void)arg;
+    switch (ev->kind) {
+    case SHOAL_EV_SNAPSHOT_BEGIN: evc.snapshot_begin++; break;
+    case SHOAL_EV_SNAPSHOT_END: evc.snapshot_end++; break;
+    case SHOAL_EV_MEMBER_UP: evc.up++; break;
+    case SHOAL_EV_MEMBER_REMOVED: evc.removed++; break;
+    case SHOAL_EV_LEADER_CHANGED: evc.leader++; break;
+    default: break;
+    }
+}
+static int subscribe(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return shoal_cluster_subscribe(arg, on_event, NULL);
+}
+static bool removed_seen(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&evc.removed, __ATOMIC_SEQ_CST) >= 1;
+}
+
+static void test_events_snapshot_then_changes(void **state)
+{
+    (void)state;
+    memset(&evc, 0, sizeof evc);
+    start_cluster(3);
+    assert_true(shoal_system_call(nodes[0].sys, subscribe, nodes[0].cl) > 0);
+    assert_int_equal(evc.snapshot_begin, 1);
+    assert_int_equal(evc.snapshot_end, 1);
+    assert_int_equal(evc.up, 3);
+    assert_int_equal(evc.leader, 1);
+    assert_int_equal(shoal_cluster_leave(nodes[2].cl, NULL), 0);
+    assert_true(wait_until(removed_seen, NULL, 15000));
+    /* misuse is an error, not a crash */
+    assert_int_equal(shoal_cluster_subscribe(nodes[0].cl, on_event, NULL), SHOAL_ETHREAD);
+    assert_int_equal(shoal_cluster_down(nodes[0].cl, shoal_node_intern("127.0.0.1:1:1")),
+                     SHOAL_ENOTMEMBER);
+    assert_int_equal(shoal_cluster_join(nodes[0].cl, NULL, 0), SHOAL_ESTATE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_five_join_and_converge, teardown),
+        cmocka_unit_test_teardown(test_events_snapshot_then_changes, teardown),
+        cmocka_unit_test_teardown(test_graceful_leave, teardown),
+        cmocka_unit_test_teardown(test_crash_downed_by_keep_majority, teardown),
+        cmocka_unit_test_teardown(test_partition_minority_downed, teardown),
+        cmocka_unit_test_teardown(test_min_nr_of_members, teardown),
+        cmocka_unit_test_teardown(test_role_replicator, teardown),
+        cmocka_unit_test_teardown(test_busy_loop_stays_reachable, teardown),
+        cmocka_unit_test_teardown(test_wedged_loop_detected, teardown),
+        cmocka_unit_test_teardown(test_lossy_node_not_downed, teardown),
+        cmocka_unit_test_teardown(test_singleton_moves_on_leave_and_crash, teardown),
+    };
+    if (getenv("TEST_FILTER")) /* run one test by name while debugging */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,334 @@
+/*  test_tools.c — the operator tool against real nodes: three members run in this process
+    (fast timings, loopback), and the RELEASE build/bin/shoal-cluster is run as a separate program
+    against them: the members table, the JSON view, the error exit codes (unknown member: 1, usage:
+    2, no node at the endpoint: 3) and a graceful leave that others see to its end (Removed). The
+    tool is a release program (`scons check` builds it); without it the tests are skipped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "membership.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NODES 3
+
+static shoal_system_t *sys[NODES];
+static shoal_cluster_t *cl[NODES];
+static char tool[4200];
+
+/* build/check/bin/test_tools -> build/bin/shoal-cluster (the check run starts tests from the
+   repository root, but the path of this binary does not depend on that). */
+static bool find_tool(void)
+{
+    char self[4000];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *bin = strstr(self, "/build/check/bin/");
+        if (bin) {
+            *bin = 0;
+            snprintf(tool, sizeof tool, "%s/build/bin/shoal-cluster", self);
+            if (access(tool, X_OK) == 0)
+                return true;
+        }
+    }
+    snprintf(tool, sizeof tool, "build/bin/shoal-cluster");
+    return access(tool, X_OK) == 0;
+}
+
+#define NEED_TOOL()                                                                               \
+    do {                                                                                          \
+        if (!*tool) {                                                                             \
+            print_message("build/bin/shoal-cluster is missing (run `scons` or `scons check`): "   \
+                          "skipped\n");                                                           \
+            skip();                                                                               \
+        }                                                                                         \
+    } while (0)
+
+/* Runs the tool with `args`, returns its exit code and its output (stdout and stderr). */
+static int run_tool(const char *args, char *out, size_t cap)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", tool, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = 0;
+    for (;;) {
+        size_t r = fread(out + n, 1, cap - 1 - n, p);
+        if (r == 0)
+            break;
+        n += r;
+        if (n == cap - 1) {
+            char sink[256];
+            while (fread(sink, 1, sizeof sink, p) > 0)
+                ;
+            break;
+        }
+    }
+    out[n] = 0;
+    int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static const char *ep(int i)
+{
+    return shoal_system_endpoint(sys[i]);
+}
+
+/* "host:port" of node i, as the tool's MEMBER argument and the table's address column. */
+static void address(int i, char *out, size_t cap)
+{
+    const shoal_node_t *n = shoal_system_self(sys[i]);
+    snprintf(out, cap, "%s:%u", shoal_node_host(n), (unsigned)shoal_node_port(n));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The cluster
+ */
+typedef struct {
+    int observers; /* nodes 0..observers-1 look */
+    int expect;    /* members they must see, every one Up, and converged */
+} up_arg_t;
+
+static bool all_up(void *arg)
+{
+    up_arg_t *a = arg;
+    for (int i = 0; i < a->observers; i++) {
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(cl[i], &v) != 0)
+            return false;
+        bool ok = v.converged && v.n_members == (size_t)a->expect;
+        for (size_t m = 0; ok && m < v.n_members; m++)
+            ok = v.members[m].status == SHOAL_MEMBER_UP;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (!find_tool())
+        *tool = 0;
+    shoal_cluster_settings_t cs;
+    shoal_cluster_settings_fast(&cs);
+    for (int i = 0; i < NODES; i++) {
+        shoal_system_settings_t ss;
+        shoal_system_settings_default(&ss);
+        ss.endpoint = "tcp://127.0.0.1:0";
+        int err = 0;
+        sys[i] = shoal_system_new(&ss, &err);
+        if (!sys[i])
+            return -1;
+        const char *seed = i ? ep(0) : NULL;
+        cs.seed_nodes = i ? &seed : NULL;
+        cs.n_seed_nodes = i ? 1 : 0;
+        cl[i] = shoal_cluster_new(sys[i], &cs, &err);
+        if (!cl[i])
+            return -1;
+        if (i == 0 && shoal_cluster_join(cl[0], NULL, 0) != 0)
+            return -1;
+    }
+    up_arg_t a = {NODES, NODES};
+    return wait_until(all_up, &a, 15000) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NODES; i++)
+        shoal_cluster_destroy(&cl[i]);
+    for (int i = 0; i < NODES; i++)
+        shoal_system_destroy(&sys[i]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests
+ */
+
+/* The table lists every member by address, Up, and names the leader and convergence. */
+static void test_members_table(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char args[512], out[16384];
+    snprintf(args, sizeof args, "--node %s members", ep(1));
+    int rc = run_tool(args, out, sizeof out);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < NODES; i++) {
+        char addr[300];
+        address(i, addr, sizeof addr);
+        if (!strstr(out, addr))
+            fail_msg("address %s missing from:\n%s", addr, out);
+    }
+    /* one "Up" per member row; the header names the leader (the lowest address) and convergence */
+    int ups = 0;
+    for (const char *p = out; (p = strstr(p, " Up ")) != NULL; p++)
+        ups++;
+    assert_int_equal(ups, NODES);
+    shoal_cluster_view_t v;
+    assert_int_equal(shoal_cluster_view(cl[1], &v), 0);
+    assert_non_null(v.leader);
+    char head[600];
+    snprintf(head, sizeof head, "leader %s  converged yes", shoal_node_id(v.leader));
+    shoal_cluster_view_free(&v);
+    if (!strstr(out, head))
+        fail_msg("header '%s' missing from:\n%s", head, out);
+    assert_non_null(strstr(out, "* ")); /* the leader's row is marked */
+}
+
+/* --json prints the node's JSON view: the members array with every node id. */
+static void test_members_json(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char args[512], out[16384];
+    snprintf(args, sizeof args, "--node %s --json members", ep(2));
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    assert_true(out[0] == '{');
+    assert_non_null(strstr(out, "\"members\":["));
+    assert_non_null(strstr(out, "\"converged\":true"));
+    for (int i = 0; i < NODES; i++) {
+        char quoted[300];
+        snprintf(quoted, sizeof quoted, "\"%s\"", shoal_node_id(shoal_system_self(sys[i])));
+        if (!strstr(out, quoted))
+            fail_msg("node %s missing from:\n%s", quoted, out);
+    }
+    char self[300];
+    snprintf(self, sizeof self, "\"self\":\"%s\"", shoal_node_id(shoal_system_self(sys[2])));
+    assert_non_null(strstr(out, self));
+}
+
+/* Downing a member the node does not know is the node's error: exit 1 with a message; nobody is
+   downed. */
+static void test_down_unknown_member(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char args[512], out[4096];
+    snprintf(args, sizeof args, "--node %s down 127.0.0.1:1:42", ep(0));
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    if (!strstr(out, "no such member '127.0.0.1:1:42'"))
+        fail_msg("unexpected message: %s", out);
+    snprintf(args, sizeof args, "--node %s down 10.9.9.9:7", ep(0));
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "no such member"));
+    up_arg_t a = {NODES, NODES};
+    assert_true(all_up(&a));
+}
+
+/* Usage errors exit 2 without asking any node. */
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char out[4096];
+    assert_int_equal(run_tool("", out, sizeof out), 2);
+    assert_int_equal(run_tool("frobnicate", out, sizeof out), 2);
+    assert_non_null(strstr(out, "unknown command"));
+    assert_int_equal(run_tool("down", out, sizeof out), 2);
+    assert_int_equal(run_tool("members extra", out, sizeof out), 2);
+    assert_int_equal(run_tool("--timeout soon members", out, sizeof out), 2);
+    assert_int_equal(run_tool("join 127.0.0.1:2552", out, sizeof out), 2);
+}
+
+/* No node at the endpoint: exit 3 and "cannot reach node at ...", within the timeout. */
+static void test_dead_endpoint(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    /* a port that was free a moment ago and that nobody listens on */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+    close(s);
+    char args[512], out[4096], endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    snprintf(args, sizeof args, "--node %s --timeout %d members", endpoint, 300 * tscale());
+    assert_int_equal(run_tool(args, out, sizeof out), 3);
+    char msg[128];
+    snprintf(msg, sizeof msg, "cannot reach node at %s", endpoint);
+    if (!strstr(out, msg))
+        fail_msg("expected '%s' in: %s", msg, out);
+}
+
+typedef struct {
+    const shoal_node_t *gone;
+} gone_arg_t;
+
+/* Nodes 0 and 1 no longer list the node (views leave Removed members out), and converged. */
+static bool removed_everywhere(void *arg)
+{
+    gone_arg_t *a = arg;
+    for (int i = 0; i < 2; i++) {
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(cl[i], &v) != 0)
+            return false;
+        bool ok = !shoal_cluster_view_member(&v, a->gone) && v.n_members == NODES - 1;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool terminated(void *arg)
+{
+    return shoal_cluster_terminated(arg);
+}
+
+/* `leave host:port` asked of node 0 makes node 2 leave: the others see it go to Removed, and
+   node 2 runs its shutdown to the end. Runs last: it changes the cluster. */
+static void test_leave_member(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char args[512], out[4096], addr[300];
+    address(2, addr, sizeof addr);
+    snprintf(args, sizeof args, "--node %s leave %s", ep(0), addr);
+    if (run_tool(args, out, sizeof out) != 0)
+        fail_msg("leave failed: %s", out);
+    gone_arg_t a = {shoal_system_self(sys[2])};
+    assert_true(wait_until(removed_everywhere, &a, 10000));
+    assert_true(wait_until(terminated, cl[2], 10000));
+    up_arg_t up = {2, NODES - 1};
+    assert_true(wait_until(all_up, &up, 10000));
+    /* the table of a survivor no longer shows it */
+    snprintf(args, sizeof args, "--node %s members", ep(1));
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    assert_null(strstr(out, addr));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_members_table),
+        cmocka_unit_test(test_members_json),
+        cmocka_unit_test(test_down_unknown_member),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_dead_endpoint),
+        cmocka_unit_test(test_leave_member),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

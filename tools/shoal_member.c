@@ -1,0 +1,323 @@
+/*  shoal-member — a cluster member agent (like `serf agent`): runs one Shoal node that joins a
+    cluster, serves the operator tool (shoal-cluster) and the replicator's client requests, and
+    prints one line per cluster event.
+
+      shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--role NAME]...
+                   [--config FILE] [--fast] [--quiet]
+
+    --bind     where the node listens (default tcp://127.0.0.1:2552)
+    --seed     a seed node's endpoint, repeatable; list this node's own endpoint first to let it
+               form a new cluster when no other seed answers. Without seeds the node waits for
+               `shoal-cluster join SEED`.
+    --role     a role of this member, repeatable
+    --config   a ZPL settings file (shoal/remote/..., shoal/cluster/...); the options above
+               override what it sets
+    --fast     short timings (gossip and heartbeats 200 ms, stable-after 2 s), for tests
+    --quiet    no event lines
+
+    SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
+    shutdown has run (15 s at most). A member downed or removed by the cluster exits too (0).
+    Exit codes: 0 ok, 1 the node could not start (bind failure, bad config file) or its join
+    failed for good, 2 bad arguments.
+*/
+#include "membership.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_LIST 64
+#define SHUTDOWN_WAIT_MS 15000
+
+static volatile sig_atomic_t stop_requested;
+
+/* Why the coordinated shutdown ran, recorded by its last phase (0: it did not run). Read by the
+   main thread after shoal_cluster_terminated, which orders it after the write (node thread). */
+static volatile int shutdown_reason;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--role NAME]...\n"
+               "                    [--config FILE] [--fast] [--quiet]\n");
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_requested)
+        ;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Node-thread callbacks
+ */
+static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c;
+    (void)arg;
+    const char *name = shoal_cluster_event_name(ev->kind);
+    switch (ev->kind) {
+    case SHOAL_EV_SNAPSHOT_BEGIN:
+    case SHOAL_EV_SNAPSHOT_END:
+        printf("shoal-member: %s\n", name);
+        break;
+    case SHOAL_EV_LEADER_CHANGED:
+        printf("shoal-member: %s %s\n", name, ev->leader ? shoal_node_id(ev->leader) : "(none)");
+        break;
+    case SHOAL_EV_ROLE_LEADER_CHANGED:
+        printf("shoal-member: %s role=%s %s\n", name, ev->role ? ev->role : "",
+               ev->leader ? shoal_node_id(ev->leader) : "(none)");
+        break;
+    case SHOAL_EV_CONVERGENCE:
+        printf("shoal-member: %s %s\n", name, ev->converged ? "converged" : "not-converged");
+        break;
+    default:
+        if (ev->member && ev->member->node)
+            printf("shoal-member: %s %s status=%s\n", name, shoal_node_id(ev->member->node),
+                   shoal_member_status_name(ev->member->status));
+        else
+            printf("shoal-member: %s\n", name);
+        break;
+    }
+    fflush(stdout);
+}
+
+static void on_up(shoal_cluster_t *c, void *arg)
+{
+    (void)arg;
+    printf("shoal-member: %s up\n", shoal_node_id(shoal_system_self(shoal_cluster_system(c))));
+    fflush(stdout);
+}
+
+static void on_removed(shoal_cluster_t *c, void *arg)
+{
+    (void)arg;
+    printf("shoal-member: %s removed\n", shoal_node_id(shoal_system_self(shoal_cluster_system(c))));
+    fflush(stdout);
+}
+
+/* The last phase: remembers why the shutdown ran, for the exit message and code. */
+static void record_reason(shoal_cluster_t *c, shoal_shutdown_reason_t why,
+                          shoal_task_done_fn *done, void *done_arg, void *arg)
+{
+    (void)c;
+    (void)arg;
+    shutdown_reason = (int)why;
+    done(done_arg);
+}
+
+typedef struct {
+    shoal_cluster_t *cluster;
+    bool quiet;
+} setup_t;
+
+static int setup_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    setup_t *s = arg;
+    int rc = shoal_cluster_on_up(s->cluster, on_up, NULL);
+    if (rc >= 0)
+        rc = shoal_cluster_on_removed(s->cluster, on_removed, NULL);
+    if (rc >= 0 && !s->quiet)
+        rc = shoal_cluster_subscribe(s->cluster, on_event, NULL);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Main
+ */
+static const char *reason_text(int why)
+{
+    switch (why) {
+    case SHOAL_SHUTDOWN_LEAVE: return "left the cluster";
+    case SHOAL_SHUTDOWN_DOWNED: return "downed or removed by the cluster";
+    case SHOAL_SHUTDOWN_REQUEST: return "shut down";
+    case SHOAL_SHUTDOWN_JOIN_FAILED: return "could not join (no seed answered)";
+    default: return "terminated";
+    }
+}
+
+static bool need_arg(int argc, char **argv, int i)
+{
+    if (i + 1 < argc)
+        return true;
+    fprintf(stderr, "shoal-member: %s needs a value\n", argv[i]);
+    usage(stderr);
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    const char *bind = NULL, *config_path = NULL;
+    const char *seeds[MAX_LIST], *roles[MAX_LIST];
+    size_t n_seeds = 0, n_roles = 0;
+    bool fast = false, quiet = false;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--bind") == 0) {
+            if (!need_arg(argc, argv, i))
+                return 2;
+            bind = argv[++i];
+        } else if (strcmp(a, "--seed") == 0 || strcmp(a, "--role") == 0) {
+            if (!need_arg(argc, argv, i))
+                return 2;
+            bool seed = a[2] == 's';
+            size_t *n = seed ? &n_seeds : &n_roles;
+            if (*n == MAX_LIST) {
+                fprintf(stderr, "shoal-member: at most %d %ss\n", MAX_LIST, a + 2);
+                return 2;
+            }
+            (seed ? seeds : roles)[(*n)++] = argv[++i];
+        } else if (strcmp(a, "--config") == 0) {
+            if (!need_arg(argc, argv, i))
+                return 2;
+            config_path = argv[++i];
+        } else if (strcmp(a, "--fast") == 0) {
+            fast = true;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "shoal-member: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (bind && strncmp(bind, "tcp://", 6) != 0 && strncmp(bind, "ipc://", 6) != 0) {
+        fprintf(stderr, "shoal-member: --bind takes an endpoint tcp://host:port, not '%s'\n", bind);
+        return 2;
+    }
+    for (size_t i = 0; i < n_seeds; i++)
+        if (strncmp(seeds[i], "tcp://", 6) != 0 && strncmp(seeds[i], "ipc://", 6) != 0) {
+            fprintf(stderr, "shoal-member: --seed takes an endpoint tcp://host:port, not '%s'\n",
+                    seeds[i]);
+            return 2;
+        }
+
+    /* Settings: defaults (or the fast ones), then the file, then the command line. */
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = "tcp://127.0.0.1:2552";
+    shoal_cluster_settings_t cs;
+    if (fast)
+        shoal_cluster_settings_fast(&cs);
+    else
+        shoal_cluster_settings_default(&cs);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    shoal_config_t *cfg = NULL;
+    if (config_path) {
+        char err[512] = "";
+        cfg = shoal_config_load(config_path, err, sizeof err);
+        if (!cfg || shoal_config_system(cfg, &ss, err, sizeof err) < 0 ||
+            shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
+            shoal_config_replicator(cfg, &rs, err, sizeof err) < 0) {
+            fprintf(stderr, "shoal-member: %s: %s\n", config_path, *err ? err : "invalid");
+            shoal_config_destroy(&cfg);
+            return 1;
+        }
+    }
+    if (bind)
+        ss.endpoint = bind;
+    if (n_seeds) {
+        cs.seed_nodes = seeds;
+        cs.n_seed_nodes = n_seeds;
+    }
+    if (n_roles) {
+        cs.roles = roles;
+        cs.n_roles = n_roles;
+    }
+    rs.role = ""; /* the default data replicator, whatever the file says */
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &rc);
+    if (!sys) {
+        fprintf(stderr, "shoal-member: cannot start a node at %s: %s\n", ss.endpoint,
+                shoal_strerror(rc));
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
+    shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
+    shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
+    if (!rep || !c) {
+        fprintf(stderr, "shoal-member: cannot start %s: %s\n", rep ? "membership" : "the replicator",
+                shoal_strerror(rc));
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
+    const char *self = shoal_node_id(shoal_system_self(sys));
+    setup_t setup = {c, quiet};
+    if ((rc = shoal_cluster_follow(c, rep)) < 0 ||
+        (rc = shoal_cluster_add_task(c, SHOAL_PHASE_BEFORE_TERMINATE, "shoal-member-exit",
+                                     record_reason, NULL)) < 0 ||
+        (rc = shoal_system_call(sys, setup_on_node, &setup)) < 0) {
+        fprintf(stderr, "shoal-member: cannot set up %s: %s\n", self, shoal_strerror(rc));
+        shoal_cluster_destroy(&c);
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
+    printf("shoal-member: %s listening at %s\n", self, shoal_system_endpoint(sys));
+    if (cs.n_seed_nodes == 0)
+        printf("shoal-member: no seed nodes: waiting for `shoal-cluster --node %s join SEED`\n",
+               shoal_system_endpoint(sys));
+    fflush(stdout);
+
+    /* The main thread only watches for a signal and for the cluster having stopped this node. */
+    bool by_signal = false;
+    while (!shoal_cluster_terminated(c)) {
+        if (stop_requested) {
+            by_signal = true;
+            break;
+        }
+        sleep_ms(100);
+    }
+    int exit_code = 0;
+    if (by_signal) {
+        printf("shoal-member: %s leaving\n", self);
+        fflush(stdout);
+        shoal_cluster_shutdown(c);
+        int waited = 0;
+        while (!shoal_cluster_terminated(c) && waited < SHUTDOWN_WAIT_MS) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL); /* a second signal does not cut the leave short */
+            waited += 50;
+        }
+        if (!shoal_cluster_terminated(c))
+            fprintf(stderr, "shoal-member: %s: shutdown not finished after %d s, stopping\n",
+                    self, SHUTDOWN_WAIT_MS / 1000);
+    } else if (shutdown_reason == SHOAL_SHUTDOWN_JOIN_FAILED) {
+        exit_code = 1;
+    }
+    printf("shoal-member: %s stopped: %s\n", self,
+           by_signal && !shutdown_reason ? "shut down" : reason_text(shutdown_reason));
+    fflush(stdout);
+    shoal_cluster_destroy(&c);
+    shoal_replicator_destroy(&rep);
+    shoal_system_destroy(&sys);
+    shoal_config_destroy(&cfg);
+    return exit_code;
+}
