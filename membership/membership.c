@@ -1264,7 +1264,8 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
     for (size_t i = 0; i < st->n_rows; i++) {
         const creach_row_t *row = &st->rows[i];
         const cmember_t *ob = cstate_member(st, row->observer);
-        if (!ob || ob->status >= SHOAL_MEMBER_DOWN)
+        /* the observers cstate_is_unreachable trusts: not Exiting, Down or Removed */
+        if (!ob || ob->status >= SHOAL_MEMBER_EXITING)
             continue;
         for (size_t j = 0; j < row->n; j++) {
             if (nrec == caprec) {

@@ -19,7 +19,7 @@
 
     CONVERGENCE: every member that is Up or Leaving, and every unreachable member that is not
     Down or Exiting, has seen the current version. The LEADER is the first member in address
-    order (host, port, uid) among the reachable ones that are Up or Leaving (else among the
+    order (shoal_node_cmp: the byte order of "host:port:uid") among the reachable ones that are Up or Leaving (else among the
     reachable ones not Down); every node computes the same. Role leaders likewise within a role.
     The leader, only on convergence: Joining/WeaklyUp -> Up (once min-nr-of-members, global and
     per role, is reached; up-numbers in address order), Leaving -> Exiting, Exiting -> Removed,

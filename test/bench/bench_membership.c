@@ -64,6 +64,7 @@
 #define SETTLE_MS 3000
 #define BYTES_WINDOW_MS 8000
 #define TIME_LIMIT_S 420
+#define POLL_MS 20 /* between polling rounds: fine enough, and light on 2 cores */
 
 static int failures;
 
@@ -758,9 +759,19 @@ static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadl
             }
         if (left == 0)
             break;
+        static int dumped;
+        if (p->kind == SERF && now_ms() - t0 > 3000 && !dumped) {
+            dumped = 1;
+            for (int i = 0; i < p->n; i++) if (!done[i]) {
+                mp_reader_t r; if (!serf_members(p, i, &r)) { fprintf(stderr, "n%d: no rpc\n", i); continue; }
+                fprintf(stderr, "n%d sees %d:", i, r.n_members);
+                for (int m = 0; m < r.n_members; m++) if (strcmp(r.members[m].status, "alive")) fprintf(stderr, " %s=%s", r.members[m].name, r.members[m].status);
+                fprintf(stderr, "\n"); free(r.members);
+            }
+        }
         if (now_ms() > end)
             return -1;
-        sleep_ms(5);
+        sleep_ms(POLL_MS);
     }
     return now_ms() - t0;
 }

@@ -5,6 +5,7 @@
     structs, and what it fills must be consistent (counts with their arrays).
 */
 #include "ddata.h"
+#include "membership.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (shoal_config_system(cfg, &s, err, sizeof err) != 0 || !s.endpoint)
         abort();
     total += strlen(s.endpoint);
+    /* cluster settings may be refused as a whole (a strategy without what it needs), with a
+       message; when they load, every list is consistent */
+    shoal_cluster_settings_t c;
+    shoal_cluster_settings_default(&c);
+    err[0] = '\0';
+    if (shoal_config_cluster(cfg, &c, err, sizeof err) != 0) {
+        if (err[0] == '\0')
+            abort();
+    } else {
+        for (size_t i = 0; i < c.n_seed_nodes; i++)
+            total += strlen(c.seed_nodes[i]);
+        for (size_t i = 0; i < c.n_roles; i++)
+            total += strlen(c.roles[i]);
+        for (size_t i = 0; i < c.n_role_min; i++)
+            total += strlen(c.role_min[i].role);
+        total += strlen(c.app_version);
+    }
     shoal_config_destroy(&cfg);
     return total == (size_t)-1; /* keeps the reads from being optimized away */
 }

@@ -1,0 +1,16 @@
+/*  members.h — membership settings shared by the cluster tests and the member program they start
+    as a separate process: fast timings, stretched under sanitizers (tscale) so a slow build does
+    not look like a dead node.
+*/
+#ifndef SHOAL_TEST_MEMBERS_H
+#define SHOAL_TEST_MEMBERS_H
+
+#include "membership.h"
+
+/* Fast settings (gossip and heartbeats 200 ms) with the pauses and stable-after scaled. */
+void tmember_settings(shoal_cluster_settings_t *s);
+/* Data replicator settings for members: fast gossip, pruning every 300 ms with 1 s of
+   dissemination, so a removed node's pruning shows within a test. */
+void tmember_data_settings(shoal_replicator_settings_t *s);
+
+#endif
