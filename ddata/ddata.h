@@ -742,6 +742,8 @@ typedef struct {
     shoal_gossip_choose_fn *gossip_choose;   /* NULL: a random peer */
     void *gossip_choose_arg;
     uint32_t max_pending_ops;                /* operations in flight before SHOAL_EBUSY, 100000 */
+    uint32_t gossip_ttl_ms;                  /* pushes older than this are dropped on receipt
+                                                (membership's gossip-time-to-live); 0 = off */
 } shoal_replicator_settings_t;
 
 void shoal_replicator_settings_default(shoal_replicator_settings_t *s);
@@ -818,7 +820,7 @@ typedef struct {
     uint64_t deltas_sent, deltas_received, delta_gaps, full_state_sent, full_state_received;
     uint64_t gossip_rounds, status_sent, digests_compared, chunks_sent, chunks_received;
     uint64_t write_timeouts, read_timeouts, store_failures, pruning_performed, tombstones_collected;
-    uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key;
+    uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key, dropped_stale;
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 

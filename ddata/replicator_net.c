@@ -21,6 +21,14 @@
 /* ---------------------------------------------------------------------------------------------
  * Sending: compression above a threshold, chunks above the frame limit
  */
+/* Wall-clock ms: pushes carry it so a receiver can drop stale ones (gossip TTL). */
+static int64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static size_t max_message(shoal_replicator_t *r)
 {
     size_t m = shoal_system_max_message_bytes(r->sys);
@@ -645,6 +653,13 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         r->stats.dropped_malformed++;
         return;
     }
+    /* a push that waited too long (in queues, behind a busy loop) is stale news: dropped, the
+       next round brings a fresher one (clocks of one cluster are assumed within the TTL) */
+    if (m->sent_unix_ms && r->s.gossip_ttl_ms && !m->req &&
+        unix_ms() - (int64_t)m->sent_unix_ms > (int64_t)r->s.gossip_ttl_ms) {
+        r->stats.dropped_stale++;
+        return;
+    }
     int rc;
     if (m->delta) {
         if (!m->delta->key || strcmp(m->delta->key, m->key) != 0) {
@@ -844,7 +859,9 @@ void repl_delta_tick(shoal_system_t *sys, void *arg)
     free(bufs);
 }
 
-static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e)
+/* A key's full state as a Write without acknowledgement; sent_unix_ms marks a push (0: not). */
+static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e,
+                              uint64_t sent_unix_ms)
 {
     Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
     Shoal__Replicator__DataEnvelope env;
@@ -853,10 +870,17 @@ static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry
     w.role = r->role;
     w.key = e->key;
     w.envelope = &env;
-    repl_send(r, to, K_WRITE, &w.base);
+    w.sent_unix_ms = sent_unix_ms;
+    int rc = repl_send(r, to, K_WRITE, &w.base);
     r->stats.full_state_sent++;
     repl_envelope_pb_free(&env);
     shoal_buf_free(&scratch);
+    return rc;
+}
+
+static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e)
+{
+    send_full_state_at(r, to, e, 0);
 }
 
 int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to)
@@ -868,8 +892,8 @@ int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_no
     entry_t *e = repl_entry(r, key, strlen(key));
     if (!e || (!e->value && !e->deleted))
         return SHOAL_ENOTFOUND;
-    send_full_state(r, to, e);
-    return 0;
+    int rc = send_full_state_at(r, to, e, (uint64_t)unix_ms());
+    return rc < 0 ? rc : 0;
 }
 
 static void on_delta(shoal_replicator_t *r, const shoal_node_t *from,

@@ -1569,6 +1569,11 @@ static int do_stats(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = a->c;
     shoal_cluster_stats_t *out = (shoal_cluster_stats_t *)a->text;
     *out = c->stats;
+    shoal_replicator_stats_t rs;
+    if (shoal_replicator_stats(c->sysrepl, &rs) == 0) {
+        out->gossip_dropped_stale = rs.dropped_stale;
+        out->status_sent = rs.status_sent;
+    }
     if (c->hb) {
         hb_stats_t h;
         hb_actor_stats(c->hb, &h);
@@ -1668,6 +1673,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     rs.delta_interval_ms = s->gossip_interval_ms;
     rs.notify_subscribers_interval_ms = s->system_notify_interval_ms;
     rs.pruning_interval_ms = 0;
+    rs.gossip_ttl_ms = s->gossip_time_to_live_ms;
     rs.gossip_choose = choose_peer;
     rs.gossip_choose_arg = c;
     c->sysrepl = shoal_replicator_new(sys, &rs, err);

@@ -12,6 +12,7 @@ PACKAGES="
   libjansson-dev libmicrohttpd-dev
   libcmocka-dev
   clang libclang-rt-14-dev valgrind
+  serf
 "
 
 SUDO=""

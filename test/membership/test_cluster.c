@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
-#include "membership.h"
+#include "members.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +31,9 @@ typedef struct {
 static mnode_t nodes[MAXN];
 static shoal_singleton_t *singletons[MAXN];
 
-/* Fast timings, stretched under sanitizers so a slow build does not look like a dead node. */
 static void settings(shoal_cluster_settings_t *s)
 {
-    shoal_cluster_settings_fast(s);
-    int k = tscale();
-    s->acceptable_heartbeat_pause_ms *= (uint32_t)k;
-    s->stable_after_ms *= (uint32_t)k;
-    s->loop_stall_bound_ms *= (uint32_t)k;
-    s->phase_timeout_ms *= (uint32_t)k;
-    s->seed_node_timeout_ms *= (uint32_t)k;
+    tmember_settings(s);
 }
 
 static shoal_system_t *new_system(void)
@@ -320,6 +313,101 @@ static void test_partition_minority_downed(void **state)
     shoal_cluster_view_free(&v);
 }
 
+/* The surviving side of a partition: every node in `stay` sees exactly the members of `stay`,
+   all Up. */
+typedef struct {
+    int n;
+    unsigned stay;
+} side_t;
+
+static bool side_alone(void *arg)
+{
+    side_t *sd = arg;
+    int n_stay = __builtin_popcount(sd->stay);
+    for (int i = 0; i < sd->n; i++) {
+        if (!((sd->stay >> i) & 1))
+            continue;
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
+            return false;
+        bool ok = (int)v.n_members == n_stay;
+        for (size_t k = 0; ok && k < v.n_members; k++) {
+            ok = v.members[k].status == SHOAL_MEMBER_UP;
+            bool in = false;
+            for (int j = 0; j < sd->n; j++)
+                in = in || (((sd->stay >> j) & 1) && shoal_system_self(nodes[j].sys) ==
+                                                         v.members[k].node);
+            ok = ok && in;
+        }
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Splits nodes 0..n-1 into `side` (a bit mask) and the rest; the side that should stay (keep:
+   `side`, else the rest) ends alone and Up, the other side stops itself. */
+static void partition_and_check(int n, unsigned side, bool keep)
+{
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (((side >> a) & 1) != ((side >> b) & 1))
+                cut_between(a, b);
+    side_t sd = {n, keep ? side : ~side & ((1u << n) - 1)};
+    assert_true(wait_until(side_alone, &sd, 40000));
+    for (int i = 0; i < n; i++) {
+        if ((sd.stay >> i) & 1)
+            assert_false(shoal_cluster_terminated(nodes[i].cl));
+        else
+            assert_true(wait_until(is_terminated, nodes[i].cl, 20000));
+    }
+}
+
+static int oldest_index(int n)
+{
+    shoal_cluster_view_t v;
+    assert_int_equal(shoal_cluster_view(nodes[0].cl, &v), 0);
+    int idx = -1;
+    for (size_t k = 0; k < v.n_members; k++)
+        if (v.members[k].up_number == 1)
+            for (int i = 0; i < n; i++)
+                if (shoal_system_self(nodes[i].sys) == v.members[k].node)
+                    idx = i;
+    shoal_cluster_view_free(&v);
+    assert_true(idx >= 0);
+    return idx;
+}
+
+/* keep-oldest: the side holding the oldest member stays, even when it is the smaller one. */
+static void test_partition_keep_oldest(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.sbr_strategy = SHOAL_SBR_KEEP_OLDEST;
+    for (int i = 0; i < 5; i++)
+        start_node(i, &s, NULL);
+    wait_all_up(5, 15000);
+    int oldest = oldest_index(5);
+    int buddy = (oldest + 1) % 5;
+    partition_and_check(5, (1u << oldest) | (1u << buddy), true);
+}
+
+/* static-quorum of 3 in 5: the side of 3 stays, the side of 2 goes. */
+static void test_partition_static_quorum(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.sbr_strategy = SHOAL_SBR_STATIC_QUORUM;
+    s.static_quorum_size = 3;
+    for (int i = 0; i < 5; i++)
+        start_node(i, &s, NULL);
+    wait_all_up(5, 15000);
+    partition_and_check(5, 0x3 /* nodes 0, 1 */, false);
+}
+
 /* min-nr-of-members: Joining members stay Joining until three exist. */
 static void test_min_nr_of_members(void **state)
 {
@@ -387,13 +475,19 @@ static int busy(shoal_system_t *sys, void *arg)
     return 0;
 }
 
+static bool may_act(void *arg)
+{
+    return shoal_cluster_may_act(arg);
+}
+
 static void test_busy_loop_stays_reachable(void **state)
 {
     (void)state;
     start_cluster(3);
     shoal_cluster_settings_t s;
     settings(&s);
-    busy_ms = (int)s.acceptable_heartbeat_pause_ms * 3;
+    busy_ms = (int)s.acceptable_heartbeat_pause_ms * 3; /* and longer than stable-after */
+    assert_true(busy_ms > (int)s.stable_after_ms);
     const shoal_node_t *n2 = shoal_system_self(nodes[2].sys);
     assert_int_equal(shoal_system_post(nodes[2].sys, busy, NULL), 0);
     int64_t end = shoal_now_ms() + busy_ms + 500;
@@ -406,6 +500,11 @@ static void test_busy_loop_stays_reachable(void **state)
     shoal_cluster_stats_t st;
     assert_int_equal(shoal_cluster_stats(nodes[0].cl, &st), 0);
     assert_int_equal(st.unreachable_marked, 0);
+    /* the busy node saw a gap in its own loop longer than stable-after: it stopped acting until
+       a majority read showed it still a member, and acts again now */
+    assert_int_equal(shoal_cluster_stats(nodes[2].cl, &st), 0);
+    assert_true(st.clock_gaps >= 1);
+    assert_true(wait_until(may_act, nodes[2].cl, 10000));
 }
 
 static void test_wedged_loop_detected(void **state)
@@ -609,6 +708,8 @@ int main(void)
         cmocka_unit_test_teardown(test_graceful_leave, teardown),
         cmocka_unit_test_teardown(test_crash_downed_by_keep_majority, teardown),
         cmocka_unit_test_teardown(test_partition_minority_downed, teardown),
+        cmocka_unit_test_teardown(test_partition_keep_oldest, teardown),
+        cmocka_unit_test_teardown(test_partition_static_quorum, teardown),
         cmocka_unit_test_teardown(test_min_nr_of_members, teardown),
         cmocka_unit_test_teardown(test_role_replicator, teardown),
         cmocka_unit_test_teardown(test_busy_loop_stays_reachable, teardown),
