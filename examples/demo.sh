@@ -55,3 +55,54 @@ if "$map" put $p1 needs-all x all 2>/dev/null; then
 fi
 echo "\$ replicated-map put $p1 needs-all x all   -> timed out, as it must with a node dead"
 echo "OK: every acknowledged write is readable from the survivors"
+
+echo
+echo "== cluster membership: members join through a seed; one is killed, one leaves =="
+kill -9 $pids 2>/dev/null || true
+pids=""
+c1=$((base + 10)); c2=$((base + 11)); c3=$((base + 12)); c4=$((base + 13))
+seed="tcp://127.0.0.1:$c1"
+for p in $c1 $c2 $c3 $c4; do
+    "$bin/shoal-member" --bind "tcp://127.0.0.1:$p" --seed "$seed" --fast >"$dir/m$p.log" 2>&1 &
+    pids="$pids $!"
+done
+tool="$bin/shoal-cluster"
+# waits until the node on port $1 lists exactly $2 members, all Up and converged
+wait_members() {
+    i=0
+    while :; do
+        json=$("$tool" --node "tcp://127.0.0.1:$1" --json members 2>/dev/null || true)
+        n=$(echo "$json" | grep -o '"status":"Up"' | wc -l)
+        total=$(echo "$json" | grep -o '"status":' | wc -l)
+        if [ "$n" -eq "$2" ] && [ "$total" -eq "$2" ] && echo "$json" | grep -q '"converged":true'; then
+            return 0
+        fi
+        i=$((i + 1))
+        [ $i -lt 60 ] || { echo "FAIL: expected $2 members Up at port $1"; echo "$json"; cat "$dir"/m*.log | tail -40; exit 1; }
+        sleep 0.5
+    done
+}
+wait_members $c2 4
+echo "\$ shoal-cluster --node tcp://127.0.0.1:$c2 members"
+"$tool" --node "tcp://127.0.0.1:$c2" members | sed 's/^/    /'
+victim=$(echo $pids | cut -d' ' -f4)
+kill -9 "$victim"
+echo "member on port $c4 killed with SIGKILL: unreachable, downed by the split-brain resolver (keep-majority), removed"
+wait_members $c2 3
+"$tool" --node "tcp://127.0.0.1:$c2" members | sed 's/^/    /'
+echo "\$ shoal-cluster --node tcp://127.0.0.1:$c1 leave 127.0.0.1:$c3"
+"$tool" --node "tcp://127.0.0.1:$c1" leave "127.0.0.1:$c3" | sed 's/^/    /'
+wait_members $c1 2
+"$tool" --node "tcp://127.0.0.1:$c1" members | sed 's/^/    /'
+leaver=$(echo $pids | cut -d' ' -f3)
+i=0
+while kill -0 "$leaver" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -lt 40 ] || { echo "FAIL: the member that left did not exit"; exit 1; }
+    sleep 0.25
+done
+echo "the member that left shut down by itself"
+if "$tool" --node "tcp://127.0.0.1:$c1" down 127.0.0.1:1 >/dev/null 2>&1; then
+    echo "FAIL: downing an unknown member succeeded"; exit 1
+fi
+echo "OK: members joined, a killed member was removed, a leaving member exited, the rest stayed Up"
