@@ -994,7 +994,12 @@ static void retry_tick(shoal_system_t *sys, void *arg)
         shutdown_start(c, SHOAL_SHUTDOWN_JOIN_FAILED);
         return;
     }
-    if (now - c->join_last_try >= (int64_t)c->s.retry_unsuccessful_join_after_ms) {
+    /* no seed answered yet (they may still be starting): ask again soon, as Akka's join process
+       does; a seed that answered but never let us in is given up after
+       retry-unsuccessful-join-after */
+    int64_t ask_again = c->s.seed_node_timeout_ms < 1000 ? c->s.seed_node_timeout_ms : 1000;
+    if ((!c->join_contact && now - c->join_last_try >= ask_again) ||
+        now - c->join_last_try >= (int64_t)c->s.retry_unsuccessful_join_after_ms) {
         c->join_contact = NULL;
         send_init_join(c);
     }

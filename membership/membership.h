@@ -187,7 +187,8 @@ typedef struct shoal_cluster shoal_cluster_t;
 shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_settings_t *s,
                                    int *err);
 /* Stops membership (any thread but the node's) without leaving: the others will see this node
-   unreachable. Use shoal_cluster_shutdown first for an orderly exit. NULL-safe. */
+   unreachable. Use shoal_cluster_shutdown first for an orderly exit. Destroy the singletons
+   first; followed replicators and the node must outlive it. NULL-safe. */
 void shoal_cluster_destroy(shoal_cluster_t **self_p);
 shoal_system_t *shoal_cluster_system(shoal_cluster_t *c);
 shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c);
