@@ -3,6 +3,7 @@
 line, "N passed, N failed", that CI reads. Exit status 1 if anything failed.
 
   run-tests.py --test=BIN ... [--fuzz=BIN ... --fuzz-runs=N | --fuzz-time=SECONDS]
+               [--wrap="valgrind --error-exitcode=99 ..."]
 
 A test binary counts its cmocka cases; a fuzz target counts as one case. Each binary has a
 deadline (SHOAL_TEST_TIMEOUT seconds, default 900); output of failures is printed in full.
@@ -23,6 +24,7 @@ ap.add_argument('--fuzz', action='append', default=[])
 ap.add_argument('--fuzz-runs', type=int, default=0)
 ap.add_argument('--fuzz-time', type=int, default=0)
 ap.add_argument('--jobs', type=int, default=int(os.environ.get('SHOAL_TEST_JOBS', '2')))
+ap.add_argument('--wrap', default='', help='command prefix for test binaries (scons valgrind)')
 args = ap.parse_args()
 timeout = int(os.environ.get('SHOAL_TEST_TIMEOUT', '900'))
 
@@ -34,7 +36,7 @@ env.setdefault('UBSAN_OPTIONS', 'print_stacktrace=1:halt_on_error=1')
 def run_test(path):
     t0 = time.time()
     try:
-        p = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        p = subprocess.run(args.wrap.split() + [path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=timeout, env=env)
         out, rc = p.stdout.decode(errors='replace'), p.returncode
     except subprocess.TimeoutExpired as e:

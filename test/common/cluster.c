@@ -14,7 +14,9 @@
 
 int tscale(void)
 {
-#ifdef SHOAL_SANITIZED
+#if defined(SHOAL_VALGRIND)
+    return 20;
+#elif defined(SHOAL_SANITIZED)
     return 4;
 #else
     return 1;
