@@ -224,7 +224,11 @@ int main(int argc, char **argv)
         if (!cfg || shoal_config_system(cfg, &ss, err, sizeof err) < 0 ||
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
             shoal_config_replicator(cfg, &rs, err, sizeof err) < 0) {
-            fprintf(stderr, "shoal-member: %s: %s\n", config_path, *err ? err : "invalid");
+            /* the loader's messages name the file already */
+            if (*err)
+                fprintf(stderr, "shoal-member: %s\n", err);
+            else
+                fprintf(stderr, "shoal-member: %s: invalid\n", config_path);
             shoal_config_destroy(&cfg);
             return 1;
         }

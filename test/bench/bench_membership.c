@@ -742,6 +742,32 @@ static bool node_sees(procs_t *p, int i, want_t want, int victim)
     return yes;
 }
 
+/* On a failed wait: what the nodes that did not make it see (stderr), for the diagnosis. */
+static void dump_views(procs_t *p, const bool *done)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (done[i])
+            continue;
+        if (p->kind == SHOAL) {
+            shoal_buf_t json = {0};
+            fprintf(stderr, "  node %d (port %d): %s\n", i, p->port[i],
+                    shoal_view(p, i, &json) ? shoal_buf_cstr(&json) : "(no answer)");
+            shoal_buf_free(&json);
+            continue;
+        }
+        mp_reader_t r;
+        if (!serf_members(p, i, &r)) {
+            fprintf(stderr, "  n%d: (no answer)\n", i);
+            continue;
+        }
+        fprintf(stderr, "  n%d sees %d members:", i, r.n_members);
+        for (int m = 0; m < r.n_members; m++)
+            fprintf(stderr, " %s=%s", r.members[m].name, r.members[m].status);
+        fprintf(stderr, "\n");
+        free(r.members);
+    }
+}
+
 /* Polls every live node until each sees `want` (conditions that, once met, stay met); returns
    the ms from t0 until the last one did, or -1 at the deadline. */
 static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadline_ms)
@@ -762,8 +788,10 @@ static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadl
             }
         if (left == 0)
             break;
-        if (now_ms() > end)
+        if (now_ms() > end) {
+            dump_views(p, done);
             return -1;
+        }
         sleep_ms(POLL_MS);
     }
     return now_ms() - t0;

@@ -26,20 +26,6 @@
 
 #define N 3
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(s, (struct sockaddr *)&a, sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(s, (struct sockaddr *)&a, &len);
-    int port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
-
 /* Children still running when the test ends (or fails) are killed, never left behind. */
 static pid_t children[N];
 
@@ -105,7 +91,7 @@ static void test_sigkill_during_majority_writes(void **state)
 
     int ports[N];
     for (int i = 0; i < N; i++)
-        ports[i] = free_port();
+        ports[i] = tfree_port();
     pid_t pids[N];
     FILE *outs[N];
     for (int i = 0; i < N; i++) {

@@ -38,20 +38,6 @@ static pid_t kids[MAXC];
 static int kid_port[MAXC];
 static int downed_events;
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(s, (struct sockaddr *)&a, sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(s, (struct sockaddr *)&a, &len);
-    int port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
-
 static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
 {
     (void)c;
@@ -105,7 +91,7 @@ static void spawn(int i, uint32_t stable_after_ms)
     char prog[PATH_MAX + 16];
     snprintf(prog, sizeof prog, "%s/prog_member", dirname(self));
     if (!kid_port[i])
-        kid_port[i] = free_port();
+        kid_port[i] = tfree_port();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {

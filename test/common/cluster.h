@@ -37,6 +37,9 @@ void tcluster_stop(tcluster_t *c);
    test's own tcluster_stop; running nodes would make the process hang at exit). */
 int tcluster_teardown(void **state);
 
+/* A TCP port on 127.0.0.1 that was free a moment ago (for processes that bind it). */
+int tfree_port(void);
+
 /* Polls pred(arg) until it returns true or timeout_ms (scaled by tscale) pass. */
 bool wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
