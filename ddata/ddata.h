@@ -765,7 +765,8 @@ int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node
 int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *node);
 /* Sends the full state of a key to one node now (which need not be a peer: a node that is
    joining), outside the gossip rounds; for an upper layer with its own dissemination policy
-   (membership's gossip). SHOAL_ENOTFOUND when the key has no value here. */
+   (membership's gossip). The receiver merges it and, when its own state had something the push
+   lacked, pushes its state back (push-pull). SHOAL_ENOTFOUND when the key has no value here. */
 int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to);
 /* Nodes counted toward majorities, this one included; 0 while loading. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);

@@ -13,6 +13,7 @@
 #include "replicator_internal.h"
 
 #include <czmq.h>
+#include <xxhash.h>
 #include <zlib.h>
 
 /* Room left in a message for the chunk's own fields. */
@@ -646,6 +647,9 @@ static void ack_after_store(void *arg, int status)
     free(a);
 }
 
+static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e,
+                              uint64_t sent_unix_ms);
+
 static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
                      const Shoal__Replicator__Write *m)
 {
@@ -686,6 +690,17 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         if (m->req)
             send_ack(r, from, m->req, SHOAL_EDELETED, false);
         return;
+    }
+    /* push-pull: a pushed state that lacked something this replica has goes back to its sender
+       at once (equal states end the exchange), so news spreads both ways in one round trip */
+    if (m->sent_unix_ms && m->envelope && e && e->value) {
+        uint8_t mine[16];
+        repl_value_digest(e->value, mine);
+        XXH128_canonical_t theirs;
+        XXH128_canonicalFromHash(&theirs,
+                                 XXH3_128bits(m->envelope->value.data, m->envelope->value.len));
+        if (memcmp(mine, theirs.digest, 16) != 0)
+            send_full_state_at(r, from, e, (uint64_t)unix_ms());
     }
     ack_ctx_t *a = shoal_malloc(sizeof *a);
     a->r = r;

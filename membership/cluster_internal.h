@@ -87,7 +87,7 @@ struct shoal_cluster {
     const shoal_node_t *join_contact;
 
     /* timers */
-    int t_tick, t_gossip, t_leader, t_retry;
+    int t_tick, t_gossip, t_leader, t_retry, t_leader_soon;
     int64_t last_tick;
     uint32_t gossip_round;
 

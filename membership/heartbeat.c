@@ -507,9 +507,11 @@ static void apply_peers(loop_t *l, int64_t now)
 /* ---------------------------------------------------------------------------------------------
    Detection */
 
+/* How long a helper tries to reach the subject for a requester: one heartbeat interval (a live
+   subject answers in milliseconds; SWIM uses the probe interval too). */
 static uint32_t helper_wait_ms(const loop_t *l)
 {
-    uint32_t w = 2 * l->a->s.heartbeat_interval_ms;
+    uint32_t w = l->a->s.heartbeat_interval_ms;
     return w < 100 ? 100 : w;
 }
 
@@ -547,9 +549,9 @@ static void start_probe(loop_t *l, target_t *t, int64_t now)
     t->probing = true;
     t->probe_req = ++l->next_req;
     t->probe_nacks = 0;
-    /* the helper waits helper_wait for the subject; give its answer two intervals to come back,
+    /* the helper waits helper_wait for the subject; give its answer an interval to come back,
        widened like everything else when this monitor is struggling */
-    double wait = (helper_wait_ms(l) + 2.0 * l->a->s.heartbeat_interval_ms) * health_factor(l);
+    double wait = (helper_wait_ms(l) + 1.0 * l->a->s.heartbeat_interval_ms) * health_factor(l);
     t->probe_deadline = now + (int64_t)wait;
     hb_msg_t m = {.type = HB_PROBE_REQ,
                   .seq = t->probe_req,

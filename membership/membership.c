@@ -18,6 +18,8 @@
 #define PENDING_TTL_MS 5000
 
 static void react(shoal_cluster_t *c);
+static void push_to_unseen(shoal_cluster_t *c);
+static void leader_soon(shoal_cluster_t *c);
 
 /* ---------------------------------------------------------------------------------------------
  * Settings
@@ -245,9 +247,14 @@ static void publish(shoal_cluster_t *c)
 
 int cluster_change(shoal_cluster_t *c, cstate_change_fn *fn, void *arg)
 {
+    uint8_t before[16], after[16];
+    shoal_crdt_digest(&c->state->base, before);
     int rc = fn(c->state, c->self, arg);
     if (rc < 0)
         return rc;
+    shoal_crdt_digest(&c->state->base, after);
+    if (memcmp(before, after, 16) == 0)
+        return rc; /* nothing changed: nothing to tell anyone */
     publish(c);
     react(c);
     return rc;
@@ -734,6 +741,11 @@ static void react(shoal_cluster_t *c)
     singletons_react(c);
     shutdown_react(c);
     c->notifying = false;
+    /* news travels at once to one member that has not seen it (the rounds of gossip_tick then
+       finish the job), and a leader with something to do on convergence does not wait for its
+       next tick */
+    push_to_unseen(c);
+    leader_soon(c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -994,10 +1006,12 @@ static void retry_tick(shoal_system_t *sys, void *arg)
         shutdown_start(c, SHOAL_SHUTDOWN_JOIN_FAILED);
         return;
     }
-    /* no seed answered yet (they may still be starting): ask again soon, as Akka's join process
-       does; a seed that answered but never let us in is given up after
+    /* no seed answered yet (they may still be starting): ask again soon (a fifth of the gossip
+       interval; an InitJoin is a few bytes), as Akka's join process does; a seed that answered but never let us in is given up after
        retry-unsuccessful-join-after */
-    int64_t ask_again = c->s.seed_node_timeout_ms < 1000 ? c->s.seed_node_timeout_ms : 1000;
+    int64_t ask_again = c->s.gossip_interval_ms / 5 < 100 ? 100 : c->s.gossip_interval_ms / 5;
+    if (ask_again > (int64_t)c->s.seed_node_timeout_ms)
+        ask_again = c->s.seed_node_timeout_ms;
     if ((!c->join_contact && now - c->join_last_try >= ask_again) ||
         now - c->join_last_try >= (int64_t)c->s.retry_unsuccessful_join_after_ms) {
         c->join_contact = NULL;
@@ -1036,6 +1050,34 @@ static size_t choose_peer(shoal_replicator_t *r, const shoal_node_t *const *peer
     return (size_t)random() % n;
 }
 
+/* Members (other than this one, not Removed, not unreachable from here) in `out`; with `unseen`
+   only those that have not seen the current version. */
+static size_t gossip_targets(shoal_cluster_t *c, bool unseen, const shoal_node_t **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != c->self && m->status != SHOAL_MEMBER_REMOVED &&
+            !zhash_lookup(c->my_unreachable, shoal_node_id(m->node)) &&
+            (!unseen || !cstate_seen_by(c->state, m->node)))
+            out[n++] = m->node;
+    }
+    return n;
+}
+
+static void push_to_unseen(shoal_cluster_t *c)
+{
+    if (c->terminated || !cstate_member(c->state, c->self))
+        return;
+    const shoal_node_t **peers = calloc(c->state->n_members + 1, sizeof *peers);
+    if (!peers)
+        abort();
+    size_t n = gossip_targets(c, true, peers);
+    if (n && shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[(size_t)random() % n]) == 0)
+        c->stats.gossip_sent++;
+    free(peers);
+}
+
 static void gossip_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -1055,13 +1097,7 @@ static void gossip_tick(shoal_system_t *sys, void *arg)
     const shoal_node_t **peers = calloc(alive, sizeof *peers);
     if (!peers)
         abort();
-    size_t n = 0;
-    for (size_t i = 0; i < c->state->n_members; i++) {
-        const cmember_t *m = &c->state->members[i];
-        if (m->node != c->self && m->status != SHOAL_MEMBER_REMOVED &&
-            !zhash_lookup(c->my_unreachable, shoal_node_id(m->node)))
-            peers[n++] = m->node;
-    }
+    size_t n = gossip_targets(c, false, peers);
     if (n) {
         size_t i = choose_peer(c->sysrepl, peers, n, c);
         if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
@@ -1306,6 +1342,33 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
     free(mem);
     free(rec);
     free(to_down);
+}
+
+static void leader_tick(shoal_system_t *sys, void *arg);
+
+static void leader_now(shoal_system_t *sys, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    c->t_leader_soon = 0;
+    leader_tick(sys, arg);
+}
+
+/* Runs the leader's actions right after this turn when this node leads, the state converged and
+   some member waits for a move (the periodic tick stays for WeaklyUp and the resolver). */
+static void leader_soon(shoal_cluster_t *c)
+{
+    if (c->t_leader_soon > 0 || c->terminated || c->frozen ||
+        cstate_leader(c->state, NULL, c->self) != c->self || !cstate_converged(c->state))
+        return;
+    bool waiting = false;
+    for (size_t i = 0; i < c->state->n_members && !waiting; i++) {
+        uint8_t st = c->state->members[i].status;
+        waiting = st == SHOAL_MEMBER_JOINING || st == SHOAL_MEMBER_WEAKLY_UP ||
+                  st == SHOAL_MEMBER_LEAVING || st == SHOAL_MEMBER_EXITING ||
+                  st == SHOAL_MEMBER_DOWN;
+    }
+    if (waiting)
+        c->t_leader_soon = shoal_system_timer(c->sys, 1, false, leader_now, c);
 }
 
 static void leader_tick(shoal_system_t *sys, void *arg)
@@ -1725,7 +1788,8 @@ static int do_stop(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = arg;
     c->terminated = true;
     singletons_stop_all(c);
-    int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase};
+    int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,
+                     &c->t_leader_soon};
     for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
         if (*timers[i] > 0) {
             shoal_system_timer_cancel(sys, *timers[i]);
