@@ -8,7 +8,7 @@ echo "== crdt-tour: three replicas, concurrent changes, deltas exchanged as byte
 
 echo
 echo "== replicated-map: three node processes share a map; one is killed with SIGKILL =="
-base=$(( 20000 + $$ % 20000 ))
+base=$(( 20000 + $$ % 12000 ))  # below the kernel's ephemeral ports (32768-)
 p1=$base; p2=$((base + 1)); p3=$((base + 2))
 dir=$(mktemp -d)
 cleanup() { kill -9 $pids 2>/dev/null || true; rm -rf "$dir"; }

@@ -165,6 +165,7 @@ typedef struct {
     uint64_t probe_req;
     int64_t probe_deadline;
     uint32_t probe_nacks;
+    bool probe_failed; /* the last probe (or none possible) did not reach it */
 } target_t;
 
 typedef struct {
@@ -228,6 +229,7 @@ typedef struct {
     size_t nrids, rid_next;
     hb_stats_t st;
     int64_t next_tick;
+    int64_t next_check; /* detectors and probe deadlines, between ticks */
     int health_score;
     int on_time;
     uint64_t next_req, probe_seq;
@@ -518,6 +520,7 @@ static uint32_t helper_wait_ms(const loop_t *l)
 static void mark_unreachable(loop_t *l, target_t *t)
 {
     t->probing = false;
+    t->probe_failed = false;
     if (!t->reachable)
         return;
     t->reachable = false;
@@ -535,7 +538,7 @@ static void start_probe(loop_t *l, target_t *t, int64_t now)
             idx[n++] = i;
     uint32_t k = l->a->s.indirect_probes;
     if (k == 0 || n == 0) {
-        mark_unreachable(l, t);
+        t->probe_failed = true; /* nobody to ask: the detector alone decides */
         return;
     }
     for (size_t i = n; i > 1; i--) {
@@ -570,30 +573,64 @@ static void start_probe(loop_t *l, target_t *t, int64_t now)
     }
 }
 
+/* Suspicion starts at half the threshold: the indirect probe runs while the detector's
+   acceptable pause is still running out, so when phi crosses the threshold its answer is already
+   known (a member is accused only when both the detector and the probe say so). */
 static void evaluate(loop_t *l, target_t *t, int64_t now)
 {
-    bool avail = phi_available(t->phi, now);
+    double threshold = l->a->s.phi.threshold;
+    double phi = phi_value(t->phi, now);
     if (!t->reachable) {
-        if (avail) {
+        if (phi < threshold) {
             t->reachable = true;
+            t->probe_failed = false;
             zsys_info("heartbeat %s: %s reachable again", l->a->endpoint, t->p.node_id);
             push_event(l, t->p.node_id, true);
         }
         return;
     }
-    if (avail) {
-        t->probing = false; /* direct heartbeats came back during the probe */
+    if (phi < threshold / 2) {
+        t->probing = false; /* direct heartbeats came back */
+        t->probe_failed = false;
         return;
     }
-    if (!t->probing) {
+    if (!t->probing && !t->probe_failed) {
         start_probe(l, t, now);
-    } else if (now >= t->probe_deadline) {
+    } else if (t->probing && now >= t->probe_deadline) {
         /* no helper reached it. If not one even answered, the trouble may be ours (Lifeguard):
            widen our own bounds for what follows, but the subject is still not heard from */
+        t->probing = false;
+        t->probe_failed = true;
         if (t->probe_nacks == 0)
             health_worse(l);
-        mark_unreachable(l, t);
     }
+    if (phi >= threshold && t->probe_failed)
+        mark_unreachable(l, t);
+}
+
+/* Between heartbeats: detectors and probe deadlines are checked often, so a verdict does not
+   wait for the next heartbeat round. */
+static void send_ack(loop_t *l, const uint8_t *rid, size_t rid_len, uint64_t req, bool ok,
+                     const char *requester_ep);
+static void obo_remove(loop_t *l, size_t i);
+
+static int64_t check_interval(const loop_t *l)
+{
+    int64_t c = l->a->s.heartbeat_interval_ms / 10;
+    return c < 10 ? 10 : c;
+}
+
+static void check(loop_t *l, int64_t now)
+{
+    for (size_t i = 0; i < l->nt; i++)
+        if (phi_monitoring(l->targets[i]->phi))
+            evaluate(l, l->targets[i], now);
+    for (size_t i = l->nobo; i-- > 0;)
+        if (now >= l->obo[i].deadline) {
+            obo_t *o = &l->obo[i];
+            send_ack(l, o->rid, o->rid_len, o->req, false, o->requester_ep);
+            obo_remove(l, i);
+        }
 }
 
 static void send_ping(loop_t *l, conn_t *c, uint64_t seq, const char *node_ep, int64_t now)
@@ -959,7 +996,8 @@ static void actor_fn(zsock_t *pipe, void *arg)
         }
         int64_t now = shoal_now_ms();
         /* paused: no ticks, but wake up now and then to see the resume */
-        long timeout = paused ? 10 : (long)(l.next_tick - now);
+        int64_t wake = l.next_tick < l.next_check ? l.next_tick : l.next_check;
+        long timeout = paused ? 10 : (long)(wake - now);
         if (timeout < 0)
             timeout = 0;
         int rc = zmq_poll(items, (int)n, timeout);
@@ -984,6 +1022,10 @@ static void actor_fn(zsock_t *pipe, void *arg)
             apply_peers(&l, now);
             if (now >= l.next_tick)
                 tick(&l, now);
+            if (now >= l.next_check) {
+                check(&l, now);
+                l.next_check = now + check_interval(&l);
+            }
         }
         publish_stats(&l);
     }

@@ -181,7 +181,7 @@ static int next_port(void)
 {
     for (int tries = 0; tries < 2000; tries++) {
         int p = port_cursor++;
-        if (port_cursor > 60000)
+        if (port_cursor > 32000)
             port_cursor = 20000;
         if (port_free(p))
             return p;
@@ -1000,7 +1000,9 @@ int main(int argc, char **argv)
     atexit(kill_children);
     alarm(TIME_LIMIT_S);
     signal(SIGPIPE, SIG_IGN);
-    port_cursor = 20000 + (int)(getpid() * 7919 % 30000);
+    /* below the kernel's ephemeral range (32768-60999), where the heartbeat actors' and clients'
+       own ports come from: a node port chosen there could be taken before its node starts */
+    port_cursor = 20000 + (int)(getpid() * 7919 % 12000);
 
     if (!find_shoal_member()) {
         fprintf(stderr, "bench_membership: shoal-member not found next to this program (build "

@@ -37,7 +37,8 @@ void tcluster_stop(tcluster_t *c);
    test's own tcluster_stop; running nodes would make the process hang at exit). */
 int tcluster_teardown(void **state);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago (for processes that bind it). */
+/* A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (for processes
+   that bind it, and bind it again when restarted). */
 int tfree_port(void);
 
 /* Polls pred(arg) until it returns true or timeout_ms (scaled by tscale) pass. */
