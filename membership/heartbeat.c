@@ -517,6 +517,13 @@ static uint32_t helper_wait_ms(const loop_t *l)
     return w < 100 ? 100 : w;
 }
 
+/* The helper waits helper_wait for the subject; its answer gets an interval to come back, widened
+   like everything else when this monitor is struggling. */
+static double probe_duration_ms(const loop_t *l)
+{
+    return (helper_wait_ms(l) + 1.0 * l->a->s.heartbeat_interval_ms) * health_factor(l);
+}
+
 static void mark_unreachable(loop_t *l, target_t *t)
 {
     t->probing = false;
@@ -552,9 +559,7 @@ static void start_probe(loop_t *l, target_t *t, int64_t now)
     t->probing = true;
     t->probe_req = ++l->next_req;
     t->probe_nacks = 0;
-    /* the helper waits helper_wait for the subject; give its answer an interval to come back,
-       widened like everything else when this monitor is struggling */
-    double wait = (helper_wait_ms(l) + 1.0 * l->a->s.heartbeat_interval_ms) * health_factor(l);
+    double wait = probe_duration_ms(l);
     t->probe_deadline = now + (int64_t)wait;
     hb_msg_t m = {.type = HB_PROBE_REQ,
                   .seq = t->probe_req,
@@ -573,13 +578,20 @@ static void start_probe(loop_t *l, target_t *t, int64_t now)
     }
 }
 
-/* Suspicion starts at half the threshold: the indirect probe runs while the detector's
-   acceptable pause is still running out, so when phi crosses the threshold its answer is already
-   known (a member is accused only when both the detector and the probe say so). */
+/* Suspicion starts early: once the silence leaves less than a probe's duration before the
+   detector's expected silence (or phi reaches half the threshold), the indirect probe runs while
+   the acceptable pause is still running out, so when phi crosses the threshold its answer is
+   already known. A member is accused only when both the detector and the probe say so; heartbeats
+   that come back clear the suspicion. */
 static void evaluate(loop_t *l, target_t *t, int64_t now)
 {
+    if (!phi_monitoring(t->phi))
+        return; /* nothing heard and the first-response grace is not over: nothing to judge */
     double threshold = l->a->s.phi.threshold;
     double phi = phi_value(t->phi, now);
+    bool suspect = phi >= threshold / 2 ||
+                   phi_silence(t->phi, now) >=
+                       phi_expected_silence(t->phi) - probe_duration_ms(l);
     if (!t->reachable) {
         if (phi < threshold) {
             t->reachable = true;
@@ -589,7 +601,7 @@ static void evaluate(loop_t *l, target_t *t, int64_t now)
         }
         return;
     }
-    if (phi < threshold / 2) {
+    if (!suspect) {
         t->probing = false; /* direct heartbeats came back */
         t->probe_failed = false;
         return;
@@ -623,8 +635,7 @@ static int64_t check_interval(const loop_t *l)
 static void check(loop_t *l, int64_t now)
 {
     for (size_t i = 0; i < l->nt; i++)
-        if (phi_monitoring(l->targets[i]->phi))
-            evaluate(l, l->targets[i], now);
+        evaluate(l, l->targets[i], now);
     for (size_t i = l->nobo; i-- > 0;)
         if (now >= l->obo[i].deadline) {
             obo_t *o = &l->obo[i];

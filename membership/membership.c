@@ -16,9 +16,10 @@
 
 #define TICK_MS 100
 #define PENDING_TTL_MS 5000
+#define PUSH_FANOUT 2
 
 static void react(shoal_cluster_t *c);
-static void push_to_unseen(shoal_cluster_t *c);
+static void push_on_change(shoal_cluster_t *c);
 static void leader_soon(shoal_cluster_t *c);
 
 /* ---------------------------------------------------------------------------------------------
@@ -741,10 +742,9 @@ static void react(shoal_cluster_t *c)
     singletons_react(c);
     shutdown_react(c);
     c->notifying = false;
-    /* news travels at once to one member that has not seen it (the rounds of gossip_tick then
-       finish the job), and a leader with something to do on convergence does not wait for its
-       next tick */
-    push_to_unseen(c);
+    /* news travels at once (the rounds of gossip_tick then finish the job), and a leader with
+       something to do on convergence does not wait for its next tick */
+    push_on_change(c);
     leader_soon(c);
 }
 
@@ -1065,7 +1065,11 @@ static size_t gossip_targets(shoal_cluster_t *c, bool unseen, const shoal_node_t
     return n;
 }
 
-static void push_to_unseen(shoal_cluster_t *c)
+/* Every change of the state goes at once to PUSH_FANOUT members: ones that have not seen the
+   current version if there are, else any (a change of the seen table alone is news too: it is how
+   members learn the state converged). A receiver that learns nothing does not pass it on, and
+   pushes are push-pull, so the rumour dies out once everyone has it. */
+static void push_on_change(shoal_cluster_t *c)
 {
     if (c->terminated || !cstate_member(c->state, c->self))
         return;
@@ -1073,8 +1077,16 @@ static void push_to_unseen(shoal_cluster_t *c)
     if (!peers)
         abort();
     size_t n = gossip_targets(c, true, peers);
-    if (n && shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[(size_t)random() % n]) == 0)
-        c->stats.gossip_sent++;
+    if (!n)
+        n = gossip_targets(c, false, peers);
+    /* two distinct members (Serf's LAN fan-out is three): with one, the rumour sometimes dies
+       before the last member hears it and the next gossip round has to find it */
+    for (size_t k = 0; k < PUSH_FANOUT && n; k++) {
+        size_t i = (size_t)random() % n;
+        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
+            c->stats.gossip_sent++;
+        peers[i] = peers[--n];
+    }
     free(peers);
 }
 
@@ -1091,8 +1103,13 @@ static void gossip_tick(shoal_system_t *sys, void *arg)
             alive++;
     if (alive <= 1 || seen >= alive)
         return; /* converged on seen: the replicator's digest status is enough */
-    /* three rounds per interval while fewer than half have seen the current version */
-    if (seen * 2 >= alive && c->gossip_round % 3 != 0)
+    /* Akka gossips three times per interval while fewer than half have seen the current
+       version, else once. Here news is pushed when it happens (push_on_change), so rounds are
+       what remains: a node whose view has not converged (someone, as far as it knows, has not
+       seen the version) keeps the fast rate and pulls through push-pull; a rumour that missed it
+       then costs a third of an interval, not a whole one. */
+    (void)seen;
+    if (c->gossip_round % 3 != 0 && cstate_converged(c->state))
         return;
     const shoal_node_t **peers = calloc(alive, sizeof *peers);
     if (!peers)

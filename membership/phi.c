@@ -144,3 +144,17 @@ void phi_restart_clock(phi_t *d, int64_t now_ms)
     d->last_ms = now_ms;
     d->skip_next_interval = true;
 }
+
+double phi_expected_silence(const phi_t *d)
+{
+    if (!d || !d->monitoring)
+        return 0;
+    return phi_mean(d) + d->s.acceptable_pause_ms * d->pause_factor;
+}
+
+double phi_silence(const phi_t *d, int64_t now_ms)
+{
+    if (!d || !d->monitoring)
+        return 0;
+    return (double)(now_ms - d->last_ms);
+}

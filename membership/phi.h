@@ -40,6 +40,11 @@ void phi_set_pause_factor(phi_t *d, double factor);
 /* Forgets the time of the last heartbeat as if one arrived now, keeping the window (used after
    the monitor itself was frozen: its silence is not the subject's). */
 void phi_restart_clock(phi_t *d, int64_t now_ms);
+/* Mean interval plus the (scaled) acceptable pause: the silence phi is centred on; 0 before the
+   first heartbeat. */
+double phi_expected_silence(const phi_t *d);
+/* Milliseconds since the last heartbeat (0 before the first). */
+double phi_silence(const phi_t *d, int64_t now_ms);
 /* The pure formula, for tests: phi of `elapsed` ms given a mean and a deviation. */
 double phi_of(double elapsed_ms, double mean_ms, double std_dev_ms);
 /* Mean and standard deviation of the window (tests, stats). */

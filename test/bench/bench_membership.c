@@ -673,7 +673,7 @@ static bool shoal_view(procs_t *p, int i, shoal_buf_t *json)
         char ep[64];
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", p->port[i]);
         int err = 0;
-        p->cl[i] = shoal_client_new(ep, 1000, &err);
+        p->cl[i] = shoal_client_new(ep, 250, &err); /* short: a slow answer is polled again */
         if (!p->cl[i])
             return false;
     }
