@@ -1225,6 +1225,8 @@ static int leader_weakly_up(cstate_t *st, const shoal_node_t *self, void *arg)
         int64_t *since = zhash_lookup(c->joining_since, shoal_node_id(m->node));
         if (since && a->now - *since >= (int64_t)c->s.weakly_up_after_ms) {
             cstate_set_status(st, self, m->node, SHOAL_MEMBER_WEAKLY_UP);
+            zsys_info("%s (leader): %s -> WeaklyUp (no convergence for %u ms)",
+                      shoal_node_id(self), shoal_node_id(m->node), c->s.weakly_up_after_ms);
             a->changed++;
         }
     }
@@ -1375,7 +1377,8 @@ static void leader_now(shoal_system_t *sys, void *arg)
 static void leader_soon(shoal_cluster_t *c)
 {
     if (c->t_leader_soon > 0 || c->terminated || c->frozen ||
-        cstate_leader(c->state, NULL, c->self) != c->self || !cstate_converged(c->state))
+        cstate_leader(c->state, NULL, c->self) != c->self || !cstate_converged(c->state) ||
+        cstate_is_unreachable(c->state, c->self))
         return;
     bool waiting = false;
     for (size_t i = 0; i < c->state->n_members && !waiting; i++) {
@@ -1398,7 +1401,10 @@ static void leader_tick(shoal_system_t *sys, void *arg)
     track_joining(c, now);
     bool leader = cstate_leader(c->state, NULL, c->self) == c->self;
     sbr_tick(c, now, leader);
-    if (!leader || c->frozen)
+    /* a node that others cannot reach leads only its own side's downing decisions: it may see
+       itself as leader while the reachable majority has another one (the state reached it
+       through a member that still talks to both), and two leaders must not both move members */
+    if (!leader || c->frozen || cstate_is_unreachable(c->state, c->self))
         return;
     leader_arg_t a = {c, now, 0};
     if (cstate_converged(c->state))
@@ -1690,6 +1696,7 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
+    c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
     c->t_tick = shoal_system_timer(sys, TICK_MS, true, node_tick, c);
     uint32_t g = c->s.gossip_interval_ms / 3 ? c->s.gossip_interval_ms / 3 : 1;
     c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);

@@ -26,11 +26,13 @@
     Down -> Removed. Without convergence it moves a Joining member that has waited weakly-up-after
     to WeaklyUp. Downing needs no convergence.
 
-    GOSSIP (the system replicator's policy): every gossip interval a node sends the state to one
-    member, three times per interval while fewer than half the members have seen the current
-    version; the peer is one that has not seen it with probability 0.8 (lowered above 400
-    members); once converged only the replicator's small digest status goes out. Gossip older
-    than gossip-time-to-live is dropped by the receiver.
+    GOSSIP (the system replicator's policy): every change is pushed at once to two members (ones
+    that have not seen the current version first); pushes are push-pull (a receiver that knew
+    more answers with its state). Rounds then finish the job: every gossip interval a node sends
+    the state to one member, three times per interval while its view has not converged (Akka:
+    while fewer than half have seen the version); the peer is one that has not seen it with
+    probability 0.8 (lowered above 400 members); once converged only the replicator's small
+    digest status goes out. Pushes older than gossip-time-to-live are dropped by the receiver.
 
     JOINING. A node with seed nodes asks them to let it in (InitJoin); the first that answers gets
     the Join; the first seed (its own address first in the list) forms the cluster alone when no

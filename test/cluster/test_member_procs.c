@@ -332,10 +332,33 @@ static void test_paused_member_not_downed(void **state)
     assert_int_equal(__atomic_load_n(&downed_events, __ATOMIC_SEQ_CST), 0);
 }
 
+
+/* A member restarted at once on the same address (a new uid) while its old incarnation is still
+   a member: the join downs the old one, and the new one is let in once the old one is removed. */
+static void test_new_incarnation_replaces_old(void **state)
+{
+    (void)state;
+    start_observer(0);
+    for (int i = 0; i < 3; i++)
+        spawn(i, 0);
+    wait_up(4, 20000);
+    const shoal_node_t *old = member_at(kid_port[1]);
+    assert_non_null(old);
+    kill(kids[1], SIGKILL);
+    waitpid(kids[1], NULL, 0);
+    spawn(1, 0); /* before anyone noticed the old one is gone */
+    cond_t gone = {.gone = old};
+    assert_true(wait_until(view_ok, &gone, 30000));
+    cond_t back = {.up = 4, .port = kid_port[1], .not_this = old};
+    assert_true(wait_until(view_ok, &back, 20000));
+    assert_true(__atomic_load_n(&downed_events, __ATOMIC_SEQ_CST) >= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_kill_prune_restart, teardown),
+        cmocka_unit_test_teardown(test_new_incarnation_replaces_old, teardown),
         cmocka_unit_test_teardown(test_rolling_restart, teardown),
         cmocka_unit_test_teardown(test_paused_member_not_downed, teardown),
     };

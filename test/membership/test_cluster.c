@@ -203,6 +203,13 @@ static void cut_between(int a, int b)
 
 /* --- tests -------------------------------------------------------------------------------------- */
 
+static bool heartbeats_flow(void *arg)
+{
+    shoal_cluster_stats_t st;
+    return shoal_cluster_stats(arg, &st) == 0 && st.heartbeats_sent > 0 &&
+           st.heartbeats_received > 0;
+}
+
 /* Five nodes join through the seed and converge; everyone agrees on the leader; a data
    replicator follows the Up members (counted). */
 static void test_five_join_and_converge(void **state)
@@ -240,9 +247,8 @@ static void test_five_join_and_converge(void **state)
                                                   NULL, NULL),
                      0);
     shoal_crdt_destroy(&init);
-    shoal_cluster_stats_t st;
-    assert_int_equal(shoal_cluster_stats(nodes[0].cl, &st), 0);
-    assert_true(st.heartbeats_sent > 0);
+    /* the heartbeat ring runs (convergence can come before the first heartbeat round) */
+    assert_true(wait_until(heartbeats_flow, nodes[0].cl, 5000));
 }
 
 /* Leave: Leaving -> Exiting -> Removed everywhere, and the leaver's cluster part shuts down. */
@@ -700,6 +706,123 @@ static void test_events_snapshot_then_changes(void **state)
     assert_int_equal(shoal_cluster_join(nodes[0].cl, NULL, 0), SHOAL_ESTATE);
 }
 
+
+/* WeaklyUp: a member cannot converge while another is unreachable; a node that joins then goes
+   Joining -> WeaklyUp after weakly-up-after, and Up once the unreachable one is healed. */
+static void test_weakly_up_without_convergence(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.sbr_strategy = SHOAL_SBR_OFF; /* keep the unreachable member around */
+    for (int i = 0; i < 3; i++)
+        start_node(i, &s, NULL);
+    wait_all_up(3, 15000);
+    /* node 2 cut from everyone, the node that joins later included */
+    shoal_fault_t cut = {.dir = SHOAL_FAULT_BOTH, .cut = true};
+    assert_int_equal(shoal_system_fault(nodes[2].sys, NULL, &cut), 0);
+    const shoal_node_t *n2 = shoal_system_self(nodes[2].sys);
+    cond_t c = {.n = 2, .skip = -1, .subject = n2, .reachable = false};
+    assert_true(wait_until(subject_reachability, &c, 15000));
+    start_node(3, &s, NULL);
+    const shoal_node_t *n3 = shoal_system_self(nodes[3].sys);
+    cond_t w = {.n = 2, .skip = -1, .subject = n3, .status = SHOAL_MEMBER_WEAKLY_UP};
+    assert_true(wait_until(subject_status, &w, 20000));
+    /* WeaklyUp members receive data but do not count toward majorities */
+    assert_int_equal(shoal_replicator_replica_count(nodes[0].data), 3);
+    shoal_system_heal(nodes[0].sys);
+    shoal_system_heal(nodes[1].sys);
+    shoal_system_heal(nodes[2].sys);
+    wait_all_up(4, 20000);
+}
+
+/* Shutdown phases: tasks run in their phase with the reason; a task that never finishes is
+   abandoned at the phase timeout; on_removed runs at the end. */
+typedef struct {
+    int ran[SHOAL_PHASE_COUNT];
+    int order[8];
+    int n_order;
+    shoal_shutdown_reason_t why;
+    int removed_called;
+} phases_t;
+static phases_t ph;
+static void task_quick(shoal_cluster_t *c, shoal_shutdown_reason_t why, shoal_task_done_fn *done,
+                       void *done_arg, void *arg)
+{
+    (void)c;
+    int phase = (int)(intptr_t)arg;
+    ph.ran[phase]++;
+    if (ph.n_order < 8)
+        ph.order[ph.n_order++] = phase;
+    ph.why = why;
+    done(done_arg);
+}
+static void task_hangs(shoal_cluster_t *c, shoal_shutdown_reason_t why, shoal_task_done_fn *done,
+                       void *done_arg, void *arg)
+{
+    (void)c;
+    (void)why;
+    (void)done;
+    (void)done_arg;
+    int phase = (int)(intptr_t)arg;
+    ph.ran[phase]++;
+    if (ph.n_order < 8)
+        ph.order[ph.n_order++] = phase;
+}
+static void on_removed_cb(shoal_cluster_t *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    __atomic_add_fetch(&ph.removed_called, 1, __ATOMIC_SEQ_CST);
+}
+static int add_removed_cb(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return shoal_cluster_on_removed(arg, on_removed_cb, NULL);
+}
+
+static void test_shutdown_phases_on_leave(void **state)
+{
+    (void)state;
+    memset(&ph, 0, sizeof ph);
+    start_cluster(3);
+    shoal_cluster_t *c = nodes[2].cl;
+    assert_int_equal(shoal_cluster_add_task(c, SHOAL_PHASE_CLUSTER_EXITING, "late", task_quick,
+                                            (void *)(intptr_t)SHOAL_PHASE_CLUSTER_EXITING),
+                     0);
+    assert_int_equal(shoal_cluster_add_task(c, SHOAL_PHASE_SHARDING, "hand-off", task_hangs,
+                                            (void *)(intptr_t)SHOAL_PHASE_SHARDING),
+                     0);
+    assert_int_equal(shoal_cluster_add_task(c, SHOAL_PHASE_SERVICE_UNBIND, "unbind", task_quick,
+                                            (void *)(intptr_t)SHOAL_PHASE_SERVICE_UNBIND),
+                     0);
+    assert_int_equal(shoal_cluster_add_task(c, SHOAL_PHASE_COUNT, "bad", task_quick, NULL),
+                     SHOAL_EINVAL);
+    assert_int_equal(shoal_system_call(nodes[2].sys, add_removed_cb, c), 0);
+    int64_t t0 = shoal_now_ms();
+    assert_int_equal(shoal_cluster_leave(c, NULL), 0);
+    assert_true(wait_until(is_terminated, c, 30000));
+    shoal_cluster_settings_t s;
+    settings(&s);
+    /* the hanging hand-off held its phase for the phase timeout, no longer */
+    assert_true(shoal_now_ms() - t0 >= (int64_t)s.phase_timeout_ms);
+    assert_int_equal(ph.ran[SHOAL_PHASE_SERVICE_UNBIND], 1);
+    assert_int_equal(ph.ran[SHOAL_PHASE_SHARDING], 1);
+    assert_int_equal(ph.ran[SHOAL_PHASE_CLUSTER_EXITING], 1);
+    assert_int_equal(ph.n_order, 3);
+    assert_int_equal(ph.order[0], SHOAL_PHASE_SERVICE_UNBIND);
+    assert_int_equal(ph.order[1], SHOAL_PHASE_SHARDING);
+    assert_int_equal(ph.order[2], SHOAL_PHASE_CLUSTER_EXITING);
+    assert_int_equal(ph.why, SHOAL_SHUTDOWN_LEAVE);
+    assert_int_equal(ph.removed_called, 1);
+    /* and the others removed it */
+    cond_t gone = {.n = 2, .skip = -1, .subject = shoal_system_self(nodes[2].sys), .status = 0};
+    assert_true(wait_until(subject_status, &gone, 15000));
+    /* no tasks once shutting down */
+    assert_int_equal(shoal_cluster_add_task(c, SHOAL_PHASE_SHARDING, "x", task_quick, NULL),
+                     SHOAL_ESTOPPED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -716,6 +839,8 @@ int main(void)
         cmocka_unit_test_teardown(test_wedged_loop_detected, teardown),
         cmocka_unit_test_teardown(test_lossy_node_not_downed, teardown),
         cmocka_unit_test_teardown(test_singleton_moves_on_leave_and_crash, teardown),
+        cmocka_unit_test_teardown(test_weakly_up_without_convergence, teardown),
+        cmocka_unit_test_teardown(test_shutdown_phases_on_leave, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
