@@ -27,45 +27,16 @@ static const char *const init_roles[] = {"init-role"};
 static const shoal_role_min_t init_role_min[] = {{"init-role", 9}};
 
 /* Recognizable "defaults", none equal to what the files below set. */
+/* Akka's defaults, plus lists the file may replace (their pointers show whether it did). */
 static void init(shoal_cluster_settings_t *s)
 {
-    memset(s, 0, sizeof *s);
+    shoal_cluster_settings_default(s);
     s->seed_nodes = init_seeds;
     s->n_seed_nodes = 1;
     s->roles = init_roles;
     s->n_roles = 1;
-    s->app_version = "0.0.0";
-    s->seed_node_timeout_ms = 5000;
-    s->retry_unsuccessful_join_after_ms = 10000;
-    s->shutdown_after_unsuccessful_join_ms = 0;
-    s->min_nr_of_members = 1;
     s->role_min = init_role_min;
     s->n_role_min = 1;
-    s->gossip_interval_ms = 1000;
-    s->gossip_different_view_probability = 0.8;
-    s->reduce_gossip_different_view_probability = 400;
-    s->gossip_time_to_live_ms = 2000;
-    s->leader_actions_interval_ms = 1000;
-    s->allow_weakly_up_members = true;
-    s->weakly_up_after_ms = 7000;
-    s->heartbeat_interval_ms = 1000;
-    s->threshold = 8.0;
-    s->max_sample_size = 1000;
-    s->min_std_deviation_ms = 100;
-    s->acceptable_heartbeat_pause_ms = 3000;
-    s->expected_response_after_ms = 1000;
-    s->monitored_by_nr_of_members = 5;
-    s->indirect_probes = 3;
-    s->loop_stall_bound_ms = 20000;
-    s->heartbeat_endpoint = NULL;
-    s->sbr_strategy = SHOAL_SBR_KEEP_MAJORITY;
-    s->sbr_role = NULL;
-    s->stable_after_ms = 20000;
-    s->down_all_when_unstable_ms = -1;
-    s->static_quorum_size = 0;
-    s->keep_oldest_down_if_alone = true;
-    s->phase_timeout_ms = 5000;
-    s->system_notify_interval_ms = 20;
 }
 
 /* Every field of a and b equal (pointers by identity). */
