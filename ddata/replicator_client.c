@@ -288,7 +288,9 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
             shoal_buf_free(&out);
         }
         shoal__client__keys__free_unpacked(m, NULL);
-        return;
+        if (rc == 0)
+            return;
+        break; /* no such role, or malformed: answer with the error (the client would wait) */
     }
     case K_CLIENT_STATS: {
         Shoal__Client__Stats *m = shoal__client__stats__unpack(NULL, len, data);

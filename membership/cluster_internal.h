@@ -132,6 +132,7 @@ struct shoal_cluster {
     size_t n_singletons;
 
     shoal_cluster_stats_t stats;
+    uint64_t rng; /* gossip partners (xorshift64*) */
     bool destroying;
 };
 

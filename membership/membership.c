@@ -1022,9 +1022,22 @@ static void retry_tick(shoal_system_t *sys, void *arg)
 /* ---------------------------------------------------------------------------------------------
  * Gossip policy of the system replicator
  */
-static double rnd(void)
+/* xorshift64* per cluster, seeded from the uid: every node draws its own gossip partners (an
+   unseeded random() would give every process the same sequence). Node thread only. */
+static uint64_t next_random(shoal_cluster_t *c)
 {
-    return (double)(zclock_usecs() % 1000003) / 1000003.0 * 0.5 + (double)random() / RAND_MAX * 0.5;
+    uint64_t x = c->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->rng = x;
+    return x * UINT64_C(2685821657736338717);
+}
+
+/* Uniform in [0, 1). */
+static double rnd(shoal_cluster_t *c)
+{
+    return (double)(next_random(c) >> 11) / 9007199254740992.0;
 }
 
 static size_t choose_peer(shoal_replicator_t *r, const shoal_node_t *const *peers, size_t n,
@@ -1039,15 +1052,15 @@ static size_t choose_peer(shoal_replicator_t *r, const shoal_node_t *const *peer
     size_t members = c->state->n_members;
     if (members > c->s.reduce_gossip_different_view_probability && members)
         p = p * c->s.reduce_gossip_different_view_probability / (double)members;
-    if (rnd() < p) {
+    if (rnd(c) < p) {
         size_t unseen[64], k = 0;
         for (size_t i = 0; i < n && k < 64; i++)
             if (!cstate_seen_by(c->state, peers[i]))
                 unseen[k++] = i;
         if (k)
-            return unseen[(size_t)random() % k];
+            return unseen[next_random(c) % k];
     }
-    return (size_t)random() % n;
+    return (size_t)(next_random(c) % n);
 }
 
 /* Members (other than this one, not Removed, not unreachable from here) in `out`; with `unseen`
@@ -1082,7 +1095,7 @@ static void push_on_change(shoal_cluster_t *c)
     /* two distinct members (Serf's LAN fan-out is three): with one, the rumour sometimes dies
        before the last member hears it and the next gossip round has to find it */
     for (size_t k = 0; k < PUSH_FANOUT && n; k++) {
-        size_t i = (size_t)random() % n;
+        size_t i = (size_t)(next_random(c) % n);
         if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
             c->stats.gossip_sent++;
         peers[i] = peers[--n];
@@ -1732,6 +1745,9 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
         abort();
     c->sys = sys;
     c->self = shoal_system_self(sys);
+    c->rng = shoal_node_uid(c->self) ^ (uint64_t)shoal_now_ms() ^ UINT64_C(0x9e3779b97f4a7c15);
+    if (!c->rng)
+        c->rng = 1;
     c->self_endpoint = strdup(shoal_system_endpoint(sys));
     c->s = *s;
     c->s.app_version = own(c, s->app_version ? s->app_version : "0.0.0");

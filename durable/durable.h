@@ -1,0 +1,123 @@
+/*  durable.h — Shoal's durable store: the replicator's store interface (shoal_store_t, see
+    "STORAGE" in ddata.h) kept in LMDB, so durable keys survive a restart of the node.
+
+    LAYOUT. One LMDB environment per node, in a directory (data.mdb + lock.mdb), holding named
+    databases:
+      "meta"            key "format" = "shoal-durable 1" (exactly these bytes). Written when the
+                        environment is created; an environment without it is not ours and is
+                        refused, one with a higher number was written by a newer build and is
+                        refused too (never guessed at, never rewritten).
+      "ddata:" + role   one per replicator ("ddata:" for the default role ""): key = the ddata key
+                        bytes, value = the bytes the replicator hands over (a packed
+                        shoal.replicator.DataEnvelope). This module treats values as opaque bytes.
+    Tools (ddata-dump) read the same layout; a change of it bumps the format number.
+
+    WRITES. Immediate (default): every store() is one write transaction, committed (and synced,
+    unless settings.nosync) before done(arg, 0) runs — on the caller's (node) thread, before
+    store() returns. A failed commit gives done(arg, SHOAL_ESTORE) and a log line.
+    Write-behind (settings.write_behind_ms > 0): store() records the change in memory and calls
+    done(arg, 0) at once; a background thread commits everything pending every write_behind_ms in
+    one transaction. This is a WINDOW OF LOSS: changes acknowledged in the last write_behind_ms
+    are lost if the process dies (shoal_durable_close flushes them; a crash does not). A batch
+    whose commit fails is dropped and logged (its writes were already acknowledged). load() and
+    compact() flush first, so they see every acknowledged change.
+
+    SIZE. The map starts at settings.map_size and doubles whenever a write finds it full, up to
+    settings.map_max; a write that does not fit even then fails with SHOAL_ESTORE and a message
+    saying so (raise map_max, or compact). Keys are 1 to 511 bytes (LMDB's limit); others fail
+    with SHOAL_ESTORE.
+
+    CORRUPTION. LMDB keeps no checksums, and reading a mangled file can kill the process with
+    SIGBUS or SIGSEGV. shoal_durable_check therefore reads the whole environment in a forked
+    child process (format, every database, every entry) and reports what it found; open runs it
+    first unless settings.check_on_open is false. On corruption open either refuses (default) or,
+    with SHOAL_DURABLE_RESYNC, renames the directory to <dir>.corrupt-<unix time> and starts empty:
+    the node then gets its values back from its peers by gossip (values written only here are
+    lost; the old directory is kept for salvage with ddata-dump --salvage). A foreign or newer
+    environment is never moved aside: it is refused whatever on_corruption says.
+
+    THREADS. store() and load() run on the node thread; shoal_durable_store, compact, stats and
+    close may be called from any thread. The write-behind thread shares the environment under a
+    mutex; every LMDB transaction of this process is taken under it, so the map can grow safely.
+    Close an environment only after destroying the replicators that use its stores.
+
+    Usage:
+        shoal_durable_settings_t ds;
+        shoal_durable_settings_default(&ds);
+        ds.dir = "/var/lib/app/ddata";
+        char err[256];
+        shoal_durable_t *d = shoal_durable_open(&ds, err, sizeof err);   // NULL: err says why
+        rs.store = shoal_durable_store(d, rs.role);   // rs: shoal_replicator_settings_t
+        ... shoal_replicator_new(sys, &rs, &e) ... shoal_replicator_destroy(&r) ...
+        shoal_durable_close(&d);
+*/
+#ifndef SHOAL_DURABLE_H
+#define SHOAL_DURABLE_H
+
+#include "ddata.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The format this build writes and reads: the exact bytes of meta/format. */
+#define SHOAL_DURABLE_FORMAT         "shoal-durable 1"
+#define SHOAL_DURABLE_FORMAT_VERSION 1
+
+typedef enum {
+    SHOAL_DURABLE_REFUSE = 0, /* open fails, naming the way out (move aside, ddata-dump --salvage) */
+    SHOAL_DURABLE_RESYNC = 1, /* move the directory aside, start empty, resync from peers */
+} shoal_durable_on_corruption_t;
+
+typedef struct {
+    const char *dir;          /* the environment's directory; created if missing (required) */
+    size_t map_size;          /* initial map size, 100 MiB */
+    size_t map_max;           /* the map doubles on demand up to this, 8 GiB */
+    uint32_t write_behind_ms; /* 0: immediate writes (default); > 0: write-behind interval */
+    bool nosync;              /* MDB_NOSYNC: commits are not fsynced (tests, benchmarks), false */
+    bool check_on_open;       /* run shoal_durable_check before opening, true */
+    uint32_t check_timeout_ms; /* the check gives up (corrupt: loops) after this, 60 s */
+    shoal_durable_on_corruption_t on_corruption; /* REFUSE */
+} shoal_durable_settings_t;
+
+void shoal_durable_settings_default(shoal_durable_settings_t *s);
+
+typedef struct shoal_durable shoal_durable_t;
+
+/* Opens (creating it if needed) the environment in s->dir. NULL on failure with a message naming
+   the directory and the way out in err (NUL-terminated, truncated to errlen). */
+shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err, size_t errlen);
+/* Flushes pending write-behind changes, stops the write-behind thread, closes. NULL-safe. */
+void shoal_durable_close(shoal_durable_t **self_p);
+
+/* The store of a replicator role ("" = the default replicator; NULL is taken as ""), to put in
+   shoal_replicator_settings_t.store. Owned by d, valid until d is closed; the same role gives
+   the same store. NULL (logged) when the database cannot be opened. */
+shoal_store_t *shoal_durable_store(shoal_durable_t *d, const char *role);
+
+/* Validates the environment in dir in a forked child process, so a corrupt file cannot kill the
+   caller: opens it read-only, reads meta/format, reads every database and every entry. Returns 0
+   (also for a directory without an environment yet), SHOAL_EVERSION (a newer format) or
+   SHOAL_EDECODE (foreign or corrupt) with the reason in err; SHOAL_EINVAL for bad arguments,
+   SHOAL_ESTORE when the check could not be run (fork or pipe failed). */
+int shoal_durable_check(const char *dir, char *err, size_t errlen);
+
+/* Writes a compacted copy (free pages omitted) of the environment into out_dir (created if
+   missing; must not already hold a data.mdb). Pending write-behind changes are flushed first.
+   Writes block meanwhile. 0 or SHOAL_ESTORE (logged; see shoal_durable_last_error). */
+int shoal_durable_compact(shoal_durable_t *d, const char *out_dir);
+
+typedef struct {
+    uint64_t puts, deletes;       /* changes written (committed) */
+    uint64_t commits;             /* write transactions committed */
+    uint64_t failures;            /* changes that failed (SHOAL_ESTORE, or dropped write-behind) */
+    uint64_t map_grows;           /* times the map doubled */
+    size_t map_size;              /* current map size */
+    size_t pending;               /* write-behind changes not yet committed */
+} shoal_durable_stats_t;
+
+void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out);
+/* The last failure's message ("" when none), copied into buf. */
+void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,1088 @@
+/*  lmdb_store.c — the durable store in LMDB (see durable.h for the layout and the contract).
+
+    Every LMDB transaction of this process is taken under d->txn_lock: LMDB lets the map grow
+    (mdb_env_set_mapsize) only while no transaction of the process is open, and the write-behind
+    thread and the node thread would otherwise race there. Write-behind changes queue under a
+    second mutex (d->pend_lock) so the node thread never waits for a commit's fsync.
+*/
+#include "durable.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <lmdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DBS      64
+#define META_DB      "meta"
+#define FORMAT_KEY   "format"
+#define ROLE_PREFIX  "ddata:"
+#define FORMAT_STEM  "shoal-durable "
+#define LOAD_CHUNK   (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
+#define WAY_OUT      "move it aside or salvage it with ddata-dump --salvage"
+
+typedef struct durable_store durable_store_t;
+
+/* A change waiting for the write-behind thread. */
+typedef struct {
+    durable_store_t *store;
+    uint8_t *key;  /* key bytes followed by value bytes, one allocation */
+    size_t klen;
+    size_t len;
+    bool del;
+} pending_t;
+
+struct durable_store {
+    shoal_store_t base;
+    shoal_durable_t *d;
+    char *role;
+    MDB_dbi dbi;
+    durable_store_t *next;
+};
+
+struct shoal_durable {
+    shoal_durable_settings_t s;
+    char *dir;
+    MDB_env *env;
+    size_t map_size;
+    size_t max_key;
+    pthread_mutex_t txn_lock;  /* every transaction; the store list; stats; last error */
+    durable_store_t *stores;
+    shoal_durable_stats_t stats;
+    char last_error[512];
+
+    /* write-behind */
+    pthread_mutex_t pend_lock;
+    pthread_cond_t pend_cond;
+    pending_t *pend;
+    size_t npend, pend_cap;
+    bool stopping;
+    bool thread_started;
+    pthread_t thread;
+};
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        abort();
+    return p;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Records and logs a failure (caller holds txn_lock). */
+static void fail_locked(shoal_durable_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_locked(shoal_durable_t *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->last_error, sizeof d->last_error, fmt, ap);
+    va_end(ap);
+    zsys_error("durable %s: %s", d->dir, d->last_error);
+}
+
+void shoal_durable_settings_default(shoal_durable_settings_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->map_size = 100u * 1024 * 1024;
+    s->map_max = (size_t)8 * 1024 * 1024 * 1024;
+    s->check_on_open = true;
+    s->check_timeout_ms = 60000;
+    s->on_corruption = SHOAL_DURABLE_REFUSE;
+}
+
+static size_t round_pages(size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t p = ps > 0 ? (size_t)ps : 4096;
+    if (n < 16 * p)
+        n = 16 * p;
+    return (n + p - 1) / p * p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Transactions, with the map grown on demand
+ */
+
+/* Begins a transaction (caller holds txn_lock); adopts a map grown by another process. */
+static int txn_begin(shoal_durable_t *d, unsigned flags, MDB_txn **txn)
+{
+    int rc = mdb_txn_begin(d->env, NULL, flags, txn);
+    if (rc == MDB_MAP_RESIZED) {
+        mdb_env_set_mapsize(d->env, 0);
+        MDB_envinfo info;
+        if (mdb_env_info(d->env, &info) == 0)
+            d->map_size = info.me_mapsize;
+        rc = mdb_txn_begin(d->env, NULL, flags, txn);
+    }
+    return rc;
+}
+
+/* Doubles the map after MDB_MAP_FULL (caller holds txn_lock, no transaction open). */
+static int grow_map(shoal_durable_t *d)
+{
+    if (d->map_size >= d->s.map_max) {
+        fail_locked(d, "the store is full: the map reached map_max (%zu bytes); raise map_max "
+                    "or compact the store", d->s.map_max);
+        return SHOAL_ESTORE;
+    }
+    size_t next = d->map_size > d->s.map_max / 2 ? d->s.map_max : d->map_size * 2;
+    int rc = mdb_env_set_mapsize(d->env, next);
+    if (rc != 0) {
+        fail_locked(d, "cannot grow the map to %zu bytes: %s", next, mdb_strerror(rc));
+        return SHOAL_ESTORE;
+    }
+    MDB_envinfo info;
+    d->map_size = mdb_env_info(d->env, &info) == 0 ? info.me_mapsize : next;
+    d->stats.map_grows++;
+    d->stats.map_size = d->map_size;
+    zsys_info("durable %s: map grown to %zu bytes", d->dir, d->map_size);
+    return 0;
+}
+
+typedef int (txn_body_fn)(shoal_durable_t *d, MDB_txn *txn, void *arg);
+
+/* Runs body in a write transaction and commits, growing the map and retrying while it is full.
+   Caller holds txn_lock. Returns 0, or SHOAL_ESTORE (logged). */
+static int write_txn(shoal_durable_t *d, txn_body_fn *body, void *arg, const char *what)
+{
+    for (;;) {
+        MDB_txn *txn;
+        int rc = txn_begin(d, 0, &txn);
+        if (rc != 0) {
+            fail_locked(d, "%s: cannot begin a write transaction: %s", what, mdb_strerror(rc));
+            return SHOAL_ESTORE;
+        }
+        rc = body(d, txn, arg);
+        if (rc == 0)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+        if (rc == 0) {
+            d->stats.commits++;
+            return 0;
+        }
+        if (rc == MDB_MAP_FULL) {
+            if (grow_map(d) < 0)
+                return SHOAL_ESTORE;
+            continue;
+        }
+        if (rc < 0 && rc > -1000) /* a SHOAL_E* code from the body: already reported */
+            return SHOAL_ESTORE;
+        fail_locked(d, "%s: %s", what, mdb_strerror(rc));
+        return SHOAL_ESTORE;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Writes
+ */
+typedef struct {
+    durable_store_t *st;
+    const void *key;
+    size_t klen;
+    const void *data;
+    size_t len;
+} one_write_t;
+
+static int put_or_del(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const void *data,
+                      size_t len, bool del)
+{
+    MDB_val k = {klen, (void *)key};
+    if (del) {
+        int rc = mdb_del(txn, dbi, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    MDB_val v = {len, (void *)data};
+    return mdb_put(txn, dbi, &k, &v, 0);
+}
+
+static int one_write_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
+{
+    (void)d;
+    one_write_t *w = arg;
+    return put_or_del(txn, w->st->dbi, w->key, w->klen, w->data, w->len, w->data == NULL);
+}
+
+static bool key_ok(shoal_durable_t *d, size_t klen)
+{
+    return klen >= 1 && klen <= d->max_key;
+}
+
+static void pending_free(pending_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i].key);
+    free(p);
+}
+
+typedef struct {
+    pending_t *p;
+    size_t n;
+} batch_t;
+
+static int batch_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
+{
+    (void)d;
+    batch_t *b = arg;
+    for (size_t i = 0; i < b->n; i++) {
+        pending_t *p = &b->p[i];
+        int rc = put_or_del(txn, p->store->dbi, p->key, p->klen, p->key + p->klen, p->len, p->del);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Commits every pending write-behind change in one transaction. Caller holds txn_lock, which
+   also keeps a batch from being between the queue and LMDB while someone else flushes. */
+static void flush_locked(shoal_durable_t *d)
+{
+    pthread_mutex_lock(&d->pend_lock);
+    batch_t b = {d->pend, d->npend};
+    d->pend = NULL;
+    d->npend = d->pend_cap = 0;
+    pthread_mutex_unlock(&d->pend_lock);
+    if (b.n == 0) {
+        free(b.p);
+        return;
+    }
+    if (write_txn(d, batch_body, &b, "write-behind commit") < 0) {
+        d->stats.failures += b.n;
+        zsys_error("durable %s: %zu acknowledged write-behind changes were lost", d->dir, b.n);
+    } else {
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.p[i].del)
+                d->stats.deletes++;
+            else
+                d->stats.puts++;
+        }
+    }
+    pending_free(b.p, b.n);
+}
+
+static void *write_behind_thread(void *arg)
+{
+    shoal_durable_t *d = arg;
+    pthread_mutex_lock(&d->pend_lock);
+    while (!d->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)d->s.write_behind_ms * 1000000u;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&d->pend_cond, &d->pend_lock, &ts);
+        if (d->stopping)
+            break;
+        if (d->npend == 0)
+            continue;
+        pthread_mutex_unlock(&d->pend_lock);
+        pthread_mutex_lock(&d->txn_lock);
+        flush_locked(d);
+        pthread_mutex_unlock(&d->txn_lock);
+        pthread_mutex_lock(&d->pend_lock);
+    }
+    pthread_mutex_unlock(&d->pend_lock);
+    return NULL;
+}
+
+static void st_store(void *ctx, const char *key, size_t klen, const void *data, size_t len,
+                     shoal_store_done_fn *done, void *done_arg)
+{
+    durable_store_t *st = ctx;
+    shoal_durable_t *d = st->d;
+    int status = 0;
+    if (!key || !key_ok(d, klen)) {
+        pthread_mutex_lock(&d->txn_lock);
+        fail_locked(d, "role '%s': a key of %zu bytes cannot be stored (1 to %zu bytes)", st->role,
+                    klen, d->max_key);
+        d->stats.failures++;
+        pthread_mutex_unlock(&d->txn_lock);
+        status = SHOAL_ESTORE;
+    } else if (d->s.write_behind_ms > 0) {
+        pending_t p = {st, malloc(klen + (data ? len : 0) + 1), klen, data ? len : 0, !data};
+        if (!p.key)
+            abort();
+        memcpy(p.key, key, klen);
+        if (data && len)
+            memcpy(p.key + klen, data, len);
+        pthread_mutex_lock(&d->pend_lock);
+        if (d->npend == d->pend_cap) {
+            size_t cap = d->pend_cap ? d->pend_cap * 2 : 256;
+            pending_t *np = realloc(d->pend, cap * sizeof *np);
+            if (!np)
+                abort();
+            d->pend = np;
+            d->pend_cap = cap;
+        }
+        d->pend[d->npend++] = p;
+        pthread_mutex_unlock(&d->pend_lock);
+    } else {
+        one_write_t w = {st, key, klen, data ? data : NULL, data ? len : 0};
+        pthread_mutex_lock(&d->txn_lock);
+        status = write_txn(d, one_write_body, &w, "write");
+        if (status < 0)
+            d->stats.failures++;
+        else if (data)
+            d->stats.puts++;
+        else
+            d->stats.deletes++;
+        pthread_mutex_unlock(&d->txn_lock);
+    }
+    if (done)
+        done(done_arg, status);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Load: entries are copied out in chunks, so each() runs with no transaction open (it may call
+   store(), which takes the lock) and memory stays bounded for large stores.
+ */
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+} chunk_t;
+
+static void chunk_add(chunk_t *c, const MDB_val *k, const MDB_val *v)
+{
+    size_t need = 2 * sizeof(size_t) + k->mv_size + v->mv_size;
+    if (c->len + need > c->cap) {
+        size_t cap = c->cap ? c->cap : 64 * 1024;
+        while (cap < c->len + need)
+            cap *= 2;
+        uint8_t *nb = realloc(c->buf, cap);
+        if (!nb)
+            abort();
+        c->buf = nb;
+        c->cap = cap;
+    }
+    memcpy(c->buf + c->len, &k->mv_size, sizeof(size_t));
+    memcpy(c->buf + c->len + sizeof(size_t), &v->mv_size, sizeof(size_t));
+    c->len += 2 * sizeof(size_t);
+    memcpy(c->buf + c->len, k->mv_data, k->mv_size);
+    c->len += k->mv_size;
+    if (v->mv_size)
+        memcpy(c->buf + c->len, v->mv_data, v->mv_size);
+    c->len += v->mv_size;
+}
+
+static int st_load(void *ctx, shoal_store_each_fn *each, void *each_arg)
+{
+    durable_store_t *st = ctx;
+    shoal_durable_t *d = st->d;
+    chunk_t c = {0};
+    uint8_t *last = NULL;
+    size_t last_len = 0;
+    int status = 0;
+    for (;;) {
+        c.len = 0;
+        bool more = false;
+        pthread_mutex_lock(&d->txn_lock);
+        flush_locked(d);
+        MDB_txn *txn;
+        MDB_cursor *cur;
+        int rc = txn_begin(d, MDB_RDONLY, &txn);
+        if (rc == 0) {
+            rc = mdb_cursor_open(txn, st->dbi, &cur);
+            if (rc != 0)
+                mdb_txn_abort(txn);
+        }
+        if (rc != 0) {
+            fail_locked(d, "role '%s': load: %s", st->role, mdb_strerror(rc));
+            pthread_mutex_unlock(&d->txn_lock);
+            status = SHOAL_ESTORE;
+            break;
+        }
+        MDB_val k = {last_len, last}, v;
+        rc = last ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        if (rc == 0 && last && k.mv_size == last_len && memcmp(k.mv_data, last, last_len) == 0)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        while (rc == 0) {
+            chunk_add(&c, &k, &v);
+            if (c.len >= LOAD_CHUNK) {
+                more = true;
+                break;
+            }
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        mdb_cursor_close(cur);
+        mdb_txn_abort(txn);
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            fail_locked(d, "role '%s': load: %s", st->role, mdb_strerror(rc));
+            status = SHOAL_ESTORE;
+        }
+        pthread_mutex_unlock(&d->txn_lock);
+        /* hand the chunk over, remembering its last key to continue after it */
+        size_t off = 0;
+        const uint8_t *lastk = NULL;
+        size_t lastk_len = 0;
+        while (off < c.len) {
+            size_t kl, vl;
+            memcpy(&kl, c.buf + off, sizeof kl);
+            memcpy(&vl, c.buf + off + sizeof kl, sizeof vl);
+            off += 2 * sizeof(size_t);
+            const uint8_t *kp = c.buf + off;
+            each(each_arg, (const char *)kp, kl, kp + kl, vl);
+            lastk = kp;
+            lastk_len = kl;
+            off += kl + vl;
+        }
+        if (status < 0 || !more || !lastk)
+            break;
+        uint8_t *nl = realloc(last, lastk_len);
+        if (!nl)
+            abort();
+        last = nl;
+        memcpy(last, lastk, lastk_len);
+        last_len = lastk_len;
+    }
+    free(last);
+    free(c.buf);
+    return status;
+}
+
+static void st_close(void *ctx)
+{
+    /* the store belongs to the environment; a replicator letting go of it only flushes */
+    durable_store_t *st = ctx;
+    pthread_mutex_lock(&st->d->txn_lock);
+    flush_locked(st->d);
+    pthread_mutex_unlock(&st->d->txn_lock);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Format
+ */
+typedef enum { FMT_OK = 0, FMT_FOREIGN, FMT_NEWER, FMT_BAD } fmt_t;
+
+/* Reads meta/format; *version gets the number for FMT_NEWER. */
+static fmt_t read_format(MDB_txn *txn, int *version, int *lmdb_rc)
+{
+    MDB_dbi meta;
+    *lmdb_rc = mdb_dbi_open(txn, META_DB, 0, &meta);
+    if (*lmdb_rc == MDB_NOTFOUND || *lmdb_rc == MDB_INCOMPATIBLE) {
+        *lmdb_rc = 0;
+        return FMT_FOREIGN;
+    }
+    if (*lmdb_rc != 0)
+        return FMT_BAD;
+    MDB_val k = {strlen(FORMAT_KEY), FORMAT_KEY}, v;
+    *lmdb_rc = mdb_get(txn, meta, &k, &v);
+    if (*lmdb_rc == MDB_NOTFOUND) {
+        *lmdb_rc = 0;
+        return FMT_FOREIGN;
+    }
+    if (*lmdb_rc != 0)
+        return FMT_BAD;
+    size_t stem = strlen(FORMAT_STEM);
+    if (v.mv_size <= stem || v.mv_size > stem + 9 || memcmp(v.mv_data, FORMAT_STEM, stem) != 0)
+        return FMT_FOREIGN;
+    int n = 0;
+    for (size_t i = stem; i < v.mv_size; i++) {
+        char ch = ((const char *)v.mv_data)[i];
+        if (ch < '0' || ch > '9')
+            return FMT_FOREIGN;
+        n = n * 10 + (ch - '0');
+    }
+    *version = n;
+    if (n > SHOAL_DURABLE_FORMAT_VERSION)
+        return FMT_NEWER;
+    if (n != SHOAL_DURABLE_FORMAT_VERSION)
+        return FMT_FOREIGN;
+    return FMT_OK;
+}
+
+static bool env_exists(const char *dir)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    return stat(path, &st) == 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The check, in a child process
+ */
+typedef enum { CHK_OK = 0, CHK_FOREIGN, CHK_NEWER, CHK_CORRUPT, CHK_FAILED } chk_t;
+
+static void child_report(int fd, chk_t kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void child_report(int fd, chk_t kind, const char *fmt, ...)
+{
+    char msg[600];
+    msg[0] = (char)('0' + kind);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg + 1, sizeof msg - 1, fmt, ap);
+    va_end(ap);
+    size_t len = 1 + (n < 0 ? 0 : (size_t)n >= sizeof msg - 1 ? sizeof msg - 2 : (size_t)n);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, msg + off, len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+static volatile uint64_t check_sink;
+
+/* Child: reads everything. A corrupt file may kill it; the parent sees the signal. */
+static void check_child(const char *dir, int fd)
+{
+    /* die of the signal itself, not through a sanitizer's or an application's handler, so the
+       parent can tell corruption from other failures */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    MDB_env *env;
+    int rc = mdb_env_create(&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(env, MAX_DBS);
+    if (rc == 0)
+        rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0600);
+    if (rc != 0) {
+        child_report(fd, rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
+                     rc == MDB_PAGE_NOTFOUND || rc == ENOENT ? CHK_CORRUPT : CHK_FAILED,
+                     "LMDB cannot open it: %s", mdb_strerror(rc));
+        return;
+    }
+    MDB_txn *txn;
+    rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        child_report(fd, CHK_CORRUPT, "cannot read it: %s", mdb_strerror(rc));
+        return;
+    }
+    int version = 0, lrc = 0;
+    fmt_t f = read_format(txn, &version, &lrc);
+    if (f == FMT_FOREIGN) {
+        child_report(fd, CHK_FOREIGN, "not a Shoal store (foreign LMDB file)");
+        return;
+    }
+    if (f == FMT_NEWER) {
+        child_report(fd, CHK_NEWER, "newer format %d, this build reads %d", version,
+                     SHOAL_DURABLE_FORMAT_VERSION);
+        return;
+    }
+    if (f == FMT_BAD) {
+        child_report(fd, CHK_CORRUPT, "the format record does not read: %s", mdb_strerror(lrc));
+        return;
+    }
+    MDB_cursor *names;
+    MDB_dbi main_db;
+    rc = mdb_dbi_open(txn, NULL, 0, &main_db);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, main_db, &names);
+    if (rc != 0) {
+        child_report(fd, CHK_CORRUPT, "the main database does not read: %s", mdb_strerror(rc));
+        return;
+    }
+    MDB_val nk, nv;
+    uint64_t sum = 0, entries = 0;
+    while ((rc = mdb_cursor_get(names, &nk, &nv, MDB_NEXT)) == 0) {
+        char name[512];
+        if (nk.mv_size == 0 || nk.mv_size >= sizeof name || memchr(nk.mv_data, 0, nk.mv_size)) {
+            child_report(fd, CHK_CORRUPT, "a database has a malformed name (%zu bytes)", nk.mv_size);
+            return;
+        }
+        memcpy(name, nk.mv_data, nk.mv_size);
+        name[nk.mv_size] = 0;
+        MDB_dbi dbi;
+        rc = mdb_dbi_open(txn, name, 0, &dbi);
+        if (rc != 0) {
+            child_report(fd, CHK_CORRUPT, "database '%s' does not open: %s", name, mdb_strerror(rc));
+            return;
+        }
+        MDB_cursor *cur;
+        rc = mdb_cursor_open(txn, dbi, &cur);
+        MDB_val k, v;
+        while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+            const uint8_t *p = v.mv_data;
+            for (size_t i = 0; i < v.mv_size; i += 512) /* touch every page of the value */
+                sum += p[i];
+            if (v.mv_size)
+                sum += p[v.mv_size - 1];
+            if (k.mv_size)
+                sum += ((const uint8_t *)k.mv_data)[k.mv_size - 1];
+            entries++;
+        }
+        if (rc != MDB_NOTFOUND) {
+            child_report(fd, CHK_CORRUPT, "database '%s' does not read: %s", name, mdb_strerror(rc));
+            return;
+        }
+        mdb_cursor_close(cur);
+    }
+    if (rc != MDB_NOTFOUND) {
+        child_report(fd, CHK_CORRUPT, "the main database does not read: %s", mdb_strerror(rc));
+        return;
+    }
+    check_sink = sum;
+    child_report(fd, CHK_OK, "%" PRIu64 " entries read", entries);
+    /* no cleanup: the process ends */
+}
+
+/* Runs the check; msg gets the reason. */
+static chk_t check_run(const char *dir, uint32_t timeout_ms, char *msg, size_t msglen)
+{
+    msg[0] = 0;
+    if (!env_exists(dir))
+        return CHK_OK;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(msg, msglen, "cannot run the check: pipe: %s", strerror(errno));
+        return CHK_FAILED;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(msg, msglen, "cannot run the check: fork: %s", strerror(errno));
+        return CHK_FAILED;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        check_child(dir, fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[600];
+    size_t got = 0;
+    bool timed_out = false;
+    int64_t deadline = zclock_mono() + (timeout_ms ? timeout_ms : 60000);
+    for (;;) {
+        int64_t left = deadline - zclock_mono();
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        int pr = poll(&pfd, 1, (int)(left > 1000 ? 1000 : left));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
+        ssize_t r = read(fds[0], buf + got, sizeof buf - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        if (got >= sizeof buf - 1)
+            break;
+    }
+    close(fds[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+    }
+    buf[got] = 0;
+    if (timed_out) {
+        snprintf(msg, msglen, "the store is corrupt (the check did not finish in %u ms)",
+                 timeout_ms);
+        return CHK_CORRUPT;
+    }
+    if (WIFSIGNALED(wst)) {
+        snprintf(msg, msglen, "the store is corrupt (the check died of signal %d)", WTERMSIG(wst));
+        return CHK_CORRUPT;
+    }
+    if (got < 1 || buf[0] < '0' || buf[0] > '0' + CHK_FAILED) {
+        snprintf(msg, msglen, "the store is corrupt (the check exited with status %d)",
+                 WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+        return CHK_CORRUPT;
+    }
+    chk_t kind = (chk_t)(buf[0] - '0');
+    if (kind == CHK_CORRUPT)
+        snprintf(msg, msglen, "the store is corrupt (%s)", buf + 1);
+    else
+        snprintf(msg, msglen, "%s", buf + 1);
+    return kind;
+}
+
+int shoal_durable_check(const char *dir, char *err, size_t errlen)
+{
+    if (!dir || !*dir) {
+        set_err(err, errlen, "durable check: no directory given");
+        return SHOAL_EINVAL;
+    }
+    char msg[700];
+    chk_t k = check_run(dir, 60000, msg, sizeof msg);
+    set_err(err, errlen, "%s: %s", dir, msg);
+    switch (k) {
+    case CHK_OK:
+        return 0;
+    case CHK_NEWER:
+        return SHOAL_EVERSION;
+    case CHK_FAILED:
+        return SHOAL_ESTORE;
+    default:
+        return SHOAL_EDECODE;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Open and close
+ */
+static int mkdir_p(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return ENAMETOOLONG;
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(path, 0700) != 0 && errno != EEXIST)
+            return errno;
+        *p = '/';
+    }
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return errno;
+    return 0;
+}
+
+/* Moves a corrupt directory aside to <dir>.corrupt-<unix time>[-n]. */
+static int move_aside(const char *dir, char *to, size_t tolen)
+{
+    long now = (long)time(NULL);
+    for (int n = 0; n < 100; n++) {
+        if (n == 0)
+            snprintf(to, tolen, "%s.corrupt-%ld", dir, now);
+        else
+            snprintf(to, tolen, "%s.corrupt-%ld-%d", dir, now, n);
+        struct stat st;
+        if (stat(to, &st) == 0)
+            continue;
+        return rename(dir, to) == 0 ? 0 : errno;
+    }
+    return EEXIST;
+}
+
+static void free_durable(shoal_durable_t *d)
+{
+    if (d->env)
+        mdb_env_close(d->env);
+    durable_store_t *st = d->stores;
+    while (st) {
+        durable_store_t *next = st->next;
+        free(st->role);
+        free(st);
+        st = next;
+    }
+    pending_free(d->pend, d->npend);
+    pthread_mutex_destroy(&d->txn_lock);
+    pthread_mutex_destroy(&d->pend_lock);
+    pthread_cond_destroy(&d->pend_cond);
+    free(d->dir);
+    free(d);
+}
+
+static int init_format_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
+{
+    (void)d;
+    int *out = arg; /* 0 ok, 1 foreign, 2 newer (version in out[1]), 3 bad (rc in out[1]) */
+    int version = 0, lrc = 0;
+    fmt_t f = read_format(txn, &version, &lrc);
+    if (f == FMT_OK)
+        return 0;
+    if (f == FMT_NEWER) {
+        out[0] = 2;
+        out[1] = version;
+        return SHOAL_EVERSION;
+    }
+    if (f == FMT_BAD) {
+        out[0] = 3;
+        out[1] = lrc;
+        return SHOAL_EDECODE;
+    }
+    /* no format: only an empty environment (just created) is ours to initialize */
+    MDB_cursor *cur;
+    MDB_val k, v;
+    MDB_dbi main_db;
+    int rc = mdb_dbi_open(txn, NULL, 0, &main_db);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, main_db, &cur);
+    if (rc != 0)
+        return rc;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    mdb_cursor_close(cur);
+    if (rc == 0) {
+        out[0] = 1;
+        return SHOAL_EDECODE;
+    }
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    MDB_dbi meta;
+    rc = mdb_dbi_open(txn, META_DB, MDB_CREATE, &meta);
+    if (rc != 0)
+        return rc;
+    MDB_val fk = {strlen(FORMAT_KEY), FORMAT_KEY};
+    MDB_val fv = {strlen(SHOAL_DURABLE_FORMAT), SHOAL_DURABLE_FORMAT};
+    return mdb_put(txn, meta, &fk, &fv, 0);
+}
+
+static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *dir, char *err,
+                                 size_t errlen)
+{
+    int rc = mkdir_p(dir);
+    if (rc != 0) {
+        set_err(err, errlen, "durable store %s: cannot create the directory: %s", dir, strerror(rc));
+        return NULL;
+    }
+    shoal_durable_t *d = xcalloc(1, sizeof *d);
+    d->s = *s;
+    d->s.dir = NULL;
+    d->dir = xstrdup(dir);
+    pthread_mutex_init(&d->txn_lock, NULL);
+    pthread_mutex_init(&d->pend_lock, NULL);
+    pthread_cond_init(&d->pend_cond, NULL);
+    d->map_size = round_pages(s->map_size);
+    if (d->s.map_max < d->map_size)
+        d->s.map_max = d->map_size;
+    rc = mdb_env_create(&d->env);
+    if (rc != 0) {
+        d->env = NULL;
+        set_err(err, errlen, "durable store %s: %s", dir, mdb_strerror(rc));
+        free_durable(d);
+        return NULL;
+    }
+    mdb_env_set_maxdbs(d->env, MAX_DBS);
+    mdb_env_set_mapsize(d->env, d->map_size);
+    rc = mdb_env_open(d->env, dir, MDB_NOTLS | (s->nosync ? MDB_NOSYNC : 0), 0600);
+    if (rc != 0) {
+        set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; if the files are damaged, "
+                WAY_OUT, dir, mdb_strerror(rc));
+        free_durable(d);
+        return NULL;
+    }
+    MDB_envinfo info;
+    if (mdb_env_info(d->env, &info) == 0)
+        d->map_size = info.me_mapsize; /* an existing environment may be larger */
+    d->stats.map_size = d->map_size;
+    d->max_key = (size_t)mdb_env_get_maxkeysize(d->env);
+    int out[2] = {0, 0};
+    pthread_mutex_lock(&d->txn_lock);
+    rc = write_txn(d, init_format_body, out, "initializing the format");
+    pthread_mutex_unlock(&d->txn_lock);
+    if (rc < 0) {
+        if (out[0] == 1)
+            set_err(err, errlen, "durable store %s: not a Shoal store (foreign LMDB file); use "
+                    "another directory, or move it aside", dir);
+        else if (out[0] == 2)
+            set_err(err, errlen, "durable store %s: newer format %d, this build reads %d; run a "
+                    "newer build, or move it aside", dir, out[1], SHOAL_DURABLE_FORMAT_VERSION);
+        else if (out[0] == 3)
+            set_err(err, errlen, "durable store %s: the format record does not read (%s); "
+                    WAY_OUT, dir, mdb_strerror(out[1]));
+        else
+            set_err(err, errlen, "durable store %s: %s", dir, d->last_error);
+        free_durable(d);
+        return NULL;
+    }
+    if (s->write_behind_ms > 0) {
+        if (pthread_create(&d->thread, NULL, write_behind_thread, d) != 0) {
+            set_err(err, errlen, "durable store %s: cannot start the write-behind thread", dir);
+            free_durable(d);
+            return NULL;
+        }
+        d->thread_started = true;
+    }
+    return d;
+}
+
+shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err, size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    if (!s || !s->dir || !*s->dir) {
+        set_err(err, errlen, "durable store: no directory given (settings.dir)");
+        return NULL;
+    }
+    if (s->map_size == 0) {
+        set_err(err, errlen, "durable store %s: map_size is 0", s->dir);
+        return NULL;
+    }
+    /* without trailing slashes, so <dir>.corrupt-<time> is a sibling */
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", s->dir) >= (int)sizeof dir) {
+        set_err(err, errlen, "durable store: directory name too long");
+        return NULL;
+    }
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+        dir[n - 1] = 0;
+    if (s->check_on_open) {
+        char msg[700];
+        chk_t k = check_run(dir, s->check_timeout_ms, msg, sizeof msg);
+        switch (k) {
+        case CHK_OK:
+            break;
+        case CHK_FOREIGN:
+            set_err(err, errlen, "durable store %s: %s; use another directory, or move it aside",
+                    dir, msg);
+            return NULL;
+        case CHK_NEWER:
+            set_err(err, errlen, "durable store %s: %s; run a newer build, or move it aside", dir,
+                    msg);
+            return NULL;
+        case CHK_FAILED:
+            set_err(err, errlen, "durable store %s: %s", dir, msg);
+            return NULL;
+        case CHK_CORRUPT:
+            if (s->on_corruption != SHOAL_DURABLE_RESYNC) {
+                set_err(err, errlen, "durable store %s: %s; " WAY_OUT, dir, msg);
+                return NULL;
+            }
+            char to[4200];
+            int rc = move_aside(dir, to, sizeof to);
+            if (rc != 0) {
+                set_err(err, errlen, "durable store %s: %s; moving it aside failed: %s; " WAY_OUT,
+                        dir, msg, strerror(rc));
+                return NULL;
+            }
+            zsys_error("durable store %s: %s; moved to %s, starting empty (values come back from "
+                       "peers)", dir, msg, to);
+            break;
+        }
+    }
+    return open_env(s, dir, err, errlen);
+}
+
+void shoal_durable_close(shoal_durable_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_durable_t *d = *self_p;
+    if (d->thread_started) {
+        pthread_mutex_lock(&d->pend_lock);
+        d->stopping = true;
+        pthread_cond_signal(&d->pend_cond);
+        pthread_mutex_unlock(&d->pend_lock);
+        pthread_join(d->thread, NULL);
+    }
+    pthread_mutex_lock(&d->txn_lock);
+    flush_locked(d);
+    pthread_mutex_unlock(&d->txn_lock);
+    free_durable(d);
+    *self_p = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Stores, compaction, stats
+ */
+static int open_dbi_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
+{
+    (void)d;
+    durable_store_t *st = arg;
+    char name[600];
+    snprintf(name, sizeof name, ROLE_PREFIX "%s", st->role);
+    return mdb_dbi_open(txn, name, MDB_CREATE, &st->dbi);
+}
+
+shoal_store_t *shoal_durable_store(shoal_durable_t *d, const char *role)
+{
+    if (!d)
+        return NULL;
+    if (!role)
+        role = "";
+    pthread_mutex_lock(&d->txn_lock);
+    for (durable_store_t *st = d->stores; st; st = st->next)
+        if (strcmp(st->role, role) == 0) {
+            pthread_mutex_unlock(&d->txn_lock);
+            return &st->base;
+        }
+    if (strlen(role) > 500) {
+        fail_locked(d, "role name too long (%zu bytes)", strlen(role));
+        pthread_mutex_unlock(&d->txn_lock);
+        return NULL;
+    }
+    durable_store_t *st = xcalloc(1, sizeof *st);
+    st->d = d;
+    st->role = xstrdup(role);
+    if (write_txn(d, open_dbi_body, st, "opening the database of a role") < 0) {
+        pthread_mutex_unlock(&d->txn_lock);
+        free(st->role);
+        free(st);
+        return NULL;
+    }
+    st->base.load = st_load;
+    st->base.store = st_store;
+    st->base.close = st_close;
+    st->base.ctx = st;
+    st->next = d->stores;
+    d->stores = st;
+    pthread_mutex_unlock(&d->txn_lock);
+    return &st->base;
+}
+
+int shoal_durable_compact(shoal_durable_t *d, const char *out_dir)
+{
+    if (!d || !out_dir || !*out_dir)
+        return SHOAL_EINVAL;
+    int rc = mkdir_p(out_dir);
+    pthread_mutex_lock(&d->txn_lock);
+    if (rc != 0) {
+        fail_locked(d, "compact: cannot create %s: %s", out_dir, strerror(rc));
+        pthread_mutex_unlock(&d->txn_lock);
+        return SHOAL_ESTORE;
+    }
+    flush_locked(d);
+    rc = mdb_env_copy2(d->env, out_dir, MDB_CP_COMPACT);
+    if (rc != 0)
+        fail_locked(d, "compact into %s: %s", out_dir, mdb_strerror(rc));
+    pthread_mutex_unlock(&d->txn_lock);
+    return rc == 0 ? 0 : SHOAL_ESTORE;
+}
+
+void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->txn_lock);
+    *out = d->stats;
+    out->map_size = d->map_size;
+    pthread_mutex_unlock(&d->txn_lock);
+    pthread_mutex_lock(&d->pend_lock);
+    out->pending = d->npend;
+    pthread_mutex_unlock(&d->pend_lock);
+}
+
+void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len)
+{
+    if (!buf || !len)
+        return;
+    buf[0] = 0;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->txn_lock);
+    snprintf(buf, len, "%s", d->last_error);
+    pthread_mutex_unlock(&d->txn_lock);
+}

@@ -1,0 +1,685 @@
+/*  test_durable.c — the LMDB store: the store interface round trip, a real replicator restarted
+    on the same directory (both write modes), foreign / newer / corrupt environments (checked in a
+    child process, so a SIGBUS does not kill this one), map growth and its cap, compaction.
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "durable.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers
+ */
+typedef struct {
+    char parent[64]; /* mkdtemp'd; the environment and anything moved aside live under it */
+    char dir[128];
+} tdir_t;
+
+static void tdir_make(tdir_t *t)
+{
+    snprintf(t->parent, sizeof t->parent, "/tmp/shoal-durable-XXXXXX");
+    assert_non_null(mkdtemp(t->parent));
+    snprintf(t->dir, sizeof t->dir, "%s/env", t->parent);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void tdir_remove(tdir_t *t)
+{
+    nftw(t->parent, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static shoal_durable_settings_t settings(const char *dir, uint32_t write_behind_ms)
+{
+    shoal_durable_settings_t s;
+    shoal_durable_settings_default(&s);
+    s.dir = dir;
+    s.write_behind_ms = write_behind_ms;
+    s.nosync = true; /* tests do not need fsync; the commit path is the same */
+    return s;
+}
+
+static shoal_durable_t *open_ok(const shoal_durable_settings_t *s)
+{
+    char err[512];
+    shoal_durable_t *d = shoal_durable_open(s, err, sizeof err);
+    if (!d)
+        fail_msg("open failed: %s", err);
+    return d;
+}
+
+#define MAXSEEN 64
+typedef struct {
+    int n;
+    char key[MAXSEEN][600];
+    size_t klen[MAXSEEN];
+    char val[MAXSEEN][64];
+    size_t len[MAXSEEN];
+} seen_t;
+
+static void collect(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    seen_t *s = arg;
+    if (s->n >= MAXSEEN)
+        return;
+    memcpy(s->key[s->n], key, klen < 600 ? klen : 599);
+    s->key[s->n][klen < 600 ? klen : 599] = 0;
+    s->klen[s->n] = klen;
+    memcpy(s->val[s->n], data, len < 63 ? len : 63);
+    s->val[s->n][len < 63 ? len : 63] = 0;
+    s->len[s->n] = len;
+    s->n++;
+}
+
+static void done_status(void *arg, int status)
+{
+    *(int *)arg = status;
+}
+
+static int put(shoal_store_t *st, const char *key, const char *val)
+{
+    int status = 1;
+    st->store(st->ctx, key, strlen(key), val, val ? strlen(val) : 0, done_status, &status);
+    assert_int_not_equal(status, 1); /* done runs before store returns */
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 1. The interface alone
+ */
+static void round_trip(uint32_t write_behind_ms)
+{
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, write_behind_ms);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    assert_non_null(st);
+    assert_ptr_equal(shoal_durable_store(d, ""), st);
+    assert_ptr_equal(shoal_durable_store(d, NULL), st);
+    shoal_store_t *other = shoal_durable_store(d, "cart");
+    assert_non_null(other);
+    assert_ptr_not_equal(other, st);
+
+    assert_int_equal(put(st, "a", "alpha"), 0);
+    assert_int_equal(put(st, "b", "beta"), 0);
+    assert_int_equal(put(st, "c", "gamma"), 0);
+    assert_int_equal(put(st, "b", "beta2"), 0);
+    assert_int_equal(put(st, "c", NULL), 0);       /* delete */
+    assert_int_equal(put(st, "nothere", NULL), 0); /* deleting a missing key is fine */
+    assert_int_equal(put(other, "a", "other-a"), 0);
+    /* keys LMDB cannot hold fail cleanly */
+    char big[600];
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    assert_int_equal(put(st, big, "v"), SHOAL_ESTORE);
+    assert_int_equal(put(st, "", "v"), SHOAL_ESTORE);
+    /* an empty value is a value */
+    assert_int_equal(put(st, "e", ""), 0);
+
+    /* load sees pending write-behind changes too */
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 3);
+    shoal_durable_close(&d);
+    assert_null(d);
+
+    d = open_ok(&s);
+    st = shoal_durable_store(d, "");
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 3); /* in key order */
+    assert_string_equal(seen.key[0], "a");
+    assert_string_equal(seen.val[0], "alpha");
+    assert_string_equal(seen.key[1], "b");
+    assert_string_equal(seen.val[1], "beta2");
+    assert_string_equal(seen.key[2], "e");
+    assert_int_equal(seen.len[2], 0);
+    other = shoal_durable_store(d, "cart");
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(other->load(other->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.val[0], "other-a");
+    shoal_durable_stats_t stats;
+    shoal_durable_stats(d, &stats);
+    assert_int_equal(stats.pending, 0);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+static void test_round_trip_immediate(void **state)
+{
+    (void)state;
+    round_trip(0);
+}
+
+static void test_round_trip_write_behind(void **state)
+{
+    (void)state;
+    round_trip(50);
+}
+
+/* Loads larger than one copy-out chunk continue where the previous chunk ended. */
+static void count_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    (void)key;
+    (void)klen;
+    (void)data;
+    size_t *n = arg;
+    if (len == 3000)
+        (*n)++;
+}
+
+static void test_load_in_chunks(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 1000);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    static char val[3000];
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < 3000; i++) { /* ~9 MB: three chunks */
+        char key[32];
+        snprintf(key, sizeof key, "k%05d", i);
+        int status = 1;
+        st->store(st->ctx, key, strlen(key), val, sizeof val, done_status, &status);
+        assert_int_equal(status, 0);
+    }
+    size_t n = 0;
+    assert_int_equal(st->load(st->ctx, count_each, &n), 0);
+    assert_int_equal(n, 3000);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 2. A real replicator, restarted on the same directory
+ */
+typedef struct {
+    shoal_system_t *sys;
+    shoal_replicator_t *rep;
+    shoal_durable_t *d;
+} tnode_t;
+
+static void node_start(tnode_t *n, const shoal_durable_settings_t *ds)
+{
+    n->d = open_ok(ds);
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = "tcp://127.0.0.1:0";
+    int err = 0;
+    n->sys = shoal_system_new(&ss, &err);
+    assert_non_null(n->sys);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    static const char *const durable[] = {"d-*"};
+    rs.durable_keys = durable;
+    rs.n_durable_keys = 1;
+    rs.store = shoal_durable_store(n->d, "");
+    assert_non_null(rs.store);
+    n->rep = shoal_replicator_new(n->sys, &rs, &err);
+    assert_non_null(n->rep);
+}
+
+static void node_stop(tnode_t *n)
+{
+    shoal_replicator_destroy(&n->rep);
+    shoal_system_destroy(&n->sys);
+    shoal_durable_close(&n->d);
+}
+
+typedef struct {
+    const shoal_node_t *self;
+    uint64_t n;
+    const char *elem;
+} upd_t;
+
+static int incr(shoal_crdt_t *v, void *arg)
+{
+    upd_t *u = arg;
+    return shoal_gcounter_increment(v, u->self, u->n);
+}
+
+static int add(shoal_crdt_t *v, void *arg)
+{
+    upd_t *u = arg;
+    return shoal_orset_add(v, u->self, u->elem, strlen(u->elem));
+}
+
+static void restart_with_replicator(uint32_t write_behind_ms)
+{
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t ds = settings(t.dir, write_behind_ms);
+    shoal_consistency_t l = c_local();
+    const shoal_type_t *gc = shoal_type_by_name("GCounter"), *os = shoal_type_by_name("ORSet");
+
+    tnode_t n;
+    node_start(&n, &ds);
+    shoal_crdt_t *ig = shoal_crdt_new(gc), *io = shoal_crdt_new(os);
+    upd_t u = {shoal_system_self(n.sys), 7, NULL};
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    u.n = 5;
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    u.elem = "apple";
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", io, &l, add, &u), 0);
+    u.elem = "pear";
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", io, &l, add, &u), 0);
+    u.n = 3;
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "x", ig, &l, incr, &u), 0);
+    node_stop(&n);
+
+    node_start(&n, &ds);
+    shoal_crdt_t *v = NULL;
+    assert_int_equal(shoal_replicator_get_sync(n.rep, "d-1", gc, &l, &v), 0);
+    assert_non_null(v);
+    assert_int_equal(shoal_gcounter_value(v), 12);
+    shoal_crdt_destroy(&v);
+    assert_int_equal(shoal_replicator_get_sync(n.rep, "d-2", os, &l, &v), 0);
+    assert_non_null(v);
+    assert_int_equal(shoal_orset_size(v), 2);
+    assert_true(shoal_orset_contains(v, "apple", 5));
+    assert_true(shoal_orset_contains(v, "pear", 4));
+    shoal_crdt_destroy(&v);
+    assert_int_equal(shoal_replicator_get_sync(n.rep, "x", gc, &l, &v), SHOAL_ENOTFOUND);
+    assert_null(v);
+    /* the restarted node keeps writing on top of the loaded value */
+    u.self = shoal_system_self(n.sys);
+    u.n = 1;
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    node_stop(&n);
+
+    node_start(&n, &ds);
+    assert_int_equal(shoal_replicator_get_sync(n.rep, "d-1", gc, &l, &v), 0);
+    assert_int_equal(shoal_gcounter_value(v), 13);
+    shoal_crdt_destroy(&v);
+    node_stop(&n);
+    shoal_crdt_destroy(&ig);
+    shoal_crdt_destroy(&io);
+    tdir_remove(&t);
+}
+
+static void test_replicator_immediate(void **state)
+{
+    (void)state;
+    restart_with_replicator(0);
+}
+
+static void test_replicator_write_behind(void **state)
+{
+    (void)state;
+    /* an interval far longer than the test: only close's flush can have written the values */
+    restart_with_replicator(60000);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 3. Foreign, newer and corrupt environments
+ */
+static void raw_env(const char *dir, const char *dbname, const char *key, const char *val)
+{
+    assert_int_equal(mkdir(dir, 0700), 0);
+    MDB_env *env;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, dbname, MDB_CREATE, &dbi), 0);
+    MDB_val k = {strlen(key), (void *)key}, v = {strlen(val), (void *)val};
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void expect_refused(const shoal_durable_settings_t *s, const char *needle)
+{
+    char err[512] = "";
+    shoal_durable_t *d = shoal_durable_open(s, err, sizeof err);
+    if (d)
+        fail_msg("open succeeded, expected a refusal with '%s'", needle);
+    if (!strstr(err, needle))
+        fail_msg("message '%s' lacks '%s'", err, needle);
+    if (!strstr(err, s->dir))
+        fail_msg("message '%s' does not name the directory", err);
+}
+
+static void test_foreign_and_newer(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    raw_env(t.dir, "stuff", "hello", "world");
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    char err[512];
+    assert_int_equal(shoal_durable_check(t.dir, err, sizeof err), SHOAL_EDECODE);
+    assert_non_null(strstr(err, "not a Shoal store"));
+    expect_refused(&s, "not a Shoal store");
+    s.on_corruption = SHOAL_DURABLE_RESYNC; /* foreign is not corrupt: never moved aside */
+    expect_refused(&s, "not a Shoal store");
+    s.check_on_open = false; /* the in-process check of the format refuses too */
+    expect_refused(&s, "not a Shoal store");
+    tdir_remove(&t);
+
+    tdir_make(&t);
+    raw_env(t.dir, "meta", "format", "shoal-durable 9");
+    s = settings(t.dir, 0);
+    assert_int_equal(shoal_durable_check(t.dir, err, sizeof err), SHOAL_EVERSION);
+    assert_non_null(strstr(err, "newer format 9, this build reads 1"));
+    expect_refused(&s, "newer format 9");
+    s.check_on_open = false;
+    expect_refused(&s, "newer format 9");
+    tdir_remove(&t);
+}
+
+/* A store with enough entries to span many pages. */
+static void fill_store(const char *dir)
+{
+    shoal_durable_settings_t s = settings(dir, 0);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    char val[1000];
+    memset(val, 'v', sizeof val - 1);
+    val[sizeof val - 1] = 0;
+    for (int i = 0; i < 300; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "key-%04d", i);
+        assert_int_equal(put(st, key, val), 0);
+    }
+    shoal_durable_close(&d);
+    char err[512];
+    assert_int_equal(shoal_durable_check(dir, err, sizeof err), 0);
+}
+
+static void data_path(const char *dir, char *out, size_t len)
+{
+    snprintf(out, len, "%s/data.mdb", dir);
+}
+
+typedef enum { TRUNCATE, GARBAGE, ZEROES } damage_t;
+
+static void damage(const char *dir, damage_t how)
+{
+    char path[256];
+    data_path(dir, path, sizeof path);
+    long ps = sysconf(_SC_PAGESIZE);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(sb.st_size > 20 * ps);
+    if (how == TRUNCATE) {
+        assert_int_equal(truncate(path, 3 * ps), 0);
+        return;
+    }
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    size_t n = (size_t)sb.st_size - 2 * (size_t)ps; /* everything after the two meta pages */
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = how == ZEROES ? 0 : (uint8_t)(x >> 16);
+    }
+    assert_int_equal(pwrite(fd, buf, n, 2 * ps), (ssize_t)n);
+    free(buf);
+    close(fd);
+}
+
+static int count_moved_aside(const tdir_t *t)
+{
+    DIR *dd = opendir(t->parent);
+    assert_non_null(dd);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)))
+        if (strncmp(e->d_name, "env.corrupt-", 12) == 0)
+            n++;
+    closedir(dd);
+    return n;
+}
+
+static void corrupt_case(damage_t how)
+{
+    tdir_t t;
+    tdir_make(&t);
+    fill_store(t.dir);
+    damage(t.dir, how);
+    char err[512];
+    int rc = shoal_durable_check(t.dir, err, sizeof err);
+    print_message("check of damage %d: %d %s\n", (int)how, rc, err);
+    assert_int_equal(rc, SHOAL_EDECODE);
+    assert_non_null(strstr(err, "corrupt"));
+
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    expect_refused(&s, "ddata-dump --salvage");
+    assert_int_equal(count_moved_aside(&t), 0);
+
+    s.on_corruption = SHOAL_DURABLE_RESYNC;
+    shoal_durable_t *d = open_ok(&s);
+    assert_int_equal(count_moved_aside(&t), 1);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 0);
+    assert_int_equal(put(st, "fresh", "start"), 0);
+    shoal_durable_close(&d);
+    assert_int_equal(shoal_durable_check(t.dir, err, sizeof err), 0);
+    tdir_remove(&t);
+}
+
+static void test_corrupt_truncated(void **state)
+{
+    (void)state;
+    corrupt_case(TRUNCATE);
+}
+
+static void test_corrupt_garbage(void **state)
+{
+    (void)state;
+    corrupt_case(GARBAGE);
+}
+
+static void test_corrupt_zeroes(void **state)
+{
+    (void)state;
+    corrupt_case(ZEROES);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 4. Map growth and its cap
+ */
+static void test_map_grows_then_caps(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    s.map_size = 64 * 1024;
+    s.map_max = 1024 * 1024;
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    static char val[4000];
+    memset(val, 'v', sizeof val - 1);
+    int i, rc = 0;
+    for (i = 0; i < 1000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i);
+        rc = put(st, key, val);
+        if (rc != 0)
+            break;
+    }
+    assert_int_equal(rc, SHOAL_ESTORE);
+    assert_true(i > 64 * 1024 / 4000 * 2); /* well past the initial map */
+    shoal_durable_stats_t stats;
+    shoal_durable_stats(d, &stats);
+    assert_true(stats.map_grows >= 4);
+    assert_int_equal(stats.map_size, 1024 * 1024);
+    assert_int_equal(stats.failures, 1);
+    char msg[512];
+    shoal_durable_last_error(d, msg, sizeof msg);
+    assert_non_null(strstr(msg, "map_max"));
+    /* deletes still work at the cap, and the data written is intact */
+    char key[32];
+    snprintf(key, sizeof key, "k%04d", 0);
+    assert_int_equal(put(st, key, NULL), 0);
+    shoal_durable_close(&d);
+
+    d = open_ok(&s);
+    st = shoal_durable_store(d, "");
+    size_t n = 0;
+    (void)n;
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, i - 1 < MAXSEEN ? i - 1 : MAXSEEN);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+/* Write-behind: growth happens in the background commit too. */
+static void test_map_grows_write_behind(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 20);
+    s.map_size = 64 * 1024;
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    static char val[4000];
+    memset(val, 'w', sizeof val - 1);
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i);
+        assert_int_equal(put(st, key, val), 0);
+    }
+    shoal_durable_close(&d);
+    d = open_ok(&s);
+    shoal_durable_stats_t stats;
+    shoal_durable_stats(d, &stats);
+    assert_true(stats.map_size > 64 * 1024);
+    st = shoal_durable_store(d, "");
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, MAXSEEN);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 5. Compaction
+ */
+static off_t file_size(const char *dir)
+{
+    char path[256];
+    data_path(dir, path, sizeof path);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    return sb.st_size;
+}
+
+static void test_compact(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    char val[2000];
+    memset(val, 'c', sizeof val - 1);
+    val[sizeof val - 1] = 0;
+    for (int i = 0; i < 400; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i);
+        assert_int_equal(put(st, key, val), 0);
+    }
+    for (int i = 0; i < 400; i++) { /* leaves free pages behind */
+        if (i % 20 == 0)
+            continue;
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i);
+        assert_int_equal(put(st, key, NULL), 0);
+    }
+    char out[160];
+    snprintf(out, sizeof out, "%s/compact", t.parent);
+    assert_int_equal(shoal_durable_compact(d, out), 0);
+    /* a second copy into the same place is refused, not overwritten */
+    assert_int_equal(shoal_durable_compact(d, out), SHOAL_ESTORE);
+    shoal_durable_close(&d);
+    assert_true(file_size(out) <= file_size(t.dir));
+    print_message("compact: %lld -> %lld bytes\n", (long long)file_size(t.dir),
+                  (long long)file_size(out));
+
+    shoal_durable_settings_t s2 = settings(out, 0);
+    d = open_ok(&s2);
+    st = shoal_durable_store(d, "");
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 20);
+    for (int i = 0; i < 20; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i * 20);
+        assert_string_equal(seen.key[i], key);
+    }
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_null(shoal_durable_open(NULL, err, sizeof err));
+    shoal_durable_settings_t s;
+    shoal_durable_settings_default(&s);
+    assert_null(shoal_durable_open(&s, err, sizeof err));
+    assert_non_null(strstr(err, "directory"));
+    assert_int_equal(shoal_durable_check(NULL, err, sizeof err), SHOAL_EINVAL);
+    assert_int_equal(shoal_durable_check("/nonexistent/shoal-durable", err, sizeof err), 0);
+    assert_null(shoal_durable_store(NULL, ""));
+    shoal_durable_close(NULL);
+    shoal_durable_t *d = NULL;
+    shoal_durable_close(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_immediate),
+        cmocka_unit_test(test_round_trip_write_behind),
+        cmocka_unit_test(test_load_in_chunks),
+        cmocka_unit_test(test_replicator_immediate),
+        cmocka_unit_test(test_replicator_write_behind),
+        cmocka_unit_test(test_foreign_and_newer),
+        cmocka_unit_test(test_corrupt_truncated),
+        cmocka_unit_test(test_corrupt_garbage),
+        cmocka_unit_test(test_corrupt_zeroes),
+        cmocka_unit_test(test_map_grows_then_caps),
+        cmocka_unit_test(test_map_grows_write_behind),
+        cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1216 @@
+/*  ddata-dump — look inside Shoal's replicated data: a durable store on disk, a running node, or
+    several nodes side by side.
+
+      ddata-dump DIR [--key K] [--json]         list (or show one key of) a durable store
+      ddata-dump DIR --salvage OUT              copy every readable entry into a new store at OUT
+      ddata-dump DIR --compact OUT              compacted copy of the store (mdb_env_copy2)
+      ddata-dump --node ENDPOINT [--role R] [--metrics]
+      ddata-dump --compare ENDPOINT ENDPOINT... [--role R]
+
+    The store is read straight through liblmdb (MDB_RDONLY, so it is safe while a node runs), not
+    through durable/'s API: this tool must keep working on stores the library itself refuses. Its
+    format: named database "meta" with "format" = "shoal-durable 1", and one database
+    "ddata:<role>" per replicator whose values are packed shoal.replicator.DataEnvelope.
+
+    A corrupt data.mdb can make LMDB fault (it maps the file and trusts its page pointers), so every
+    store mode reads in a forked child that writes its report to a pipe; the parent prints the
+    report only when the child exits normally.
+
+    Exit codes: 0 ok; 1 differences (--compare), a missing key (--key) or a refused request;
+    2 usage, or a missing, foreign, newer or corrupt store; 3 the node cannot be reached.
+*/
+#include "ddata.h"
+#include "membership.h"
+
+#include "client.pb-c.h"
+#include "replicator.pb-c.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FORMAT_NAME "shoal-durable"
+#define FORMAT_VERSION 1
+#define DB_PREFIX "ddata:"
+#define MAX_DBS 256
+#define LINE_RENDER 100
+#define CLIENT_TIMEOUT_MS 3000
+#define K_CLIENT_KEYS 0x8004u /* ddata/replicator_client.c: GET 0x8001 .. STATS 0x8005 */
+/* A store read that takes longer than this is looping on corrupt page pointers. */
+#define CHILD_TIMEOUT_S 120
+
+/* Appends a string literal (or any C string). */
+#define LIT(buf, s) shoal_buf_append((buf), (s), strlen(s))
+
+enum { EXIT_OK = 0, EXIT_DIFF = 1, EXIT_BAD = 2, EXIT_UNREACHABLE = 3 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ddata-dump DIR [--key K] [--json]\n"
+            "       ddata-dump DIR --salvage OUT | --compact OUT\n"
+            "       ddata-dump --node ENDPOINT [--role R] [--metrics]\n"
+            "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
+            "       ddata-dump --help\n"
+            "Exit codes: 0 ok; 1 differences, missing key or refused request; 2 usage or a bad\n"
+            "store; 3 node unreachable.\n");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output helpers
+ */
+/* Keys are bytes: printed bare when they are plain printable ASCII, quoted otherwise. */
+static void key_text(shoal_buf_t *out, const void *key, size_t len)
+{
+    const unsigned char *k = key;
+    bool plain = len > 0;
+    for (size_t i = 0; i < len && plain; i++)
+        plain = k[i] > 0x20 && k[i] < 0x7f && k[i] != '"';
+    if (plain)
+        shoal_buf_append(out, key, len);
+    else
+        shoal_buf_append_quoted(out, key, len);
+}
+
+/* Length of the valid UTF-8 sequence at s (0 if invalid). */
+static size_t utf8_len(const unsigned char *s, size_t left)
+{
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+             : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || n > left || (n == 2 && s[0] < 0xc2))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* A JSON string; bytes that are not valid UTF-8 become \u00XX so the output always parses. */
+static void json_str(shoal_buf_t *out, const void *data, size_t len)
+{
+    const unsigned char *s = data;
+    LIT(out, "\"");
+    for (size_t i = 0; i < len;) {
+        unsigned char ch = s[i];
+        if (ch == '"' || ch == '\\') {
+            shoal_buf_printf(out, "\\%c", ch);
+            i++;
+        } else if (ch == '\n') {
+            LIT(out, "\\n");
+            i++;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            shoal_buf_printf(out, "\\u%04x", ch);
+            i++;
+        } else {
+            size_t n = utf8_len(s + i, len - i);
+            if (n == 0) {
+                shoal_buf_printf(out, "\\u%04x", ch);
+                i++;
+            } else {
+                shoal_buf_append(out, s + i, n);
+                i += n;
+            }
+        }
+    }
+    LIT(out, "\"");
+}
+
+/* One line of at most `max` characters: newlines become spaces, a longer text ends in "...". */
+static void one_line(shoal_buf_t *out, const shoal_buf_t *text, size_t max)
+{
+    size_t n = text->len;
+    bool cut = n > max;
+    if (cut) {
+        n = max - 3;
+        while (n > 0 && (text->data[n] & 0xc0) == 0x80) /* not inside a UTF-8 sequence */
+            n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = text->data[i];
+        shoal_buf_append(out, c == '\n' || c == '\r' || c == '\t' ? " " : (const char *)&c, 1);
+    }
+    if (cut)
+        LIT(out, "...");
+}
+
+static void hex(shoal_buf_t *out, const uint8_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        shoal_buf_printf(out, "%02x", d[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One stored entry, decoded as far as it goes
+ */
+typedef struct {
+    Shoal__Replicator__DataEnvelope *env; /* NULL: the envelope itself is malformed */
+    shoal_crdt_t *value;                  /* NULL: deleted or undecodable */
+    bool deleted;
+    const char *error; /* why it is undecodable, or NULL */
+    size_t bytes;      /* size of the encoded value (of the record when the envelope is bad) */
+} entry_t;
+
+static void entry_read(entry_t *e, const MDB_val *v)
+{
+    memset(e, 0, sizeof *e);
+    e->bytes = v->mv_size;
+    e->env = shoal__replicator__data_envelope__unpack(NULL, v->mv_size, v->mv_data);
+    if (!e->env) {
+        e->error = "malformed envelope";
+        return;
+    }
+    e->bytes = e->env->value.len;
+    if (e->env->deleted) {
+        e->deleted = true;
+        return;
+    }
+    int rc = shoal_crdt_decode(e->env->value.data, e->env->value.len, &e->value);
+    if (rc < 0) {
+        e->value = NULL;
+        e->error = shoal_strerror(rc);
+    }
+}
+
+static void entry_free(entry_t *e)
+{
+    shoal_crdt_destroy(&e->value);
+    if (e->env)
+        shoal__replicator__data_envelope__free_unpacked(e->env, NULL);
+    e->env = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The store (runs in the child)
+ */
+typedef struct {
+    const char *dir;
+    const char *key;
+    bool json;
+    const char *salvage;
+    const char *compact;
+} store_opts_t;
+
+static int store_fail(const char *dir, const char *what, int rc)
+{
+    fprintf(stderr, "ddata-dump: %s: %s (%s)\n", dir, what, mdb_strerror(rc));
+    return EXIT_BAD;
+}
+
+/* Checks meta/format; fills `format` with the stored value. */
+static int check_format(MDB_txn *txn, const char *dir, char *format, size_t cap)
+{
+    MDB_dbi meta;
+    int rc = mdb_dbi_open(txn, "meta", 0, &meta);
+    if (rc != 0) {
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (no \"meta\" database)\n", dir);
+        return EXIT_BAD;
+    }
+    MDB_val k = {6, (void *)"format"}, v;
+    rc = mdb_get(txn, meta, &k, &v);
+    if (rc != 0) {
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (no format record)\n", dir);
+        return EXIT_BAD;
+    }
+    size_t n = v.mv_size < cap - 1 ? v.mv_size : cap - 1;
+    memcpy(format, v.mv_data, n);
+    format[n] = 0;
+    size_t plen = strlen(FORMAT_NAME " ");
+    if (v.mv_size != n || strncmp(format, FORMAT_NAME " ", plen) != 0 || strlen(format) != n) {
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (format is not " FORMAT_NAME ")\n",
+                dir);
+        return EXIT_BAD;
+    }
+    char *end = NULL;
+    errno = 0;
+    long ver = strtol(format + plen, &end, 10);
+    if (errno || end == format + plen || *end) {
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (bad format record \"%s\")\n", dir,
+                format);
+        return EXIT_BAD;
+    }
+    if (ver > FORMAT_VERSION) {
+        fprintf(stderr,
+                "ddata-dump: %s: newer format (\"%s\"; this tool reads " FORMAT_NAME " %d)\n",
+                dir, format, FORMAT_VERSION);
+        return EXIT_BAD;
+    }
+    if (ver != FORMAT_VERSION) {
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (unknown format \"%s\")\n", dir,
+                format);
+        return EXIT_BAD;
+    }
+    return EXIT_OK;
+}
+
+/* The replicator databases: names "ddata:<role>" in the main database. */
+typedef struct {
+    char **names;
+    size_t n;
+} db_list_t;
+
+static int list_dbs(MDB_txn *txn, db_list_t *out)
+{
+    memset(out, 0, sizeof *out);
+    MDB_dbi main_db;
+    int rc = mdb_dbi_open(txn, NULL, 0, &main_db);
+    if (rc != 0)
+        return rc;
+    MDB_cursor *cur;
+    rc = mdb_cursor_open(txn, main_db, &cur);
+    if (rc != 0)
+        return rc;
+    MDB_val k, v;
+    size_t plen = strlen(DB_PREFIX);
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size < plen || memcmp(k.mv_data, DB_PREFIX, plen) != 0 ||
+            memchr(k.mv_data, 0, k.mv_size))
+            continue;
+        char *name = malloc(k.mv_size + 1);
+        char **grown = realloc(out->names, (out->n + 1) * sizeof *grown);
+        if (!name || !grown)
+            abort();
+        out->names = grown;
+        memcpy(name, k.mv_data, k.mv_size);
+        name[k.mv_size] = 0;
+        out->names[out->n++] = name;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static void db_list_free(db_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+}
+
+static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, bool json)
+{
+    shoal_buf_t r = {0};
+    if (e->value)
+        shoal_crdt_render(e->value, &r);
+    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : NULL;
+    if (json) {
+        LIT(out, "{\"key\":");
+        json_str(out, k->mv_data, k->mv_size);
+        LIT(out, ",\"type\":");
+        if (type)
+            json_str(out, type, strlen(type));
+        else
+            LIT(out, "null");
+        shoal_buf_printf(out, ",\"bytes\":%zu,\"deleted\":%s,\"value\":", e->bytes,
+                         e->deleted ? "true" : "false");
+        if (e->value)
+            json_str(out, r.data, r.len);
+        else
+            LIT(out, "null");
+        if (e->error) {
+            LIT(out, ",\"error\":");
+            json_str(out, e->error, strlen(e->error));
+        }
+        LIT(out, "}");
+    } else {
+        LIT(out, "  ");
+        key_text(out, k->mv_data, k->mv_size);
+        shoal_buf_printf(out, "  %s  %zu bytes  ", type ? type : "-", e->bytes);
+        if (e->deleted)
+            LIT(out, "deleted");
+        else if (e->error)
+            shoal_buf_printf(out, "UNDECODABLE (%s)", e->error);
+        else
+            one_line(out, &r, LINE_RENDER);
+        LIT(out, "\n");
+    }
+    shoal_buf_free(&r);
+}
+
+static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const entry_t *e)
+{
+    LIT(out, "role: ");
+    shoal_buf_append_quoted(out, role, strlen(role));
+    LIT(out, "\nkey: ");
+    key_text(out, k->mv_data, k->mv_size);
+    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : "-";
+    shoal_buf_printf(out, "\ntype: %s\nbytes: %zu\ndeleted: %s\n", type, e->bytes,
+                     e->deleted ? "yes" : "no");
+    if (e->env)
+        shoal_buf_printf(out, "pruning markers: %zu\ndelta origins: %zu\n", e->env->n_pruning,
+                         e->env->n_delta_nodes);
+    if (e->value) {
+        uint8_t d[16];
+        if (shoal_crdt_digest(e->value, d) == 0) {
+            LIT(out, "digest: ");
+            hex(out, d, sizeof d);
+            LIT(out, "\n");
+        }
+        LIT(out, "value: ");
+        shoal_crdt_render(e->value, out);
+        LIT(out, "\n");
+    } else if (e->error) {
+        shoal_buf_printf(out, "value: UNDECODABLE (%s)\n", e->error);
+    }
+}
+
+/* Dump, --key, --json over every replicator database. */
+static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const char *format,
+                shoal_buf_t *out)
+{
+    size_t found = 0;
+    if (o->json) {
+        LIT(out, "{\"format\":");
+        json_str(out, format, strlen(format));
+        LIT(out, ",\"replicators\":[");
+    }
+    for (size_t d = 0; d < dbs->n; d++) {
+        const char *role = dbs->names[d] + strlen(DB_PREFIX);
+        MDB_dbi dbi;
+        int rc = mdb_dbi_open(txn, dbs->names[d], 0, &dbi);
+        if (rc != 0) { /* a plain key named ddata:... in the main database: not a replicator */
+            fprintf(stderr, "ddata-dump: skipping \"%s\": %s\n", dbs->names[d], mdb_strerror(rc));
+            continue;
+        }
+        if (o->key) {
+            MDB_val k = {strlen(o->key), (void *)o->key}, v;
+            rc = mdb_get(txn, dbi, &k, &v);
+            if (rc == 0) {
+                entry_t e;
+                entry_read(&e, &v);
+                if (found++)
+                    LIT(out, "\n");
+                show_key(out, role, &k, &e);
+                entry_free(&e);
+            }
+            continue;
+        }
+        MDB_stat st;
+        if (mdb_stat(txn, dbi, &st) != 0)
+            st.ms_entries = 0;
+        if (o->json) {
+            LIT(out, d ? ",{\"role\":" : "{\"role\":");
+            json_str(out, role, strlen(role));
+            LIT(out, ",\"keys\":[");
+        } else {
+            LIT(out, "replicator ");
+            shoal_buf_append_quoted(out, role, strlen(role));
+            shoal_buf_printf(out, ": %zu keys\n", (size_t)st.ms_entries);
+        }
+        MDB_cursor *cur;
+        rc = mdb_cursor_open(txn, dbi, &cur);
+        if (rc != 0)
+            return store_fail(o->dir, "cannot read", rc);
+        MDB_val k, v;
+        size_t i = 0;
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
+            entry_t e;
+            entry_read(&e, &v);
+            if (o->json && i)
+                LIT(out, ",");
+            list_entry(out, &k, &e, o->json);
+            entry_free(&e);
+        }
+        mdb_cursor_close(cur);
+        if (rc != MDB_NOTFOUND)
+            return store_fail(o->dir, "the store is corrupt", rc);
+        if (o->json)
+            LIT(out, "]}");
+    }
+    if (o->json)
+        LIT(out, "]}\n");
+    else if (!o->key && dbs->n == 0)
+        LIT(out, "no replicator databases\n");
+    if (o->key && !found) {
+        fprintf(stderr, "ddata-dump: no key \"%s\" in %s\n", o->key, o->dir);
+        return EXIT_DIFF;
+    }
+    return EXIT_OK;
+}
+
+/* Prepares OUT for a new environment: created if missing, and it must not hold one already. */
+static int prepare_out(const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ddata-dump: cannot create %s: %s\n", dir, strerror(errno));
+        return EXIT_BAD;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    if (access(path, F_OK) == 0) {
+        fprintf(stderr, "ddata-dump: %s already holds a store; choose an empty directory\n", dir);
+        return EXIT_BAD;
+    }
+    return EXIT_OK;
+}
+
+/* Copies every entry whose envelope unpacks and whose value decodes (tombstones included: they
+   are valid and keep a deleted key deleted) into a new environment at OUT, raw bytes unchanged. */
+static int salvage(MDB_env *src, MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o,
+                   const char *format, shoal_buf_t *out)
+{
+    int ex = prepare_out(o->salvage);
+    if (ex)
+        return ex;
+    MDB_envinfo info;
+    mdb_env_info(src, &info);
+    MDB_env *dst;
+    MDB_txn *w = NULL;
+    int rc = mdb_env_create(&dst);
+    if (rc)
+        return store_fail(o->salvage, "cannot create the copy", rc);
+    mdb_env_set_maxdbs(dst, MAX_DBS);
+    mdb_env_set_mapsize(dst, info.me_mapsize > (64u << 20) ? info.me_mapsize : (64u << 20));
+    rc = mdb_env_open(dst, o->salvage, 0, 0644);
+    if (rc == 0)
+        rc = mdb_txn_begin(dst, NULL, 0, &w);
+    MDB_dbi meta;
+    if (rc == 0)
+        rc = mdb_dbi_open(w, "meta", MDB_CREATE, &meta);
+    if (rc == 0) {
+        MDB_val k = {6, (void *)"format"}, v = {strlen(format), (void *)format};
+        rc = mdb_put(w, meta, &k, &v, 0);
+    }
+    size_t kept = 0, skipped = 0;
+    for (size_t d = 0; rc == 0 && d < dbs->n; d++) {
+        MDB_dbi sdb, ddb;
+        if (mdb_dbi_open(txn, dbs->names[d], 0, &sdb) != 0)
+            continue;
+        rc = mdb_dbi_open(w, dbs->names[d], MDB_CREATE, &ddb);
+        MDB_cursor *cur = NULL;
+        if (rc == 0)
+            rc = mdb_cursor_open(txn, sdb, &cur);
+        MDB_val k, v;
+        int crc;
+        for (crc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST); crc == 0 && rc == 0;
+             crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            entry_t e;
+            entry_read(&e, &v);
+            if (e.value || e.deleted) {
+                rc = mdb_put(w, ddb, &k, &v, 0);
+                kept++;
+            } else {
+                skipped++;
+                LIT(out, "skipped ");
+                shoal_buf_append_quoted(out, dbs->names[d] + strlen(DB_PREFIX),
+                                        strlen(dbs->names[d] + strlen(DB_PREFIX)));
+                LIT(out, " ");
+                key_text(out, k.mv_data, k.mv_size);
+                shoal_buf_printf(out, ": UNDECODABLE (%s)\n", e.error);
+            }
+            entry_free(&e);
+        }
+        if (cur)
+            mdb_cursor_close(cur);
+        if (rc == 0 && crc != MDB_NOTFOUND) {
+            /* A broken page ends this database; what was read before it is kept. */
+            shoal_buf_printf(out, "database \"%s\" ends early: %s\n", dbs->names[d],
+                             mdb_strerror(crc));
+        }
+    }
+    if (rc == 0) {
+        rc = mdb_txn_commit(w);
+        w = NULL;
+    }
+    if (w)
+        mdb_txn_abort(w);
+    mdb_env_close(dst);
+    if (rc)
+        return store_fail(o->salvage, "cannot write the copy", rc);
+    shoal_buf_printf(out, "salvaged %zu entries into %s, skipped %zu\n", kept, o->salvage,
+                     skipped);
+    return EXIT_OK;
+}
+
+static int read_store(const store_opts_t *o, shoal_buf_t *out)
+{
+    MDB_env *env;
+    int rc = mdb_env_create(&env);
+    if (rc)
+        return store_fail(o->dir, "cannot open", rc);
+    mdb_env_set_maxdbs(env, MAX_DBS);
+    rc = mdb_env_open(env, o->dir, MDB_RDONLY, 0644);
+    if (rc) {
+        mdb_env_close(env);
+        if (rc == ENOENT) {
+            fprintf(stderr, "ddata-dump: %s: not a Shoal store (no LMDB environment)\n", o->dir);
+            return EXIT_BAD;
+        }
+        if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED) {
+            fprintf(stderr, "ddata-dump: %s: the store is corrupt or not LMDB (%s)\n", o->dir,
+                    mdb_strerror(rc));
+            return EXIT_BAD;
+        }
+        return store_fail(o->dir, "cannot open the store", rc);
+    }
+    MDB_txn *txn;
+    rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc) {
+        mdb_env_close(env);
+        return store_fail(o->dir, "cannot read", rc);
+    }
+    char format[64];
+    int ex = check_format(txn, o->dir, format, sizeof format);
+    db_list_t dbs = {0};
+    if (ex == EXIT_OK && (rc = list_dbs(txn, &dbs)) != 0)
+        ex = store_fail(o->dir, "the store is corrupt", rc);
+    if (ex == EXIT_OK) {
+        if (o->compact) {
+            ex = prepare_out(o->compact);
+            if (ex == EXIT_OK) {
+                /* the copy takes its own read transaction, and LMDB allows one per thread */
+                mdb_txn_reset(txn);
+                rc = mdb_env_copy2(env, o->compact, MDB_CP_COMPACT);
+                if (rc) {
+                    char file[4200];
+                    snprintf(file, sizeof file, "%s/data.mdb", o->compact);
+                    unlink(file); /* a partial copy must not look like a store */
+                    ex = store_fail(o->compact, "cannot write the compacted copy", rc);
+                } else {
+                    shoal_buf_printf(out, "compacted copy written to %s\n", o->compact);
+                }
+            }
+        } else if (o->salvage) {
+            ex = salvage(env, txn, &dbs, o, format, out);
+        } else {
+            ex = dump(txn, &dbs, o, format, out);
+        }
+    }
+    db_list_free(&dbs);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return ex;
+}
+
+/* Runs read_store in a child: a fault on a corrupt file kills the child, not the report. */
+static int store_mode(const store_opts_t *o)
+{
+    struct stat st;
+    if (stat(o->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ddata-dump: %s: no such directory\n", o->dir);
+        return EXIT_BAD;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fprintf(stderr, "ddata-dump: pipe: %s\n", strerror(errno));
+        return EXIT_BAD;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "ddata-dump: fork: %s\n", strerror(errno));
+        return EXIT_BAD;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(CHILD_TIMEOUT_S);
+        shoal_buf_t out = {0};
+        int ex = read_store(o, &out);
+        size_t off = 0;
+        while (off < out.len) {
+            ssize_t w = write(fds[1], out.data + off, out.len - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        shoal_buf_free(&out);
+        fflush(stderr);
+        _exit(ex);
+    }
+    close(fds[1]);
+    shoal_buf_t report = {0};
+    char chunk[65536];
+    for (;;) {
+        ssize_t r = read(fds[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        shoal_buf_append(&report, chunk, (size_t)r);
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int ex;
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "ddata-dump: %s: the store is corrupt (reading it died of signal %d%s)\n",
+                o->dir, WTERMSIG(status),
+                WTERMSIG(status) == SIGALRM ? ", it took too long" : "");
+        ex = EXIT_BAD;
+    } else {
+        fwrite(report.data ? report.data : (uint8_t *)"", 1, report.len, stdout);
+        ex = WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_BAD;
+    }
+    shoal_buf_free(&report);
+    return ex;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running nodes
+ */
+typedef struct {
+    char *key;
+    char *type; /* "(deleted)" for a tombstone */
+} node_key_t;
+
+typedef struct {
+    node_key_t *keys;
+    size_t n;
+} node_keys_t;
+
+static void node_keys_free(node_keys_t *k)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        free(k->keys[i].key);
+        free(k->keys[i].type);
+    }
+    free(k->keys);
+    k->keys = NULL;
+    k->n = 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(((const node_key_t *)a)->key, ((const node_key_t *)b)->key);
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        abort();
+    return d;
+}
+
+/* The KEYS request: names and types of every key of the role's replicator (sorted). */
+static int fetch_keys(shoal_client_t *c, const char *role, node_keys_t *out)
+{
+    memset(out, 0, sizeof *out);
+    Shoal__Client__Keys req = SHOAL__CLIENT__KEYS__INIT;
+    req.role = (char *)role;
+    size_t len = shoal__client__keys__get_packed_size(&req);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        abort();
+    shoal__client__keys__pack(&req, buf);
+    shoal_buf_t rep = {0};
+    uint16_t kind = 0;
+    int rc = shoal_client_request(c, K_CLIENT_KEYS, buf, len, &kind, &rep, CLIENT_TIMEOUT_MS);
+    free(buf);
+    if (rc < 0) {
+        shoal_buf_free(&rep);
+        return rc;
+    }
+    Shoal__Client__Reply *r =
+        shoal__client__reply__unpack(NULL, rep.len, rep.data ? rep.data : (uint8_t *)"");
+    shoal_buf_free(&rep);
+    if (!r)
+        return SHOAL_EDECODE;
+    rc = r->status;
+    if (rc == 0) {
+        out->keys = calloc(r->n_keys ? r->n_keys : 1, sizeof *out->keys);
+        if (!out->keys)
+            abort();
+        for (size_t i = 0; i < r->n_keys; i++) {
+            out->keys[i].key = xstrdup(r->keys[i]);
+            out->keys[i].type = xstrdup(i < r->n_types ? r->types[i] : "?");
+        }
+        out->n = r->n_keys;
+        qsort(out->keys, out->n, sizeof *out->keys, key_cmp);
+    }
+    shoal__client__reply__free_unpacked(r, NULL);
+    return rc;
+}
+
+static int connect_node(const char *ep, shoal_client_t **out)
+{
+    int err = 0;
+    *out = shoal_client_new(ep, CLIENT_TIMEOUT_MS, &err);
+    if (*out)
+        return EXIT_OK;
+    if (err == SHOAL_EINVAL) {
+        fprintf(stderr, "ddata-dump: bad endpoint '%s' (expected tcp://HOST:PORT)\n", ep);
+        return EXIT_BAD;
+    }
+    fprintf(stderr, "ddata-dump: cannot reach node at %s (%s)\n", ep, shoal_strerror(err));
+    return EXIT_UNREACHABLE;
+}
+
+/* Exit code for a failed request: a lost node is unreachable, anything else was refused. */
+static int request_failed(const char *ep, const char *what, int rc)
+{
+    if (rc == SHOAL_ETIMEOUT || rc == SHOAL_EIO || rc == SHOAL_ESTOPPED) {
+        fprintf(stderr, "ddata-dump: cannot reach node at %s (%s: %s)\n", ep, what,
+                shoal_strerror(rc));
+        return EXIT_UNREACHABLE;
+    }
+    if (rc == SHOAL_ENOTFOUND && strcmp(what, "keys") == 0)
+        fprintf(stderr, "ddata-dump: %s runs no replicator of that role\n", ep);
+    else
+        fprintf(stderr, "ddata-dump: %s refused the %s request (%s)\n", ep, what,
+                shoal_strerror(rc));
+    return EXIT_DIFF;
+}
+
+/* Prometheus text: counters as shoal_<name>_total, the sizes (keys, tombstones, peers) as
+   gauges. Lines that are not "name number" are skipped. */
+static void metrics(const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char line[512];
+        if (n < sizeof line) {
+            memcpy(line, p, n);
+            line[n] = 0;
+            char *sp = strchr(line, ' ');
+            if (sp) {
+                *sp = 0;
+                const char *val = sp + 1;
+                bool ok = *line && *val && strspn(val, "0123456789") == strlen(val);
+                for (char *c = line; ok && *c; c++)
+                    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                          (*c >= '0' && *c <= '9') || *c == '_'))
+                        *c = '_';
+                if (ok) {
+                    bool gauge = strcmp(line, "replicator_keys") == 0 ||
+                                 strcmp(line, "replicator_tombstones") == 0 ||
+                                 strcmp(line, "node_peers") == 0;
+                    if (gauge)
+                        printf("# TYPE shoal_%s gauge\nshoal_%s %s\n", line, line, val);
+                    else
+                        printf("# TYPE shoal_%s_total counter\nshoal_%s_total %s\n", line, line,
+                               val);
+                }
+            }
+        }
+        p += n;
+        if (*p == '\n')
+            p++;
+    }
+}
+
+/* ---- a small JSON reader, for the membership view (trusted enough to show, never to crash) -- */
+typedef struct {
+    const char *p, *end;
+} jr_t;
+
+static void jr_ws(jr_t *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r'))
+        j->p++;
+}
+
+/* A string into out (escapes other than \" and \\ kept as they are); false if malformed. */
+static bool jr_string(jr_t *j, char *out, size_t cap)
+{
+    jr_ws(j);
+    if (j->p >= j->end || *j->p != '"')
+        return false;
+    j->p++;
+    size_t n = 0;
+    while (j->p < j->end && *j->p != '"') {
+        char c = *j->p++;
+        if (c == '\\' && j->p < j->end)
+            c = *j->p++;
+        if (out && n + 1 < cap)
+            out[n++] = c;
+    }
+    if (out && cap)
+        out[n] = 0;
+    if (j->p >= j->end)
+        return false;
+    j->p++;
+    return true;
+}
+
+static bool jr_skip(jr_t *j, int depth)
+{
+    jr_ws(j);
+    if (j->p >= j->end || depth > 32)
+        return false;
+    char c = *j->p;
+    if (c == '"')
+        return jr_string(j, NULL, 0);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        jr_ws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return true;
+        }
+        for (;;) {
+            if (c == '{' && (!jr_string(j, NULL, 0) || (jr_ws(j), j->p >= j->end) ||
+                             *j->p++ != ':'))
+                return false;
+            if (!jr_skip(j, depth + 1))
+                return false;
+            jr_ws(j);
+            if (j->p >= j->end)
+                return false;
+            if (*j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (*j->p++ != close)
+                return false;
+            return true;
+        }
+    }
+    while (j->p < j->end && *j->p != ',' && *j->p != '}' && *j->p != ']')
+        j->p++;
+    return true;
+}
+
+/* Prints "address status reachable" for each member of the view. */
+static bool print_members(const char *json, size_t len)
+{
+    jr_t j = {json, json + len};
+    jr_ws(&j);
+    if (j.p >= j.end || *j.p++ != '{')
+        return false;
+    printf("members:\n  %-28s %-10s %s\n", "ADDRESS", "STATUS", "REACHABLE");
+    for (;;) {
+        char name[64];
+        jr_ws(&j);
+        if (j.p < j.end && *j.p == '}')
+            return true;
+        if (!jr_string(&j, name, sizeof name))
+            return false;
+        jr_ws(&j);
+        if (j.p >= j.end || *j.p++ != ':')
+            return false;
+        jr_ws(&j);
+        if (strcmp(name, "members") == 0 && j.p < j.end && *j.p == '[') {
+            j.p++;
+            for (;;) {
+                jr_ws(&j);
+                if (j.p < j.end && *j.p == ']') {
+                    j.p++;
+                    break;
+                }
+                if (j.p >= j.end || *j.p++ != '{')
+                    return false;
+                char addr[300] = "?", status[64] = "?", reach[8] = "?";
+                for (;;) {
+                    char f[64];
+                    jr_ws(&j);
+                    if (j.p < j.end && *j.p == '}') {
+                        j.p++;
+                        break;
+                    }
+                    if (!jr_string(&j, f, sizeof f))
+                        return false;
+                    jr_ws(&j);
+                    if (j.p >= j.end || *j.p++ != ':')
+                        return false;
+                    jr_ws(&j);
+                    const char *start = j.p;
+                    if (strcmp(f, "address") == 0) {
+                        if (!jr_string(&j, addr, sizeof addr))
+                            return false;
+                    } else if (strcmp(f, "status") == 0) {
+                        if (!jr_string(&j, status, sizeof status))
+                            return false;
+                    } else {
+                        if (!jr_skip(&j, 0))
+                            return false;
+                        if (strcmp(f, "reachable") == 0)
+                            snprintf(reach, sizeof reach, "%s",
+                                     (size_t)(j.p - start) >= 4 && !strncmp(start, "true", 4)
+                                         ? "yes" : "no");
+                    }
+                    jr_ws(&j);
+                    if (j.p < j.end && *j.p == ',')
+                        j.p++;
+                }
+                printf("  %-28s %-10s %s\n", addr, status, reach);
+                jr_ws(&j);
+                if (j.p < j.end && *j.p == ',')
+                    j.p++;
+            }
+        } else if (!jr_skip(&j, 0)) {
+            return false;
+        }
+        jr_ws(&j);
+        if (j.p < j.end && *j.p == ',')
+            j.p++;
+    }
+}
+
+static int node_mode(const char *ep, const char *role, bool want_metrics)
+{
+    shoal_client_t *c;
+    int ex = connect_node(ep, &c);
+    if (ex)
+        return ex;
+    shoal_buf_t text = {0};
+    if (want_metrics) {
+        int rc = shoal_client_stats(c, role, &text);
+        if (rc < 0)
+            ex = request_failed(ep, "stats", rc);
+        else
+            metrics(shoal_buf_cstr(&text));
+        shoal_buf_free(&text);
+        shoal_client_destroy(&c);
+        return ex;
+    }
+    node_keys_t keys;
+    int rc = fetch_keys(c, role, &keys);
+    if (rc < 0) {
+        ex = request_failed(ep, "keys", rc);
+        shoal_client_destroy(&c);
+        return ex;
+    }
+    printf("node %s, replicator \"%s\": %zu keys\n", ep, role, keys.n);
+    shoal_consistency_t local = {.level = SHOAL_LOCAL};
+    for (size_t i = 0; i < keys.n; i++) {
+        shoal_buf_t line = {0}, r = {0}, enc = {0};
+        LIT(&line, "  ");
+        key_text(&line, keys.keys[i].key, strlen(keys.keys[i].key));
+        shoal_crdt_t *v = NULL;
+        rc = shoal_client_get(c, role, keys.keys[i].key, &local, &v);
+        if (rc == 0 && v) {
+            shoal_crdt_encode(v, &enc);
+            shoal_crdt_render(v, &r);
+            shoal_buf_printf(&line, "  %s  %zu bytes  ", shoal_type_name(shoal_crdt_type(v)),
+                             enc.len);
+            one_line(&line, &r, LINE_RENDER);
+        } else if (rc == SHOAL_EDELETED) {
+            LIT(&line, "  -  deleted");
+        } else {
+            shoal_buf_printf(&line, "  %s  (%s)", keys.keys[i].type, shoal_strerror(rc));
+        }
+        printf("%s\n", shoal_buf_cstr(&line));
+        shoal_crdt_destroy(&v);
+        shoal_buf_free(&line);
+        shoal_buf_free(&r);
+        shoal_buf_free(&enc);
+    }
+    node_keys_free(&keys);
+    rc = shoal_client_stats(c, role, &text);
+    if (rc < 0) {
+        ex = request_failed(ep, "stats", rc);
+    } else {
+        printf("counters:\n");
+        const char *s = shoal_buf_cstr(&text);
+        while (*s) {
+            const char *eol = strchr(s, '\n');
+            int n = eol ? (int)(eol - s) : (int)strlen(s);
+            printf("  %.*s\n", n, s);
+            s += n + (eol ? 1 : 0);
+        }
+    }
+    shoal_buf_reset(&text);
+    rc = shoal_client_cluster_view(c, &text);
+    if (rc == SHOAL_EKIND) {
+        printf("no membership on this node\n");
+    } else if (rc < 0) {
+        ex = request_failed(ep, "cluster view", rc);
+    } else if (!print_members((const char *)shoal_buf_cstr(&text), text.len)) {
+        printf("membership view (unparsed): %s\n", shoal_buf_cstr(&text));
+    }
+    shoal_buf_free(&text);
+    shoal_client_destroy(&c);
+    return ex;
+}
+
+/* What one node holds for one key. */
+typedef enum { HELD_NONE = 0, HELD_VALUE, HELD_DELETED, HELD_ERROR } held_t;
+typedef struct {
+    held_t held;
+    uint8_t digest[16];
+} replica_t;
+
+static bool same_replica(const replica_t *a, const replica_t *b)
+{
+    return a->held == b->held && (a->held != HELD_VALUE || !memcmp(a->digest, b->digest, 16));
+}
+
+static int compare_mode(char **eps, int n, const char *role)
+{
+    shoal_client_t **cl = calloc((size_t)n, sizeof *cl);
+    node_keys_t *keys = calloc((size_t)n, sizeof *keys);
+    if (!cl || !keys)
+        abort();
+    int ex = EXIT_OK;
+    for (int i = 0; i < n && ex == EXIT_OK; i++) {
+        ex = connect_node(eps[i], &cl[i]);
+        if (ex == EXIT_OK) {
+            int rc = fetch_keys(cl[i], role, &keys[i]);
+            if (rc < 0)
+                ex = request_failed(eps[i], "keys", rc);
+        }
+    }
+    /* the union of the key names, sorted, without repeats */
+    node_key_t *all = NULL;
+    size_t n_all = 0;
+    if (ex == EXIT_OK) {
+        size_t total = 0;
+        for (int i = 0; i < n; i++)
+            total += keys[i].n;
+        all = calloc(total ? total : 1, sizeof *all);
+        if (!all)
+            abort();
+        for (int i = 0; i < n; i++)
+            for (size_t k = 0; k < keys[i].n; k++)
+                all[n_all++] = keys[i].keys[k]; /* borrowed */
+        qsort(all, n_all, sizeof *all, key_cmp);
+        size_t u = 0;
+        for (size_t k = 0; k < n_all; k++)
+            if (u == 0 || strcmp(all[u - 1].key, all[k].key) != 0)
+                all[u++] = all[k];
+        n_all = u;
+    }
+    size_t differ = 0;
+    if (ex == EXIT_OK) {
+        size_t width = 3;
+        for (size_t k = 0; k < n_all; k++)
+            if (strlen(all[k].key) > width)
+                width = strlen(all[k].key) < 40 ? strlen(all[k].key) : 40;
+        for (int i = 0; i < n; i++)
+            printf("n%d = %s\n", i + 1, eps[i]);
+        printf("%-*s", (int)width, "KEY");
+        for (int i = 0; i < n; i++)
+            printf("  n%-3d", i + 1);
+        printf("\n");
+        shoal_consistency_t local = {.level = SHOAL_LOCAL};
+        replica_t *row = calloc((size_t)n, sizeof *row);
+        if (!row)
+            abort();
+        for (size_t k = 0; k < n_all && ex == EXIT_OK; k++) {
+            for (int i = 0; i < n; i++) {
+                shoal_crdt_t *v = NULL;
+                int rc = shoal_client_get(cl[i], role, all[k].key, &local, &v);
+                memset(&row[i], 0, sizeof row[i]);
+                if (rc == 0 && v && shoal_crdt_digest(v, row[i].digest) == 0)
+                    row[i].held = HELD_VALUE;
+                else if (rc == SHOAL_EDELETED)
+                    row[i].held = HELD_DELETED;
+                else if (rc == SHOAL_ENOTFOUND || (rc == 0 && !v))
+                    row[i].held = HELD_NONE;
+                else if (rc == SHOAL_ETIMEOUT || rc == SHOAL_EIO || rc == SHOAL_ESTOPPED)
+                    ex = request_failed(eps[i], "get", rc);
+                else
+                    row[i].held = HELD_ERROR;
+                shoal_crdt_destroy(&v);
+            }
+            if (ex != EXIT_OK)
+                break;
+            bool agree = true;
+            printf("%-*s", (int)width, all[k].key);
+            for (int i = 0; i < n; i++) {
+                const char *mark;
+                if (row[i].held == HELD_NONE)
+                    mark = "-";
+                else if (row[i].held == HELD_ERROR)
+                    mark = "?";
+                else if (same_replica(&row[i], &row[0]))
+                    mark = row[i].held == HELD_DELETED ? "=del" : "=";
+                else
+                    mark = "!=";
+                if (!same_replica(&row[i], &row[0]) || row[i].held == HELD_ERROR)
+                    agree = false;
+                printf("  %-4s", mark);
+            }
+            printf("\n");
+            if (!agree)
+                differ++;
+        }
+        free(row);
+        if (ex == EXIT_OK) {
+            if (differ) {
+                printf("%zu of %zu keys differ\n", differ, n_all);
+                ex = EXIT_DIFF;
+            } else {
+                printf("all %zu keys agree on %d nodes\n", n_all, n);
+            }
+        }
+    }
+    free(all);
+    for (int i = 0; i < n; i++) {
+        node_keys_free(&keys[i]);
+        shoal_client_destroy(&cl[i]);
+    }
+    free(keys);
+    free(cl);
+    return ex;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Arguments
+ */
+int main(int argc, char **argv)
+{
+    store_opts_t so = {0};
+    const char *node = NULL, *role = "";
+    bool want_metrics = false, compare = false;
+    char **eps = calloc((size_t)argc + 1, sizeof *eps);
+    if (!eps)
+        abort();
+    int n_eps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_next = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            free(eps);
+            return EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            so.json = true;
+        } else if (!strcmp(a, "--metrics")) {
+            want_metrics = true;
+        } else if (!strcmp(a, "--compare")) {
+            compare = true;
+        } else if (has_next && !strcmp(a, "--key")) {
+            so.key = argv[++i];
+        } else if (has_next && !strcmp(a, "--salvage")) {
+            so.salvage = argv[++i];
+        } else if (has_next && !strcmp(a, "--compact")) {
+            so.compact = argv[++i];
+        } else if (has_next && !strcmp(a, "--node")) {
+            node = argv[++i];
+        } else if (has_next && !strcmp(a, "--role")) {
+            role = argv[++i];
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "ddata-dump: unknown option or missing value: %s\n", a);
+            usage(stderr);
+            free(eps);
+            return EXIT_BAD;
+        } else {
+            eps[n_eps++] = argv[i];
+        }
+    }
+    int ex;
+    int modes = (node != NULL) + compare + (n_eps > 0 && !compare);
+    bool store_opts = so.key || so.json || so.salvage || so.compact;
+    if (modes != 1 || (compare && n_eps < 2) || (!compare && n_eps > 1) ||
+        ((node || compare) && store_opts) || (want_metrics && !node) ||
+        (!node && !compare && (!!so.key + !!so.salvage + !!so.compact > 1 ||
+                               (so.json && (so.salvage || so.compact))))) {
+        usage(stderr);
+        ex = EXIT_BAD;
+    } else if (node) {
+        ex = node_mode(node, role, want_metrics);
+    } else if (compare) {
+        ex = compare_mode(eps, n_eps, role);
+    } else {
+        so.dir = eps[0];
+        ex = store_mode(&so);
+    }
+    free(eps);
+    return ex;
+}
