@@ -106,3 +106,102 @@ if "$tool" --node "tcp://127.0.0.1:$c1" down 127.0.0.1:1 >/dev/null 2>&1; then
     echo "FAIL: downing an unknown member succeeded"; exit 1
 fi
 echo "OK: members joined, a killed member was removed, a leaving member exited, the rest stayed Up"
+
+echo
+echo "== kvstore: a durable replicated map (LMDB) on three members; one is killed and restarted =="
+kill -9 $pids 2>/dev/null || true
+pids=""
+kb=$((base + 20)); [ $((kb + 2)) -lt 32000 ] || kb=$((base - 30))  # stay below 32000
+k1=$kb; k2=$((kb + 1)); k3=$((kb + 2))
+kv="$bin/kvstore"
+kseed="tcp://127.0.0.1:$k1"
+# starts the kvstore node on port $1 (its LMDB store in $dir/kv$1), appending to its log
+start_kv() {
+    "$kv" node --bind "tcp://127.0.0.1:$1" --seed "$kseed" --data "$dir/kv$1" --fast >>"$dir/kv$1.log" 2>&1 &
+    pids="$pids $!"
+    kpid=$!
+}
+kfail() { echo "FAIL: $*"; tail -n 15 "$dir"/kv*.log; exit 1; }
+# retries "$@" (a kvstore command) until its output contains the line $want, for $tries x 0.25 s
+until_line() {
+    want=$1; tries=$2; shift 2
+    i=0
+    until "$@" 2>/dev/null | grep -qxF "$want"; do
+        i=$((i + 1))
+        [ $i -lt "$tries" ] || return 1
+        sleep 0.25
+    done
+}
+start_kv $k1; kp1=$kpid; start_kv $k2; kp2=$kpid; start_kv $k3
+kvictim=$kpid
+wait_members $k1 3; wait_members $k2 3; wait_members $k3 3
+echo "three kvstore members Up (ports $k1 $k2 $k3; data in LMDB under $dir/kv<port>)"
+"$kv" put $k1 color blue local || kfail "local write"
+echo "\$ kvstore put $k1 color blue local   -> ok (this replica now, the others by gossip)"
+"$kv" put $k2 shape circle majority || kfail "majority write"
+echo "\$ kvstore put $k2 shape circle majority   -> ok"
+"$kv" put $k3 size large all || kfail "write to all"
+echo "\$ kvstore put $k3 size large all   -> ok (all three replicas have it)"
+"$kv" put $k1 tmp x majority && "$kv" del $k2 tmp majority || kfail "delete"
+echo "\$ kvstore put $k1 tmp x majority; kvstore del $k2 tmp majority   -> ok"
+out=$("$kv" get $k3 "" all) || kfail "read from all"
+echo "\$ kvstore get $k3 '' all"
+echo "$out" | sed 's/^/    /'
+for want in "color = blue" "shape = circle" "size = large"; do
+    echo "$out" | grep -qxF "$want" || kfail "read from all missed '$want'"
+done
+echo "$out" | grep -q '^tmp = ' && kfail "the deleted key is still there"
+"$kv" get $k2 color majority | grep -qxF "color = blue" || kfail "majority read of color"
+echo "\$ kvstore get $k2 color majority   -> color = blue"
+# the victim must hold everything in its own store before it dies
+until_line "color = blue" 20 "$kv" get $k3 color local || kfail "the local write did not reach $k3"
+until_line "shape = circle" 20 "$kv" get $k3 shape local || kfail "the majority write did not reach $k3"
+kill -9 "$kvictim"
+echo "member on port $k3 killed with SIGKILL"
+"$kv" put $k1 while-down yes majority || kfail "majority write with a member dead"
+echo "\$ kvstore put $k1 while-down yes majority   -> ok (2 of 3 is a majority)"
+out=$("$kv" get $k2 "" majority) || kfail "majority read with a member dead"
+echo "\$ kvstore get $k2 '' majority"
+echo "$out" | sed 's/^/    /'
+for want in "color = blue" "shape = circle" "size = large" "while-down = yes"; do
+    echo "$out" | grep -qxF "$want" || kfail "majority read missed '$want'"
+done
+"$bin/ddata-dump" "$dir/kv$k3" >"$dir/stored.txt" 2>&1 || { cat "$dir/stored.txt"; kfail "cannot read the LMDB store of $k3"; }
+echo "\$ ddata-dump $dir/kv$k3   (the dead member's LMDB store, read offline)"
+sed 's/^/    /' "$dir/stored.txt"
+for want in '"color" -> "blue"' '"shape" -> "circle"' '"size" -> "large"'; do
+    grep -qF "$want" "$dir/stored.txt" || kfail "the store of $k3 lacks $want"
+done
+start_kv $k3
+kp3=$kpid
+echo "member on port $k3 restarted with the same data directory (a new incarnation)"
+wait_members $k3 3
+out=$("$kv" get $k3 "" local) || kfail "local read on the restarted member"
+echo "\$ kvstore get $k3 '' local   (right after it is Up: its LMDB store, plus what gossip brought)"
+echo "$out" | sed 's/^/    /'
+for want in "color = blue" "shape = circle" "size = large"; do
+    echo "$out" | grep -qxF "$want" || kfail "the restarted member lost '$want'"
+done
+until_line "while-down = yes" 40 "$kv" get $k3 while-down local ||
+    kfail "the write made while $k3 was down did not arrive by gossip"
+echo "\$ kvstore get $k3 while-down local   -> while-down = yes (arrived by gossip)"
+echo "\$ ddata-dump --compare (the three replicas)"
+i=0
+until "$bin/ddata-dump" --compare "tcp://127.0.0.1:$k1" "tcp://127.0.0.1:$k2" "tcp://127.0.0.1:$k3" >"$dir/compare.txt" 2>&1; do
+    i=$((i + 1))
+    [ $i -lt 40 ] || { cat "$dir/compare.txt"; kfail "the replicas did not converge"; }
+    sleep 0.25
+done
+sed 's/^/    /' "$dir/compare.txt"
+kill -TERM $kp1 $kp2 $kp3
+i=0
+while kill -0 $kp1 2>/dev/null || kill -0 $kp2 2>/dev/null || kill -0 $kp3 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -lt 60 ] || kfail "the members did not stop within 15 s of SIGTERM"
+    sleep 0.25
+done
+for kp in $kp1 $kp2 $kp3; do
+    wait "$kp" || kfail "a member exited with status $? after SIGTERM"
+done
+echo "SIGTERM: the three members left the cluster and exited 0"
+echo "OK: writes at local, majority and all were read back; with a member killed, majority reads and writes went on; restarted, it recovered its keys from LMDB and caught up by gossip; the replicas are equal"

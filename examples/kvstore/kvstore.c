@@ -1,0 +1,505 @@
+/*  kvstore — a replicated key-value store: one LWWMap under the durable key "kv", kept by the
+    default replicator of every member of a cluster and saved in LMDB, so a node that restarts
+    finds its data where it left it and catches up on the rest by gossip.
+
+      kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR [--fast]
+      kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
+      kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
+      kvstore del   PORT KEY [CONS]           remove a key
+      kvstore watch PORT [SECONDS]            print the node's map, then every change (0 = forever)
+    CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority, timeout 3 s.
+
+    The node joins the cluster through its seeds (without --seed it forms a new cluster alone;
+    list this node's own endpoint first to let it form one when no other seed answers), prints
+    one line when it is Up and runs until SIGINT or SIGTERM, which leave the cluster gracefully.
+    The commands are clients of one node: they do not join the cluster.
+
+    Exit codes: 0 ok; 1 refused, timed out (the consistency level was not reached in time: a write
+    stays applied on the node and spreads by gossip), no such key, or the node could not start;
+    2 usage; 3 the node is unreachable.
+*/
+#include "durable.h"
+#include "membership.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KV_KEY "kv"
+#define MAX_SEEDS 16
+#define OP_TIMEOUT_MS 3000
+#define SHUTDOWN_WAIT_MS 10000
+
+enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* a signal cuts it short: the callers re-check stop_requested */
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR [--fast]\n"
+               "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
+               "       kvstore get PORT [KEY] [local|majority|all|N]\n"
+               "       kvstore del PORT KEY [local|majority|all|N]\n"
+               "       kvstore watch PORT [SECONDS]\n");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The node
+ */
+static void on_up(shoal_cluster_t *c, void *arg)
+{
+    (void)arg;
+    shoal_system_t *sys = shoal_cluster_system(c);
+    printf("kvstore: %s up at %s\n", shoal_node_id(shoal_system_self(sys)),
+           shoal_system_endpoint(sys));
+    fflush(stdout);
+}
+
+static int setup_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return shoal_cluster_on_up(arg, on_up, NULL) < 0 ? SHOAL_EINVAL : 0;
+}
+
+static bool is_endpoint(const char *s)
+{
+    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0;
+}
+
+static int run_node(int argc, char **argv)
+{
+    const char *bind = NULL, *data = NULL;
+    const char *seeds[MAX_SEEDS];
+    size_t n_seeds = 0;
+    bool fast = false;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data");
+        if (takes_value && i + 1 >= argc) {
+            fprintf(stderr, "kvstore: %s needs a value\n", a);
+            return EXIT_USAGE;
+        }
+        if (!strcmp(a, "--bind")) {
+            bind = argv[++i];
+        } else if (!strcmp(a, "--data")) {
+            data = argv[++i];
+        } else if (!strcmp(a, "--seed")) {
+            if (n_seeds == MAX_SEEDS) {
+                fprintf(stderr, "kvstore: at most %d seeds\n", MAX_SEEDS);
+                return EXIT_USAGE;
+            }
+            seeds[n_seeds++] = argv[++i];
+        } else if (!strcmp(a, "--fast")) {
+            fast = true;
+        } else {
+            fprintf(stderr, "kvstore: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (!bind || !data || !*data) {
+        fprintf(stderr, "kvstore: node needs --bind ENDPOINT and --data DIR\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!is_endpoint(bind)) {
+        fprintf(stderr, "kvstore: --bind takes an endpoint tcp://host:port, not '%s'\n", bind);
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n_seeds; i++)
+        if (!is_endpoint(seeds[i])) {
+            fprintf(stderr, "kvstore: --seed takes an endpoint tcp://host:port, not '%s'\n",
+                    seeds[i]);
+            return EXIT_USAGE;
+        }
+    if (n_seeds == 0)
+        seeds[n_seeds++] = bind; /* no seed: this node forms a new cluster */
+
+    catch_signals();
+
+    /* The store first: a corrupt or foreign environment stops us before we join anything. */
+    shoal_durable_settings_t ds;
+    shoal_durable_settings_default(&ds);
+    ds.dir = data;
+    char err[512] = "";
+    shoal_durable_t *durable = shoal_durable_open(&ds, err, sizeof err);
+    if (!durable) {
+        fprintf(stderr, "kvstore: cannot open the store: %s\n", err);
+        return EXIT_REFUSED;
+    }
+    shoal_store_t *store = shoal_durable_store(durable, "");
+    if (!store) {
+        fprintf(stderr, "kvstore: cannot open the replicator's database in %s\n", data);
+        shoal_durable_close(&durable);
+        return EXIT_REFUSED;
+    }
+
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = bind;
+    int rc = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &rc);
+    if (!sys) {
+        fprintf(stderr, "kvstore: cannot start a node at %s: %s\n", bind, shoal_strerror(rc));
+        shoal_durable_close(&durable);
+        return EXIT_REFUSED;
+    }
+    static const char *const durable_keys[] = {KV_KEY};
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    rs.role = "";
+    rs.durable_keys = durable_keys;
+    rs.n_durable_keys = 1;
+    rs.store = store;
+    shoal_cluster_settings_t cs;
+    if (fast)
+        shoal_cluster_settings_fast(&cs);
+    else
+        shoal_cluster_settings_default(&cs);
+    cs.seed_nodes = seeds;
+    cs.n_seed_nodes = n_seeds;
+
+    shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
+    shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
+    if (c && ((rc = shoal_cluster_follow(c, rep)) < 0 ||
+              (rc = shoal_system_call(sys, setup_on_node, c)) < 0)) {
+        shoal_cluster_destroy(&c);
+    }
+    if (!c) {
+        fprintf(stderr, "kvstore: cannot start %s: %s\n", rep ? "membership" : "the replicator",
+                shoal_strerror(rc));
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_durable_close(&durable);
+        return EXIT_REFUSED;
+    }
+    const char *self = shoal_node_id(shoal_system_self(sys));
+    fprintf(stderr, "kvstore: %s listening at %s, data in %s\n", self, bind, data);
+
+    /* Until a signal, or until the cluster stops this node (downed, removed, join failed). */
+    while (!stop_requested && !shoal_cluster_terminated(c))
+        sleep_ms(100);
+    int exit_code = 0;
+    if (stop_requested) {
+        fprintf(stderr, "kvstore: %s leaving the cluster\n", self);
+        shoal_cluster_shutdown(c);
+        for (int waited = 0; !shoal_cluster_terminated(c) && waited < SHUTDOWN_WAIT_MS;
+             waited += 50)
+            sleep_ms(50);
+        if (!shoal_cluster_terminated(c))
+            fprintf(stderr, "kvstore: %s: shutdown not finished after %d s, stopping anyway\n",
+                    self, SHUTDOWN_WAIT_MS / 1000);
+    } else {
+        fprintf(stderr, "kvstore: %s: the cluster stopped this node\n", self);
+        exit_code = EXIT_REFUSED;
+    }
+    /* The order matters: the cluster uses the replicator, which uses the node and the store. */
+    shoal_cluster_destroy(&c);
+    shoal_replicator_destroy(&rep);
+    shoal_system_destroy(&sys);
+    shoal_durable_close(&durable);
+    fprintf(stderr, "kvstore: %s stopped\n", self);
+    return exit_code;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The client commands
+ */
+static int parse_port(const char *s, char *ep, size_t len)
+{
+    char *end = NULL;
+    errno = 0;
+    long port = strtol(s, &end, 10);
+    if (errno || end == s || *end || port < 1 || port > 65535) {
+        fprintf(stderr, "kvstore: '%s' is not a port (1-65535)\n", s);
+        return -1;
+    }
+    snprintf(ep, len, "tcp://127.0.0.1:%ld", port);
+    return 0;
+}
+
+static int parse_consistency(const char *s, shoal_consistency_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->timeout_ms = OP_TIMEOUT_MS;
+    char *end = NULL;
+    long n = s ? strtol(s, &end, 10) : 0;
+    if (!s || !strcmp(s, "majority"))
+        c->level = SHOAL_MAJORITY;
+    else if (!strcmp(s, "local"))
+        c->level = SHOAL_LOCAL;
+    else if (!strcmp(s, "all"))
+        c->level = SHOAL_ALL;
+    else if (end != s && !*end && n > 0 && n < 1000) {
+        c->level = SHOAL_FROM_N;
+        c->n = (uint32_t)n;
+    } else {
+        fprintf(stderr, "kvstore: consistency is local, majority, all or a number, not '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+static int print_entry(const void *key, size_t len, const shoal_crdt_t *value, void *arg)
+{
+    (void)value;
+    size_t vlen = 0;
+    const void *v = shoal_lwwmap_get(arg, key, len, &vlen);
+    printf("%.*s = %.*s\n", (int)len, (const char *)key, (int)vlen, v ? (const char *)v : "");
+    return 0;
+}
+
+/* Reads the map; *out NULL (and 0) when the key was never written: an empty map. */
+static int read_map(shoal_client_t *c, const shoal_consistency_t *cons, shoal_crdt_t **out)
+{
+    *out = NULL;
+    int rc = shoal_client_get(c, "", KV_KEY, cons, out);
+    if (rc == SHOAL_ENOTFOUND)
+        return 0;
+    if (rc == 0 && shoal_crdt_type(*out) != shoal_type_by_name("LWWMap")) {
+        shoal_crdt_destroy(out);
+        return SHOAL_ETYPE; /* someone else wrote another type under our key */
+    }
+    return rc;
+}
+
+/* Prints the difference between two maps (either may be NULL: empty): "- key" for a key gone,
+   "+ key = value" for a new one, "~ key = value" for a changed one. */
+static int removed_entry(const void *key, size_t len, const shoal_crdt_t *value, void *arg)
+{
+    (void)value;
+    const shoal_crdt_t *new_map = arg;
+    size_t nlen = 0;
+    if (!new_map || !shoal_lwwmap_get(new_map, key, len, &nlen))
+        printf("- %.*s\n", (int)len, (const char *)key);
+    return 0;
+}
+
+typedef struct {
+    const shoal_crdt_t *old_map, *new_map;
+} added_t;
+
+static int added_entry(const void *key, size_t len, const shoal_crdt_t *value, void *arg)
+{
+    (void)value;
+    added_t *a = arg;
+    size_t nlen = 0, olen = 0;
+    const void *nv = shoal_lwwmap_get(a->new_map, key, len, &nlen);
+    const void *ov = a->old_map ? shoal_lwwmap_get(a->old_map, key, len, &olen) : NULL;
+    if (!ov || olen != nlen || (nlen && memcmp(ov, nv, nlen) != 0)) {
+        printf("%c %.*s = %.*s\n", ov ? '~' : '+', (int)len, (const char *)key, (int)nlen,
+               nv ? (const char *)nv : "");
+    }
+    return 0;
+}
+
+static void print_changes(const shoal_crdt_t *old_map, const shoal_crdt_t *new_map)
+{
+    if (old_map)
+        shoal_ormap_foreach(old_map, removed_entry, (void *)new_map);
+    if (new_map) {
+        added_t a = {old_map, new_map};
+        shoal_ormap_foreach(new_map, added_entry, &a);
+    }
+    fflush(stdout);
+}
+
+/* Polls the node's local replica and prints what changed; the first poll prints it all (+). */
+static int watch(const char *ep, const char *seconds_arg)
+{
+    long seconds = 0;
+    if (seconds_arg) {
+        char *end = NULL;
+        seconds = strtol(seconds_arg, &end, 10);
+        if (end == seconds_arg || *end || seconds < 0) {
+            fprintf(stderr, "kvstore: SECONDS is a number >= 0 (0 = until Ctrl-C), not '%s'\n",
+                    seconds_arg);
+            return EXIT_USAGE;
+        }
+    }
+    int rc = 0;
+    shoal_client_t *c = shoal_client_new(ep, OP_TIMEOUT_MS, &rc);
+    if (!c) {
+        fprintf(stderr, "kvstore: cannot reach %s: %s\n", ep, shoal_strerror(rc));
+        return EXIT_UNREACHABLE;
+    }
+    catch_signals();
+    shoal_consistency_t cons;
+    parse_consistency("local", &cons);
+    shoal_crdt_t *seen = NULL;
+    bool first = true, failing = false;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!stop_requested) {
+        if (!c)
+            c = shoal_client_new(ep, OP_TIMEOUT_MS, &rc);
+        shoal_crdt_t *now = NULL;
+        if (c)
+            rc = read_map(c, &cons, &now);
+        if (rc < 0) {
+            if (!failing)
+                fprintf(stderr, "kvstore: watch %s: %s (retrying)\n", ep, shoal_strerror(rc));
+            failing = true;
+            shoal_client_destroy(&c); /* a fresh connection after a failure: the node may be back */
+        } else {
+            if (failing)
+                fprintf(stderr, "kvstore: watch %s: reachable again\n", ep);
+            failing = false;
+            if (first || (seen == NULL) != (now == NULL) ||
+                (seen && now && !shoal_crdt_equal(seen, now)))
+                print_changes(seen, now);
+            first = false;
+            shoal_crdt_destroy(&seen);
+            seen = now;
+            now = NULL;
+        }
+        shoal_crdt_destroy(&now);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (seconds > 0 && t.tv_sec - t0.tv_sec >= seconds)
+            break;
+        sleep_ms(500);
+    }
+    shoal_crdt_destroy(&seen);
+    shoal_client_destroy(&c);
+    return failing ? EXIT_REFUSED : 0;
+}
+
+static int client_command(int argc, char **argv)
+{
+    const char *cmd = argv[1];
+    bool known = !strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "del") ||
+                 !strcmp(cmd, "watch");
+    if (!known) {
+        fprintf(stderr, "kvstore: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    int min = !strcmp(cmd, "put") ? 5 : !strcmp(cmd, "del") ? 4 : 3;
+    int max = !strcmp(cmd, "put") ? 6 : !strcmp(cmd, "watch") ? 4 : 5;
+    if (argc < min || argc > max) {
+        fprintf(stderr, "kvstore: %s: wrong number of arguments\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char ep[64];
+    if (parse_port(argv[2], ep, sizeof ep) < 0)
+        return EXIT_USAGE;
+    if (!strcmp(cmd, "watch"))
+        return watch(ep, argc > 3 ? argv[3] : NULL);
+
+    const char *key = argc > 3 && argv[3][0] ? argv[3] : NULL;
+    const char *level = argc > min ? argv[min] : NULL;
+    if (!strcmp(cmd, "get"))
+        level = argc > 4 ? argv[4] : NULL;
+    shoal_consistency_t cons;
+    if (parse_consistency(level, &cons) < 0)
+        return EXIT_USAGE;
+    if (!key && strcmp(cmd, "get") != 0) {
+        fprintf(stderr, "kvstore: %s: the key must not be empty\n", cmd);
+        return EXIT_USAGE;
+    }
+
+    int rc = 0;
+    shoal_client_t *c = shoal_client_new(ep, OP_TIMEOUT_MS, &rc);
+    if (!c) {
+        fprintf(stderr, "kvstore: cannot reach %s: %s\n", ep, shoal_strerror(rc));
+        return EXIT_UNREACHABLE;
+    }
+    if (!strcmp(cmd, "put") || !strcmp(cmd, "del")) {
+        bool put = cmd[0] == 'p';
+        /* A remove applies to what the serving replica has seen. A read at the same level first
+           merges the other replicas' values into it (a read repairs the local replica), so a
+           key written at majority is found by a delete at majority through any node. */
+        if (!put && cons.level != SHOAL_LOCAL) {
+            shoal_crdt_t *seen = NULL;
+            rc = read_map(c, &cons, &seen);
+            shoal_crdt_destroy(&seen);
+            if (rc < 0)
+                goto done;
+        }
+        shoal_client_op_t op = {.type = "LWWMap", .op = put ? "put" : "remove", .key2 = key,
+                                .key2_len = strlen(key), .value = put ? argv[4] : NULL,
+                                .value_len = put ? strlen(argv[4]) : 0};
+        rc = shoal_client_update(c, "", KV_KEY, &cons, &op);
+        if (!put && (rc == SHOAL_EMODIFY || rc == SHOAL_ENOTFOUND)) {
+            fprintf(stderr, "kvstore: del: no such key '%s'\n", key);
+            shoal_client_destroy(&c);
+            return EXIT_REFUSED;
+        }
+    } else {
+        shoal_crdt_t *map = NULL;
+        rc = read_map(c, &cons, &map);
+        if (rc == 0 && key) {
+            size_t vlen = 0;
+            const void *v = map ? shoal_lwwmap_get(map, key, strlen(key), &vlen) : NULL;
+            if (v) {
+                printf("%s = %.*s\n", key, (int)vlen, (const char *)v);
+            } else {
+                fprintf(stderr, "kvstore: get: no such key '%s'\n", key);
+                rc = SHOAL_ENOTFOUND;
+            }
+        } else if (rc == 0 && map) {
+            shoal_ormap_foreach(map, print_entry, map);
+        }
+        shoal_crdt_destroy(&map);
+        if (rc == SHOAL_ENOTFOUND) {
+            shoal_client_destroy(&c);
+            return EXIT_REFUSED;
+        }
+    }
+done:
+    shoal_client_destroy(&c);
+    if (rc == SHOAL_ETIMEOUT) {
+        fprintf(stderr, "kvstore: %s: %s not reached within %d ms%s\n", cmd,
+                level ? level : "majority", OP_TIMEOUT_MS,
+                cmd[0] == 'g' ? "" : " (applied on the node, it spreads by gossip)");
+        return EXIT_REFUSED;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "kvstore: %s: %s\n", cmd, shoal_strerror(rc));
+        return EXIT_REFUSED;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "node"))
+        return run_node(argc, argv);
+    return client_command(argc, argv);
+}
