@@ -552,6 +552,8 @@ typedef enum {
 typedef void (shoal_peer_fn)(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
                              const shoal_node_t *old, uint64_t count, void *arg);
 int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
+/* Removes a listener (an upper layer that stops before its node does). */
+int shoal_system_off_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
 
 /* Sends one message to a peer (by id; the uid must match the incarnation connected). Queued in
    the peer's batch and flushed at the end of the loop turn. SHOAL_ENOTCONN, SHOAL_EAGAIN,
@@ -929,6 +931,45 @@ size_t shoal_config_sections(const shoal_config_t *cfg, const char *parent,
 /* `size` zeroed bytes that live as long as cfg (freed by shoal_config_destroy): for arrays a
    settings struct points to. Aborts when out of memory. */
 void *shoal_config_alloc(const shoal_config_t *cfg, size_t size);
+
+/* ---------------------------------------------------------------------------------------------
+ * METRICS. An optional HTTP endpoint (libmicrohttpd) serving every counter of a node in the
+ * Prometheus text exposition format (version 0.0.4) at GET /metrics. Off unless started; bound to
+ * 127.0.0.1 unless told otherwise, because the counters describe the cluster's internals.
+ *
+ * The HTTP thread gathers the text with shoal_system_call, so collectors run on the NODE THREAD
+ * and may read node-thread state without locks; a node that is stopping (or too busy to take the
+ * call) answers 503. Paths other than /metrics get 404, methods other than GET/HEAD 405.
+ *
+ * Names follow Prometheus conventions: counters end in _total, units are in the name
+ * (shoal_node_bytes_received_total, shoal_durable_commit_seconds_total), causes are labels
+ * (shoal_node_frames_dropped_total{reason="oversized"}, shoal_replicator_keys{role="..."}).
+ * Built in: the node (shoal_system_stats) and every replicator on it. membership/ and durable/
+ * add theirs with shoal_cluster_metrics and shoal_durable_metrics.
+ */
+typedef struct shoal_metrics shoal_metrics_t;
+/* Appends metric families (with their # HELP and # TYPE lines) to out. Runs on the node thread. */
+typedef void (shoal_metrics_fn)(shoal_system_t *sys, shoal_buf_t *out, void *arg);
+
+/* Starts the endpoint on bind_address (an IPv4 or IPv6 literal; NULL = "127.0.0.1") and port
+   (0 = ephemeral). Any thread but the node's. NULL with *err (SHOAL_EINVAL: bad address,
+   SHOAL_EIO: cannot bind/start). */
+shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_address, uint16_t port,
+                                     int *err);
+/* The port actually bound. */
+uint16_t shoal_metrics_port(const shoal_metrics_t *m);
+/* Adds a collector (thread-safe); collectors run after the built-in part, in registration order.
+   arg must stay valid until shoal_metrics_stop. */
+int shoal_metrics_add(shoal_metrics_t *m, shoal_metrics_fn *fn, void *arg);
+/* Stops the endpoint (waits for a request in progress). Call before the node, and whatever the
+   collectors read, are destroyed; not from the node thread. NULL-safe. */
+void shoal_metrics_stop(shoal_metrics_t **self_p);
+/* The built-in part (node and replicators) as text, for tools. Node thread only (SHOAL_ETHREAD). */
+int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out);
+/* Helpers for collectors: a family's # HELP and # TYPE lines (type "counter" or "gauge"), and a
+   label value escaped per the text format (backslash, double quote and newline). */
+void shoal_metrics_family(shoal_buf_t *out, const char *name, const char *type, const char *help);
+void shoal_metrics_label_value(shoal_buf_t *out, const char *value);
 
 #ifdef __cplusplus
 }

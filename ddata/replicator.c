@@ -37,6 +37,21 @@ shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role)
     return found;
 }
 
+size_t repl_all(shoal_system_t *sys, shoal_replicator_t ***out)
+{
+    size_t n = 0, cap = 0;
+    shoal_replicator_t **list = NULL;
+    pthread_mutex_lock(&hub_lock);
+    for (size_t i = 0; i < hub_n; i++)
+        if (hub[i].sys == sys) {
+            SHOAL_GROW(list, cap, n + 1);
+            list[n++] = hub[i].r;
+        }
+    pthread_mutex_unlock(&hub_lock);
+    *out = list;
+    return n;
+}
+
 static int hub_add(shoal_system_t *sys, shoal_replicator_t *r)
 {
     int rc = 0;

@@ -257,5 +257,9 @@ int64_t repl_wall_ms(void);
 
 /* The replicator of a role on a node (NULL if none). */
 shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role);
+/* The replicators of a node (for metrics): *out is a shoal_malloc'ed array (free it), NULL when
+   none; returns the count. Call on the node thread: replicators are destroyed there, so the
+   pointers stay valid while the caller runs. */
+size_t repl_all(shoal_system_t *sys, shoal_replicator_t ***out);
 
 #endif

@@ -1676,6 +1676,19 @@ int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg)
     return 0;
 }
 
+int shoal_system_off_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg)
+{
+    ON_THREAD(sys);
+    for (size_t i = 0; i < sys->nlisteners; i++)
+        if (sys->listeners[i].fn == fn && sys->listeners[i].arg == arg) {
+            memmove(&sys->listeners[i], &sys->listeners[i + 1],
+                    (sys->nlisteners - i - 1) * sizeof *sys->listeners);
+            sys->nlisteners--;
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
 static peer_t *peer_by_endpoint(const shoal_system_t *sys, const char *endpoint)
 {
     for (size_t i = 0; i < sys->npeers; i++)

@@ -120,4 +120,11 @@ void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out);
 /* The last failure's message ("" when none), copied into buf. */
 void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
 
+/* Adds the store to a node's metrics endpoint (see ddata.h, METRICS): shoal_durable_puts_total,
+   _deletes_total, _commits_total, _commit_seconds_total (time in write transactions, so
+   rate(seconds)/rate(commits) is the mean commit latency), _failures_total, _map_grows_total and
+   the shoal_durable_map_size_bytes and shoal_durable_pending_writes gauges. Stop the endpoint
+   before closing d. */
+int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m);
+
 #endif

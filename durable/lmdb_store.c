@@ -61,6 +61,7 @@ struct shoal_durable {
     pthread_mutex_t txn_lock;  /* every transaction; the store list; stats; last error */
     durable_store_t *stores;
     shoal_durable_stats_t stats;
+    uint64_t commit_ns; /* time spent in committed write transactions (metrics) */
     char last_error[512];
 
     /* write-behind */
@@ -178,6 +179,8 @@ typedef int (txn_body_fn)(shoal_durable_t *d, MDB_txn *txn, void *arg);
 static int write_txn(shoal_durable_t *d, txn_body_fn *body, void *arg, const char *what)
 {
     for (;;) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         MDB_txn *txn;
         int rc = txn_begin(d, 0, &txn);
         if (rc != 0) {
@@ -191,6 +194,9 @@ static int write_txn(shoal_durable_t *d, txn_body_fn *body, void *arg, const cha
             mdb_txn_abort(txn);
         if (rc == 0) {
             d->stats.commits++;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            d->commit_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                                       (t1.tv_nsec - t0.tv_nsec));
             return 0;
         }
         if (rc == MDB_MAP_FULL) {
@@ -1085,4 +1091,49 @@ void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len)
     pthread_mutex_lock(&d->txn_lock);
     snprintf(buf, len, "%s", d->last_error);
     pthread_mutex_unlock(&d->txn_lock);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Metrics (see ddata.h, METRICS). Read under the locks of shoal_durable_stats, so a scrape on the
+ * node thread waits at most for one transaction.
+ */
+static void metric(shoal_buf_t *out, const char *name, const char *type, const char *help,
+                   uint64_t v)
+{
+    shoal_metrics_family(out, name, type, help);
+    shoal_buf_printf(out, "%s %" PRIu64 "\n", name, v);
+}
+
+static void durable_collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
+{
+    (void)sys;
+    shoal_durable_t *d = arg;
+    shoal_durable_stats_t st;
+    shoal_durable_stats(d, &st);
+    pthread_mutex_lock(&d->txn_lock);
+    uint64_t ns = d->commit_ns;
+    pthread_mutex_unlock(&d->txn_lock);
+    metric(out, "shoal_durable_puts_total", "counter", "Changes written (committed).", st.puts);
+    metric(out, "shoal_durable_deletes_total", "counter", "Deletions written (committed).",
+           st.deletes);
+    metric(out, "shoal_durable_commits_total", "counter", "Write transactions committed.",
+           st.commits);
+    shoal_metrics_family(out, "shoal_durable_commit_seconds_total", "counter",
+                         "Seconds spent in committed write transactions.");
+    shoal_buf_printf(out, "shoal_durable_commit_seconds_total %.9f\n", (double)ns / 1e9);
+    metric(out, "shoal_durable_failures_total", "counter",
+           "Changes that failed to be written or were dropped.", st.failures);
+    metric(out, "shoal_durable_map_grows_total", "counter", "Times the map size doubled.",
+           st.map_grows);
+    metric(out, "shoal_durable_map_size_bytes", "gauge", "Current LMDB map size.",
+           (uint64_t)st.map_size);
+    metric(out, "shoal_durable_pending_writes", "gauge", "Write-behind changes not yet committed.",
+           (uint64_t)st.pending);
+}
+
+int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m)
+{
+    if (!d || !m)
+        return SHOAL_EINVAL;
+    return shoal_metrics_add(m, durable_collect, d);
 }

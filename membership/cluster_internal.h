@@ -75,6 +75,7 @@ struct shoal_cluster {
     bool was_member;  /* self has appeared in the state */
 
     hb_actor_t *hb;
+    hb_actor_t *hb_detached; /* handed from the node thread to the destroyer */
     char *hb_endpoint;
     zhash_t *my_unreachable; /* node id -> node: targets the heartbeat actor reports unreachable */
 

@@ -1845,6 +1845,11 @@ static int do_stop(shoal_system_t *sys, void *arg)
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_DOWN, NULL, NULL);
     if (c->sub_id > 0)
         shoal_replicator_unsubscribe(c->sysrepl, c->sub_id);
+    shoal_system_off_peer(sys, on_peer, c);
+    /* the heartbeat actor is destroyed by the caller once this returns: nothing on the node
+       thread may reach it after this point */
+    c->hb_detached = c->hb;
+    c->hb = NULL;
     return 0;
 }
 
@@ -1855,11 +1860,15 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     shoal_cluster_t *c = *self_p;
     *self_p = NULL;
     c->destroying = true;
-    hb_actor_destroy(&c->hb); /* first: its thread reads the node's faults */
-    if (c->sysrepl) {
+    /* first the node thread lets go of everything (timers, handlers, listeners, the heartbeat
+       actor), then the actor stops (its thread reads the node's faults: the node outlives it) */
+    if (c->sysrepl)
         cluster_call(c, do_stop, c);
-        shoal_replicator_destroy(&c->sysrepl);
-    }
+    else
+        c->hb_detached = c->hb;
+    c->hb = NULL;
+    hb_actor_destroy(&c->hb_detached);
+    shoal_replicator_destroy(&c->sysrepl);
     shutdown_free(c);
     for (size_t i = 0; i < c->n_followers; i++) {
         free(c->followers[i].role);

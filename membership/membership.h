@@ -346,6 +346,11 @@ int shoal_client_cluster_join(shoal_client_t *cl, const char *seed_endpoint);
 int shoal_client_cluster_leave(shoal_client_t *cl, const char *member);
 int shoal_client_cluster_down(shoal_client_t *cl, const char *member);
 
+/* Adds membership to a node's metrics endpoint (see ddata.h, METRICS): shoal_cluster_members
+   {status=...}, shoal_cluster_unreachable_members, shoal_cluster_converged, shoal_cluster_is_leader
+   gauges and the counters above as shoal_cluster_..._total. Stop the endpoint before destroying c. */
+int shoal_cluster_metrics(shoal_cluster_t *c, shoal_metrics_t *m);
+
 #ifdef __cplusplus
 }
 #endif
