@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "tools.h"
 #include "ddata.h"
 #include "replicator.pb-c.h"
 
@@ -30,20 +31,7 @@ static char tmp[256];
 
 static bool find_tool(void)
 {
-    char self[4000];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *bin = strstr(self, "/build/check/bin/");
-        if (bin) {
-            *bin = 0;
-            snprintf(tool, sizeof tool, "%s/build/bin/ddata-dump", self);
-            if (access(tool, X_OK) == 0)
-                return true;
-        }
-    }
-    snprintf(tool, sizeof tool, "build/bin/ddata-dump");
-    return access(tool, X_OK) == 0;
+    return ttool_find("ddata-dump", tool, sizeof tool);
 }
 
 #define NEED_TOOL()                                                                               \
@@ -58,27 +46,9 @@ static bool find_tool(void)
 /* Runs the tool with `args`; returns its exit code (-signal if it died) and its output. */
 static int run_tool(const char *args, char *out, size_t cap)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", tool, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = 0;
-    for (;;) {
-        size_t r = fread(out + n, 1, cap - 1 - n, p);
-        if (r == 0)
-            break;
-        n += r;
-        if (n == cap - 1) {
-            char sink[256];
-            while (fread(sink, 1, sizeof sink, p) > 0)
-                ;
-            break;
-        }
-    }
-    out[n] = 0;
-    int st = pclose(p);
-    assert_true(WIFEXITED(st)); /* the shell exits; the tool must not have crashed it */
-    return WEXITSTATUS(st);
+    int rc = ttool_run(tool, args, out, cap);
+    assert_true(rc >= 0); /* the shell exits; the tool must not have crashed it */
+    return rc;
 }
 
 static void must_contain(const char *out, const char *what)

@@ -1,0 +1,17 @@
+/*  tools.h — tests that run the release programs (build/bin/shoal-cluster, ddata-dump, ...) the
+    way an operator does, through the shell, and read what they print.
+*/
+#ifndef SHOAL_TEST_TOOLS_H
+#define SHOAL_TEST_TOOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* build/check/bin/test_x -> build/bin/<name> (the path does not depend on the directory the test
+   runs in); false when the program is missing (the tests skip with a message then). */
+bool ttool_find(const char *name, char *path, size_t cap);
+/* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
+   bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */
+int ttool_run(const char *path, const char *args, char *out, size_t cap);
+
+#endif
