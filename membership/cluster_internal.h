@@ -134,7 +134,6 @@ struct shoal_cluster {
 
     shoal_cluster_stats_t stats;
     uint64_t rng; /* gossip partners (xorshift64*) */
-    bool destroying;
 };
 
 /* membership.c */

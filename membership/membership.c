@@ -882,7 +882,6 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
 typedef struct {
     const shoal_node_t *node;
     const Shoal__Cluster__Join *j;
-    const shoal_node_t *old;
 } join_arg_t;
 
 static int add_joiner(cstate_t *st, const shoal_node_t *self, void *arg)
@@ -930,7 +929,7 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
     const cmember_t *known = cstate_member(c->state, from);
     if (known && known->status == SHOAL_MEMBER_REMOVED)
         return; /* a removed incarnation never comes back */
-    join_arg_t a = {from, j, NULL};
+    join_arg_t a = {from, j};
     if (!known) {
         int rc = cluster_change(c, add_joiner, &a);
         if (rc < 0) {
@@ -1497,7 +1496,6 @@ typedef struct {
     const char *const *seeds;
     size_t n;
     const char *text;
-    int rc;
 } api_arg_t;
 
 static int leave_node(cstate_t *st, const shoal_node_t *self, void *arg)
@@ -1544,7 +1542,7 @@ int shoal_cluster_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
 {
     if (!c || (n && !seeds))
         return SHOAL_EINVAL;
-    api_arg_t a = {c, NULL, seeds, n, NULL, 0};
+    api_arg_t a = {c, NULL, seeds, n, NULL};
     return cluster_call(c, do_join, &a);
 }
 
@@ -1559,7 +1557,7 @@ int shoal_cluster_leave(shoal_cluster_t *c, const shoal_node_t *node)
 {
     if (!c)
         return SHOAL_EINVAL;
-    api_arg_t a = {c, node, NULL, 0, NULL, 0};
+    api_arg_t a = {c, node, NULL, 0, NULL};
     return cluster_call(c, do_leave, &a);
 }
 
@@ -1574,7 +1572,7 @@ int shoal_cluster_down(shoal_cluster_t *c, const shoal_node_t *node)
 {
     if (!c || !node)
         return SHOAL_EINVAL;
-    api_arg_t a = {c, node, NULL, 0, NULL, 0};
+    api_arg_t a = {c, node, NULL, 0, NULL};
     return cluster_call(c, do_down, &a);
 }
 
@@ -1590,7 +1588,7 @@ const shoal_node_t *shoal_cluster_find(shoal_cluster_t *c, const char *id_or_add
 {
     if (!c || !id_or_address)
         return NULL;
-    api_arg_t a = {c, NULL, NULL, 0, id_or_address, 0};
+    api_arg_t a = {c, NULL, NULL, 0, id_or_address};
     if (cluster_call(c, do_find, &a) < 0)
         return NULL;
     return a.node;
@@ -1666,12 +1664,17 @@ int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg
     return add_cb(&c->on_removed, &c->n_on_removed, fn, arg);
 }
 
+typedef struct {
+    shoal_cluster_t *c;
+    shoal_cluster_stats_t *out;
+} stats_arg_t;
+
 static int do_stats(shoal_system_t *sys, void *arg)
 {
     (void)sys;
-    api_arg_t *a = arg;
+    stats_arg_t *a = arg;
     shoal_cluster_t *c = a->c;
-    shoal_cluster_stats_t *out = (shoal_cluster_stats_t *)a->text;
+    shoal_cluster_stats_t *out = a->out;
     *out = c->stats;
     shoal_replicator_stats_t rs;
     if (shoal_replicator_stats(c->sysrepl, &rs) == 0) {
@@ -1693,7 +1696,7 @@ int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out)
 {
     if (!c || !out)
         return SHOAL_EINVAL;
-    api_arg_t a = {c, NULL, NULL, 0, (const char *)out, 0};
+    stats_arg_t a = {c, out};
     return cluster_call(c, do_stats, &a);
 }
 
@@ -1859,7 +1862,6 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
         return;
     shoal_cluster_t *c = *self_p;
     *self_p = NULL;
-    c->destroying = true;
     /* first the node thread lets go of everything (timers, handlers, listeners, the heartbeat
        actor), then the actor stops (its thread reads the node's faults: the node outlives it) */
     if (c->sysrepl)

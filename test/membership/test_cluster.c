@@ -108,61 +108,60 @@ typedef struct {
     bool reachable;
 } cond_t;
 
-static bool all_up(void *arg)
+/* True when the view of every node 0..n-1 (but `skip`) satisfies `ok`. */
+static bool every_view(const cond_t *c, bool (*ok)(const cond_t *c, const shoal_cluster_view_t *v))
 {
-    cond_t *c = arg;
     for (int i = 0; i < c->n; i++) {
         if (i == c->skip || !nodes[i].cl)
             continue;
         shoal_cluster_view_t v;
         if (shoal_cluster_view(nodes[i].cl, &v) != 0)
             return false;
-        size_t up = 0;
-        for (size_t k = 0; k < v.n_members; k++)
-            if (v.members[k].status == SHOAL_MEMBER_UP && v.members[k].reachable)
-                up++;
-        bool ok = (int)up == c->members && v.n_members == (size_t)c->members && v.converged;
+        bool good = ok(c, &v);
         shoal_cluster_view_free(&v);
-        if (!ok)
+        if (!good)
             return false;
     }
     return true;
+}
+
+/* `members` members, all Up and reachable, converged */
+static bool view_all_up(const cond_t *c, const shoal_cluster_view_t *v)
+{
+    size_t up = 0;
+    for (size_t k = 0; k < v->n_members; k++)
+        if (v->members[k].status == SHOAL_MEMBER_UP && v->members[k].reachable)
+            up++;
+    return (int)up == c->members && v->n_members == (size_t)c->members && v->converged;
+}
+
+/* the subject has `status` (0: it is gone) */
+static bool view_subject_status(const cond_t *c, const shoal_cluster_view_t *v)
+{
+    const shoal_member_t *m = shoal_cluster_view_member(v, c->subject);
+    return c->status ? (m && m->status == c->status) : m == NULL;
+}
+
+/* the subject is (un)reachable as `reachable` says */
+static bool view_subject_reachability(const cond_t *c, const shoal_cluster_view_t *v)
+{
+    const shoal_member_t *m = shoal_cluster_view_member(v, c->subject);
+    return m && m->reachable == c->reachable;
+}
+
+static bool all_up(void *arg)
+{
+    return every_view(arg, view_all_up);
 }
 
 static bool subject_status(void *arg)
 {
-    cond_t *c = arg;
-    for (int i = 0; i < c->n; i++) {
-        if (i == c->skip || !nodes[i].cl)
-            continue;
-        shoal_cluster_view_t v;
-        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
-            return false;
-        const shoal_member_t *m = shoal_cluster_view_member(&v, c->subject);
-        bool ok = c->status ? (m && m->status == c->status) : m == NULL;
-        shoal_cluster_view_free(&v);
-        if (!ok)
-            return false;
-    }
-    return true;
+    return every_view(arg, view_subject_status);
 }
 
 static bool subject_reachability(void *arg)
 {
-    cond_t *c = arg;
-    for (int i = 0; i < c->n; i++) {
-        if (i == c->skip || !nodes[i].cl)
-            continue;
-        shoal_cluster_view_t v;
-        if (shoal_cluster_view(nodes[i].cl, &v) != 0)
-            return false;
-        const shoal_member_t *m = shoal_cluster_view_member(&v, c->subject);
-        bool ok = m && m->reachable == c->reachable;
-        shoal_cluster_view_free(&v);
-        if (!ok)
-            return false;
-    }
-    return true;
+    return every_view(arg, view_subject_reachability);
 }
 
 static bool is_terminated(void *arg)
