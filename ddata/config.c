@@ -193,6 +193,23 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
     {                                                                                              \
         path, kind, flags, UINT32_MAX, CFG_KEPT, NULL, 0, NULL                                     \
     }
+/* Sharding's rows (kept; sharding/config.c reads them): a '*' segment of SH_STRAT is a
+   passivation strategy's section, whatever its name. */
+#define SH       CLUSTER "sharding/"
+#define SH_LSA   SH "least-shard-allocation-strategy/"
+#define SH_DD    SH "distributed-data/"
+#define SH_PASS  SH "passivation/"
+#define SH_STRAT SH_PASS "*/"
+#define KEPT_MAX(path, kind, flags, max)                                                           \
+    {                                                                                              \
+        path, kind, flags, max, CFG_KEPT, NULL, 0, NULL                                            \
+    }
+#define KEPT_CHOICE(path, words)                                                                   \
+    {                                                                                              \
+        path, K_CHOICE, 0, 0, CFG_KEPT, NULL, 0, words                                             \
+    }
+/* Akka's replacement policies; "off" and "none" both mean no policy */
+#define PASS_POLICIES "least-recently-used|most-recently-used|least-frequently-used|off|none"
 
 /* Every key Shoal knows. Rows keep Akka's order within a section; Shoal's own keys follow.
    To add settings (membership under shoal/cluster/..., sharding under shoal/cluster/sharding/...):
@@ -252,6 +269,8 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(CLUSTER "retry-unsuccessful-join-after", K_DURATION, CFG_POSITIVE),
     KEPT32(CLUSTER "shutdown-after-unsuccessful-join-seed-nodes", K_DURATION,
            CFG_OFF | CFG_POSITIVE),
+    /* read by sharding (sharding/config.c): off = 0 = the split-brain resolver's stable-after */
+    KEPT32(CLUSTER "down-removal-margin", K_DURATION, CFG_OFF),
     KEEP(CLUSTER "downing-provider-class", K_STRING, 0), /* JVM class; Shoal's SBR is built in */
     KEPT32(CLUSTER "allow-weakly-up-members", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE),
     KEEP(CLUSTER "roles", K_LIST, 0),
@@ -287,6 +306,135 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SBR "keep-oldest/role", K_STRING, 0),
     /* Coordinated shutdown */
     KEPT32(CS "default-phase-timeout", K_DURATION, CFG_POSITIVE),
+
+    /* Sharding: shoal/cluster/sharding/... (sharding/config.c reads these rows with the getters
+       into shoal_sharding_settings_t; the passivation, remember-entities and recovery rows wait
+       for the code that uses them). Persistence-mode, event-sourced-store and JVM keys are
+       checked and ignored: Shoal keeps sharding's state in ddata. */
+    KEPT32(SH "number-of-shards", K_UINT, CFG_POSITIVE),
+    KEEP(SH "guardian-name", K_STRING, 0), /* an actor name */
+    KEEP(SH "role", K_STRING, 0),
+    KEEP(SH "remember-entities", K_BOOL, 0),
+    KEPT_CHOICE(SH "remember-entities-store", "ddata|eventsourced"),
+    KEPT32(SH "passivate-idle-entity-after", K_DURATION, CFG_OFF), /* Akka's, deprecated */
+    /* Passivation. strategy names a section under passivation: default-idle-strategy,
+       default-strategy or one of the file's own; each section takes every key of
+       strategy-defaults (Akka reads a strategy with strategy-defaults as its fallback), hence
+       the '*' rows. Akka's "none" is spelt "off" here, and an interval of "default" is
+       written by leaving interval out (half the timeout). */
+    KEEP(SH_PASS "strategy", K_STRING, 0), /* checked against the sections by sharding/ */
+    KEPT32(SH_PASS "stop-timeout", K_DURATION, CFG_POSITIVE), /* Akka's */
+    KEPT32(SH_STRAT "idle-entity/timeout", K_DURATION, CFG_OFF | CFG_POSITIVE),
+    KEPT32(SH_STRAT "idle-entity/interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH_STRAT "active-entity-limit", K_UINT, CFG_OFF | CFG_POSITIVE),
+    KEPT_CHOICE(SH_STRAT "replacement/policy", PASS_POLICIES),
+    KEPT32(SH_STRAT "replacement/least-recently-used/segmented/levels", K_UINT,
+           CFG_OFF | CFG_POSITIVE),
+    KEEP(SH_STRAT "replacement/least-recently-used/segmented/proportions", K_LIST, 0),
+    KEEP(SH_STRAT "replacement/most-recently-used", K_ANY_TREE, 0), /* no settings */
+    KEEP(SH_STRAT "replacement/least-frequently-used/dynamic-aging", K_BOOL, 0),
+    KEPT_MAX(SH_STRAT "admission/window/proportion", K_DOUBLE, 0, 1),
+    KEPT_MAX(SH_STRAT "admission/window/minimum-proportion", K_DOUBLE, 0, 1),
+    KEPT_MAX(SH_STRAT "admission/window/maximum-proportion", K_DOUBLE, 0, 1),
+    KEPT_CHOICE(SH_STRAT "admission/window/optimizer", "hill-climbing|off|none"),
+    KEPT_MAX(SH_STRAT "admission/window/hill-climbing/adjust-multiplier", K_DOUBLE, CFG_POSITIVE,
+             UINT32_MAX),
+    KEPT_MAX(SH_STRAT "admission/window/hill-climbing/initial-step", K_DOUBLE, CFG_POSITIVE, 1),
+    KEPT_MAX(SH_STRAT "admission/window/hill-climbing/restart-threshold", K_DOUBLE, 0, 1),
+    KEPT_MAX(SH_STRAT "admission/window/hill-climbing/step-decay", K_DOUBLE, CFG_POSITIVE, 1),
+    KEPT_CHOICE(SH_STRAT "admission/window/policy", PASS_POLICIES),
+    KEPT32(SH_STRAT "admission/window/least-recently-used/segmented/levels", K_UINT,
+           CFG_OFF | CFG_POSITIVE),
+    KEEP(SH_STRAT "admission/window/least-recently-used/segmented/proportions", K_LIST, 0),
+    KEEP(SH_STRAT "admission/window/most-recently-used", K_ANY_TREE, 0), /* no settings */
+    KEEP(SH_STRAT "admission/window/least-frequently-used/dynamic-aging", K_BOOL, 0),
+    KEPT_CHOICE(SH_STRAT "admission/filter", "frequency-sketch|off|none"),
+    KEPT32(SH_STRAT "admission/frequency-sketch/depth", K_UINT, CFG_POSITIVE),
+    KEPT_CHOICE(SH_STRAT "admission/frequency-sketch/counter-bits", "2|4|8|16|32|64"),
+    KEPT32(SH_STRAT "admission/frequency-sketch/width-multiplier", K_UINT, CFG_POSITIVE),
+    KEPT_MAX(SH_STRAT "admission/frequency-sketch/reset-multiplier", K_DOUBLE, CFG_POSITIVE,
+             UINT32_MAX),
+    KEPT32(SH "coordinator-failure-backoff", K_DURATION, 0),
+    KEPT32(SH "retry-interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "buffer-size", K_UINT, CFG_POSITIVE),
+    KEPT32(SH "handoff-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "shard-start-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "shard-failure-backoff", K_DURATION, 0),
+    KEPT32(SH "entity-restart-backoff", K_DURATION, 0),
+    KEPT32(SH "rebalance-interval", K_DURATION, CFG_POSITIVE),
+    KEEP(SH "journal-plugin-id", K_STRING, 0),  /* persistence mode only */
+    KEEP(SH "snapshot-plugin-id", K_STRING, 0), /* persistence mode only */
+    KEPT_CHOICE(SH "state-store-mode", "ddata|persistence"),
+    KEEP(SH "snapshot-after", K_UINT, 0),     /* persistence mode only */
+    KEEP(SH "keep-nr-of-batches", K_UINT, 0), /* persistence mode only */
+    KEPT32(SH_LSA "rebalance-absolute-limit", K_UINT, 0),
+    KEPT_MAX(SH_LSA "rebalance-relative-limit", K_DOUBLE, CFG_POSITIVE, 1),
+    /* Akka takes 0, with which the older algorithm moves a shard back and forth every round */
+    KEPT32(SH_LSA "rebalance-threshold", K_UINT, CFG_POSITIVE),
+    KEPT32(SH_LSA "max-simultaneous-rebalance", K_UINT, 0), /* 0: the older one never moves */
+    KEPT32(SH "external-shard-allocation-strategy/client-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "waiting-for-state-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "updating-state-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "shard-region-query-timeout", K_DURATION, CFG_POSITIVE),
+    KEPT_CHOICE(SH "entity-recovery-strategy", "all|constant"),
+    KEPT32(SH "entity-recovery-constant-rate-strategy/frequency", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "entity-recovery-constant-rate-strategy/number-of-entities", K_UINT, CFG_POSITIVE),
+    KEEP(SH "event-sourced-remember-entities-store/max-updates-per-write", K_UINT, 0),
+    /* The coordinator's singleton: Akka's cluster.singleton keys (role is not used while
+       coordinator-singleton-role-override is on) */
+    KEEP(SH "coordinator-singleton/singleton-name", K_STRING, 0),
+    KEEP(SH "coordinator-singleton/role", K_STRING, 0),
+    KEPT32(SH "coordinator-singleton/hand-over-retry-interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "coordinator-singleton/min-number-of-hand-over-retries", K_UINT, CFG_POSITIVE),
+    KEEP(SH "coordinator-singleton/use-lease", K_STRING, 0), /* refused unless empty */
+    KEPT32(SH "coordinator-singleton/lease-retry-interval", K_DURATION, CFG_POSITIVE),
+    KEEP(SH "coordinator-singleton/lease-name", K_STRING, 0), /* Akka's */
+    KEEP(SH "coordinator-singleton-role-override", K_BOOL, 0),
+    /* write/read-majority-plus: a number or "all" (sharding/config.c parses it) */
+    KEEP(SH "coordinator-state/write-majority-plus", K_STRING, 0),
+    KEEP(SH "coordinator-state/read-majority-plus", K_STRING, 0),
+    /* Sharding's own replicator: every distributed-data key, with the same checks (role is not
+       used: the sharding role is), plus majority-min-cap */
+    KEPT32(SH_DD "majority-min-cap", K_UINT, 0),
+    KEEP(SH_DD "name", K_STRING, 0),
+    KEEP(SH_DD "role", K_STRING, 0),
+    KEPT32(SH_DD "gossip-interval", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH_DD "notify-subscribers-interval", K_DURATION, CFG_POSITIVE),
+    KEEP(SH_DD "log-data-size-exceeding", K_SIZE, CFG_OFF),
+    KEPT32(SH_DD "max-delta-elements", K_UINT, CFG_POSITIVE),
+    KEEP(SH_DD "use-dispatcher", K_STRING, 0),
+    KEPT32(SH_DD "pruning-interval", K_DURATION, CFG_OFF | CFG_POSITIVE),
+    KEPT32(SH_DD "max-pruning-dissemination", K_DURATION, CFG_POSITIVE),
+    KEEP(SH_DD "pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE),
+    KEEP(SH_DD "serializer-cache-time-to-live", K_DURATION, 0),
+    KEEP(SH_DD "prefer-oldest", K_BOOL, 0),
+    KEEP(SH_DD "delta-crdt/enabled", K_BOOL, 0),
+    KEPT32(SH_DD "delta-crdt/max-delta-size", K_UINT, CFG_POSITIVE),
+    KEEP(SH_DD "expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE),
+    KEEP(SH_DD "durable/keys", K_LIST, 0),
+    KEEP(SH_DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE),
+    KEEP(SH_DD "durable/store-actor-class", K_STRING, 0),
+    KEEP(SH_DD "durable/use-dispatcher", K_STRING, 0),
+    KEEP(SH_DD "durable/pinned-store", K_ANY_TREE, 0),
+    KEEP(SH_DD "durable/lmdb/dir", K_STRING, 0),
+    KEEP(SH_DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE),
+    KEEP(SH_DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF),
+    KEPT32(SH_DD "delta-interval", K_DURATION, CFG_POSITIVE),
+    KEEP(SH_DD "tombstone-time-to-live", K_DURATION, CFG_POSITIVE),
+    KEPT_MAX(SH_DD "compress-above", K_SIZE, 0, SIZE_MAX),
+    KEPT_MAX(SH_DD "max-reassembly-size", K_SIZE, CFG_POSITIVE, SIZE_MAX),
+    KEPT32(SH_DD "max-pending-operations", K_UINT, CFG_POSITIVE),
+    KEEP(SH "use-dispatcher", K_STRING, 0), /* JVM executor */
+    KEEP(SH "use-lease", K_STRING, 0),      /* refused unless empty: Shoal has no leases */
+    KEEP(SH "lease-retry-interval", K_DURATION, CFG_POSITIVE),
+    KEEP(SH "verbose-debug-logging", K_BOOL, 0),
+    KEEP(SH "fail-on-invalid-entity-state-transition", K_BOOL, 0),
+    KEEP(SH "healthcheck/names", K_LIST, 0),
+    KEPT32(SH "healthcheck/timeout", K_DURATION, CFG_POSITIVE),
+    KEPT32(SH "healthcheck/disabled-after", K_DURATION, 0),
+    /* Shoal's own */
+    KEPT_CHOICE(SH "allocation-strategy", "least-shards|consistent-hashing|external"),
+    KEPT32(SH "consistent-hashing-allocation-strategy/rebalance-limit", K_UINT, 0), /* 0: none */
 };
 
 #define N_KEYS (sizeof cfg_keys / sizeof cfg_keys[0])

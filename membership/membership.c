@@ -1624,6 +1624,11 @@ shoal_system_t *shoal_cluster_system(shoal_cluster_t *c)
     return c ? c->sys : NULL;
 }
 
+const shoal_cluster_settings_t *shoal_cluster_settings(const shoal_cluster_t *c)
+{
+    return c ? &c->s : NULL;
+}
+
 shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c)
 {
     return c ? c->sysrepl : NULL;

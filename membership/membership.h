@@ -193,6 +193,8 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
    first; followed replicators and the node must outlive it. NULL-safe. */
 void shoal_cluster_destroy(shoal_cluster_t **self_p);
 shoal_system_t *shoal_cluster_system(shoal_cluster_t *c);
+/* The settings membership runs with (read-only; valid for the life of c). Thread-safe. */
+const shoal_cluster_settings_t *shoal_cluster_settings(const shoal_cluster_t *c);
 shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c);
 
 /* Makes a data replicator follow the members of its role (see DATA REPLICATORS). Node thread or
@@ -297,6 +299,9 @@ typedef void (shoal_task_fn)(shoal_cluster_t *c, shoal_shutdown_reason_t why,
                              shoal_task_done_fn *done, void *done_arg, void *arg);
 int shoal_cluster_add_task(shoal_cluster_t *c, shoal_phase_t phase, const char *name,
                            shoal_task_fn *fn, void *arg);
+/* Removes the tasks registered with fn and arg (an upper layer that stops before the cluster
+   does); returns how many. A task already running must still call its done. */
+int shoal_cluster_remove_task(shoal_cluster_t *c, shoal_task_fn *fn, void *arg);
 /* Starts the shutdown (idempotent; thread-safe). */
 int shoal_cluster_shutdown(shoal_cluster_t *c);
 /* True once every phase has run. Thread-safe. */

@@ -226,6 +226,32 @@ int shoal_cluster_add_task(shoal_cluster_t *c, shoal_phase_t phase, const char *
     return cluster_call(c, do_add_task, &a);
 }
 
+static int do_remove_task(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    add_task_arg_t *a = arg;
+    shoal_cluster_t *c = a->c;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_tasks; i++) {
+        if (c->tasks[i].fn == a->fn && c->tasks[i].arg == a->arg) {
+            free(c->tasks[i].name);
+            continue;
+        }
+        c->tasks[k++] = c->tasks[i];
+    }
+    int removed = (int)(c->n_tasks - k);
+    c->n_tasks = k;
+    return removed;
+}
+
+int shoal_cluster_remove_task(shoal_cluster_t *c, shoal_task_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    add_task_arg_t a = {c, 0, NULL, fn, arg};
+    return cluster_call(c, do_remove_task, &a);
+}
+
 static int do_shutdown(shoal_system_t *sys, void *arg)
 {
     (void)sys;

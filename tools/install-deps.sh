@@ -13,6 +13,7 @@ PACKAGES="
   libcmocka-dev
   clang libclang-rt-14-dev valgrind
   serf
+  redis-server redis-tools
 "
 
 SUDO=""

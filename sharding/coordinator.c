@@ -1,0 +1,1201 @@
+/*  coordinator.c — the shard coordinator of one entity type: a cluster singleton that decides
+    which region hosts which shard, keeps that in the role's replicator, and moves shards.
+
+    State (sharding.h, THE COORDINATOR'S STATE): the LWWMap "coord-<type>" with "s/<shard>" ->
+    hosting node id at timestamp = allocation epoch, and "r/<node>" -> "region" / "proxy" / "" (gone).
+    Nothing is handed out before the write that records it succeeded (WriteMajority plus), so a
+    successor that reads with ReadMajority plus sees it; what a successor's read still misses it
+    learns from the regions, which report the shards they host when they register, and it
+    allocates no new shard until the live regions have registered.
+*/
+#include <string.h>
+
+#include "internal.h"
+#include "allocation.h"
+
+typedef struct {
+    const shoal_node_t *node; /* NULL: not allocated */
+    uint64_t epoch;
+    bool writing;     /* the write that records it has not succeeded yet */
+    bool started;     /* the region said ShardStarted */
+    int64_t host_sent_at;
+} alloc_t;
+
+typedef struct {
+    const shoal_node_t *node;
+    bool proxy;
+    bool registered;
+    bool shutting_down;
+    bool in_state;     /* recorded under "r/<node>" */
+    int64_t gone_since; /* Down/Removed seen (0: alive) */
+    size_t n_shards;
+} creg_t;
+
+typedef enum { RB_BEGIN = 1, RB_HANDOFF } rb_phase_t;
+
+typedef struct {
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    const shoal_node_t *from;
+    uint64_t epoch;
+    rb_phase_t phase;
+    const shoal_node_t **waiting; /* BeginHandOff not acknowledged yet */
+    size_t n_waiting;
+    const shoal_node_t **acked;
+    size_t n_acked;
+    int64_t deadline;
+} rb_t;
+
+/* Requesters waiting for a shard's home. */
+typedef struct {
+    const shoal_node_t **nodes;
+    size_t n;
+} waiters_t;
+
+/* Outlives the coordinator while replicator callbacks may still arrive. */
+typedef struct {
+    coordinator_t *co;
+    int refs;
+} life_t;
+
+struct coordinator {
+    shoal_region_t *r;
+    life_t *life;
+    uint64_t term;
+    uint32_t counter;
+    char key[256];
+    char ext_key[256];
+    zhashx_t *allocs;      /* shard -> alloc_t */
+    zhashx_t *regions;     /* node id -> creg_t */
+    zhashx_t *rebalancing; /* shard -> rb_t */
+    zhashx_t *waiting;     /* shard -> waiters_t */
+    zhashx_t *external;    /* shard -> "host:port" (external allocation) */
+    int ext_sub;
+    bool ready, reading, recovered;
+    int64_t recover_until;
+    int64_t next_rebalance;
+    bool rebalance_soon;
+    size_t unstarted;
+    shoal_region_stats_t stats;
+};
+
+static void life_release(life_t *l)
+{
+    if (--l->refs == 0)
+        free(l);
+}
+
+static uint64_t next_epoch(coordinator_t *co)
+{
+    return co->term << 32 | ++co->counter;
+}
+
+static void send_one(coordinator_t *co, const shoal_node_t *to,
+                     Shoal__Sharding__Control__Kind kind, const char *shard,
+                     const shoal_node_t *region, uint64_t epoch,
+                     const shoal_node_t *const *fences, size_t n_fences)
+{
+    Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
+    m.kind = kind;
+    m.type_name = co->r->name;
+    m.term = co->term;
+    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
+    Shoal__Sharding__ShardHome *hp = &h;
+    h.shard = (char *)shard;
+    h.region = (char *)(region ? shoal_node_id(region) : "");
+    h.epoch = epoch;
+    m.homes = &hp;
+    m.n_homes = 1;
+    char **fs = NULL;
+    if (n_fences) {
+        fs = calloc(n_fences, sizeof *fs);
+        if (!fs)
+            abort();
+        for (size_t i = 0; i < n_fences; i++)
+            fs[i] = (char *)shoal_node_id(fences[i]);
+        m.fences = fs;
+        m.n_fences = n_fences;
+    }
+    region_send_control(co->r, to, &m);
+    free(fs);
+}
+
+/* Sends homes (shard -> region) to `to`, chunked under the frame limit. kind REGISTER_ACK marks
+   the last chunk. */
+static void send_homes(coordinator_t *co, const shoal_node_t *to,
+                       Shoal__Sharding__Control__Kind kind, const char *const *shards,
+                       size_t n)
+{
+    size_t budget = shoal_system_max_message_bytes(co->r->sys) / 2;
+    Shoal__Sharding__ShardHome *hs = calloc(n + 1, sizeof *hs);
+    Shoal__Sharding__ShardHome **hp = calloc(n + 1, sizeof *hp);
+    if (!hs || !hp)
+        abort();
+    size_t first = 0, bytes = 0, k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) {
+            alloc_t *a = zhashx_lookup(co->allocs, shards[i]);
+            shoal__sharding__shard_home__init(&hs[k]);
+            hs[k].shard = (char *)shards[i];
+            hs[k].region = (char *)(a && a->node && !a->writing ? shoal_node_id(a->node) : "");
+            hs[k].epoch = a ? a->epoch : 0;
+            if (!hs[k].epoch)
+                continue;
+            hp[k] = &hs[k];
+            bytes += strlen(shards[i]) + strlen(hs[k].region) + 20;
+            k++;
+        }
+        if ((i == n || bytes >= budget) && (k > first || (i == n && kind ==
+                                            SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK))) {
+            Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
+            m.kind = kind;
+            m.type_name = co->r->name;
+            m.term = co->term;
+            m.homes = hp + first;
+            m.n_homes = k - first;
+            m.last = i == n;
+            region_send_control(co->r, to, &m);
+            first = k;
+            bytes = 0;
+        }
+    }
+    free(hs);
+    free(hp);
+}
+
+static creg_t *creg_get(coordinator_t *co, const shoal_node_t *node)
+{
+    creg_t *c = zhashx_lookup(co->regions, shoal_node_id(node));
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            abort();
+        c->node = node;
+        zhashx_insert(co->regions, shoal_node_id(node), c);
+    }
+    return c;
+}
+
+static void set_alloc(coordinator_t *co, alloc_t *a, const shoal_node_t *node, uint64_t epoch)
+{
+    if (a->node) {
+        creg_t *old = zhashx_lookup(co->regions, shoal_node_id(a->node));
+        if (old && old->n_shards)
+            old->n_shards--;
+    }
+    a->node = node;
+    a->epoch = epoch;
+    if (node)
+        creg_get(co, node)->n_shards++;
+}
+
+static alloc_t *alloc_get(coordinator_t *co, const char *shard)
+{
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    if (!a) {
+        a = calloc(1, sizeof *a);
+        if (!a)
+            abort();
+        zhashx_insert(co->allocs, shard, a);
+    }
+    return a;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The state in the replicator
+ */
+typedef struct {
+    char key[SHOAL_SHARD_ID_MAX + SHOAL_NODE_ID_MAX + 4];
+    char value[SHOAL_NODE_ID_MAX + 1];
+    int64_t ts;
+} entry_t;
+
+typedef struct {
+    life_t *life;
+    entry_t *entries;
+    size_t n;
+    int attempts;
+} write_t;
+
+static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg)
+{
+    (void)current;
+    (void)v;
+    (void)len;
+    return *(const int64_t *)arg;
+}
+
+static int write_modify(shoal_crdt_t *value, void *arg)
+{
+    write_t *w = arg;
+    const shoal_node_t *self = w->life->co ? w->life->co->r->self : NULL;
+    if (!self)
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < w->n; i++) {
+        int rc = shoal_lwwmap_put(value, self, w->entries[i].key, strlen(w->entries[i].key),
+                                  w->entries[i].value, strlen(w->entries[i].value), fixed_clock,
+                                  &w->entries[i].ts);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg);
+
+static shoal_consistency_t write_consistency(const coordinator_t *co)
+{
+    const shoal_sharding_settings_t *s = &co->r->s;
+    shoal_consistency_t c = {SHOAL_MAJORITY, 0, s->updating_state_timeout_ms, s->majority_min_cap,
+                             s->write_majority_plus, true};
+    if (s->write_majority_plus == UINT32_MAX)
+        c.level = SHOAL_ALL;
+    return c;
+}
+
+static void write_issue(coordinator_t *co, write_t *w)
+{
+    shoal_crdt_t *initial = shoal_lwwmap_new();
+    shoal_consistency_t c = write_consistency(co);
+    co->stats.state_writes++;
+    int rc = shoal_replicator_update(co->r->rep, co->key, initial, &c, write_modify, w,
+                                     write_done, w);
+    shoal_crdt_destroy(&initial);
+    if (rc < 0)
+        write_done(co->r->rep, rc, co->key, w);
+}
+
+static void after_write(coordinator_t *co, const write_t *w);
+
+static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
+{
+    (void)rep;
+    (void)key;
+    write_t *w = arg;
+    coordinator_t *co = w->life->co;
+    if (co && status != 0) {
+        /* Akka retries coordinator writes until they succeed: the allocation must be on a
+           majority before anyone acts on it */
+        co->stats.state_write_retries++;
+        if (w->attempts++ % 10 == 0)
+            zsys_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
+                         shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
+        write_issue(co, w);
+        return;
+    }
+    if (co)
+        after_write(co, w);
+    life_release(w->life);
+    free(w->entries);
+    free(w);
+}
+
+static write_t *write_new(coordinator_t *co)
+{
+    write_t *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
+    w->life = co->life;
+    co->life->refs++;
+    return w;
+}
+
+static void write_add(write_t *w, const char *prefix, const char *name, const char *value,
+                      int64_t ts)
+{
+    w->entries = realloc(w->entries, (w->n + 1) * sizeof *w->entries);
+    if (!w->entries)
+        abort();
+    entry_t *e = &w->entries[w->n++];
+    snprintf(e->key, sizeof e->key, "%s%s", prefix, name);
+    snprintf(e->value, sizeof e->value, "%s", value);
+    e->ts = ts;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Allocation
+ */
+static void waiter_add(coordinator_t *co, const char *shard, const shoal_node_t *node)
+{
+    waiters_t *w = zhashx_lookup(co->waiting, shard);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w)
+            abort();
+        zhashx_insert(co->waiting, shard, w);
+    }
+    for (size_t i = 0; i < w->n; i++)
+        if (w->nodes[i] == node)
+            return;
+    w->nodes = realloc(w->nodes, (w->n + 1) * sizeof *w->nodes);
+    if (!w->nodes)
+        abort();
+    w->nodes[w->n++] = node;
+}
+
+static void waiters_free(void **item)
+{
+    waiters_t *w = *item;
+    if (w) {
+        free(w->nodes);
+        free(w);
+    }
+    *item = NULL;
+}
+
+static void answer_waiters(coordinator_t *co, const char *shard)
+{
+    waiters_t *w = zhashx_lookup(co->waiting, shard);
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    if (!w || !a || !a->node || a->writing)
+        return;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->nodes[i] != a->node || true)
+            send_one(co, w->nodes[i], SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, shard,
+                     a->node, a->epoch, NULL, 0);
+    zhashx_delete(co->waiting, shard);
+}
+
+static void after_write(coordinator_t *co, const write_t *w)
+{
+    int64_t now = shoal_now_ms();
+    for (size_t i = 0; i < w->n; i++) {
+        const entry_t *e = &w->entries[i];
+        if (strncmp(e->key, "s/", 2) != 0)
+            continue;
+        const char *shard = e->key + 2;
+        alloc_t *a = zhashx_lookup(co->allocs, shard);
+        if (!a || (uint64_t)e->ts != a->epoch || !a->writing)
+            continue; /* superseded meanwhile */
+        a->writing = false;
+        if (!a->node)
+            continue;
+        a->host_sent_at = now;
+        send_one(co, a->node, SHOAL__SHARDING__CONTROL__KIND__HOST_SHARD, shard, a->node,
+                 a->epoch, NULL, 0);
+        answer_waiters(co, shard);
+    }
+}
+
+static bool member_up(coordinator_t *co, const shoal_node_t *node, bool *leaving)
+{
+    const shoal_member_t *m = sharding_member(co->r->sh, node);
+    if (!m)
+        return false;
+    *leaving = m->status == SHOAL_MEMBER_LEAVING || m->status == SHOAL_MEMBER_EXITING;
+    return m->status == SHOAL_MEMBER_UP || m->status == SHOAL_MEMBER_LEAVING;
+}
+
+/* The regions that may get shards, in preference order; with_shards fills their shard lists
+   (rebalance and custom strategies need them). */
+typedef struct {
+    shoal_alloc_region_t *regions;
+    size_t n;
+    const char ***lists;
+} candidates_t;
+
+static void candidates_free(candidates_t *c)
+{
+    for (size_t i = 0; c->lists && i < c->n; i++)
+        free(c->lists[i]);
+    free(c->lists);
+    free(c->regions);
+    memset(c, 0, sizeof *c);
+}
+
+static void candidates(coordinator_t *co, bool with_shards, candidates_t *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t cap = zhashx_size(co->regions);
+    out->regions = calloc(cap + 1, sizeof *out->regions);
+    if (!out->regions)
+        abort();
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions)) {
+        bool leaving = false;
+        if (!c->registered || c->proxy || c->gone_since || !member_up(co, c->node, &leaving) ||
+            !sharding_reachable(co->r->sh, c->node))
+            continue;
+        const shoal_member_t *m = sharding_member(co->r->sh, c->node);
+        shoal_alloc_region_t *ar = &out->regions[out->n++];
+        ar->node = c->node;
+        ar->n_shards = c->n_shards;
+        ar->leaving = leaving || c->shutting_down;
+        ar->app_version = m && m->app_version ? m->app_version : "0.0.0";
+    }
+    if (with_shards && out->n) {
+        out->lists = calloc(out->n, sizeof *out->lists);
+        size_t *fill = calloc(out->n, sizeof *fill);
+        if (!out->lists || !fill)
+            abort();
+        for (size_t i = 0; i < out->n; i++) {
+            out->lists[i] = calloc(out->regions[i].n_shards + 1, sizeof **out->lists);
+            if (!out->lists[i])
+                abort();
+        }
+        for (alloc_t *a = zhashx_first(co->allocs); a; a = zhashx_next(co->allocs)) {
+            if (!a->node || a->writing)
+                continue;
+            const char *shard = zhashx_cursor(co->allocs);
+            for (size_t i = 0; i < out->n; i++)
+                if (out->regions[i].node == a->node && fill[i] < out->regions[i].n_shards) {
+                    out->lists[i][fill[i]++] = shard;
+                    break;
+                }
+        }
+        for (size_t i = 0; i < out->n; i++) {
+            out->regions[i].shards = out->lists[i];
+            out->regions[i].n_shards = fill[i];
+        }
+        free(fill);
+    }
+    alloc_sort_regions(out->regions, out->n);
+}
+
+static const char *external_location(const char *shard, void *arg)
+{
+    coordinator_t *co = arg;
+    return co->external ? zhashx_lookup(co->external, shard) : NULL;
+}
+
+static alloc_ctx_t strategy(coordinator_t *co)
+{
+    alloc_ctx_t ctx = {&co->r->s.allocation, external_location, co};
+    return ctx;
+}
+
+/* Regions registered, hosting, counted against min-nr-of-members (global and the role's). */
+static bool enough_regions(coordinator_t *co, size_t n_candidates)
+{
+    const shoal_cluster_settings_t *cs = shoal_cluster_settings(co->r->sh->c);
+    size_t need = cs ? cs->min_nr_of_members : 1;
+    for (size_t i = 0; cs && i < cs->n_role_min; i++)
+        if (strcmp(cs->role_min[i].role, co->r->s.role) == 0 && cs->role_min[i].min > need)
+            need = cs->role_min[i].min;
+    return n_candidates >= need && n_candidates > 0;
+}
+
+/* Allocates a shard now (requester may be NULL). False when no region can take it yet. */
+static bool allocate(coordinator_t *co, const char *shard, const shoal_node_t *requester)
+{
+    candidates_t c;
+    bool custom = co->r->s.allocation.kind == SHOAL_ALLOC_CUSTOM;
+    candidates(co, custom, &c);
+    if (!enough_regions(co, c.n)) {
+        candidates_free(&c);
+        return false;
+    }
+    int req = -1;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.regions[i].node == requester)
+            req = (int)i;
+    alloc_ctx_t ctx = strategy(co);
+    int idx = alloc_allocate(&ctx, shard, req, c.regions, c.n);
+    if (idx < 0 || (size_t)idx >= c.n) {
+        candidates_free(&c);
+        return false;
+    }
+    const shoal_node_t *node = c.regions[idx].node;
+    zsys_debug("%s: sharding %s: shard %s -> %s (%zu candidates)", shoal_node_id(co->r->self),
+               co->r->name, shard, shoal_node_id(node), c.n);
+    candidates_free(&c);
+    alloc_t *a = alloc_get(co, shard);
+    set_alloc(co, a, node, next_epoch(co));
+    a->writing = true;
+    a->started = false;
+    co->unstarted++;
+    co->stats.allocations++;
+    write_t *w = write_new(co);
+    write_add(w, "s/", shard, shoal_node_id(node), (int64_t)a->epoch);
+    write_issue(co, w);
+    return true;
+}
+
+static void try_waiting(coordinator_t *co)
+{
+    if (!co->recovered || !zhashx_size(co->waiting))
+        return;
+    zlistx_t *keys = zhashx_keys(co->waiting);
+    for (const char *shard = zlistx_first(keys); shard; shard = zlistx_next(keys)) {
+        alloc_t *a = zhashx_lookup(co->allocs, shard);
+        if (zhashx_lookup(co->rebalancing, shard) || (a && a->writing))
+            continue;
+        if (a && a->node) {
+            answer_waiters(co, shard);
+            continue;
+        }
+        waiters_t *w = zhashx_lookup(co->waiting, shard);
+        if (!allocate(co, shard, w && w->n ? w->nodes[0] : NULL))
+            break; /* no region can take shards yet */
+    }
+    zlistx_destroy(&keys);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Handoff
+ */
+static void rb_free(void **item)
+{
+    rb_t *rb = *item;
+    if (rb) {
+        free(rb->waiting);
+        free(rb->acked);
+        free(rb);
+    }
+    *item = NULL;
+}
+
+static void rb_handoff(coordinator_t *co, rb_t *rb)
+{
+    rb->phase = RB_HANDOFF;
+    rb->deadline = shoal_now_ms() + co->r->s.handoff_timeout_ms;
+    send_one(co, rb->from, SHOAL__SHARDING__CONTROL__KIND__HANDOFF, rb->shard, rb->from,
+             rb->epoch, rb->acked, rb->n_acked);
+}
+
+static void start_handoff(coordinator_t *co, const char *shard)
+{
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    if (!a || !a->node || a->writing || zhashx_lookup(co->rebalancing, shard))
+        return;
+    rb_t *rb = calloc(1, sizeof *rb);
+    if (!rb)
+        abort();
+    snprintf(rb->shard, sizeof rb->shard, "%s", shard);
+    rb->from = a->node;
+    rb->epoch = a->epoch;
+    rb->phase = RB_BEGIN;
+    rb->deadline = shoal_now_ms() + co->r->s.handoff_timeout_ms;
+    size_t n = zhashx_size(co->regions);
+    rb->waiting = calloc(n + 1, sizeof *rb->waiting);
+    rb->acked = calloc(n + 1, sizeof *rb->acked);
+    if (!rb->waiting || !rb->acked)
+        abort();
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
+        if (c->registered && !c->gone_since)
+            rb->waiting[rb->n_waiting++] = c->node;
+    zhashx_insert(co->rebalancing, rb->shard, rb);
+    for (size_t i = 0; i < rb->n_waiting; i++)
+        send_one(co, rb->waiting[i], SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF, shard,
+                 rb->from, rb->epoch, NULL, 0);
+    if (!rb->n_waiting)
+        rb_handoff(co, rb);
+}
+
+/* Tells every registered region where a shard is now (they buffer it since BeginHandOff). */
+static void broadcast_home(coordinator_t *co, const char *shard)
+{
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
+        if (c->registered && !c->gone_since)
+            send_one(co, c->node, SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, shard,
+                     a && !a->writing ? a->node : NULL, a ? a->epoch : next_epoch(co), NULL, 0);
+}
+
+/* The old owner stopped the shard (or is gone): allocate it anew and let the buffers go. */
+static void finish_handoff(coordinator_t *co, const char *shard_in)
+{
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    snprintf(shard, sizeof shard, "%s", shard_in);
+    rb_t *rb = zhashx_lookup(co->rebalancing, shard);
+    const shoal_node_t *from = rb ? rb->from : NULL;
+    zhashx_delete(co->rebalancing, shard);
+    alloc_t *a = alloc_get(co, shard);
+    set_alloc(co, a, NULL, a->epoch);
+    /* every region was told BeginHandOff and buffers: they all need the new home */
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
+        if (c->registered && !c->gone_since)
+            waiter_add(co, shard, c->node);
+    if (allocate(co, shard, NULL)) {
+        co->stats.shards_moved++;
+        region_moved_event(co->r, shard, from, a->node);
+    } else {
+        /* nowhere to go now: unallocated, and the regions ask again when they need it */
+        uint64_t e = next_epoch(co);
+        a->epoch = e;
+        write_t *w = write_new(co);
+        write_add(w, "s/", shard, "", (int64_t)e);
+        write_issue(co, w);
+        broadcast_home(co, shard);
+        zhashx_delete(co->waiting, shard);
+        region_moved_event(co->r, shard, from, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Regions coming and going
+ */
+static void region_terminated(coordinator_t *co, creg_t *c)
+{
+    const shoal_node_t *node = c->node;
+    zsys_info("%s: sharding %s: region %s terminated: reallocating its %zu shards",
+              shoal_node_id(co->r->self), co->r->name, shoal_node_id(node), c->n_shards);
+    write_t *w = write_new(co);
+    zlistx_t *moved = zlistx_new();
+    zlistx_set_destructor(moved, (zlistx_destructor_fn *)zstr_free);
+    zlistx_set_duplicator(moved, (zlistx_duplicator_fn *)strdup);
+    for (alloc_t *a = zhashx_first(co->allocs); a; a = zhashx_next(co->allocs)) {
+        if (a->node != node)
+            continue;
+        const char *shard = zhashx_cursor(co->allocs);
+        if (!a->started && co->unstarted)
+            co->unstarted--;
+        a->node = NULL;
+        a->writing = false;
+        a->epoch = next_epoch(co);
+        write_add(w, "s/", shard, "", (int64_t)a->epoch);
+        zlistx_add_end(moved, (void *)shard);
+    }
+    write_add(w, "r/", shoal_node_id(node), "", (int64_t)next_epoch(co));
+    write_issue(co, w);
+    /* handoffs waiting on it: its acknowledgement will not come */
+    for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing))
+        for (size_t i = 0; i < rb->n_waiting; i++)
+            if (rb->waiting[i] == node) {
+                rb->waiting[i] = rb->waiting[--rb->n_waiting];
+                break;
+            }
+    zhashx_delete(co->regions, shoal_node_id(node));
+    for (const char *shard = zlistx_first(moved); shard; shard = zlistx_next(moved)) {
+        if (zhashx_lookup(co->rebalancing, shard)) {
+            finish_handoff(co, shard);
+        } else {
+            broadcast_home(co, shard);
+            region_moved_event(co->r, shard, node, NULL);
+        }
+    }
+    zlistx_destroy(&moved);
+}
+
+static void on_register(coordinator_t *co, const shoal_node_t *from,
+                        const Shoal__Sharding__Control *m)
+{
+    if (m->number_of_shards != co->r->s.number_of_shards) {
+        Shoal__Sharding__Control nack = SHOAL__SHARDING__CONTROL__INIT;
+        nack.kind = SHOAL__SHARDING__CONTROL__KIND__REGISTER_NACK;
+        nack.type_name = co->r->name;
+        nack.error = SHOAL_ESHARDS;
+        region_send_control(co->r, from, &nack);
+        zsys_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
+                   shoal_node_id(co->r->self), co->r->name, shoal_node_id(from),
+                   m->number_of_shards, co->r->s.number_of_shards);
+        return;
+    }
+    creg_t *c = creg_get(co, from);
+    c->proxy = m->proxy;
+    c->gone_since = 0;
+    /* the shards it hosts: an allocation this coordinator's read missed is newer than what it
+       knows; an older one is a stale copy to stop */
+    write_t *w = NULL;
+    for (size_t i = 0; i < m->n_homes; i++) {
+        const char *shard = m->homes[i]->shard;
+        uint64_t epoch = m->homes[i]->epoch;
+        alloc_t *a = alloc_get(co, shard);
+        if (a->node == from && a->epoch == epoch)
+            continue;
+        if (epoch > a->epoch && !zhashx_lookup(co->rebalancing, shard)) {
+            set_alloc(co, a, from, epoch);
+            a->writing = false;
+            a->started = true;
+            if (!w)
+                w = write_new(co);
+            write_add(w, "s/", shard, shoal_node_id(from), (int64_t)epoch);
+        } else if (a->node != from) {
+            send_one(co, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, shard,
+                     a->writing ? NULL : a->node, a->epoch, NULL, 0);
+        }
+    }
+    if (!m->last) {
+        if (w)
+            write_issue(co, w);
+        return;
+    }
+    if (!c->in_state) {
+        if (!w)
+            w = write_new(co);
+        write_add(w, "r/", shoal_node_id(from), c->proxy ? "proxy" : "region",
+                  (int64_t)next_epoch(co));
+        c->in_state = true;
+    }
+    if (w)
+        write_issue(co, w);
+    bool was = c->registered;
+    c->registered = true;
+    if (!was && !c->proxy)
+        co->rebalance_soon = true;
+    size_t n = zhashx_size(co->allocs);
+    const char **shards = calloc(n + 1, sizeof *shards);
+    if (!shards)
+        abort();
+    size_t k = 0;
+    for (alloc_t *a = zhashx_first(co->allocs); a && k < n; a = zhashx_next(co->allocs))
+        if (a->node && !a->writing && !zhashx_lookup(co->rebalancing, zhashx_cursor(co->allocs)))
+            shards[k++] = zhashx_cursor(co->allocs);
+    send_homes(co, from, SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK, shards, k);
+    free(shards);
+    try_waiting(co);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Messages
+ */
+void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
+                            const Shoal__Sharding__Control *m)
+{
+    const Shoal__Sharding__ShardHome *h0 = m->n_homes ? m->homes[0] : NULL;
+    switch (m->kind) {
+    case SHOAL__SHARDING__CONTROL__KIND__REGISTER:
+        if (!co->ready)
+            return; /* the region retries; answered once the state is read */
+        on_register(co, from, m);
+        break;
+    case SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME: {
+        alloc_t *a = zhashx_lookup(co->allocs, m->shard);
+        if (co->ready && a && a->node && !a->writing && !zhashx_lookup(co->rebalancing, m->shard)) {
+            send_one(co, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, m->shard, a->node,
+                     a->epoch, NULL, 0);
+            break;
+        }
+        waiter_add(co, m->shard, from);
+        if (co->ready && co->recovered && !zhashx_lookup(co->rebalancing, m->shard) &&
+            !(a && a->writing))
+            allocate(co, m->shard, from);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED: {
+        alloc_t *a = zhashx_lookup(co->allocs, h0->shard);
+        if (a && a->node == from && a->epoch == h0->epoch && !a->started) {
+            a->started = true;
+            if (co->unstarted)
+                co->unstarted--;
+        }
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF_ACK: {
+        rb_t *rb = zhashx_lookup(co->rebalancing, h0->shard);
+        if (!rb || rb->phase != RB_BEGIN || rb->epoch != h0->epoch)
+            break;
+        for (size_t i = 0; i < rb->n_waiting; i++)
+            if (rb->waiting[i] == from) {
+                rb->waiting[i] = rb->waiting[--rb->n_waiting];
+                if (from != rb->from)
+                    rb->acked[rb->n_acked++] = from;
+                break;
+            }
+        if (!rb->n_waiting)
+            rb_handoff(co, rb);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED: {
+        rb_t *rb = zhashx_lookup(co->rebalancing, h0->shard);
+        if (rb && rb->from == from && rb->phase == RB_HANDOFF)
+            finish_handoff(co, h0->shard);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN: {
+        creg_t *c = zhashx_lookup(co->regions, shoal_node_id(from));
+        if (!c)
+            break;
+        if (!c->shutting_down)
+            zsys_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
+                      shoal_node_id(co->r->self), co->r->name, shoal_node_id(from), c->n_shards);
+        c->shutting_down = true;
+        candidates_t cand;
+        candidates(co, false, &cand);
+        bool elsewhere = false;
+        for (size_t i = 0; i < cand.n; i++)
+            elsewhere |= !cand.regions[i].leaving;
+        candidates_free(&cand);
+        if (c->n_shards == 0 || !elsewhere) {
+            Shoal__Sharding__Control done = SHOAL__SHARDING__CONTROL__INIT;
+            done.kind = SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE;
+            done.type_name = co->r->name;
+            region_send_control(co->r, from, &done);
+            break;
+        }
+        zlistx_t *mine = zlistx_new();
+        for (alloc_t *a = zhashx_first(co->allocs); a; a = zhashx_next(co->allocs))
+            if (a->node == from && !a->writing)
+                zlistx_add_end(mine, (void *)zhashx_cursor(co->allocs));
+        for (const char *s = zlistx_first(mine); s; s = zlistx_next(mine))
+            start_handoff(co, s);
+        zlistx_destroy(&mine);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__REGIONS_REQ: {
+        Shoal__Sharding__Control rep = SHOAL__SHARDING__CONTROL__INIT;
+        rep.kind = SHOAL__SHARDING__CONTROL__KIND__REGIONS_REPLY;
+        rep.type_name = co->r->name;
+        rep.req_id = m->req_id;
+        size_t n = zhashx_size(co->regions), k = 0;
+        char **ids = calloc(n + 1, sizeof *ids);
+        if (!ids)
+            abort();
+        for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
+            if (c->registered && !c->proxy && !c->gone_since)
+                ids[k++] = (char *)shoal_node_id(c->node);
+        rep.regions = ids;
+        rep.n_regions = k;
+        region_send_control(co->r, from, &rep);
+        free(ids);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Startup: read the state
+ */
+typedef struct {
+    life_t *life;
+} read_t;
+
+static int parse_entry(const void *key, size_t klen, const shoal_crdt_t *value, void *arg)
+{
+    coordinator_t *co = arg;
+    size_t vlen = 0;
+    const char *v = shoal_lwwreg_value(value, &vlen);
+    int64_t ts = shoal_lwwreg_timestamp(value);
+    char k[SHOAL_SHARD_ID_MAX + SHOAL_NODE_ID_MAX + 4], val[SHOAL_NODE_ID_MAX + 1];
+    if (klen < 3 || klen >= sizeof k || vlen >= sizeof val || ts <= 0)
+        return 0;
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    memcpy(val, v, vlen);
+    val[vlen] = 0;
+    const shoal_node_t *node = vlen ? shoal_node_intern(val) : NULL;
+    if ((uint64_t)ts >> 32 >= co->term)
+        zsys_warning("%s: sharding %s: state holds epoch %llx from a term not older than this "
+                     "coordinator's (%llu)",
+                     shoal_node_id(co->r->self), co->r->name, (unsigned long long)ts,
+                     (unsigned long long)co->term);
+    if (strncmp(k, "s/", 2) == 0 && klen - 2 <= SHOAL_SHARD_ID_MAX) {
+        alloc_t *a = alloc_get(co, k + 2);
+        if ((uint64_t)ts >= a->epoch) {
+            set_alloc(co, a, node, (uint64_t)ts);
+            a->started = true;
+        }
+    } else if (strncmp(k, "r/", 2) == 0 && node) {
+        creg_t *c = creg_get(co, node);
+        c->in_state = true;
+        c->proxy = strcmp(val, "proxy") == 0;
+        if (!vlen)
+            zhashx_delete(co->regions, shoal_node_id(node));
+    } else if (strncmp(k, "r/", 2) == 0 && !vlen) {
+        const shoal_node_t *gone = shoal_node_intern(k + 2);
+        if (gone)
+            zhashx_delete(co->regions, shoal_node_id(gone));
+    }
+    return 0;
+}
+
+static void read_state(coordinator_t *co);
+
+static void read_done(shoal_replicator_t *rep, int status, const char *key,
+                      const shoal_crdt_t *value, void *arg)
+{
+    (void)rep;
+    (void)key;
+    read_t *rd = arg;
+    coordinator_t *co = rd->life->co;
+    life_release(rd->life);
+    free(rd);
+    if (!co)
+        return;
+    co->reading = false;
+    if (status == SHOAL_ETIMEOUT) {
+        zsys_info("%s: sharding %s: coordinator state read timed out; retrying",
+                  shoal_node_id(co->r->self), co->r->name);
+        return; /* the tick reads again */
+    }
+    if (status == 0 && value)
+        shoal_ormap_foreach(value, parse_entry, co);
+    co->ready = true;
+    co->recover_until = shoal_now_ms() + co->r->s.handoff_timeout_ms;
+    zsys_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
+              shoal_node_id(co->r->self), co->r->name, (unsigned long long)co->term,
+              zhashx_size(co->allocs), zhashx_size(co->regions));
+}
+
+static void read_state(coordinator_t *co)
+{
+    const shoal_sharding_settings_t *s = &co->r->s;
+    shoal_consistency_t c = {SHOAL_MAJORITY, 0, s->waiting_for_state_timeout_ms,
+                             s->majority_min_cap, s->read_majority_plus, true};
+    if (s->read_majority_plus == UINT32_MAX)
+        c.level = SHOAL_ALL;
+    read_t *rd = calloc(1, sizeof *rd);
+    if (!rd)
+        abort();
+    rd->life = co->life;
+    co->life->refs++;
+    co->reading = true;
+    co->stats.state_reads++;
+    int rc = shoal_replicator_get(co->r->rep, co->key, shoal_type_by_name("LWWMap"), &c,
+                                  read_done, rd);
+    if (rc < 0)
+        read_done(co->r->rep, rc == SHOAL_ENOTFOUND ? rc : SHOAL_ETIMEOUT, co->key, NULL, rd);
+}
+
+/* The regions the state names that are live members must register before new shards are
+   handed out (an allocation the read missed is known to them). */
+static void check_recovered(coordinator_t *co, int64_t now)
+{
+    if (co->recovered || !co->ready)
+        return;
+    bool all = true;
+    for (creg_t *c = zhashx_first(co->regions); c && all; c = zhashx_next(co->regions)) {
+        bool leaving;
+        if (!c->registered && member_up(co, c->node, &leaving) &&
+            sharding_reachable(co->r->sh, c->node))
+            all = false;
+    }
+    if (all || now >= co->recover_until) {
+        co->recovered = true;
+        co->rebalance_soon = true;
+        try_waiting(co);
+    }
+}
+
+static void external_changed(shoal_replicator_t *rep, shoal_change_t change, const char *key,
+                             const shoal_crdt_t *value, void *arg);
+
+coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term)
+{
+    coordinator_t *co = calloc(1, sizeof *co);
+    if (!co)
+        abort();
+    co->r = r;
+    co->term = term;
+    co->life = calloc(1, sizeof *co->life);
+    if (!co->life)
+        abort();
+    co->life->co = co;
+    co->life->refs = 1;
+    snprintf(co->key, sizeof co->key, "coord-%s", r->name);
+    snprintf(co->ext_key, sizeof co->ext_key, "external-shard-allocation-%s", r->name);
+    co->allocs = zhashx_new();
+    co->regions = zhashx_new();
+    co->rebalancing = zhashx_new();
+    zhashx_set_destructor(co->rebalancing, rb_free);
+    co->waiting = zhashx_new();
+    zhashx_set_destructor(co->waiting, waiters_free);
+    co->next_rebalance = shoal_now_ms() + r->s.rebalance_interval_ms;
+    if (r->s.allocation.kind == SHOAL_ALLOC_EXTERNAL) {
+        co->external = zhashx_new();
+        co->ext_sub = shoal_replicator_subscribe(r->rep, co->ext_key, external_changed, co);
+    }
+    zsys_info("%s: sharding %s: coordinator starting (term %llu)", shoal_node_id(r->self),
+              r->name, (unsigned long long)term);
+    read_state(co);
+    return co;
+}
+
+void coordinator_free(coordinator_t **self_p)
+{
+    coordinator_t *co = *self_p;
+    if (!co)
+        return;
+    *self_p = NULL;
+    if (co->ext_sub > 0)
+        shoal_replicator_unsubscribe(co->r->rep, co->ext_sub);
+    co->life->co = NULL;
+    life_release(co->life);
+    zhashx_t *allocs = co->allocs;
+    for (alloc_t *a = zhashx_first(allocs); a; a = zhashx_next(allocs))
+        free(a);
+    zhashx_destroy(&co->allocs);
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
+        free(c);
+    zhashx_destroy(&co->regions);
+    zhashx_destroy(&co->rebalancing);
+    zhashx_destroy(&co->waiting);
+    zhashx_destroy(&co->external);
+    free(co);
+}
+
+static int ext_entry(const void *key, size_t klen, const shoal_crdt_t *value, void *arg)
+{
+    coordinator_t *co = arg;
+    size_t vlen = 0;
+    const char *v = shoal_lwwreg_value(value, &vlen);
+    if (klen == 0 || klen > SHOAL_SHARD_ID_MAX || vlen == 0 || vlen > 300)
+        return 0;
+    char k[SHOAL_SHARD_ID_MAX + 1];
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    char *addr = malloc(vlen + 1);
+    if (!addr)
+        abort();
+    memcpy(addr, v, vlen);
+    addr[vlen] = 0;
+    zhashx_update(co->external, k, addr);
+    return 0;
+}
+
+static void external_changed(shoal_replicator_t *rep, shoal_change_t change, const char *key,
+                             const shoal_crdt_t *value, void *arg)
+{
+    (void)rep;
+    (void)key;
+    coordinator_t *co = arg;
+    zhashx_purge(co->external);
+    zhashx_set_destructor(co->external, (zhashx_destructor_fn *)zstr_free);
+    if (change == SHOAL_CHANGED && value && shoal_crdt_type(value) == shoal_type_by_name("LWWMap"))
+        shoal_ormap_foreach(value, ext_entry, co);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The tick
+ */
+static bool good_time_to_rebalance(coordinator_t *co)
+{
+    shoal_sharding_t *sh = co->r->sh;
+    if (!sh->have_view || zhashx_size(sh->unreachable))
+        return false;
+    const char *version = NULL;
+    for (size_t i = 0; i < sh->view.n_members; i++) {
+        const shoal_member_t *m = &sh->view.members[i];
+        if (m->status == SHOAL_MEMBER_JOINING || m->status == SHOAL_MEMBER_WEAKLY_UP ||
+            !m->reachable)
+            return false;
+        if (*co->r->s.role && !shoal_member_has_role(m, co->r->s.role))
+            continue;
+        if (version && m->app_version && strcmp(version, m->app_version) != 0)
+            return false;
+        if (m->app_version)
+            version = m->app_version;
+    }
+    return true;
+}
+
+static void rebalance(coordinator_t *co, int64_t now)
+{
+    co->next_rebalance = now + co->r->s.rebalance_interval_ms;
+    co->rebalance_soon = false;
+    if (!good_time_to_rebalance(co))
+        return;
+    candidates_t c;
+    candidates(co, true, &c);
+    if (c.n < 2) {
+        candidates_free(&c);
+        return;
+    }
+    size_t n_in = zhashx_size(co->rebalancing), k = 0;
+    const char **in = calloc(n_in + 1, sizeof *in);
+    if (!in)
+        abort();
+    for (rb_t *rb = zhashx_first(co->rebalancing); rb && k < n_in;
+         rb = zhashx_next(co->rebalancing))
+        in[k++] = rb->shard;
+    size_t cap = zhashx_size(co->allocs) + 1;
+    const char **out = calloc(cap, sizeof *out);
+    if (!out)
+        abort();
+    alloc_ctx_t ctx = strategy(co);
+    size_t n = alloc_rebalance(&ctx, c.regions, c.n, in, k, out, cap);
+    if (n) {
+        co->stats.rebalance_rounds++;
+        zsys_info("%s: sharding %s: rebalance: moving %zu shards (%zu regions, %zu shards)",
+                  shoal_node_id(co->r->self), co->r->name, n, c.n, zhashx_size(co->allocs));
+        /* copy: the ids are borrowed from the candidate lists, freed below */
+        char **ids = calloc(n, sizeof *ids);
+        if (!ids)
+            abort();
+        for (size_t i = 0; i < n; i++)
+            ids[i] = strdup(out[i]);
+        candidates_free(&c);
+        for (size_t i = 0; i < n; i++) {
+            start_handoff(co, ids[i]);
+            free(ids[i]);
+        }
+        free(ids);
+        co->rebalance_soon = true; /* go on once this round is done, while unbalanced */
+    } else {
+        candidates_free(&c);
+    }
+    free(in);
+    free(out);
+}
+
+void coordinator_tick(coordinator_t *co)
+{
+    int64_t now = shoal_now_ms();
+    if (!co->ready) {
+        if (!co->reading)
+            read_state(co);
+        return;
+    }
+    check_recovered(co, now);
+    /* regions whose member is down or gone are terminated after the removal margin, within
+       which a downed node stops its own shards */
+    const shoal_cluster_settings_t *cs = shoal_cluster_settings(co->r->sh->c);
+    int64_t margin = co->r->s.down_removal_margin_ms
+                         ? co->r->s.down_removal_margin_ms
+                         : (cs && cs->sbr_strategy != SHOAL_SBR_OFF ? cs->stable_after_ms : 0);
+    creg_t *dead = NULL;
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions)) {
+        const shoal_member_t *m = sharding_member(co->r->sh, c->node);
+        bool gone = sharding_removed(co->r->sh, c->node) ||
+                    (m && m->status == SHOAL_MEMBER_DOWN) ||
+                    (!m && co->r->sh->have_view && c->node != co->r->self);
+        if (!gone) {
+            c->gone_since = 0;
+            continue;
+        }
+        if (!c->gone_since)
+            c->gone_since = now;
+        /* a region that left gracefully (Removed after Exiting) handed its shards off */
+        if (now - c->gone_since >= margin && !dead)
+            dead = c;
+    }
+    if (dead)
+        region_terminated(co, dead);
+    /* shards whose host never said ShardStarted */
+    if (co->unstarted) {
+        for (alloc_t *a = zhashx_first(co->allocs); a; a = zhashx_next(co->allocs))
+            if (a->node && !a->writing && !a->started &&
+                now - a->host_sent_at >= (int64_t)co->r->s.shard_start_timeout_ms) {
+                a->host_sent_at = now;
+                send_one(co, a->node, SHOAL__SHARDING__CONTROL__KIND__HOST_SHARD,
+                         zhashx_cursor(co->allocs), a->node, a->epoch, NULL, 0);
+            }
+    }
+    /* handoffs */
+    zlistx_t *next = NULL;
+    for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing)) {
+        if (rb->phase == RB_BEGIN && (rb->n_waiting == 0 || now >= rb->deadline)) {
+            if (rb->n_waiting)
+                zsys_warning("%s: sharding %s: shard %s: %zu regions did not acknowledge "
+                             "BeginHandOff; handing off without them",
+                             shoal_node_id(co->r->self), co->r->name, rb->shard, rb->n_waiting);
+            rb->n_waiting = 0;
+            rb_handoff(co, rb);
+        } else if (rb->phase == RB_HANDOFF && now >= rb->deadline) {
+            /* the owner answers within its own timeouts; ask again in case the message was
+               lost (a dead owner ends it through region_terminated) */
+            rb_handoff(co, rb);
+        }
+    }
+    zlistx_destroy(&next);
+    try_waiting(co);
+    if (co->recovered && (now >= co->next_rebalance ||
+                          (co->rebalance_soon && zhashx_size(co->rebalancing) == 0)))
+        rebalance(co, now);
+}
+
+void coordinator_cluster_changed(coordinator_t *co)
+{
+    /* a member came Up (or a blocker of rebalancing went away): look again soon */
+    co->rebalance_soon = true;
+}
+
+void coordinator_stats(coordinator_t *co, shoal_region_stats_t *out)
+{
+    out->allocations = co->stats.allocations;
+    out->rebalance_rounds = co->stats.rebalance_rounds;
+    out->shards_moved = co->stats.shards_moved;
+    out->state_writes = co->stats.state_writes;
+    out->state_write_retries = co->stats.state_write_retries;
+    out->state_reads = co->stats.state_reads;
+}

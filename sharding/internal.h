@@ -1,0 +1,281 @@
+/*  internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
+    entities, buffered messages, the coordinator, and the wire.
+*/
+#ifndef SHOAL_SHARDING_INTERNAL_H
+#define SHOAL_SHARDING_INTERNAL_H
+
+#include <czmq.h>
+#include <pthread.h>
+
+#include "sharding.h"
+#include "sharding.pb-c.h"
+
+/* Peer message kinds of sharding (the replicator's are 32..63, membership's 0x0400..). */
+enum {
+    K_SH_DELIVER = 0x0500, /* an entity message (hand-coded envelope) */
+    K_SH_REPLY,            /* the reply to an ask */
+    K_SH_CONTROL,          /* Shoal__Sharding__Control */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Wire (wire.c)
+ */
+#define ENV_ASK       0x01u /* carries an ask id */
+#define ENV_ORIGIN    0x02u /* carries the asking node (forwarded by a region that is not it) */
+#define ENV_START     0x04u /* StartEntity: no payload */
+
+typedef struct {
+    uint8_t flags;
+    uint32_t type_hash;
+    const char *shard; /* not NUL-terminated: shard_len */
+    size_t shard_len;
+    const char *eid;
+    size_t eid_len;
+    uint64_t ask_id;
+    const char *origin;
+    size_t origin_len;
+    const uint8_t *payload;
+    size_t len;
+} envelope_t;
+
+/* Appends an envelope to out (origin NULL: none). */
+void wire_envelope(shoal_buf_t *out, uint8_t flags, uint32_t type_hash, const char *shard,
+                   const char *eid, uint64_t ask_id, const shoal_node_t *origin,
+                   const void *payload, size_t len);
+/* 0 or SHOAL_EDECODE. The fields point into data. */
+int wire_parse_envelope(const uint8_t *data, size_t len, envelope_t *out);
+void wire_reply(shoal_buf_t *out, uint32_t type_hash, uint64_t ask_id, int32_t status,
+                const void *payload, size_t len);
+int wire_parse_reply(const uint8_t *data, size_t len, uint32_t *type_hash, uint64_t *ask_id,
+                     int32_t *status, const uint8_t **payload, size_t *plen);
+/* Decodes a control message and checks what every kind needs (shard ids and node ids well
+   formed); NULL when malformed. Free with wire_control_free. */
+Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len);
+void wire_control_free(Shoal__Sharding__Control *m);
+/* The stable hash naming a type in envelopes. */
+uint32_t wire_type_hash(const char *type_name);
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffered messages
+ */
+typedef struct bmsg {
+    struct bmsg *next;
+    const shoal_node_t *origin; /* who asked (NULL: a tell, or our own ask) */
+    uint64_t ask_id;
+    uint8_t flags;
+    size_t len;
+    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    uint8_t data[]; /* len bytes */
+} bmsg_t;
+
+typedef struct {
+    bmsg_t *head, *tail;
+    size_t n;
+} bqueue_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Entities and hosted shards
+ */
+typedef enum {
+    E_RUNNING = 1,
+    E_STOPPING, /* the stop message was sent; waiting for shoal_entity_stop */
+} entity_status_t;
+
+typedef struct shard shard_t;
+
+struct shoal_entity {
+    shard_t *shard;
+    char id[SHOAL_ENTITY_ID_MAX + 1];
+    void *state;
+    entity_status_t status;
+    bool passivating;      /* stopping at its own request: what waits goes to a new incarnation */
+    bool stop_now;         /* shoal_entity_stop was called: stop when the callback returns */
+    int depth;             /* callbacks of this entity on the stack */
+    shoal_sender_t sender; /* of the message being received */
+    bqueue_t waiting;      /* messages that arrived while it was stopping */
+    int64_t stopping_since;
+};
+
+typedef enum {
+    SH_ACTIVE = 1,
+    SH_FENCING,   /* HandOff received: waiting for the regions' fences */
+    SH_STOPPING,  /* entities were told to stop */
+} shard_status_t;
+
+struct shard {
+    shoal_region_t *r;
+    char id[SHOAL_SHARD_ID_MAX + 1];
+    uint64_t epoch;
+    zhashx_t *entities; /* id -> shoal_entity_t */
+    shard_status_t status;
+    /* handoff */
+    const shoal_node_t **fences; /* regions whose fence has not arrived yet */
+    size_t n_fences;
+    const shoal_node_t **fenced; /* regions whose fence arrived (possibly before HandOff) */
+    size_t n_fenced;
+    int64_t handoff_deadline;    /* fences, then entities, by force after this */
+    const shoal_node_t *handoff_to; /* the coordinator to answer */
+    bool by_coordinator;         /* a handoff (answer ShardStopped), else a local stop */
+    bool batch;                  /* stopping many entities: release the shard after the loop */
+};
+
+/* The region's view of a shard's home. */
+typedef struct {
+    char id[SHOAL_SHARD_ID_MAX + 1];
+    const shoal_node_t *node; /* NULL: unknown, or moving */
+    uint64_t epoch;           /* newest allocation heard of */
+    bool handing_off;         /* BeginHandOff seen, no new home yet: buffer */
+    int64_t asked_at;         /* GetShardHome sent (0: not asked) */
+    bqueue_t buffer;
+} home_t;
+
+/* An ask of this node waiting for its reply. */
+typedef struct ask {
+    uint64_t id;
+    int64_t deadline;
+    shoal_ask_done_fn *done;
+    void *arg;
+    struct ask *next_by_time, *prev_by_time;
+} ask_t;
+
+typedef struct coordinator coordinator_t;
+
+typedef struct {
+    int id;
+    shoal_dead_letter_fn *fn;
+    void *arg;
+} dl_sub_t;
+
+struct shoal_region {
+    shoal_sharding_t *sh;
+    shoal_system_t *sys;
+    const shoal_node_t *self;
+    char *name;
+    uint32_t type_hash;
+    shoal_sharding_settings_t s; /* strings copied */
+    shoal_entity_fns_t fns;
+    void *arg;
+    bool proxy;
+    shoal_replicator_t *rep;
+    bool own_rep;
+
+    zhashx_t *homes;  /* shard id -> home_t */
+    zhashx_t *shards; /* shard id -> shard_t (hosted here) */
+    size_t buffered;
+    size_t buffer_logged; /* tenths of the buffer already reported */
+    bqueue_t deferred;    /* made inside entity callbacks, routed when they return */
+    bool draining;
+
+    /* the coordinator */
+    shoal_singleton_t *singleton;
+    coordinator_t *coord;          /* when the singleton runs here */
+    const shoal_node_t *coord_node; /* where we registered (or try to) */
+    bool registered;
+    int64_t register_sent_at;
+    bool nack_logged;
+
+    /* asks */
+    zhashx_t *asks; /* id -> ask_t */
+    ask_t *asks_oldest, *asks_newest;
+    uint64_t next_ask_id;
+    /* queries in flight (cluster stats, regions) */
+    zlistx_t *queries;
+    uint64_t next_req_id;
+
+    /* tells and asks from other threads */
+    pthread_mutex_t qlock;
+    shoal_buf_t inq;
+    bool inq_posted;
+    size_t inq_count;
+
+    dl_sub_t *dl_subs;
+    size_t n_dl_subs;
+    int next_sub_id;
+    struct {
+        shoal_shard_moved_fn *fn;
+        void *arg;
+    } *moved_subs;
+    size_t n_moved_subs;
+    int64_t dl_logged_at;
+
+    int64_t slow_tick_at;
+    bool shutting_down; /* graceful shutdown asked */
+    bool shutdown_done;  /* the coordinator moved everything (or we gave up) */
+    bool shutdown_timed_out;
+    int64_t shutdown_deadline, shutdown_sent_at;
+    struct waiter *waiters; /* shoal_region_shutdown callers and the shutdown phase */
+    bool stopped;
+    shoal_region_stats_t stats;
+};
+
+struct shoal_sharding {
+    shoal_cluster_t *c;
+    shoal_system_t *sys;
+    const shoal_node_t *self;
+    shoal_region_t **regions;
+    size_t n_regions;
+    pthread_mutex_t lock; /* regions array (find from other threads) */
+    int cluster_sub;
+    int t_tick;
+    zhashx_t *unreachable; /* node id -> node */
+    const shoal_node_t **removed; /* members seen removed (homes there are dropped) */
+    size_t n_removed;
+    shoal_member_status_t self_status;
+    bool stopping;
+    shoal_cluster_view_t view; /* the cluster as of the last event (node thread) */
+    bool have_view;
+    int64_t view_at;
+    int depth;                 /* entity callbacks on the stack (tells from them are deferred) */
+    shoal_buf_t scratch;
+};
+
+/* region.c */
+void region_free(shoal_region_t *r);
+void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                       size_t len);
+void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                     size_t len);
+void region_on_control(shoal_region_t *r, const shoal_node_t *from,
+                       const Shoal__Sharding__Control *m);
+/* The cluster changed (node thread). */
+void region_cluster_changed(shoal_region_t *r);
+void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
+void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
+                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
+int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
+/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
+void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
+/* query.c: cluster-wide queries (regions, stats) and their control messages */
+void region_query_control(shoal_region_t *r, const shoal_node_t *from,
+                          const Shoal__Sharding__Control *m);
+void region_queries_tick(shoal_region_t *r, int64_t now);
+void region_queries_free(shoal_region_t *r);
+void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
+void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
+                        const shoal_node_t *to);
+
+/* coordinator.c */
+coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);
+void coordinator_free(coordinator_t **self_p);
+void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
+                            const Shoal__Sharding__Control *m);
+void coordinator_tick(coordinator_t *co);
+void coordinator_cluster_changed(coordinator_t *co);
+void coordinator_stats(coordinator_t *co, shoal_region_stats_t *out);
+
+/* region.c: creating and stopping */
+shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
+                           const shoal_sharding_settings_t *s, const shoal_entity_fns_t *fns,
+                           void *arg, bool proxy, int *err);
+void region_stop(shoal_region_t *r);
+void region_tick_all(shoal_sharding_t *sh);
+
+/* sharding.c */
+/* The member of a node in the cached view, or NULL. */
+const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
+shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
+shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+
+#endif

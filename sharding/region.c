@@ -1,0 +1,1884 @@
+/*  region.c — a region: routes the messages of one entity type, hosts its shards and their
+    entities, and takes part in handoffs (sharding.h tells the protocol).
+
+    Everything here runs on the node thread. Messages for a shard whose home is unknown, moving
+    or unreachable wait in that shard's buffer (home_t.buffer), in arrival order; once a buffer is
+    not empty every later message for the shard queues behind it, so per-sender order holds while
+    the buffer drains. Tells and asks made from inside an entity callback are deferred until the
+    outermost callback returns, so an entity is never re-entered by a message it sent.
+*/
+#include <string.h>
+
+#include "internal.h"
+#include "allocation.h"
+
+#define TICK_SLOW_MS 100
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffered messages
+ */
+static bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin,
+                        uint64_t ask_id, const void *data, size_t len)
+{
+    bmsg_t *m = malloc(sizeof *m + len);
+    if (!m)
+        abort();
+    m->next = NULL;
+    m->origin = origin;
+    m->ask_id = ask_id;
+    m->flags = flags;
+    m->len = len;
+    snprintf(m->eid, sizeof m->eid, "%s", eid);
+    if (len)
+        memcpy(m->data, data, len);
+    return m;
+}
+
+static void bq_push(bqueue_t *q, bmsg_t *m)
+{
+    m->next = NULL;
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+    q->n++;
+}
+
+static bmsg_t *bq_pop(bqueue_t *q)
+{
+    bmsg_t *m = q->head;
+    if (m) {
+        q->head = m->next;
+        if (!q->head)
+            q->tail = NULL;
+        q->n--;
+        m->next = NULL;
+    }
+    return m;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Small helpers
+ */
+static void shard_of(const shoal_region_t *r, const char *eid, char *out)
+{
+    if (r->s.shard_id)
+        r->s.shard_id(eid, r->s.number_of_shards, out, r->s.shard_id_arg);
+    else
+        shoal_sharding_default_shard_id(eid, r->s.number_of_shards, out);
+    out[SHOAL_SHARD_ID_MAX] = 0;
+}
+
+void shoal_region_shard_of(const shoal_region_t *r, const char *entity_id, char *out)
+{
+    shard_of(r, entity_id, out);
+}
+
+static bool eid_ok(const char *eid)
+{
+    if (!eid)
+        return false;
+    size_t n = strnlen(eid, SHOAL_ENTITY_ID_MAX + 1);
+    if (n == 0 || n > SHOAL_ENTITY_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)eid[i] < 0x20 || eid[i] == 0x7f)
+            return false;
+    return true;
+}
+
+static home_t *home_get(shoal_region_t *r, const char *shard)
+{
+    home_t *h = zhashx_lookup(r->homes, shard);
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h)
+            abort();
+        snprintf(h->id, sizeof h->id, "%s", shard);
+        zhashx_insert(r->homes, h->id, h);
+    }
+    return h;
+}
+
+static void home_destroy(void **item)
+{
+    home_t *h = *item;
+    if (!h)
+        return;
+    bmsg_t *m;
+    while ((m = bq_pop(&h->buffer)))
+        free(m);
+    free(h);
+    *item = NULL;
+}
+
+int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
+
+static void control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
+                         Shoal__Sharding__Control__Kind kind)
+{
+    shoal__sharding__control__init(m);
+    m->kind = kind;
+    m->type_name = r->name;
+}
+
+/* A control message about one shard (homes[0]). */
+static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                    const char *shard, const shoal_node_t *region, uint64_t epoch)
+{
+    Shoal__Sharding__Control m;
+    control_init(r, &m, kind);
+    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
+    Shoal__Sharding__ShardHome *hp = &h;
+    h.shard = (char *)shard;
+    h.region = (char *)(region ? shoal_node_id(region) : "");
+    h.epoch = epoch;
+    m.homes = &hp;
+    m.n_homes = 1;
+    return region_send_control(r, to, &m);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Control messages to self go through a post, so a region and its own node's coordinator talk
+ * the same way as remote ones (no re-entrancy, the decoder on every path).
+ */
+typedef struct {
+    shoal_sharding_t *sh;
+    const shoal_node_t *from;
+    size_t len;
+    uint8_t data[];
+} self_msg_t;
+
+static int self_deliver(shoal_system_t *sys, void *arg)
+{
+    self_msg_t *x = arg;
+    shoal_sharding_t *sh = x->sh;
+    (void)sys;
+    Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
+    if (m) {
+        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
+        if (r) {
+            if (m->kind < 20) {
+                if (r->coord)
+                    coordinator_on_control(r->coord, x->from, m);
+            } else {
+                region_on_control(r, x->from, m);
+            }
+        }
+        wire_control_free(m);
+    }
+    free(x);
+    return 0;
+}
+
+int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m)
+{
+    if (r->stopped)
+        return SHOAL_ESTOPPED;
+    size_t n = shoal__sharding__control__get_packed_size(m);
+    if (to == r->self) {
+        self_msg_t *x = malloc(sizeof *x + n);
+        if (!x)
+            abort();
+        x->sh = r->sh;
+        x->from = r->self;
+        x->len = n;
+        shoal__sharding__control__pack(m, x->data);
+        int rc = shoal_system_post(r->sys, self_deliver, x);
+        if (rc < 0)
+            free(x);
+        return rc;
+    }
+    uint8_t stackbuf[512];
+    uint8_t *buf = n <= sizeof stackbuf ? stackbuf : malloc(n);
+    if (!buf)
+        abort();
+    shoal__sharding__control__pack(m, buf);
+    int rc = shoal_system_send(r->sys, to, K_SH_CONTROL, buf, n);
+    if (buf != stackbuf)
+        free(buf);
+    if (rc < 0 && rc != SHOAL_ENOTCONN)
+        zsys_debug("%s: sharding %s: control %d to %s: %s", shoal_node_id(r->self), r->name,
+                   (int)m->kind, shoal_node_id(to), shoal_strerror(rc));
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Asks of this node
+ */
+static uint64_t ask_hash(const void *key)
+{
+    uint64_t x = (uint64_t)(uintptr_t)key;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    return (size_t)(x ^ (x >> 33));
+}
+
+static int ask_cmp(const void *a, const void *b)
+{
+    return a == b ? 0 : (a < b ? -1 : 1);
+}
+
+static ask_t *ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
+{
+    ask_t *a = calloc(1, sizeof *a);
+    if (!a)
+        abort();
+    a->id = ++r->next_ask_id;
+    a->deadline = shoal_now_ms() + (timeout_ms ? timeout_ms : 1);
+    a->done = done;
+    a->arg = arg;
+    /* keep the list ordered by deadline: asks mostly share a timeout, so this walks ~0 steps */
+    ask_t *after = r->asks_newest;
+    while (after && after->deadline > a->deadline)
+        after = after->prev_by_time;
+    a->prev_by_time = after;
+    a->next_by_time = after ? after->next_by_time : r->asks_oldest;
+    if (a->next_by_time)
+        a->next_by_time->prev_by_time = a;
+    else
+        r->asks_newest = a;
+    if (after)
+        after->next_by_time = a;
+    else
+        r->asks_oldest = a;
+    zhashx_insert(r->asks, (void *)(uintptr_t)a->id, a);
+    r->stats.asks++;
+    return a;
+}
+
+static void ask_unlink(shoal_region_t *r, ask_t *a)
+{
+    if (a->prev_by_time)
+        a->prev_by_time->next_by_time = a->next_by_time;
+    else
+        r->asks_oldest = a->next_by_time;
+    if (a->next_by_time)
+        a->next_by_time->prev_by_time = a->prev_by_time;
+    else
+        r->asks_newest = a->prev_by_time;
+    zhashx_delete(r->asks, (void *)(uintptr_t)a->id);
+}
+
+static void ask_complete(shoal_region_t *r, uint64_t id, int status, const void *reply, size_t len)
+{
+    ask_t *a = zhashx_lookup(r->asks, (void *)(uintptr_t)id);
+    if (!a)
+        return; /* timed out already, or a duplicate */
+    ask_unlink(r, a);
+    if (status == SHOAL_ETIMEOUT)
+        r->stats.asks_timed_out++;
+    else if (status == 0)
+        r->stats.replies++;
+    r->sh->depth++;
+    a->done(r, status, reply, len, a->arg);
+    r->sh->depth--;
+    free(a);
+}
+
+static void asks_expire(shoal_region_t *r, int64_t now)
+{
+    while (r->asks_oldest && r->asks_oldest->deadline <= now)
+        ask_complete(r, r->asks_oldest->id, SHOAL_ETIMEOUT, NULL, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Dead letters
+ */
+static int dl_status(shoal_dead_letter_t why)
+{
+    switch (why) {
+    case SHOAL_DL_BUFFER_FULL: return SHOAL_EBUFFER;
+    case SHOAL_DL_REGION_STOPPING: return SHOAL_ESTOPPED;
+    case SHOAL_DL_UNKNOWN_TYPE: return SHOAL_ENOTYPE;
+    case SHOAL_DL_SEND_FAILED: return SHOAL_ENOTCONN;
+    default: return SHOAL_ESTOPPED;
+    }
+}
+
+static void send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                       const void *data, size_t len)
+{
+    if (!to || to == r->self) {
+        ask_complete(r, ask_id, status, data, len);
+        return;
+    }
+    shoal_buf_t *b = &r->sh->scratch;
+    shoal_buf_reset(b);
+    wire_reply(b, r->type_hash, ask_id, status, data, len);
+    int rc = shoal_system_send(r->sys, to, K_SH_REPLY, b->data, b->len);
+    if (rc < 0)
+        zsys_debug("%s: sharding %s: reply to %s lost: %s", shoal_node_id(r->self), r->name,
+                   shoal_node_id(to), shoal_strerror(rc));
+}
+
+void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
+                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id)
+{
+    r->stats.dead_letters[why]++;
+    int64_t now = shoal_now_ms();
+    if (now - r->dl_logged_at >= 1000) {
+        r->dl_logged_at = now;
+        zsys_info("%s: sharding %s: dead letter for entity %s: %s (%llu of this reason so far)",
+                  shoal_node_id(r->self), r->name, eid ? eid : "?", shoal_dead_letter_name(why),
+                  (unsigned long long)r->stats.dead_letters[why]);
+    }
+    for (size_t i = 0; i < r->n_dl_subs; i++)
+        r->dl_subs[i].fn(r, why, eid, msg, len, r->dl_subs[i].arg);
+    if (ask_id)
+        send_reply(r, origin, ask_id, dl_status(why), NULL, 0);
+}
+
+static void dead_letter_bmsg(shoal_region_t *r, shoal_dead_letter_t why, bmsg_t *m)
+{
+    region_dead_letter(r, why, m->eid, m->data, m->len, m->origin, m->ask_id);
+    free(m);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entities
+ */
+static void deliver_local(shoal_region_t *r, shard_t *sh, const char *eid, uint8_t flags,
+                          const shoal_node_t *origin, uint64_t ask_id, const void *data,
+                          size_t len);
+static void route(shoal_region_t *r, bmsg_t *m, const char *shard);
+static void shard_maybe_done(shard_t *s);
+
+static shoal_entity_t *entity_start(shard_t *s, const char *eid)
+{
+    shoal_region_t *r = s->r;
+    shoal_entity_t *e = calloc(1, sizeof *e);
+    if (!e)
+        abort();
+    e->shard = s;
+    snprintf(e->id, sizeof e->id, "%s", eid);
+    e->status = E_RUNNING;
+    zhashx_insert(s->entities, e->id, e);
+    r->stats.entities_started++;
+    if (r->fns.start) {
+        e->depth++;
+        r->sh->depth++;
+        e->state = r->fns.start(e, r->arg);
+        r->sh->depth--;
+        e->depth--;
+    }
+    return e;
+}
+
+/* The entity is gone: its stop callback, then what waited for it goes on (to a new incarnation
+   while the shard is active, else wherever the shard is going). */
+static void entity_finish(shoal_entity_t *e)
+{
+    shard_t *s = e->shard;
+    shoal_region_t *r = s->r;
+    zhashx_freefn(s->entities, e->id, NULL);
+    zhashx_delete(s->entities, e->id);
+    r->stats.entities_stopped++;
+    if (r->fns.stop) {
+        r->sh->depth++;
+        r->fns.stop(e, e->state, r->arg);
+        r->sh->depth--;
+    }
+    bqueue_t waiting = e->waiting;
+    free(e);
+    bmsg_t *m;
+    while ((m = bq_pop(&waiting))) {
+        if (s->status == SH_ACTIVE) {
+            deliver_local(r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+            free(m);
+        } else {
+            route(r, m, s->id);
+        }
+    }
+    if (!s->batch)
+        shard_maybe_done(s);
+}
+
+/* Runs after a callback of e returned: a stop asked for inside it takes effect now. */
+static void entity_after_callback(shoal_entity_t *e)
+{
+    if (e->depth == 0 && e->stop_now)
+        entity_finish(e);
+}
+
+static void entity_receive(shoal_entity_t *e, const void *data, size_t len,
+                           const shoal_node_t *origin, uint64_t ask_id)
+{
+    shoal_region_t *r = e->shard->r;
+    shoal_sender_t saved = e->sender;
+    e->sender.node = ask_id ? (origin ? origin : r->self) : NULL;
+    e->sender.ask_id = ask_id;
+    e->depth++;
+    r->sh->depth++;
+    r->fns.receive(e, e->state, data, len, r->arg);
+    r->sh->depth--;
+    e->depth--;
+    e->sender = saved;
+    entity_after_callback(e);
+}
+
+/* Asks the entity to stop: the stop message when the type has one, else at once. */
+static void entity_begin_stop(shoal_entity_t *e, bool passivating)
+{
+    shoal_region_t *r = e->shard->r;
+    if (e->status == E_STOPPING)
+        return;
+    e->status = E_STOPPING;
+    e->passivating = passivating;
+    e->stopping_since = shoal_now_ms();
+    if (r->s.stop_message) {
+        entity_receive(e, r->s.stop_message, r->s.stop_message_len, NULL, 0);
+    } else {
+        e->stop_now = true;
+        entity_after_callback(e);
+    }
+}
+
+static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags,
+                          const shoal_node_t *origin, uint64_t ask_id, const void *data,
+                          size_t len)
+{
+    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    if (e && e->status == E_STOPPING) {
+        /* passivating: the message goes to the next incarnation; handing off: to the next home */
+        bq_push(&e->waiting, bmsg_new(eid, flags, origin, ask_id, data, len));
+        return;
+    }
+    if (!e)
+        e = entity_start(s, eid);
+    r->stats.delivered_local++;
+    if (flags & ENV_START) {
+        if (ask_id)
+            send_reply(r, origin, ask_id, 0, NULL, 0);
+        return;
+    }
+    entity_receive(e, data, len, origin, ask_id);
+}
+
+const char *shoal_entity_id(const shoal_entity_t *e)
+{
+    return e ? e->id : NULL;
+}
+
+const char *shoal_entity_shard(const shoal_entity_t *e)
+{
+    return e ? e->shard->id : NULL;
+}
+
+shoal_region_t *shoal_entity_region(const shoal_entity_t *e)
+{
+    return e ? e->shard->r : NULL;
+}
+
+shoal_sender_t shoal_entity_sender(const shoal_entity_t *e)
+{
+    shoal_sender_t none = {NULL, 0};
+    return e ? e->sender : none;
+}
+
+int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
+{
+    if (!e || !e->depth || !e->sender.ask_id)
+        return SHOAL_EINVAL;
+    shoal_sender_t to = e->sender;
+    e->sender.ask_id = 0; /* one reply per ask */
+    return shoal_region_reply(e->shard->r, &to, data, len);
+}
+
+int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len)
+{
+    if (!r || !to || !to->ask_id || (len && !data))
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    if (len + 64 > shoal_system_max_message_bytes(r->sys))
+        return SHOAL_ETOOBIG;
+    send_reply(r, to->node, to->ask_id, 0, data, len);
+    return 0;
+}
+
+int shoal_entity_passivate(shoal_entity_t *e)
+{
+    if (!e)
+        return SHOAL_EINVAL;
+    entity_begin_stop(e, true);
+    return 0;
+}
+
+int shoal_entity_stop(shoal_entity_t *e)
+{
+    if (!e)
+        return SHOAL_EINVAL;
+    e->stop_now = true;
+    if (e->status != E_STOPPING) {
+        e->status = E_STOPPING;
+        e->stopping_since = shoal_now_ms();
+    }
+    entity_after_callback(e);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Hosted shards
+ */
+static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
+{
+    shard_t *s = zhashx_lookup(r->shards, id);
+    if (s) {
+        if (epoch > s->epoch)
+            s->epoch = epoch;
+        return s;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    s->r = r;
+    snprintf(s->id, sizeof s->id, "%s", id);
+    s->epoch = epoch;
+    s->entities = zhashx_new();
+    s->status = SH_ACTIVE;
+    zhashx_insert(r->shards, s->id, s);
+    r->stats.shards_started++;
+    zsys_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
+               r->name, id, (unsigned long long)epoch);
+    return s;
+}
+
+static void shard_free(shard_t *s)
+{
+    zhashx_destroy(&s->entities);
+    free(s->fences);
+    free(s->fenced);
+    free(s);
+}
+
+/* The shard's last entity is gone: a handoff is acknowledged, the shard forgotten. */
+static void shard_maybe_done(shard_t *s)
+{
+    if (s->status != SH_STOPPING || zhashx_size(s->entities) > 0)
+        return;
+    shoal_region_t *r = s->r;
+    if (zhashx_lookup(r->shards, s->id) != s)
+        return;
+    if (s->by_coordinator && s->handoff_to) {
+        r->stats.handoffs++;
+        send_one(r, s->handoff_to, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, s->id, r->self,
+                 s->epoch);
+    }
+    r->stats.shards_stopped++;
+    zhashx_freefn(r->shards, s->id, NULL);
+    zhashx_delete(r->shards, s->id);
+    shard_free(s);
+}
+
+/* Stops every entity of the shard: the hand-over step and the stop message for a handoff or
+   passivation-like stop (graceful), directly otherwise. */
+static void shard_begin_stop(shard_t *s, bool graceful)
+{
+    shoal_region_t *r = s->r;
+    s->status = SH_STOPPING;
+    s->handoff_deadline = shoal_now_ms() + (r->s.handoff_timeout_ms > 6000
+                                                ? r->s.handoff_timeout_ms - 5000
+                                                : (r->s.handoff_timeout_ms > 1000
+                                                       ? r->s.handoff_timeout_ms / 2
+                                                       : 1000));
+    size_t n = zhashx_size(s->entities);
+    shoal_entity_t **all = n ? calloc(n, sizeof *all) : NULL;
+    size_t i = 0;
+    for (shoal_entity_t *e = zhashx_first(s->entities); e && i < n; e = zhashx_next(s->entities))
+        all[i++] = e;
+    shoal_buf_t snap = {0};
+    for (size_t k = 0; k < i; k++) {
+        shoal_entity_t *e = all[k];
+        if (graceful && r->fns.hand_over) {
+            shoal_buf_reset(&snap);
+            r->sh->depth++;
+            r->fns.hand_over(e, e->state, &snap, r->arg);
+            r->sh->depth--;
+        }
+    }
+    shoal_buf_free(&snap);
+    /* the pointers stay valid: an entity is freed only by entity_finish, which each runs once;
+       the shard itself is released only after the loop (batch) */
+    zhashx_t *alive = s->entities;
+    s->batch = true;
+    for (size_t k = 0; k < i; k++) {
+        shoal_entity_t *e = all[k];
+        if (zhashx_lookup(alive, all[k]->id) != e)
+            continue;
+        if (graceful) {
+            entity_begin_stop(e, false);
+        } else {
+            e->status = E_STOPPING;
+            e->stop_now = true;
+            if (e->depth == 0)
+                entity_finish(e);
+        }
+    }
+    free(all);
+    s->batch = false;
+    shard_maybe_done(s);
+}
+
+/* Stops a stale copy (a newer allocation elsewhere) or everything (downed): entities stop at
+   once; what waited for them follows the shard. */
+static void shard_stop_now(shard_t *s)
+{
+    s->by_coordinator = false;
+    shard_begin_stop(s, false);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Routing
+ */
+static void buffer_note(shoal_region_t *r)
+{
+    if (r->buffered > r->stats.buffer_peak)
+        r->stats.buffer_peak = r->buffered;
+    size_t tenth = r->s.buffer_size >= 10 ? r->s.buffer_size / 10 : 1;
+    size_t level = r->buffered / tenth;
+    if (level > r->buffer_logged) {
+        r->buffer_logged = level;
+        zsys_warning("%s: sharding %s: %zu messages buffered (%zu%% of buffer-size %u)",
+                     shoal_node_id(r->self), r->name, r->buffered,
+                     r->buffered * 100 / (r->s.buffer_size ? r->s.buffer_size : 1),
+                     r->s.buffer_size);
+    } else if (level + 1 < r->buffer_logged) {
+        r->buffer_logged = level;
+    }
+}
+
+/* Queues a message in a shard's buffer; false (and a dead letter) when the buffer is full. */
+static bool buffer(shoal_region_t *r, home_t *h, bmsg_t *m)
+{
+    if (r->buffered >= r->s.buffer_size) {
+        dead_letter_bmsg(r, SHOAL_DL_BUFFER_FULL, m);
+        return false;
+    }
+    bq_push(&h->buffer, m);
+    r->buffered++;
+    r->stats.buffered++;
+    buffer_note(r);
+    return true;
+}
+
+static int send_envelope(shoal_region_t *r, const shoal_node_t *to, const char *shard,
+                         const bmsg_t *m)
+{
+    shoal_buf_t *b = &r->sh->scratch;
+    shoal_buf_reset(b);
+    const shoal_node_t *origin = m->origin && m->origin != r->self ? m->origin : NULL;
+    wire_envelope(b, m->flags, r->type_hash, shard, m->eid, m->ask_id, origin, m->data, m->len);
+    return shoal_system_send(r->sys, to, K_SH_DELIVER, b->data, b->len);
+}
+
+static void ask_home(shoal_region_t *r, home_t *h)
+{
+    int64_t now = shoal_now_ms();
+    if (!r->registered || !r->coord_node)
+        return; /* asked once registered (the tick) */
+    if (h->asked_at && now - h->asked_at < (int64_t)r->s.retry_interval_ms)
+        return;
+    h->asked_at = now;
+    r->stats.home_requests++;
+    Shoal__Sharding__Control m;
+    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME);
+    m.shard = h->id;
+    region_send_control(r, r->coord_node, &m);
+}
+
+/* Sends what a shard's buffer holds to its home, in order, while it can. */
+static void flush(shoal_region_t *r, home_t *h)
+{
+    while (h->buffer.head) {
+        if (!h->node || h->handing_off)
+            return;
+        bmsg_t *m = h->buffer.head;
+        if (h->node == r->self) {
+            shard_t *s = zhashx_lookup(r->shards, h->id);
+            if (!s || s->status != SH_ACTIVE)
+                return;
+            bq_pop(&h->buffer);
+            r->buffered--;
+            deliver_local(r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+            free(m);
+            continue;
+        }
+        if (!sharding_reachable(r->sh, h->node))
+            return;
+        int rc = send_envelope(r, h->node, h->id, m);
+        if (rc == SHOAL_EAGAIN || rc == SHOAL_ENOTCONN)
+            return; /* stays first in line; the tick tries again */
+        bq_pop(&h->buffer);
+        r->buffered--;
+        if (rc < 0)
+            dead_letter_bmsg(r, SHOAL_DL_SEND_FAILED, m);
+        else {
+            r->stats.forwarded++;
+            free(m);
+        }
+    }
+}
+
+/* Routes one message (takes m). */
+static void route(shoal_region_t *r, bmsg_t *m, const char *shard)
+{
+    if (r->stopped) {
+        dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
+        return;
+    }
+    home_t *h = home_get(r, shard);
+    if (!h->buffer.head && h->node && !h->handing_off) {
+        if (h->node == r->self) {
+            shard_t *s = zhashx_lookup(r->shards, shard);
+            if (s && s->status == SH_ACTIVE) {
+                deliver_local(r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+                free(m);
+                return;
+            }
+        } else if (sharding_reachable(r->sh, h->node)) {
+            int rc = send_envelope(r, h->node, shard, m);
+            if (rc == 0) {
+                r->stats.forwarded++;
+                free(m);
+                return;
+            }
+            if (rc != SHOAL_EAGAIN && rc != SHOAL_ENOTCONN) {
+                dead_letter_bmsg(r, SHOAL_DL_SEND_FAILED, m);
+                return;
+            }
+        }
+    }
+    if (!buffer(r, h, m))
+        return;
+    if (!h->node && !h->handing_off)
+        ask_home(r, h);
+}
+
+/* Entry for messages made here (API, inbound queue, deferred): 0 or SHOAL_EBUFFER. */
+static int route_new(shoal_region_t *r, const char *eid, uint8_t flags, uint64_t ask_id,
+                     const void *data, size_t len)
+{
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    shard_of(r, eid, shard);
+    size_t before = r->stats.dead_letters[SHOAL_DL_BUFFER_FULL];
+    route(r, bmsg_new(eid, flags, NULL, ask_id, data, len), shard);
+    return r->stats.dead_letters[SHOAL_DL_BUFFER_FULL] != before ? SHOAL_EBUFFER : 0;
+}
+
+/* Tells and asks made inside entity callbacks wait for the outermost callback to return. */
+static void defer(shoal_region_t *r, const char *eid, uint8_t flags, uint64_t ask_id,
+                  const void *data, size_t len)
+{
+    bq_push(&r->deferred, bmsg_new(eid, flags, NULL, ask_id, data, len));
+}
+
+static void drain_deferred(shoal_region_t *r)
+{
+    if (r->draining)
+        return;
+    r->draining = true;
+    bmsg_t *m;
+    while (r->sh->depth == 0 && (m = bq_pop(&r->deferred))) {
+        route_new(r, m->eid, m->flags, m->ask_id, m->data, m->len);
+        free(m);
+    }
+    r->draining = false;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Messages from other regions
+ */
+void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                       size_t len)
+{
+    envelope_t env;
+    if (wire_parse_envelope(data, len, &env) != 0) {
+        static uint64_t n;
+        if (n++ % 1000 == 0)
+            zsys_warning("%s: sharding: malformed entity message from %s dropped",
+                         shoal_node_id(sh->self), shoal_node_id(from));
+        return;
+    }
+    char shard[SHOAL_SHARD_ID_MAX + 1], eid[SHOAL_ENTITY_ID_MAX + 1];
+    memcpy(shard, env.shard, env.shard_len);
+    shard[env.shard_len] = 0;
+    memcpy(eid, env.eid, env.eid_len);
+    eid[env.eid_len] = 0;
+    const shoal_node_t *origin = from;
+    if (env.origin) {
+        origin = shoal_node_intern_n(env.origin, env.origin_len);
+        if (!origin)
+            return;
+    }
+    shoal_region_t *r = sharding_region_by_hash(sh, env.type_hash);
+    if (!r) {
+        static uint64_t n;
+        if (n++ % 1000 == 0)
+            zsys_warning("%s: sharding: message for an entity type not started here, from %s",
+                         shoal_node_id(sh->self), shoal_node_id(from));
+        if (env.ask_id) {
+            shoal_buf_t b = {0};
+            wire_reply(&b, env.type_hash, env.ask_id, SHOAL_ENOTYPE, NULL, 0);
+            shoal_system_send(sh->sys, origin, K_SH_REPLY, b.data, b.len);
+            shoal_buf_free(&b);
+        }
+        return;
+    }
+    r->stats.received_remote++;
+    shard_t *s = zhashx_lookup(r->shards, shard);
+    if (s && (s->status == SH_ACTIVE || s->status == SH_FENCING)) {
+        /* sent before the sender's fence: the old incarnation still takes it */
+        deliver_local(r, s, eid, env.flags, origin, env.ask_id, env.payload, env.len);
+        drain_deferred(r);
+        return;
+    }
+    /* not hosted here (any more): route it on like one of ours, keeping who asked */
+    route(r, bmsg_new(eid, env.flags, origin == r->self ? NULL : origin, env.ask_id, env.payload,
+                      env.len),
+          shard);
+    drain_deferred(r);
+}
+
+void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                     size_t len)
+{
+    uint32_t th;
+    uint64_t id;
+    int32_t status;
+    const uint8_t *p;
+    size_t plen;
+    if (wire_parse_reply(data, len, &th, &id, &status, &p, &plen) != 0) {
+        zsys_debug("%s: sharding: malformed reply from %s", shoal_node_id(sh->self),
+                   shoal_node_id(from));
+        return;
+    }
+    shoal_region_t *r = sharding_region_by_hash(sh, th);
+    if (r) {
+        ask_complete(r, id, status, p, plen);
+        drain_deferred(r);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Homes learned from the coordinator
+ */
+static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t *node,
+                       uint64_t epoch)
+{
+    home_t *h = home_get(r, shard);
+    if (epoch < h->epoch) {
+        r->stats.shards_refused_stale++;
+        return;
+    }
+    h->epoch = epoch;
+    h->node = node;
+    h->handing_off = false;
+    h->asked_at = 0;
+    r->stats.homes_learned++;
+    shard_t *s = zhashx_lookup(r->shards, shard);
+    if (node == r->self && !r->proxy) {
+        if (!s || s->status == SH_ACTIVE)
+            shard_host(r, shard, epoch);
+    } else if (s && s->epoch < epoch && s->status != SH_STOPPING) {
+        zsys_info("%s: sharding %s: shard %s is now at %s (epoch %llx): stopping the copy here",
+                  shoal_node_id(r->self), r->name, shard, node ? shoal_node_id(node) : "-",
+                  (unsigned long long)epoch);
+        shard_stop_now(s);
+    }
+    flush(r, h);
+}
+
+void region_on_control(shoal_region_t *r, const shoal_node_t *from,
+                       const Shoal__Sharding__Control *m)
+{
+    const Shoal__Sharding__ShardHome *h0 = m->n_homes ? m->homes[0] : NULL;
+    switch (m->kind) {
+    case SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK:
+        if (from != r->coord_node)
+            break;
+        for (size_t i = 0; i < m->n_homes; i++) {
+            const shoal_node_t *n = *m->homes[i]->region ? shoal_node_intern(m->homes[i]->region)
+                                                         : NULL;
+            if (n)
+                learn_home(r, m->homes[i]->shard, n, m->homes[i]->epoch);
+        }
+        if (m->last && !r->registered) {
+            r->registered = true;
+            zsys_debug("%s: sharding %s: registered with the coordinator at %s",
+                       shoal_node_id(r->self), r->name, shoal_node_id(from));
+            /* ask again for every shard still waiting: the new coordinator never heard */
+            for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
+                if (h->buffer.head && !h->node && !h->handing_off) {
+                    h->asked_at = 0;
+                    ask_home(r, h);
+                }
+        }
+        break;
+    case SHOAL__SHARDING__CONTROL__KIND__REGISTER_NACK:
+        if (!r->nack_logged) {
+            r->nack_logged = true;
+            zsys_error("%s: sharding %s: the coordinator refused this region: "
+                       "number-of-shards %u differs from the cluster's",
+                       shoal_node_id(r->self), r->name, r->s.number_of_shards);
+        }
+        break;
+    case SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES:
+        for (size_t i = 0; i < m->n_homes; i++) {
+            const shoal_node_t *n = *m->homes[i]->region ? shoal_node_intern(m->homes[i]->region)
+                                                         : NULL;
+            learn_home(r, m->homes[i]->shard, n, m->homes[i]->epoch);
+        }
+        break;
+    case SHOAL__SHARDING__CONTROL__KIND__HOST_SHARD: {
+        if (r->proxy)
+            break;
+        home_t *h = home_get(r, h0->shard);
+        if (h0->epoch < h->epoch) {
+            r->stats.shards_refused_stale++;
+            zsys_warning("%s: sharding %s: refused to host shard %s for a stale allocation",
+                         shoal_node_id(r->self), r->name, h0->shard);
+            break;
+        }
+        learn_home(r, h0->shard, r->self, h0->epoch);
+        send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED, h0->shard, r->self,
+                 h0->epoch);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF: {
+        home_t *h = home_get(r, h0->shard);
+        h->handing_off = true;
+        h->node = NULL;
+        const shoal_node_t *owner = *h0->region ? shoal_node_intern(h0->region) : NULL;
+        if (owner && owner != r->self) {
+            r->stats.fences_sent++;
+            send_one(r, owner, SHOAL__SHARDING__CONTROL__KIND__FENCE, h0->shard, r->self,
+                     h0->epoch);
+        }
+        send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF_ACK, h0->shard, r->self,
+                 h0->epoch);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__FENCE: {
+        shard_t *s = zhashx_lookup(r->shards, h0->shard);
+        if (!s)
+            break;
+        for (size_t i = 0; i < s->n_fences; i++)
+            if (s->fences[i] == from) {
+                s->fences[i] = s->fences[--s->n_fences];
+                break;
+            }
+        s->fenced = realloc(s->fenced, (s->n_fenced + 1) * sizeof *s->fenced);
+        if (!s->fenced)
+            abort();
+        s->fenced[s->n_fenced++] = from;
+        if (s->status == SH_FENCING && s->n_fences == 0)
+            shard_begin_stop(s, true);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__HANDOFF: {
+        shard_t *s = zhashx_lookup(r->shards, h0->shard);
+        if (!s) {
+            send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, h0->shard, r->self,
+                     h0->epoch);
+            break;
+        }
+        s->by_coordinator = true;
+        s->handoff_to = from;
+        if (s->status != SH_ACTIVE)
+            break; /* a repeated HandOff: already on its way */
+        s->status = SH_FENCING;
+        s->handoff_deadline = shoal_now_ms() + r->s.handoff_timeout_ms;
+        free(s->fences);
+        s->fences = calloc(m->n_fences + 1, sizeof *s->fences);
+        s->n_fences = 0;
+        for (size_t i = 0; i < m->n_fences; i++) {
+            const shoal_node_t *n = shoal_node_intern(m->fences[i]);
+            bool seen = n == r->self;
+            for (size_t k = 0; k < s->n_fenced && !seen; k++)
+                seen = s->fenced[k] == n;
+            if (!seen && n && !sharding_removed(r->sh, n))
+                s->fences[s->n_fences++] = n;
+        }
+        if (s->n_fences == 0)
+            shard_begin_stop(s, true);
+        break;
+    }
+    case SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE:
+        if (r->shutting_down && zhashx_size(r->shards) == 0)
+            r->shutdown_done = true;
+        break;
+    default:
+        region_query_control(r, from, m);
+        break;
+    }
+    drain_deferred(r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The coordinator, found through the singleton
+ */
+static void singleton_start(shoal_singleton_t *s, uint64_t term, void *arg)
+{
+    (void)s;
+    shoal_region_t *r = arg;
+    if (!r->coord)
+        r->coord = coordinator_new(r, term);
+}
+
+static void singleton_stop(shoal_singleton_t *s, void *arg)
+{
+    (void)s;
+    shoal_region_t *r = arg;
+    coordinator_free(&r->coord);
+}
+
+static void send_register(shoal_region_t *r)
+{
+    r->register_sent_at = shoal_now_ms();
+    /* the shards hosted here, so a new coordinator learns allocations its read may have missed;
+       chunked under the frame limit (10,000 shards do not fit one message) */
+    size_t budget = shoal_system_max_message_bytes(r->sys) / 2;
+    size_t n = zhashx_size(r->shards);
+    Shoal__Sharding__ShardHome *hs = calloc(n + 1, sizeof *hs);
+    Shoal__Sharding__ShardHome **hp = calloc(n + 1, sizeof *hp);
+    if (!hs || !hp)
+        abort();
+    size_t i = 0, first = 0, bytes = 0;
+    Shoal__Sharding__Control m;
+    for (shard_t *s = zhashx_first(r->shards); s && i < n; s = zhashx_next(r->shards)) {
+        shoal__sharding__shard_home__init(&hs[i]);
+        hs[i].shard = s->id;
+        hs[i].region = (char *)"";
+        hs[i].epoch = s->epoch;
+        hp[i] = &hs[i];
+        bytes += strlen(s->id) + 16;
+        i++;
+        if (bytes >= budget) {
+            control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+            m.proxy = r->proxy;
+            m.number_of_shards = r->s.number_of_shards;
+            m.homes = hp + first;
+            m.n_homes = i - first;
+            m.last = false;
+            region_send_control(r, r->coord_node, &m);
+            first = i;
+            bytes = 0;
+        }
+    }
+    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+    m.proxy = r->proxy;
+    m.number_of_shards = r->s.number_of_shards;
+    m.homes = hp + first;
+    m.n_homes = i - first;
+    m.last = true;
+    region_send_control(r, r->coord_node, &m);
+    free(hs);
+    free(hp);
+}
+
+static void check_coordinator(shoal_region_t *r, int64_t now)
+{
+    const shoal_node_t *host = shoal_singleton_host(r->singleton);
+    if (host != r->coord_node) {
+        r->coord_node = host;
+        r->registered = false;
+        r->register_sent_at = 0;
+        /* requests to the old coordinator are void: ask the new one */
+        for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
+            h->asked_at = 0;
+    }
+    if (host && !r->registered &&
+        (!r->register_sent_at || now - r->register_sent_at >= (int64_t)r->s.retry_interval_ms))
+        send_register(r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The tick
+ */
+static void shards_tick(shoal_region_t *r, int64_t now)
+{
+    size_t n = zhashx_size(r->shards);
+    if (!n)
+        return;
+    shard_t **all = calloc(n, sizeof *all);
+    if (!all)
+        abort();
+    size_t i = 0;
+    for (shard_t *s = zhashx_first(r->shards); s && i < n; s = zhashx_next(r->shards))
+        all[i++] = s;
+    for (size_t k = 0; k < i; k++) {
+        shard_t *s = all[k];
+        if (s->status == SH_FENCING && now >= s->handoff_deadline) {
+            zsys_warning("%s: sharding %s: shard %s: %zu fences missing after handoff-timeout; "
+                         "stopping anyway",
+                         shoal_node_id(r->self), r->name, s->id, s->n_fences);
+            shard_begin_stop(s, true);
+        } else if (s->status == SH_STOPPING && now >= s->handoff_deadline) {
+            /* stragglers that ignore the stop message are stopped by force */
+            size_t ne = zhashx_size(s->entities);
+            shoal_entity_t **es = calloc(ne + 1, sizeof *es);
+            size_t j = 0;
+            for (shoal_entity_t *e = zhashx_first(s->entities); e && j < ne;
+                 e = zhashx_next(s->entities))
+                es[j++] = e;
+            zhashx_t *alive = s->entities;
+            s->batch = true;
+            for (size_t q = 0; q < j; q++) {
+                if (zhashx_lookup(alive, es[q]->id) != es[q] || es[q]->depth)
+                    continue;
+                r->stats.entities_forced++;
+                es[q]->passivating = false;
+                entity_finish(es[q]);
+            }
+            s->batch = false;
+            free(es);
+            shard_maybe_done(s);
+        } else if (s->status == SH_ACTIVE) {
+            /* passivating entities that ignore their stop message are stopped by force too */
+            shoal_entity_t *late[16];
+            size_t nl = 0;
+            for (shoal_entity_t *e = zhashx_first(s->entities); e && nl < 16;
+                 e = zhashx_next(s->entities))
+                if (e->status == E_STOPPING && !e->depth &&
+                    now - e->stopping_since > (int64_t)r->s.handoff_timeout_ms)
+                    late[nl++] = e;
+            for (size_t q = 0; q < nl; q++) {
+                r->stats.entities_forced++;
+                entity_finish(late[q]);
+            }
+        }
+    }
+    free(all);
+}
+
+static void pending_tick(shoal_region_t *r)
+{
+    for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
+        if (!h->buffer.head)
+            continue;
+        if (h->node && !h->handing_off) {
+            if (h->node == r->self && !zhashx_lookup(r->shards, h->id) && !r->proxy)
+                shard_host(r, h->id, h->epoch);
+            flush(r, h);
+        } else if (!h->handing_off) {
+            ask_home(r, h);
+        }
+    }
+}
+
+static void graceful_tick(shoal_region_t *r, int64_t now);
+
+static void region_tick(shoal_region_t *r, int64_t now)
+{
+    if (r->stopped)
+        return;
+    asks_expire(r, now);
+    if (now - r->slow_tick_at < TICK_SLOW_MS)
+        return;
+    r->slow_tick_at = now;
+    check_coordinator(r, now);
+    /* a node that may not act for the cluster (downed, frozen, shut out) hosts nothing: its
+       shards are about to be, or already are, allocated elsewhere */
+    if (zhashx_size(r->shards) && r->sh->self_status >= SHOAL_MEMBER_EXITING &&
+        r->sh->self_status != 0) {
+        zsys_warning("%s: sharding %s: this node is %s: stopping its %zu shards",
+                     shoal_node_id(r->self), r->name, shoal_member_status_name(r->sh->self_status),
+                     zhashx_size(r->shards));
+        region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
+    } else if (zhashx_size(r->shards) && !shoal_cluster_may_act(r->sh->c) &&
+               r->sh->self_status != SHOAL_MEMBER_LEAVING) {
+        zsys_warning("%s: sharding %s: this node may not act for the cluster: stopping its "
+                     "%zu shards",
+                     shoal_node_id(r->self), r->name, zhashx_size(r->shards));
+        region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
+    }
+    shards_tick(r, now);
+    pending_tick(r);
+    graceful_tick(r, now);
+    region_queries_tick(r, now);
+    if (r->coord)
+        coordinator_tick(r->coord);
+    drain_deferred(r);
+}
+
+void region_tick_all(shoal_sharding_t *sh)
+{
+    int64_t now = shoal_now_ms();
+    sh->self_status = shoal_cluster_self_status(sh->c);
+    for (size_t i = 0; i < sh->n_regions; i++)
+        region_tick(sh->regions[i], now);
+}
+
+void region_cluster_changed(shoal_region_t *r)
+{
+    if (r->stopped)
+        return;
+    check_coordinator(r, shoal_now_ms());
+    if (r->coord)
+        coordinator_cluster_changed(r->coord);
+    pending_tick(r);
+}
+
+void region_node_removed(shoal_region_t *r, const shoal_node_t *node)
+{
+    /* a removed node hosts nothing: forget homes there and ask again when needed */
+    for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
+        if (h->node == node) {
+            h->node = NULL;
+            h->asked_at = 0;
+        }
+    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
+        for (size_t i = 0; i < s->n_fences; i++)
+            if (s->fences[i] == node) {
+                s->fences[i] = s->fences[--s->n_fences];
+                if (s->status == SH_FENCING && s->n_fences == 0)
+                    shard_begin_stop(s, true);
+                break;
+            }
+}
+
+void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why)
+{
+    (void)why;
+    size_t n = zhashx_size(r->shards);
+    if (!n)
+        return;
+    shard_t **all = calloc(n, sizeof *all);
+    if (!all)
+        abort();
+    size_t i = 0;
+    for (shard_t *s = zhashx_first(r->shards); s && i < n; s = zhashx_next(r->shards))
+        all[i++] = s;
+    for (size_t k = 0; k < i; k++) {
+        /* nobody hosts it from here on as far as this region knows */
+        home_t *h = zhashx_lookup(r->homes, all[k]->id);
+        if (h && h->node == r->self)
+            h->node = NULL;
+        shard_stop_now(all[k]);
+    }
+    free(all);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graceful shutdown of the region
+ */
+typedef struct waiter {
+    struct waiter *next;
+    shoal_task_done_fn *done;
+    void *done_arg;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    bool *flag;
+} waiter_t;
+
+static void graceful_finish(shoal_region_t *r, bool timed_out)
+{
+    if (timed_out)
+        zsys_warning("%s: sharding %s: graceful shutdown timed out with %zu shards still here; "
+                     "stopping them here",
+                     shoal_node_id(r->self), r->name, zhashx_size(r->shards));
+    region_stop_all(r, SHOAL_DL_REGION_STOPPING);
+    r->shutdown_done = true;
+    r->shutdown_timed_out = timed_out;
+    waiter_t *w = r->waiters;
+    r->waiters = NULL;
+    while (w) {
+        waiter_t *next = w->next;
+        if (w->done) {
+            w->done(w->done_arg);
+        } else {
+            pthread_mutex_lock(w->mu);
+            *w->flag = true;
+            pthread_cond_broadcast(w->cv);
+            pthread_mutex_unlock(w->mu);
+        }
+        free(w);
+        w = next;
+    }
+}
+
+static void graceful_tick(shoal_region_t *r, int64_t now)
+{
+    if (!r->shutting_down || !r->waiters)
+        return;
+    if (r->proxy) {
+        graceful_finish(r, false);
+        return;
+    }
+    if (r->shutdown_done && zhashx_size(r->shards) == 0) {
+        graceful_finish(r, false);
+        return;
+    }
+    if (now >= r->shutdown_deadline) {
+        graceful_finish(r, true);
+        return;
+    }
+    if (r->coord_node && r->registered &&
+        now - r->shutdown_sent_at >= (int64_t)r->s.retry_interval_ms) {
+        r->shutdown_sent_at = now;
+        Shoal__Sharding__Control m;
+        control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN);
+        region_send_control(r, r->coord_node, &m);
+    }
+}
+
+static void graceful_start(shoal_region_t *r, waiter_t *w)
+{
+    w->next = r->waiters;
+    r->waiters = w;
+    if (!r->shutting_down) {
+        r->shutting_down = true;
+        r->shutdown_done = false;
+        r->shutdown_deadline = shoal_now_ms() + r->s.handoff_timeout_ms;
+        r->shutdown_sent_at = 0;
+        zsys_info("%s: sharding %s: graceful shutdown: handing off %zu shards",
+                  shoal_node_id(r->self), r->name, zhashx_size(r->shards));
+    } else if (r->shutdown_done && !r->waiters->next) {
+        /* already finished earlier: answer at the next tick */
+        r->shutdown_done = zhashx_size(r->shards) == 0;
+    }
+    graceful_tick(r, shoal_now_ms());
+}
+
+static void phase_task(shoal_cluster_t *c, shoal_shutdown_reason_t why, shoal_task_done_fn *done,
+                       void *done_arg, void *arg)
+{
+    (void)c;
+    shoal_region_t *r = arg;
+    if (why == SHOAL_SHUTDOWN_DOWNED || r->stopped) {
+        /* downed: the others take the shards over; nothing to hand to them */
+        region_stop_all(r, SHOAL_DL_REGION_STOPPING);
+        done(done_arg);
+        return;
+    }
+    waiter_t *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
+    w->done = done;
+    w->done_arg = done_arg;
+    graceful_start(r, w);
+}
+
+typedef struct {
+    shoal_region_t *r;
+    waiter_t *w;
+} shutdown_ctx_t;
+
+static int shutdown_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shutdown_ctx_t *x = arg;
+    graceful_start(x->r, x->w);
+    return 0;
+}
+
+int shoal_region_shutdown(shoal_region_t *r)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (shoal_system_on_thread(r->sys))
+        return SHOAL_EDEADLK;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    bool flag = false;
+    waiter_t *w = calloc(1, sizeof *w);
+    if (!w)
+        abort();
+    w->mu = &mu;
+    w->cv = &cv;
+    w->flag = &flag;
+    shutdown_ctx_t x = {r, w};
+    int rc = shoal_system_call(r->sys, shutdown_on_node, &x);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    pthread_mutex_lock(&mu);
+    while (!flag)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    return r->shutdown_timed_out ? SHOAL_ETIMEOUT : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tells and asks
+ */
+typedef struct {
+    uint8_t op; /* 1 tell, 2 ask, 3 start entity */
+    uint8_t eid_len;
+    uint32_t len;
+    uint32_t timeout_ms;
+    shoal_ask_done_fn *done;
+    void *arg;
+} inrec_t;
+
+static int submit(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg, size_t len,
+                  uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
+{
+    if (r->stopped || r->shutdown_done)
+        return SHOAL_ESTOPPED;
+    uint64_t ask_id = 0;
+    if (done)
+        ask_id = ask_new(r, timeout_ms, done, arg)->id;
+    else
+        r->stats.tells++;
+    if (r->sh->depth > 0) {
+        defer(r, eid, flags, ask_id, msg, len);
+        return 0;
+    }
+    int rc = route_new(r, eid, flags, ask_id, msg, len);
+    if (rc < 0 && ask_id) {
+        /* the dead letter already failed the ask through its done: report it once only */
+        return 0;
+    }
+    drain_deferred(r);
+    return rc;
+}
+
+static int drain_inbound(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_region_t *r = arg;
+    pthread_mutex_lock(&r->qlock);
+    shoal_buf_t q = r->inq;
+    shoal_buf_init(&r->inq);
+    r->inq_posted = false;
+    r->inq_count = 0;
+    pthread_mutex_unlock(&r->qlock);
+    size_t at = 0;
+    while (at + sizeof(inrec_t) <= q.len) {
+        inrec_t h;
+        memcpy(&h, q.data + at, sizeof h);
+        at += sizeof h;
+        char eid[SHOAL_ENTITY_ID_MAX + 1];
+        memcpy(eid, q.data + at, h.eid_len);
+        eid[h.eid_len] = 0;
+        at += h.eid_len;
+        const uint8_t *data = q.data + at;
+        at += h.len;
+        uint8_t flags = h.op == 3 ? ENV_START : 0;
+        int rc = submit(r, eid, flags, data, h.len, h.timeout_ms, h.op == 2 ? h.done : NULL,
+                        h.arg);
+        if (rc < 0 && h.op == 2 && h.done)
+            h.done(r, rc, NULL, 0, h.arg);
+    }
+    shoal_buf_free(&q);
+    return 0;
+}
+
+static int enqueue_inbound(shoal_region_t *r, uint8_t op, const char *eid, const void *msg,
+                           size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
+{
+    inrec_t h = {op, (uint8_t)strlen(eid), (uint32_t)len, timeout_ms, done, arg};
+    pthread_mutex_lock(&r->qlock);
+    if (r->stopped) {
+        pthread_mutex_unlock(&r->qlock);
+        return SHOAL_ESTOPPED;
+    }
+    if (r->inq_count >= r->s.buffer_size) {
+        pthread_mutex_unlock(&r->qlock);
+        return SHOAL_EBUFFER;
+    }
+    shoal_buf_reserve(&r->inq, sizeof h + h.eid_len + len);
+    shoal_buf_append(&r->inq, &h, sizeof h);
+    shoal_buf_append(&r->inq, eid, h.eid_len);
+    if (len)
+        shoal_buf_append(&r->inq, msg, len);
+    r->inq_count++;
+    bool post = !r->inq_posted;
+    r->inq_posted = true;
+    pthread_mutex_unlock(&r->qlock);
+    if (post) {
+        int rc = shoal_system_post(r->sys, drain_inbound, r);
+        if (rc < 0) {
+            /* the node is stopping (or swamped by other calls): take back what we queued so
+               the caller hears of it */
+            pthread_mutex_lock(&r->qlock);
+            r->inq_posted = false;
+            pthread_mutex_unlock(&r->qlock);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int resolve_eid(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
+                       char *out)
+{
+    if (!entity_id) {
+        if (!r->s.entity_id || r->s.entity_id(msg, len, out, r->s.entity_id_arg) != 0)
+            return SHOAL_EINVAL;
+        out[SHOAL_ENTITY_ID_MAX] = 0;
+    } else {
+        if (!eid_ok(entity_id))
+            return SHOAL_EINVAL;
+        snprintf(out, SHOAL_ENTITY_ID_MAX + 1, "%s", entity_id);
+    }
+    return eid_ok(out) ? 0 : SHOAL_EINVAL;
+}
+
+static bool msg_fits(shoal_region_t *r, size_t len)
+{
+    return len + SHOAL_ENTITY_ID_MAX + SHOAL_SHARD_ID_MAX + 300 <=
+           shoal_system_max_message_bytes(r->sys);
+}
+
+int shoal_region_tell(shoal_region_t *r, const char *entity_id, const void *msg, size_t len)
+{
+    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    if (!r || (len && !msg) || resolve_eid(r, entity_id, msg, len, eid) != 0)
+        return SHOAL_EINVAL;
+    if (!msg_fits(r, len))
+        return SHOAL_ETOOBIG;
+    if (shoal_system_on_thread(r->sys))
+        return submit(r, eid, 0, msg, len, 0, NULL, NULL);
+    return enqueue_inbound(r, 1, eid, msg, len, 0, NULL, NULL);
+}
+
+int shoal_region_ask(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
+                     uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
+{
+    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    if (!r || !done || (len && !msg) || resolve_eid(r, entity_id, msg, len, eid) != 0)
+        return SHOAL_EINVAL;
+    if (!msg_fits(r, len))
+        return SHOAL_ETOOBIG;
+    if (shoal_system_on_thread(r->sys))
+        return submit(r, eid, 0, msg, len, timeout_ms, done, arg);
+    return enqueue_inbound(r, 2, eid, msg, len, timeout_ms, done, arg);
+}
+
+int shoal_region_start_entity(shoal_region_t *r, const char *entity_id)
+{
+    if (!r || !eid_ok(entity_id))
+        return SHOAL_EINVAL;
+    if (shoal_system_on_thread(r->sys))
+        return submit(r, entity_id, ENV_START, NULL, 0, 0, NULL, NULL);
+    return enqueue_inbound(r, 3, entity_id, NULL, 0, 0, NULL, NULL);
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status;
+    shoal_buf_t *reply;
+} sync_ask_t;
+
+static void sync_ask_done(shoal_region_t *r, int status, const void *reply, size_t len, void *arg)
+{
+    (void)r;
+    sync_ask_t *x = arg;
+    pthread_mutex_lock(&x->mu);
+    x->status = status;
+    if (x->reply) {
+        shoal_buf_reset(x->reply);
+        if (len)
+            shoal_buf_append(x->reply, reply, len);
+    }
+    x->done = true;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+}
+
+int shoal_region_ask_sync(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
+                          uint32_t timeout_ms, shoal_buf_t *reply)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (shoal_system_on_thread(r->sys))
+        return SHOAL_EDEADLK;
+    sync_ask_t x = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, reply};
+    int rc = shoal_region_ask(r, entity_id, msg, len, timeout_ms, sync_ask_done, &x);
+    if (rc < 0)
+        return rc;
+    /* done runs exactly once (the ask's own timeout bounds it), unless the node stops first */
+    pthread_mutex_lock(&x.mu);
+    while (!x.done)
+        pthread_cond_wait(&x.cv, &x.mu);
+    pthread_mutex_unlock(&x.mu);
+    return x.status;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Subscriptions, stats, state
+ */
+typedef struct {
+    shoal_region_t *r;
+    shoal_dead_letter_fn *fn;
+    shoal_shard_moved_fn *mfn;
+    void *arg;
+} sub_ctx_t;
+
+static int sub_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    sub_ctx_t *x = arg;
+    shoal_region_t *r = x->r;
+    if (x->fn) {
+        r->dl_subs = realloc(r->dl_subs, (r->n_dl_subs + 1) * sizeof *r->dl_subs);
+        if (!r->dl_subs)
+            abort();
+        r->dl_subs[r->n_dl_subs].id = ++r->next_sub_id;
+        r->dl_subs[r->n_dl_subs].fn = x->fn;
+        r->dl_subs[r->n_dl_subs].arg = x->arg;
+        r->n_dl_subs++;
+    } else {
+        r->moved_subs = realloc(r->moved_subs, (r->n_moved_subs + 1) * sizeof *r->moved_subs);
+        if (!r->moved_subs)
+            abort();
+        r->moved_subs[r->n_moved_subs].fn = x->mfn;
+        r->moved_subs[r->n_moved_subs].arg = x->arg;
+        r->n_moved_subs++;
+        ++r->next_sub_id;
+    }
+    return r->next_sub_id;
+}
+
+static int on_node(shoal_region_t *r, shoal_call_fn *fn, void *arg)
+{
+    return shoal_system_on_thread(r->sys) ? fn(r->sys, arg) : shoal_system_call(r->sys, fn, arg);
+}
+
+int shoal_region_on_dead_letter(shoal_region_t *r, shoal_dead_letter_fn *fn, void *arg)
+{
+    if (!r || !fn)
+        return SHOAL_EINVAL;
+    sub_ctx_t x = {r, fn, NULL, arg};
+    return on_node(r, sub_on_node, &x);
+}
+
+int shoal_region_on_shard_moved(shoal_region_t *r, shoal_shard_moved_fn *fn, void *arg)
+{
+    if (!r || !fn)
+        return SHOAL_EINVAL;
+    sub_ctx_t x = {r, NULL, fn, arg};
+    return on_node(r, sub_on_node, &x);
+}
+
+void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
+                        const shoal_node_t *to)
+{
+    zsys_info("%s: sharding %s: shard %s moved %s -> %s", shoal_node_id(r->self), r->name, shard,
+              from ? shoal_node_id(from) : "-", to ? shoal_node_id(to) : "-");
+    for (size_t i = 0; i < r->n_moved_subs; i++)
+        r->moved_subs[i].fn(r, shard, from, to, r->moved_subs[i].arg);
+}
+
+typedef struct {
+    shoal_region_t *r;
+    shoal_region_stats_t *out;
+} stats_ctx_t;
+
+static int stats_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    stats_ctx_t *x = arg;
+    shoal_region_t *r = x->r;
+    *x->out = r->stats;
+    x->out->buffered = r->buffered;
+    x->out->shards = zhashx_size(r->shards);
+    uint64_t ne = 0;
+    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
+        ne += zhashx_size(s->entities);
+    x->out->entities = ne;
+    if (r->coord)
+        coordinator_stats(r->coord, x->out);
+    return 0;
+}
+
+int shoal_region_stats(shoal_region_t *r, shoal_region_stats_t *out)
+{
+    if (!r || !out)
+        return SHOAL_EINVAL;
+    stats_ctx_t x = {r, out};
+    return on_node(r, stats_on_node, &x);
+}
+
+typedef struct {
+    shoal_region_t *r;
+    bool with_entities;
+    shoal_region_state_t *out;
+} state_ctx_t;
+
+static int state_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    state_ctx_t *x = arg;
+    region_fill_state(x->r, x->with_entities, x->out);
+    return 0;
+}
+
+int shoal_region_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out)
+{
+    if (!r || !out)
+        return SHOAL_EINVAL;
+    memset(out, 0, sizeof *out);
+    state_ctx_t x = {r, with_entities, out};
+    return on_node(r, state_on_node, &x);
+}
+
+const char *shoal_region_type_name(const shoal_region_t *r)
+{
+    return r ? r->name : NULL;
+}
+
+bool shoal_region_is_proxy(const shoal_region_t *r)
+{
+    return r && r->proxy;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Creating and stopping
+ */
+static void shard_destroy_fn(void **item)
+{
+    shard_t *s = *item;
+    if (s)
+        shard_free(s);
+    *item = NULL;
+}
+
+shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
+                           const shoal_sharding_settings_t *s, const shoal_entity_fns_t *fns,
+                           void *arg, bool proxy, int *err)
+{
+    if (!s->number_of_shards || !s->buffer_size || !s->retry_interval_ms ||
+        !s->handoff_timeout_ms || !s->rebalance_interval_ms || (s->stop_message_len && !s->stop_message)) {
+        *err = SHOAL_EINVAL;
+        return NULL;
+    }
+    shoal_region_t *r = calloc(1, sizeof *r);
+    if (!r)
+        abort();
+    r->sh = sh;
+    r->sys = sh->sys;
+    r->self = sh->self;
+    r->name = strdup(name);
+    r->type_hash = wire_type_hash(name);
+    r->s = *s;
+    r->s.role = strdup(s->role ? s->role : "");
+    if (s->stop_message) {
+        void *copy = malloc(s->stop_message_len ? s->stop_message_len : 1);
+        if (!copy)
+            abort();
+        memcpy(copy, s->stop_message, s->stop_message_len);
+        r->s.stop_message = copy;
+    }
+    if (fns)
+        r->fns = *fns;
+    r->arg = arg;
+    /* a node without the type's role routes only (Akka: a proxy) */
+    const shoal_cluster_settings_t *cs = shoal_cluster_settings(sh->c);
+    bool has_role = !*r->s.role;
+    for (size_t i = 0; cs && i < cs->n_roles && !has_role; i++)
+        has_role = strcmp(cs->roles[i], r->s.role) == 0;
+    r->proxy = proxy || !has_role;
+    r->homes = zhashx_new();
+    zhashx_set_destructor(r->homes, home_destroy);
+    r->shards = zhashx_new();
+    zhashx_set_destructor(r->shards, shard_destroy_fn);
+    r->asks = zhashx_new();
+    zhashx_set_key_hasher(r->asks, (zhashx_hash_fn *)ask_hash);
+    zhashx_set_key_comparator(r->asks, ask_cmp);
+    zhashx_set_key_duplicator(r->asks, NULL);
+    zhashx_set_key_destructor(r->asks, NULL);
+    pthread_mutex_init(&r->qlock, NULL);
+    r->rep = s->replicator;
+    if (!r->rep) {
+        /* the role's replicator with Akka's sharding overrides of distributed-data */
+        static const char *durable[] = {"shard-*"};
+        shoal_replicator_settings_t rs;
+        shoal_replicator_settings_default(&rs);
+        rs.role = r->s.role;
+        rs.gossip_interval_ms = cs ? cs->gossip_interval_ms : rs.gossip_interval_ms;
+        rs.delta_interval_ms = rs.gossip_interval_ms / 5 ? rs.gossip_interval_ms / 5 : 1;
+        rs.notify_subscribers_interval_ms = 50;
+        rs.max_delta_elements = 5;
+        rs.prefer_oldest = true;
+        rs.durable_keys = durable;
+        rs.n_durable_keys = 1;
+        int e = 0;
+        r->rep = shoal_replicator_new(sh->sys, &rs, &e);
+        if (!r->rep) {
+            zsys_error("%s: sharding %s: cannot start the replicator of role '%s': %s (pass the "
+                       "role's replicator in the settings)",
+                       shoal_node_id(r->self), name, r->s.role, shoal_strerror(e));
+            *err = e;
+            region_free(r);
+            return NULL;
+        }
+        r->own_rep = true;
+        shoal_cluster_follow(sh->c, r->rep);
+    }
+    char sname[256];
+    snprintf(sname, sizeof sname, "sharding-coordinator-%s", name);
+    r->singleton = shoal_singleton_new(sh->c, sname, r->s.role, singleton_start, singleton_stop, r);
+    shoal_cluster_add_task(sh->c, SHOAL_PHASE_SHARDING, sname, phase_task, r);
+    zsys_info("%s: sharding %s started (%s, role '%s', %u shards)", shoal_node_id(r->self), name,
+              r->proxy ? "proxy" : "region", r->s.role, r->s.number_of_shards);
+    check_coordinator(r, shoal_now_ms());
+    *err = 0;
+    return r;
+}
+
+/* Node thread: stop serving (entities stopped, buffers dead-lettered, asks failed). */
+void region_stop(shoal_region_t *r)
+{
+    if (r->stopped)
+        return;
+    region_stop_all(r, SHOAL_DL_REGION_STOPPING);
+    r->stopped = true;
+    pthread_mutex_lock(&r->qlock);
+    pthread_mutex_unlock(&r->qlock);
+    for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
+        bmsg_t *m;
+        while ((m = bq_pop(&h->buffer))) {
+            r->buffered--;
+            dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
+        }
+    }
+    bmsg_t *m;
+    while ((m = bq_pop(&r->deferred)))
+        dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
+    while (r->asks_oldest)
+        ask_complete(r, r->asks_oldest->id, SHOAL_ESTOPPED, NULL, 0);
+    if (r->waiters)
+        graceful_finish(r, false);
+    coordinator_free(&r->coord);
+    shoal_singleton_destroy(&r->singleton);
+    shoal_cluster_remove_task(r->sh->c, phase_task, r);
+    if (r->own_rep)
+        shoal_cluster_unfollow(r->sh->c, r->rep);
+}
+
+void region_free(shoal_region_t *r)
+{
+    if (!r)
+        return;
+    coordinator_free(&r->coord);
+    region_queries_free(r);
+    zhashx_destroy(&r->homes);
+    zhashx_destroy(&r->shards);
+    for (ask_t *a = r->asks_oldest; a;) {
+        ask_t *next = a->next_by_time;
+        free(a);
+        a = next;
+    }
+    zhashx_destroy(&r->asks);
+    bmsg_t *m;
+    while ((m = bq_pop(&r->deferred)))
+        free(m);
+    if (r->own_rep)
+        shoal_replicator_destroy(&r->rep);
+    shoal_buf_free(&r->inq);
+    pthread_mutex_destroy(&r->qlock);
+    free(r->dl_subs);
+    free(r->moved_subs);
+    free((void *)r->s.role);
+    free((void *)r->s.stop_message);
+    free(r->name);
+    free(r);
+}

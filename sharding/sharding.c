@@ -1,0 +1,507 @@
+/*  sharding.c — sharding on one node: the regions of its entity types, the message kinds they
+    share, and what they need to know of the cluster (who is reachable, removed, this node's own
+    status), kept from membership's events.
+*/
+#include <stddef.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "internal.h"
+
+void shoal_sharding_settings_default(shoal_sharding_settings_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->role = "";
+    s->number_of_shards = 1000;
+    s->buffer_size = 100000;
+    s->retry_interval_ms = 2000;
+    s->handoff_timeout_ms = 60000;
+    s->shard_start_timeout_ms = 10000;
+    s->rebalance_interval_ms = 10000;
+    s->waiting_for_state_timeout_ms = 2000;
+    s->updating_state_timeout_ms = 5000;
+    s->shard_region_query_timeout_ms = 3000;
+    s->write_majority_plus = 3;
+    s->read_majority_plus = 5;
+    s->majority_min_cap = 5;
+    s->down_removal_margin_ms = 0;
+    s->allocation.kind = SHOAL_ALLOC_LEAST_SHARDS;
+    /* Akka's 0 selects its older algorithm (3 shards per 10 s round); Shoal's default is the
+       newer one with Akka's recommended limit, which is what makes a rebalance take seconds */
+    s->allocation.rebalance_absolute_limit = 20;
+    s->allocation.rebalance_relative_limit = 0.1;
+    s->allocation.rebalance_threshold = 1;
+    s->allocation.max_simultaneous_rebalance = 3;
+    s->allocation.hashing_rebalance_limit = 0;
+}
+
+void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)
+{
+    shoal_sharding_settings_default(s);
+    s->retry_interval_ms = 200;
+    s->handoff_timeout_ms = 5000;
+    s->shard_start_timeout_ms = 2000;
+    s->rebalance_interval_ms = 1000;
+    s->waiting_for_state_timeout_ms = 1000;
+    s->updating_state_timeout_ms = 1000;
+    s->shard_region_query_timeout_ms = 1000;
+}
+
+void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out)
+{
+    uint64_t h = XXH3_64bits(entity_id, strlen(entity_id));
+    snprintf(out, SHOAL_SHARD_ID_MAX + 1, "%llu",
+             (unsigned long long)(h % (number_of_shards ? number_of_shards : 1)));
+}
+
+const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
+{
+    switch (reason) {
+    case SHOAL_DL_BUFFER_FULL: return "buffer-full";
+    case SHOAL_DL_REGION_STOPPING: return "region-stopping";
+    case SHOAL_DL_ENTITY_STOPPED: return "entity-stopped";
+    case SHOAL_DL_SHARD_FAILED: return "shard-failed";
+    case SHOAL_DL_SEND_FAILED: return "send-failed";
+    case SHOAL_DL_UNKNOWN_TYPE: return "unknown-type";
+    case SHOAL_DL_MALFORMED: return "malformed";
+    default: return "unknown";
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * What the regions know of the cluster
+ */
+bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node)
+{
+    return !zhashx_lookup(sh->unreachable, shoal_node_id(node));
+}
+
+bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node)
+{
+    for (size_t i = 0; i < sh->n_removed; i++)
+        if (sh->removed[i] == node)
+            return true;
+    return false;
+}
+
+const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node)
+{
+    return sh->have_view ? shoal_cluster_view_member(&sh->view, node) : NULL;
+}
+
+static void refresh_view(shoal_sharding_t *sh)
+{
+    if (sh->have_view)
+        shoal_cluster_view_free(&sh->view);
+    sh->have_view = shoal_cluster_view(sh->c, &sh->view) == 0;
+    sh->view_at = shoal_now_ms();
+}
+
+static void on_cluster_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c;
+    shoal_sharding_t *sh = arg;
+    const shoal_node_t *n = ev->member ? ev->member->node : NULL;
+    switch (ev->kind) {
+    case SHOAL_EV_UNREACHABLE:
+        zhashx_update(sh->unreachable, shoal_node_id(n), (void *)n);
+        break;
+    case SHOAL_EV_REACHABLE:
+        zhashx_delete(sh->unreachable, shoal_node_id(n));
+        break;
+    case SHOAL_EV_MEMBER_REMOVED:
+        zhashx_delete(sh->unreachable, shoal_node_id(n));
+        if (!sharding_removed(sh, n)) {
+            sh->removed = realloc(sh->removed, (sh->n_removed + 1) * sizeof *sh->removed);
+            if (!sh->removed)
+                abort();
+            sh->removed[sh->n_removed++] = n;
+        }
+        for (size_t i = 0; i < sh->n_regions; i++)
+            region_node_removed(sh->regions[i], n);
+        break;
+    default:
+        break;
+    }
+    if (ev->kind == SHOAL_EV_SNAPSHOT_BEGIN)
+        return;
+    refresh_view(sh);
+    for (size_t i = 0; i < sh->n_regions; i++)
+        region_cluster_changed(sh->regions[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Messages
+ */
+shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash)
+{
+    for (size_t i = 0; i < sh->n_regions; i++)
+        if (sh->regions[i]->type_hash == type_hash && !sh->regions[i]->stopped)
+            return sh->regions[i];
+    return NULL;
+}
+
+shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name)
+{
+    for (size_t i = 0; i < sh->n_regions; i++)
+        if (strcmp(sh->regions[i]->name, name) == 0 && !sh->regions[i]->stopped)
+            return sh->regions[i];
+    return NULL;
+}
+
+static uint64_t malformed_count;
+
+static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
+                       const uint8_t *data, size_t len, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    if (kind == K_SH_DELIVER) {
+        region_on_deliver(sh, from, data, len);
+    } else if (kind == K_SH_REPLY) {
+        region_on_reply(sh, from, data, len);
+    } else if (kind == K_SH_CONTROL) {
+        Shoal__Sharding__Control *m = wire_parse_control(data, len);
+        if (!m) {
+            if (malformed_count++ % 1000 == 0)
+                zsys_warning("%s: sharding: malformed control message from %s dropped (%llu so "
+                             "far)",
+                             shoal_node_id(sh->self), shoal_node_id(from),
+                             (unsigned long long)malformed_count);
+            return;
+        }
+        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
+        if (!r) {
+            zsys_debug("%s: sharding: control message for unknown type %s from %s",
+                       shoal_node_id(sh->self), m->type_name, shoal_node_id(from));
+        } else {
+            bool to_coord = m->kind < 20 && m->kind != SHOAL__SHARDING__CONTROL__KIND__UNKNOWN;
+            if (to_coord) {
+                if (r->coord)
+                    coordinator_on_control(r->coord, from, m);
+                else
+                    zsys_debug("%s: sharding %s: %d for a coordinator not here",
+                               shoal_node_id(sh->self), r->name, (int)m->kind);
+            } else {
+                region_on_control(r, from, m);
+            }
+        }
+        wire_control_free(m);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Life cycle
+ */
+typedef struct {
+    shoal_sharding_t *sh;
+    shoal_cluster_t *c;
+} new_ctx_t;
+
+static void tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    /* membership's view changes by events, but reachability of a member can change without a
+       membership event reaching us in some orders; a cheap periodic refresh bounds staleness */
+    if (shoal_now_ms() - sh->view_at > 1000)
+        refresh_view(sh);
+    region_tick_all(sh);
+}
+
+static int start_on_node(shoal_system_t *sys, void *arg)
+{
+    shoal_sharding_t *sh = arg;
+    shoal_system_register(sys, K_SH_DELIVER, on_message, sh);
+    shoal_system_register(sys, K_SH_REPLY, on_message, sh);
+    shoal_system_register(sys, K_SH_CONTROL, on_message, sh);
+    refresh_view(sh);
+    sh->cluster_sub = shoal_cluster_subscribe(sh->c, on_cluster_event, sh);
+    sh->t_tick = shoal_system_timer(sys, 20, true, tick, sh);
+    return sh->t_tick > 0 ? 0 : sh->t_tick;
+}
+
+shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
+{
+    int e = 0;
+    if (!err)
+        err = &e;
+    if (!c) {
+        *err = SHOAL_EINVAL;
+        return NULL;
+    }
+    shoal_sharding_t *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        abort();
+    sh->c = c;
+    sh->sys = shoal_cluster_system(c);
+    sh->self = shoal_system_self(sh->sys);
+    sh->unreachable = zhashx_new();
+    pthread_mutex_init(&sh->lock, NULL);
+    int rc = shoal_system_call(sh->sys, start_on_node, sh);
+    if (rc < 0) {
+        zhashx_destroy(&sh->unreachable);
+        pthread_mutex_destroy(&sh->lock);
+        free(sh);
+        *err = rc;
+        return NULL;
+    }
+    *err = 0;
+    return sh;
+}
+
+static int stop_on_node(shoal_system_t *sys, void *arg)
+{
+    shoal_sharding_t *sh = arg;
+    sh->stopping = true;
+    for (size_t i = 0; i < sh->n_regions; i++)
+        region_stop(sh->regions[i]);
+    if (sh->cluster_sub > 0)
+        shoal_cluster_unsubscribe(sh->c, sh->cluster_sub);
+    if (sh->t_tick > 0)
+        shoal_system_timer_cancel(sys, sh->t_tick);
+    shoal_system_register(sys, K_SH_DELIVER, NULL, NULL);
+    shoal_system_register(sys, K_SH_REPLY, NULL, NULL);
+    shoal_system_register(sys, K_SH_CONTROL, NULL, NULL);
+    return 0;
+}
+
+static int barrier(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    (void)arg;
+    return 0;
+}
+
+void shoal_sharding_destroy(shoal_sharding_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    shoal_sharding_t *sh = *self_p;
+    *self_p = NULL;
+    int rc = shoal_system_call(sh->sys, stop_on_node, sh);
+    if (rc == SHOAL_EDEADLK) {
+        zsys_error("shoal_sharding_destroy called from the node thread: refused");
+        return;
+    }
+    /* posts queued before the stop (messages to self, inbound tells) run before this barrier
+       and find the regions stopped */
+    shoal_system_call(sh->sys, barrier, NULL);
+    /* a stopped node runs no more posts or timers, so the regions can go; a running node had
+       its handlers and timers removed above */
+    for (size_t i = 0; i < sh->n_regions; i++)
+        region_free(sh->regions[i]);
+    free(sh->regions);
+    free(sh->removed);
+    zhashx_destroy(&sh->unreachable);
+    if (sh->have_view)
+        shoal_cluster_view_free(&sh->view);
+    shoal_buf_free(&sh->scratch);
+    pthread_mutex_destroy(&sh->lock);
+    free(sh);
+}
+
+shoal_cluster_t *shoal_sharding_cluster(shoal_sharding_t *sh)
+{
+    return sh ? sh->c : NULL;
+}
+
+typedef struct {
+    shoal_sharding_t *sh;
+    const char *name;
+    const shoal_sharding_settings_t *s;
+    const shoal_entity_fns_t *fns;
+    void *arg;
+    bool proxy;
+    int err;
+    shoal_region_t *out;
+} start_ctx_t;
+
+static int start_region(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    start_ctx_t *x = arg;
+    if (sharding_region_by_name(x->sh, x->name)) {
+        x->err = SHOAL_EINVAL;
+        return 0;
+    }
+    x->out = region_new(x->sh, x->name, x->s, x->fns, x->arg, x->proxy, &x->err);
+    if (x->out) {
+        pthread_mutex_lock(&x->sh->lock);
+        x->sh->regions = realloc(x->sh->regions, (x->sh->n_regions + 1) * sizeof *x->sh->regions);
+        if (!x->sh->regions)
+            abort();
+        x->sh->regions[x->sh->n_regions++] = x->out;
+        pthread_mutex_unlock(&x->sh->lock);
+    }
+    return 0;
+}
+
+static shoal_region_t *start(shoal_sharding_t *sh, const char *name,
+                             const shoal_sharding_settings_t *s, const shoal_entity_fns_t *fns,
+                             void *arg, bool proxy, int *err)
+{
+    int e = 0;
+    if (!err)
+        err = &e;
+    if (!sh || !name || !*name || strlen(name) > 200 || (!proxy && (!fns || !fns->receive))) {
+        *err = SHOAL_EINVAL;
+        return NULL;
+    }
+    shoal_sharding_settings_t def;
+    if (!s) {
+        shoal_sharding_settings_default(&def);
+        s = &def;
+    }
+    start_ctx_t x = {sh, name, s, fns, arg, proxy, 0, NULL};
+    int rc = shoal_system_call(sh->sys, start_region, &x);
+    *err = rc < 0 ? rc : x.err;
+    return rc < 0 ? NULL : x.out;
+}
+
+shoal_region_t *shoal_region_start(shoal_sharding_t *sh, const char *type_name,
+                                   const shoal_sharding_settings_t *s,
+                                   const shoal_entity_fns_t *fns, void *arg, int *err)
+{
+    return start(sh, type_name, s, fns, arg, false, err);
+}
+
+shoal_region_t *shoal_region_start_proxy(shoal_sharding_t *sh, const char *type_name,
+                                         const shoal_sharding_settings_t *s, int *err)
+{
+    return start(sh, type_name, s, NULL, NULL, true, err);
+}
+
+shoal_region_t *shoal_region_find(shoal_sharding_t *sh, const char *type_name)
+{
+    if (!sh || !type_name)
+        return NULL;
+    pthread_mutex_lock(&sh->lock);
+    shoal_region_t *r = NULL;
+    for (size_t i = 0; i < sh->n_regions && !r; i++)
+        if (strcmp(sh->regions[i]->name, type_name) == 0)
+            r = sh->regions[i];
+    pthread_mutex_unlock(&sh->lock);
+    return r;
+}
+
+size_t shoal_sharding_type_names(shoal_sharding_t *sh, const char ***names)
+{
+    *names = NULL;
+    if (!sh)
+        return 0;
+    pthread_mutex_lock(&sh->lock);
+    size_t n = sh->n_regions;
+    if (n) {
+        *names = calloc(n, sizeof **names);
+        if (!*names)
+            abort();
+        for (size_t i = 0; i < n; i++)
+            (*names)[i] = sh->regions[i]->name;
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return n;
+}
+
+typedef struct {
+    shoal_sharding_t *sh;
+    const char *const *names;
+    size_t n;
+} healthy_ctx_t;
+
+static int healthy_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    healthy_ctx_t *x = arg;
+    if (x->n == 0) {
+        for (size_t i = 0; i < x->sh->n_regions; i++)
+            if (!x->sh->regions[i]->registered)
+                return 0;
+        return 1;
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        shoal_region_t *r = sharding_region_by_name(x->sh, x->names[i]);
+        if (!r || !r->registered)
+            return 0;
+    }
+    return 1;
+}
+
+bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size_t n)
+{
+    if (!sh)
+        return false;
+    healthy_ctx_t x = {sh, names, n};
+    int rc = shoal_system_on_thread(sh->sys) ? healthy_on_node(sh->sys, &x)
+                                             : shoal_system_call(sh->sys, healthy_on_node, &x);
+    return rc == 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Metrics
+ */
+static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fams[] = {
+#define F(field, type, help)                                                                       \
+    {"shoal_sharding_" #field, type, help, offsetof(shoal_region_stats_t, field)}
+        F(tells, "counter", "Tells accepted by the region"),
+        F(asks, "counter", "Asks accepted by the region"),
+        F(delivered_local, "counter", "Messages delivered to entities hosted here"),
+        F(forwarded, "counter", "Messages sent on to another region"),
+        F(received_remote, "counter", "Messages received from other regions"),
+        F(asks_timed_out, "counter", "Asks that timed out"),
+        F(home_requests, "counter", "Shard home requests sent to the coordinator"),
+        F(shards_started, "counter", "Shards started here"),
+        F(shards_stopped, "counter", "Shards stopped here"),
+        F(handoffs, "counter", "Shards handed off from here"),
+        F(allocations, "counter", "Shard allocations by the coordinator here"),
+        F(shards_moved, "counter", "Shards moved by the coordinator here"),
+        F(buffered, "gauge", "Messages buffered now"),
+        F(shards, "gauge", "Shards hosted here now"),
+        F(entities, "gauge", "Entities running here now"),
+#undef F
+    };
+    shoal_region_stats_t *st = calloc(sh->n_regions ? sh->n_regions : 1, sizeof *st);
+    if (!st)
+        abort();
+    for (size_t i = 0; i < sh->n_regions; i++)
+        shoal_region_stats(sh->regions[i], &st[i]);
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        shoal_buf_t name = {0};
+        shoal_buf_printf(&name, "%s%s", fams[f].name,
+                         strcmp(fams[f].type, "counter") == 0 ? "_total" : "");
+        shoal_metrics_family(out, shoal_buf_cstr(&name), fams[f].type, fams[f].help);
+        for (size_t i = 0; i < sh->n_regions; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&st[i] + fams[f].off, sizeof v);
+            shoal_buf_printf(out, "%s{type=", shoal_buf_cstr(&name));
+            shoal_metrics_label_value(out, sh->regions[i]->name);
+            shoal_buf_printf(out, "} %llu\n", (unsigned long long)v);
+        }
+        shoal_buf_free(&name);
+    }
+    shoal_metrics_family(out, "shoal_sharding_dead_letters_total", "counter",
+                         "Messages that could not be delivered, by reason");
+    for (size_t i = 0; i < sh->n_regions; i++)
+        for (int d = 1; d < SHOAL_DL_REASONS; d++) {
+            shoal_buf_printf(out, "shoal_sharding_dead_letters_total{type=");
+            shoal_metrics_label_value(out, sh->regions[i]->name);
+            shoal_buf_printf(out, ",reason=\"%s\"} %llu\n",
+                             shoal_dead_letter_name((shoal_dead_letter_t)d),
+                             (unsigned long long)st[i].dead_letters[d]);
+        }
+    free(st);
+}
+
+int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m)
+{
+    if (!sh || !m)
+        return SHOAL_EINVAL;
+    return shoal_metrics_add(m, collect, sh);
+}

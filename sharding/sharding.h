@@ -1,0 +1,370 @@
+/*  sharding.h — Shoal Cluster Sharding: stateful entities spread over the members of a role,
+    addressed by entity id, never by node, and moved when the cluster changes.
+
+    This header is the whole public API of sharding/. Sharding is a client of the replicator (the
+    coordinator's state is a ddata key of the role's replicator) and of membership (the coordinator
+    is a cluster singleton; regions follow the members).
+
+    THE PIECES
+      entity type  a name, the entity callbacks, settings. Started on a node it gives a REGION.
+      region       one per node per type: routes messages for the type's entities, hosts the
+                   shards allocated to it. A PROXY region (shoal_region_start_proxy, or a node
+                   without the type's role) routes and hosts nothing.
+      shard        a group of entities (shard id = hash of the entity id mod number-of-shards by
+                   default); the unit of allocation and of moves.
+      entity       created on its first message (or by shoal_region_start_entity), one instance
+                   in the cluster at a time; its callbacks run on the node thread.
+      coordinator  a cluster singleton per type (on the oldest Up member of the role) that decides
+                   which region hosts which shard and moves shards to balance the load.
+
+    ROUTING (seeds 000/001, scenarios 1 and 2). A region that does not know a shard's home asks
+    the coordinator (once per shard) and buffers the shard's messages; when the home is itself
+    it starts the shard and delivers; when the home is another region it forwards the buffered
+    messages there, and later ones go straight there, without the coordinator.
+
+    THE DEFAULT SHARD ID is decimal(XXH3_64(entity id bytes, seed 0) mod number-of-shards): the
+    same on every platform and every release (xxHash's XXH3 output is specified and stable).
+
+    THE COORDINATOR'S STATE is one LWWMap of the role's replicator, key "coord-<type>": an entry
+    "s/<shard>" per allocated shard, whose value is the hosting region's node id and whose
+    timestamp is the ALLOCATION EPOCH (the coordinator's term << 32 | a counter), and an entry
+    "r/<node id>" per registered region ("region" or "proxy"). One allocation ships as a
+    one-entry delta; the newest epoch wins, never a wall clock. Written with WriteMajority plus
+    write-majority-plus (min-cap majority-min-cap), read with ReadMajority plus read-majority-plus
+    when a new coordinator takes over; retried on timeout. Not durable (a full stop forgets it,
+    as in Akka). A new coordinator also collects the shards every region reports hosting when it
+    registers, and allocates no new shard until the live regions have registered (or
+    handoff-timeout passed), so an allocation its read missed is not handed out twice.
+
+    AT MOST ONE OWNER PER SHARD. Every allocation carries an epoch; epochs grow across coordinator
+    failover (terms are up-numbers, which only grow). A region hosts a shard only for the newest
+    allocation it has been told of: it refuses an older one, and stops its own copy when it learns
+    of a newer allocation elsewhere. The shards of a downed region are reallocated only after the
+    removal margin (down-removal-margin, default: the split-brain resolver's stable-after), within
+    which a downed node stops its own shards (it learns it was downed, or may not act).
+
+    HANDOFF (rebalance, graceful shutdown, StopShards) keeps every message and per-sender order:
+      1. the coordinator sends BeginHandOff(shard, epoch) to every region and proxy;
+      2. each region stops sending to the owner, buffers the shard's messages, sends a FENCE to
+         the owner on the same connection as its earlier messages, and acknowledges;
+      3. the coordinator sends HandOff to the owner with the regions that acknowledged; the owner
+         waits for their fences (so every message already on its way has arrived and been
+         delivered), runs the hand-over step (each entity may yield a snapshot for its next home),
+         sends each entity the stop message (or stops it directly when the type has none), waits
+         for them to stop (stopping stragglers by force after max(handoff-timeout - 5 s, 1 s)),
+         and reports ShardStopped;
+      4. the coordinator allocates the shard anew (new epoch) and tells every region, whose
+         buffers then flush to the new home. A message that still reaches the old owner (a sender
+         that missed step 1) is routed on from there like any other, never dropped.
+    A region that dies or restarts during any step ends the handoff within two handoff-timeouts.
+
+    DELIVERY. Tells are at-most-once, as in Akka: nothing is retried across a lost connection.
+    Messages from one sender (one thread, or the node thread) through one region keep their order,
+    across rebalances too. Every message that cannot be delivered becomes a DEAD LETTER with its
+    reason: counted per reason, logged (rate-limited) and passed to subscribers. Messages for a
+    shard whose home is unreachable wait in the buffer until it is reachable again or the shard
+    moves. Buffers are bounded (buffer-size messages per region, in total); a message that does not
+    fit is refused to the caller (tell returns SHOAL_EBUFFER, an ask fails at once with it), and a
+    line is logged at every tenth of the capacity used.
+
+    THREADS. tell, ask and the queries work from any thread. From the node thread they act at once;
+    from another thread a tell is queued in the region's inbound queue (one mutex, one wake-up per
+    batch, no allocation per message) and sent in order by the node thread. Callbacks (entity
+    callbacks, ask completions, dead-letter subscribers) run on the node thread and must not block.
+    Start and destroy from any thread but the node's.
+*/
+#ifndef SHOAL_SHARDING_H
+#define SHOAL_SHARDING_H
+
+#include "membership.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHOAL_EBUFFER  -50 /* the region's buffer is full: the message was not accepted */
+#define SHOAL_ENOTYPE  -51 /* no such entity type on this node */
+#define SHOAL_ESHARDS  -52 /* number-of-shards differs from the coordinator's */
+
+/* Largest entity id and shard id, in bytes (C strings, no NUL inside). */
+#define SHOAL_ENTITY_ID_MAX 255
+#define SHOAL_SHARD_ID_MAX 64
+
+typedef struct shoal_sharding shoal_sharding_t; /* sharding on one node */
+typedef struct shoal_region shoal_region_t;     /* one entity type on one node */
+typedef struct shoal_entity shoal_entity_t;     /* a running entity (valid while it runs) */
+
+/* ---------------------------------------------------------------------------------------------
+ * Allocation strategies
+ */
+typedef enum {
+    SHOAL_ALLOC_LEAST_SHARDS = 1,   /* least-shard-allocation-strategy (default) */
+    SHOAL_ALLOC_CONSISTENT_HASHING, /* rendezvous hashing of shard ids over member addresses */
+    SHOAL_ALLOC_EXTERNAL,           /* locations written by a client (shoal_external_allocate) */
+    SHOAL_ALLOC_CUSTOM,             /* the callbacks below */
+} shoal_alloc_kind_t;
+
+/* A region as a strategy sees it. Strategies get the candidate regions in preference order:
+   members not leaving first, then the newest app version, then fewest shards, then address. */
+typedef struct {
+    const shoal_node_t *node;
+    const char *const *shards; /* the shards it hosts now */
+    size_t n_shards;
+    bool leaving;              /* Leaving/Exiting (or shutting down its region) */
+    const char *app_version;
+} shoal_alloc_region_t;
+
+/* Custom strategy. allocate: the index of the region (< n) for a new shard; `requester` is the
+   index of the region that asked (-1: a proxy asked). rebalance: writes up to `cap` shard ids to
+   move into out (borrowed from the regions' lists) and returns how many; `in_progress` are the
+   shards moving now. */
+typedef struct {
+    int (*allocate)(const char *shard, int requester, const shoal_alloc_region_t *regions,
+                    size_t n, void *arg);
+    size_t (*rebalance)(const shoal_alloc_region_t *regions, size_t n,
+                        const char *const *in_progress, size_t n_in_progress, const char **out,
+                        size_t cap, void *arg);
+    void *arg;
+} shoal_alloc_custom_t;
+
+typedef struct {
+    shoal_alloc_kind_t kind;
+    /* least-shard-allocation-strategy: absolute-limit > 0 selects the newer algorithm (at most
+       min(absolute, max(1, relative * total shards)) moves per round); 0 the older one
+       (rebalance when most - least > threshold, at most max-simultaneous at once). */
+    uint32_t rebalance_absolute_limit;  /* 0 in Akka; Shoal's default 20 */
+    double rebalance_relative_limit;    /* 0.1 */
+    uint32_t rebalance_threshold;       /* 1 */
+    uint32_t max_simultaneous_rebalance;/* 3 */
+    /* consistent hashing: at most this many moves per round (0 = no limit) */
+    uint32_t hashing_rebalance_limit;
+    shoal_alloc_custom_t custom;
+} shoal_alloc_settings_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings of an entity type: shoal/cluster/sharding/... (see shoal_config_sharding)
+ */
+typedef struct {
+    const char *role;                      /* role, "" = every member */
+    uint32_t number_of_shards;             /* number-of-shards, 1000 (checked at registration) */
+    uint32_t buffer_size;                  /* buffer-size, 100000 messages per region */
+    uint32_t retry_interval_ms;            /* retry-interval, 2 s */
+    uint32_t handoff_timeout_ms;           /* handoff-timeout, 60 s */
+    uint32_t shard_start_timeout_ms;       /* shard-start-timeout, 10 s */
+    uint32_t rebalance_interval_ms;        /* rebalance-interval, 10 s (and at once when a member
+                                              comes Up, and again at once after a round that
+                                              moved shards while still unbalanced) */
+    uint32_t waiting_for_state_timeout_ms; /* waiting-for-state-timeout, 2 s */
+    uint32_t updating_state_timeout_ms;    /* updating-state-timeout, 5 s */
+    uint32_t shard_region_query_timeout_ms;/* shard-region-query-timeout, 3 s */
+    uint32_t write_majority_plus;          /* coordinator-state.write-majority-plus, 3
+                                              (UINT32_MAX = all) */
+    uint32_t read_majority_plus;           /* coordinator-state.read-majority-plus, 5 */
+    uint32_t majority_min_cap;             /* distributed-data.majority-min-cap, 5 */
+    uint32_t down_removal_margin_ms;       /* shoal/cluster/down-removal-margin; 0 = the
+                                              split-brain resolver's stable-after */
+    shoal_alloc_settings_t allocation;
+    /* The message an entity gets when it must stop (handoff, passivation); it then calls
+       shoal_entity_stop. NULL: entities are stopped directly. */
+    const void *stop_message;
+    size_t stop_message_len;
+    /* Shard id of an entity id, written into out (at most SHOAL_SHARD_ID_MAX bytes + NUL);
+       NULL = the default hash. Must give the same answer on every node. */
+    void (*shard_id)(const char *entity_id, uint32_t number_of_shards, char *out, void *arg);
+    void *shard_id_arg;
+    /* Entity id of a message, for shoal_region_tell/ask with a NULL entity id (Akka's message
+       extractor); writes at most SHOAL_ENTITY_ID_MAX bytes + NUL into out, nonzero = no id. */
+    int (*entity_id)(const void *msg, size_t len, char *out, void *arg);
+    void *entity_id_arg;
+    /* The replicator of the role to keep the coordinator's state in; NULL = sharding starts one
+       (role `role`, Akka's sharding overrides: durable keys "shard-*", max-delta-elements 5,
+       prefer-oldest) that follows the cluster. */
+    shoal_replicator_t *replicator;
+} shoal_sharding_settings_t;
+
+void shoal_sharding_settings_default(shoal_sharding_settings_t *s);
+/* Shortened timings for tests and the benchmarks: retry 200 ms, handoff 5 s, shard start 2 s,
+   rebalance 1 s, state timeouts 1 s. */
+void shoal_sharding_settings_fast(shoal_sharding_settings_t *s);
+/* From a configuration file (see ddata.h, CONFIGURATION FILES): shoal/cluster/sharding/...;
+   overwrites only what the file sets. Strings stay owned by cfg. */
+int shoal_config_sharding(const shoal_config_t *cfg, shoal_sharding_settings_t *out, char *err,
+                          size_t errlen);
+
+/* ---------------------------------------------------------------------------------------------
+ * Entities
+ */
+typedef struct {
+    /* A new incarnation of the entity; returns its state (may be NULL). */
+    void *(*start)(shoal_entity_t *e, void *type_arg);
+    /* A message for it. In here it may reply (shoal_entity_reply), keep the sender for later
+       (shoal_entity_sender), tell other entities, passivate or stop itself. */
+    void (*receive)(shoal_entity_t *e, void *state, const void *msg, size_t len, void *type_arg);
+    /* It is gone (stopped, passivated, handed off, its shard or region stopped): free state. */
+    void (*stop)(shoal_entity_t *e, void *state, void *type_arg);
+    /* Hand-over before a handoff stops it: may append a snapshot for its next home to out
+       (delivered to the next incarnation by the entity-state layer). NULL = none. */
+    void (*hand_over)(shoal_entity_t *e, void *state, shoal_buf_t *out, void *type_arg);
+} shoal_entity_fns_t;
+
+const char *shoal_entity_id(const shoal_entity_t *e);
+const char *shoal_entity_shard(const shoal_entity_t *e);
+shoal_region_t *shoal_entity_region(const shoal_entity_t *e);
+/* Replies to the sender of the message being received (an ask); SHOAL_EINVAL outside receive or
+   for a tell. */
+int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len);
+
+/* Where a reply goes, kept to answer later. */
+typedef struct {
+    const shoal_node_t *node; /* the asking region's node */
+    uint64_t ask_id;          /* 0 = a tell: nothing to answer */
+} shoal_sender_t;
+/* The sender of the message being received ({NULL, 0} for a tell). */
+shoal_sender_t shoal_entity_sender(const shoal_entity_t *e);
+/* Answers a kept sender (node thread). */
+int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len);
+/* Asks to be passivated: the stop message comes back to the entity (or it stops at once without
+   one); messages that arrive until it has stopped wait and go to its next incarnation. */
+int shoal_entity_passivate(shoal_entity_t *e);
+/* Stops the entity now (after a stop message, or on its own); its stop callback runs when the
+   current callback returns. */
+int shoal_entity_stop(shoal_entity_t *e);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sharding on a node, and regions
+ */
+/* Sharding on a node that runs membership. Any thread but the node's. */
+shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err);
+/* Stops every region (without handing off: use the cluster's orderly shutdown for that) and
+   frees. Any thread but the node's. NULL-safe. */
+void shoal_sharding_destroy(shoal_sharding_t **self_p);
+shoal_cluster_t *shoal_sharding_cluster(shoal_sharding_t *sh);
+
+/* Starts an entity type on this node (a proxy when the node lacks the role). arg is passed to the
+   entity callbacks. NULL with *err: SHOAL_EINVAL (bad settings, the name is taken). */
+shoal_region_t *shoal_region_start(shoal_sharding_t *sh, const char *type_name,
+                                   const shoal_sharding_settings_t *s,
+                                   const shoal_entity_fns_t *fns, void *arg, int *err);
+/* A region that routes and hosts nothing. */
+shoal_region_t *shoal_region_start_proxy(shoal_sharding_t *sh, const char *type_name,
+                                         const shoal_sharding_settings_t *s, int *err);
+/* Graceful shutdown of a region: hands all its shards off to other regions, then stops (it runs
+   by itself in the cluster's SHOAL_PHASE_SHARDING, so leaving the cluster does it first). Any
+   thread but the node's; returns once the region has stopped, or SHOAL_ETIMEOUT after
+   handoff-timeout with the shards that could not move stopped here. */
+int shoal_region_shutdown(shoal_region_t *r);
+/* The region of a type on this node, or NULL. Thread-safe. */
+shoal_region_t *shoal_region_find(shoal_sharding_t *sh, const char *type_name);
+const char *shoal_region_type_name(const shoal_region_t *r);
+bool shoal_region_is_proxy(const shoal_region_t *r);
+/* The shard id of an entity id under the type's settings (out holds SHOAL_SHARD_ID_MAX + 1). */
+void shoal_region_shard_of(const shoal_region_t *r, const char *entity_id, char *out);
+/* The default shard id function. */
+void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out);
+
+/* One-way message to an entity (entity_id NULL: taken from the message by the type's entity_id
+   function). 0 when accepted; SHOAL_EBUFFER (full), SHOAL_ESTOPPED (region stopping),
+   SHOAL_EINVAL (bad id). Any thread. */
+int shoal_region_tell(shoal_region_t *r, const char *entity_id, const void *msg, size_t len);
+/* A request with a reply: done(status, reply) runs on the node thread exactly once, with
+   SHOAL_OK and the reply, SHOAL_ETIMEOUT, SHOAL_EBUFFER or SHOAL_ESTOPPED. Any thread; returns
+   0 when the ask was accepted (done will run) or an error (done will not run). */
+typedef void (shoal_ask_done_fn)(shoal_region_t *r, int status, const void *reply, size_t len,
+                                 void *arg);
+int shoal_region_ask(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
+                     uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+/* Blocking ask for other threads (SHOAL_EDEADLK on the node thread): the reply in *reply. */
+int shoal_region_ask_sync(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
+                          uint32_t timeout_ms, shoal_buf_t *reply);
+/* Starts an entity without a message (Akka's StartEntity). Any thread. */
+int shoal_region_start_entity(shoal_region_t *r, const char *entity_id);
+
+/* Dead letters. */
+typedef enum {
+    SHOAL_DL_BUFFER_FULL = 1, /* refused: the region's buffer is full */
+    SHOAL_DL_REGION_STOPPING, /* the region was stopping or stopped with it buffered */
+    SHOAL_DL_ENTITY_STOPPED,  /* for an entity stopping by force, or a stopped shard's entity */
+    SHOAL_DL_SHARD_FAILED,    /* the shard could not start or was stopped as stale */
+    SHOAL_DL_SEND_FAILED,     /* the transport refused it (no connection, queue full) */
+    SHOAL_DL_UNKNOWN_TYPE,    /* arrived for a type this node does not run */
+    SHOAL_DL_MALFORMED,       /* arrived malformed */
+    SHOAL_DL_REASONS
+} shoal_dead_letter_t;
+const char *shoal_dead_letter_name(shoal_dead_letter_t reason);
+typedef void (shoal_dead_letter_fn)(shoal_region_t *r, shoal_dead_letter_t reason,
+                                    const char *entity_id, const void *msg, size_t len, void *arg);
+/* Node thread or any thread. Returns an id > 0. */
+int shoal_region_on_dead_letter(shoal_region_t *r, shoal_dead_letter_fn *fn, void *arg);
+
+/* Events of shard moves (node thread, on the coordinator's node). */
+typedef void (shoal_shard_moved_fn)(shoal_region_t *r, const char *shard, const shoal_node_t *from,
+                                    const shoal_node_t *to, void *arg);
+int shoal_region_on_shard_moved(shoal_region_t *r, shoal_shard_moved_fn *fn, void *arg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries (any thread; free what they return)
+ */
+typedef struct {
+    char *id;
+    size_t n_entities;
+    char **entities; /* NULL unless asked for */
+} shoal_shard_state_t;
+typedef struct {
+    const shoal_node_t *region;
+    bool failed; /* did not answer in time (cluster-wide queries) */
+    size_t n_shards;
+    shoal_shard_state_t *shards; /* by shard id */
+} shoal_region_state_t;
+/* This region's shards and (with_entities) their entity ids (Akka's GetShardRegionState). */
+int shoal_region_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
+void shoal_region_state_free(shoal_region_state_t *s);
+
+/* Every region of the type (as the coordinator knows them) with its shards and entity counts;
+   regions that do not answer within timeout_ms are listed failed (GetClusterShardingStats). */
+typedef struct {
+    size_t n_regions;
+    shoal_region_state_t *regions;
+} shoal_sharding_stats_t;
+int shoal_region_cluster_stats(shoal_region_t *r, uint32_t timeout_ms, shoal_sharding_stats_t *out);
+void shoal_sharding_stats_free(shoal_sharding_stats_t *s);
+
+/* The regions (not proxies) the coordinator knows (GetCurrentRegions), node ids in *nodes
+   (malloc'd array of interned pointers). */
+int shoal_region_current_regions(shoal_region_t *r, uint32_t timeout_ms,
+                                 const shoal_node_t ***nodes, size_t *n);
+
+/* Counters of this region (and of the coordinator, when it runs here). */
+typedef struct {
+    uint64_t tells, asks, delivered_local, forwarded, received_remote, replies;
+    uint64_t asks_timed_out, buffered, buffer_peak, home_requests, homes_learned;
+    uint64_t shards_started, shards_stopped, shards_refused_stale, entities_started,
+        entities_stopped, entities_forced;
+    uint64_t handoffs, fences_sent;
+    uint64_t dead_letters[SHOAL_DL_REASONS];
+    /* coordinator */
+    uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,
+        state_reads;
+    uint64_t shards, entities; /* now */
+} shoal_region_stats_t;
+int shoal_region_stats(shoal_region_t *r, shoal_region_stats_t *out);
+
+/* The entity type names started on this node, in start order (malloc'd array; the strings stay
+   owned by the regions). */
+size_t shoal_sharding_type_names(shoal_sharding_t *sh, const char ***names);
+/* Health check: true once every named type (all types when n == 0) has registered with its
+   coordinator. */
+bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size_t n);
+
+/* External allocation: records that `shard` should live on the member at `address`
+   ("host:port"), in the LWWMap "external-shard-allocation-<type>" of the role's replicator
+   (WriteMajority); the coordinator moves it there at its next rebalance. Any thread. */
+int shoal_external_allocate(shoal_region_t *r, const char *shard, const char *address,
+                            uint32_t timeout_ms);
+
+/* Adds sharding's counters to a node's metrics endpoint (see ddata.h, METRICS). */
+int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
