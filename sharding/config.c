@@ -122,8 +122,8 @@ static int read_field(const shoal_config_t *cfg, const field_t *f, settings_t *o
 
 /* coordinator-state/{write,read}-majority-plus: a whole number, or "all" (Akka's Int.MaxValue)
    read as UINT32_MAX, which is therefore not a number one may write. */
-static int read_majority_plus(const shoal_config_t *cfg, const char *path, uint32_t *out,
-                              char *err, size_t errlen)
+static int read_majority_plus(const shoal_config_t *cfg, const char *path, uint32_t *out, char *err,
+                              size_t errlen)
 {
     const char *v = shoal_config_get(cfg, path);
     if (!v)
@@ -215,8 +215,7 @@ static int check_proportions(const shoal_config_t *cfg, const char *strategy, co
         return rc;
     for (size_t i = 0; rc == 1 && i < n; i++)
         if (!is_fraction(items[i]))
-            return bad(err, errlen, "%s: '%s' is not a proportion between 0 and 1", path,
-                       items[i]);
+            return bad(err, errlen, "%s: '%s' is not a proportion between 0 and 1", path, items[i]);
     return 0;
 }
 

@@ -10,7 +10,7 @@
 */
 #include <string.h>
 
-#include "internal.h"
+#include "sharding_internal.h"
 #include "allocation.h"
 
 typedef struct {
@@ -519,7 +519,9 @@ static void try_waiting(coordinator_t *co)
         if (zhashx_lookup(co->rebalancing, shard) || (a && a->writing))
             continue;
         if (a && a->node) {
-            answer_waiters(co, shard);
+            creg_t *host = zhashx_lookup(co->regions, shoal_node_id(a->node));
+            if (!host || !host->gone_since)
+                answer_waiters(co, shard);
             continue;
         }
         waiters_t *w = zhashx_lookup(co->waiting, shard);
@@ -749,14 +751,18 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
         break;
     case SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME: {
         alloc_t *a = zhashx_lookup(co->allocs, m->shard);
-        if (co->ready && a && a->node && !a->writing && !zhashx_lookup(co->rebalancing, m->shard)) {
+        creg_t *host = a && a->node ? zhashx_lookup(co->regions, shoal_node_id(a->node)) : NULL;
+        /* a home on a region that is going away is not worth telling: the shard is reallocated
+           once the region is terminated, and the asker waits for that */
+        if (co->ready && a && a->node && !a->writing && !(host && host->gone_since) &&
+            !zhashx_lookup(co->rebalancing, m->shard)) {
             send_one(co, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, m->shard, a->node,
                      a->epoch, NULL, 0);
             break;
         }
         waiter_add(co, m->shard, from);
         if (co->ready && co->recovered && !zhashx_lookup(co->rebalancing, m->shard) &&
-            !(a && a->writing))
+            !(a && (a->writing || a->node)))
             allocate(co, m->shard, from);
         break;
     }
@@ -1136,9 +1142,10 @@ void coordinator_tick(coordinator_t *co)
     creg_t *dead = NULL;
     for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions)) {
         const shoal_member_t *m = sharding_member(co->r->sh, c->node);
+        /* a member not in the view yet (a joiner whose news has not reached us) is not gone:
+           only Down, or removed for good */
         bool gone = sharding_removed(co->r->sh, c->node) ||
-                    (m && m->status == SHOAL_MEMBER_DOWN) ||
-                    (!m && co->r->sh->have_view && c->node != co->r->self);
+                    (m && m->status == SHOAL_MEMBER_DOWN);
         if (!gone) {
             c->gone_since = 0;
             continue;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "sharding_internal.h"
 
 typedef struct {
     uint64_t id;

@@ -9,7 +9,7 @@
 */
 #include <string.h>
 
-#include "internal.h"
+#include "sharding_internal.h"
 #include "allocation.h"
 
 #define TICK_SLOW_MS 100
@@ -372,7 +372,6 @@ static void entity_finish(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
-    zhashx_freefn(s->entities, e->id, NULL);
     zhashx_delete(s->entities, e->id);
     r->stats.entities_stopped++;
     if (r->fns.stop) {
@@ -567,9 +566,7 @@ static void shard_maybe_done(shard_t *s)
                  s->epoch);
     }
     r->stats.shards_stopped++;
-    zhashx_freefn(r->shards, s->id, NULL);
-    zhashx_delete(r->shards, s->id);
-    shard_free(s);
+    zhashx_delete(r->shards, s->id); /* the table's destructor frees s */
 }
 
 /* Stops every entity of the shard: the hand-over step and the stop message for a handoff or

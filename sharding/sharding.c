@@ -6,7 +6,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "internal.h"
+#include "sharding_internal.h"
 
 void shoal_sharding_settings_default(shoal_sharding_settings_t *s)
 {
@@ -73,7 +73,7 @@ const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
  */
 bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node)
 {
-    return !zhashx_lookup(sh->unreachable, shoal_node_id(node));
+    return !zhashx_lookup(sh->unreachable, shoal_node_id(node)) && !sharding_removed(sh, node);
 }
 
 bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node)

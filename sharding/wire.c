@@ -12,7 +12,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "internal.h"
+#include "sharding_internal.h"
 
 static void put_u32(shoal_buf_t *b, uint32_t v)
 {

@@ -1,11 +1,13 @@
 /*  fuzz_config.c — libFuzzer target for configuration text (shoal_config_parse).
 
     Configuration files come from operators, not peers, but a node must still never crash on one:
-    any input gives a config or an error message. A config that loads must fill both settings
-    structs, and what it fills must be consistent (counts with their arrays).
+    any input gives a config or an error message. A config that loads must fill the node and
+    replicator settings, and what it fills must be consistent (counts with their arrays); cluster
+    and sharding settings may refuse it, with a message.
 */
 #include "ddata.h"
 #include "membership.h"
+#include "sharding.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < c.n_role_min; i++)
             total += strlen(c.role_min[i].role);
         total += strlen(c.app_version);
+    }
+    /* sharding: "all" and the passivation checks are parsed here, not at load */
+    shoal_sharding_settings_t sh;
+    memset(&sh, 0, sizeof sh);
+    sh.role = "";
+    sh.number_of_shards = 1; /* a file may change these, never to 0 */
+    sh.buffer_size = 1;
+    err[0] = '\0';
+    if (shoal_config_sharding(cfg, &sh, err, sizeof err) != 0) {
+        if (err[0] == '\0')
+            abort();
+    } else {
+        if (!sh.role || sh.number_of_shards == 0 || sh.buffer_size == 0)
+            abort();
+        if (sh.allocation.rebalance_relative_limit > 1 ||
+            sh.allocation.rebalance_relative_limit < 0)
+            abort();
+        total += strlen(sh.role);
     }
     shoal_config_destroy(&cfg);
     return total == (size_t)-1; /* keeps the reads from being optimized away */

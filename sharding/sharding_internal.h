@@ -1,4 +1,4 @@
-/*  internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
+/*  sharding_internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
     entities, buffered messages, the coordinator, and the wire.
 */
 #ifndef SHOAL_SHARDING_INTERNAL_H
