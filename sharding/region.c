@@ -719,6 +719,45 @@ static void flush(shoal_region_t *r, home_t *h)
 }
 
 /* Routes one message (takes m). */
+/* The direct path: delivers or sends a message when nothing waits ahead of it for the shard and
+   its home is known and usable. 1 = done, 0 = it must wait in the buffer, -1 = the transport
+   refused it for good (a dead letter). No allocation: the hot path of every tell. */
+static int try_direct(shoal_region_t *r, home_t *h, const char *eid, uint8_t flags,
+                      const shoal_node_t *origin, uint64_t ask_id, const void *data, size_t len)
+{
+    if (h->buffer.head || !h->node || h->handing_off)
+        return 0;
+    if (h->node == r->self) {
+        shard_t *s = zhashx_lookup(r->shards, h->id);
+        if (!s || s->status != SH_ACTIVE)
+            return 0;
+        deliver_local(r, s, eid, flags, origin, ask_id, data, len);
+        return 1;
+    }
+    if (!sharding_reachable(r->sh, h->node))
+        return 0;
+    shoal_buf_t *b = &r->sh->scratch;
+    shoal_buf_reset(b);
+    wire_envelope(b, flags, r->type_hash, h->id, eid, ask_id,
+                  origin && origin != r->self ? origin : NULL, data, len);
+    int rc = shoal_system_send(r->sys, h->node, K_SH_DELIVER, b->data, b->len);
+    if (rc == 0) {
+        r->stats.forwarded++;
+        return 1;
+    }
+    return rc == SHOAL_EAGAIN || rc == SHOAL_ENOTCONN ? 0 : -1;
+}
+
+/* Queues m behind the shard's buffer and asks for the home when nobody knows it. */
+static void route_buffer(shoal_region_t *r, home_t *h, bmsg_t *m)
+{
+    if (!buffer(r, h, m))
+        return;
+    if (!h->node && !h->handing_off)
+        ask_home(r, h);
+}
+
+/* Routes one message (takes m). */
 static void route(shoal_region_t *r, bmsg_t *m, const char *shard)
 {
     if (r->stopped) {
@@ -726,31 +765,13 @@ static void route(shoal_region_t *r, bmsg_t *m, const char *shard)
         return;
     }
     home_t *h = home_get(r, shard);
-    if (!h->buffer.head && h->node && !h->handing_off) {
-        if (h->node == r->self) {
-            shard_t *s = zhashx_lookup(r->shards, shard);
-            if (s && s->status == SH_ACTIVE) {
-                deliver_local(r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
-                free(m);
-                return;
-            }
-        } else if (sharding_reachable(r->sh, h->node)) {
-            int rc = send_envelope(r, h->node, shard, m);
-            if (rc == 0) {
-                r->stats.forwarded++;
-                free(m);
-                return;
-            }
-            if (rc != SHOAL_EAGAIN && rc != SHOAL_ENOTCONN) {
-                dead_letter_bmsg(r, SHOAL_DL_SEND_FAILED, m);
-                return;
-            }
-        }
-    }
-    if (!buffer(r, h, m))
-        return;
-    if (!h->node && !h->handing_off)
-        ask_home(r, h);
+    int d = try_direct(r, h, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+    if (d > 0)
+        free(m);
+    else if (d < 0)
+        dead_letter_bmsg(r, SHOAL_DL_SEND_FAILED, m);
+    else
+        route_buffer(r, h, m);
 }
 
 /* Entry for messages made here (API, inbound queue, deferred): 0 or SHOAL_EBUFFER. */
@@ -759,8 +780,21 @@ static int route_new(shoal_region_t *r, const char *eid, uint8_t flags, uint64_t
 {
     char shard[SHOAL_SHARD_ID_MAX + 1];
     shard_of(r, eid, shard);
+    home_t *h = home_get(r, shard);
+    int d = r->stopped ? 0 : try_direct(r, h, eid, flags, NULL, ask_id, data, len);
+    if (d > 0)
+        return 0;
+    bmsg_t *m = bmsg_new(eid, flags, NULL, ask_id, data, len);
+    if (r->stopped) {
+        dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
+        return SHOAL_ESTOPPED;
+    }
+    if (d < 0) {
+        dead_letter_bmsg(r, SHOAL_DL_SEND_FAILED, m);
+        return SHOAL_ENOTCONN;
+    }
     size_t before = r->stats.dead_letters[SHOAL_DL_BUFFER_FULL];
-    route(r, bmsg_new(eid, flags, NULL, ask_id, data, len), shard);
+    route_buffer(r, h, m);
     return r->stats.dead_letters[SHOAL_DL_BUFFER_FULL] != before ? SHOAL_EBUFFER : 0;
 }
 
