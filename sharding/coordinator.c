@@ -51,12 +51,6 @@ typedef struct {
     size_t n;
 } waiters_t;
 
-/* Outlives the coordinator while replicator callbacks may still arrive. */
-typedef struct {
-    coordinator_t *co;
-    int refs;
-} life_t;
-
 struct coordinator {
     shoal_region_t *r;
     life_t *life;
@@ -77,12 +71,6 @@ struct coordinator {
     size_t unstarted;
     shoal_region_stats_t stats;
 };
-
-static void life_release(life_t *l)
-{
-    if (--l->refs == 0)
-        free(l);
-}
 
 static uint64_t next_epoch(coordinator_t *co)
 {
@@ -227,7 +215,7 @@ static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg
 static int write_modify(shoal_crdt_t *value, void *arg)
 {
     write_t *w = arg;
-    const shoal_node_t *self = w->life->co ? w->life->co->r->self : NULL;
+    const shoal_node_t *self = w->life->obj ? ((coordinator_t *)w->life->obj)->r->self : NULL;
     if (!self)
         return SHOAL_EINVAL;
     for (size_t i = 0; i < w->n; i++) {
@@ -271,7 +259,7 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
     (void)rep;
     (void)key;
     write_t *w = arg;
-    coordinator_t *co = w->life->co;
+    coordinator_t *co = w->life->obj;
     if (co && status != 0) {
         /* Akka retries coordinator writes until they succeed: the allocation must be on a
            majority before anyone acts on it */
@@ -294,8 +282,7 @@ static write_t *write_new(coordinator_t *co)
     write_t *w = calloc(1, sizeof *w);
     if (!w)
         abort();
-    w->life = co->life;
-    co->life->refs++;
+    w->life = life_ref(co->life);
     return w;
 }
 
@@ -903,7 +890,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     (void)rep;
     (void)key;
     read_t *rd = arg;
-    coordinator_t *co = rd->life->co;
+    coordinator_t *co = rd->life->obj;
     life_release(rd->life);
     free(rd);
     if (!co)
@@ -933,14 +920,28 @@ static void read_state(coordinator_t *co)
     read_t *rd = calloc(1, sizeof *rd);
     if (!rd)
         abort();
-    rd->life = co->life;
-    co->life->refs++;
+    rd->life = life_ref(co->life);
     co->reading = true;
     co->stats.state_reads++;
     int rc = shoal_replicator_get(co->r->rep, co->key, shoal_type_by_name("LWWMap"), &c,
                                   read_done, rd);
     if (rc < 0)
         read_done(co->r->rep, rc == SHOAL_ENOTFOUND ? rc : SHOAL_ETIMEOUT, co->key, NULL, rd);
+}
+
+static void remembered_shard(const char *shard, void *arg)
+{
+    coordinator_t *co = arg;
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    if (a && (a->node || a->writing))
+        return;
+    if (!zhashx_lookup(co->waiting, shard)) {
+        waiters_t *w = calloc(1, sizeof *w);
+        if (!w)
+            abort();
+        zhashx_insert(co->waiting, shard, w);
+    }
+    try_waiting(co);
 }
 
 /* The regions the state names that are live members must register before new shards are
@@ -959,6 +960,9 @@ static void check_recovered(coordinator_t *co, int64_t now)
     if (all || now >= co->recover_until) {
         co->recovered = true;
         co->rebalance_soon = true;
+        /* remembered entities come back by themselves: their shards are allocated eagerly */
+        if (co->r->s.remember_entities)
+            remember_all_shards(co->r, remembered_shard, co, co->life);
         try_waiting(co);
     }
 }
@@ -973,11 +977,7 @@ coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term)
         abort();
     co->r = r;
     co->term = term;
-    co->life = calloc(1, sizeof *co->life);
-    if (!co->life)
-        abort();
-    co->life->co = co;
-    co->life->refs = 1;
+    co->life = life_new(co);
     snprintf(co->key, sizeof co->key, "coord-%s", r->name);
     snprintf(co->ext_key, sizeof co->ext_key, "external-shard-allocation-%s", r->name);
     co->allocs = zhashx_new();
@@ -1005,8 +1005,7 @@ void coordinator_free(coordinator_t **self_p)
     *self_p = NULL;
     if (co->ext_sub > 0)
         shoal_replicator_unsubscribe(co->r->rep, co->ext_sub);
-    co->life->co = NULL;
-    life_release(co->life);
+    life_end(&co->life);
     zhashx_t *allocs = co->allocs;
     for (alloc_t *a = zhashx_first(allocs); a; a = zhashx_next(allocs))
         free(a);

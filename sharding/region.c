@@ -345,16 +345,23 @@ static void deliver_local(shoal_region_t *r, shard_t *sh, const char *eid, uint8
 static void route(shoal_region_t *r, bmsg_t *m, const char *shard);
 static void shard_maybe_done(shard_t *s);
 
-static shoal_entity_t *entity_start(shard_t *s, const char *eid)
+shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
 {
-    shoal_region_t *r = s->r;
     shoal_entity_t *e = calloc(1, sizeof *e);
     if (!e)
         abort();
     e->shard = s;
     snprintf(e->id, sizeof e->id, "%s", eid);
-    e->status = E_RUNNING;
+    e->status = status;
     zhashx_insert(s->entities, e->id, e);
+    return e;
+}
+
+void entity_run_start(shoal_entity_t *e)
+{
+    shoal_region_t *r = e->shard->r;
+    e->status = E_RUNNING;
+    e->started = true;
     r->stats.entities_started++;
     if (r->fns.start) {
         e->depth++;
@@ -363,6 +370,12 @@ static shoal_entity_t *entity_start(shard_t *s, const char *eid)
         r->sh->depth--;
         e->depth--;
     }
+}
+
+static shoal_entity_t *entity_start(shard_t *s, const char *eid)
+{
+    shoal_entity_t *e = entity_create(s, eid, E_RUNNING);
+    entity_run_start(e);
     return e;
 }
 
@@ -373,11 +386,19 @@ static void entity_finish(shoal_entity_t *e)
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
     zhashx_delete(s->entities, e->id);
-    r->stats.entities_stopped++;
-    if (r->fns.stop) {
-        r->sh->depth++;
-        r->fns.stop(e, e->state, r->arg);
-        r->sh->depth--;
+    if (e->started) {
+        r->stats.entities_stopped++;
+        if (r->fns.stop) {
+            r->sh->depth++;
+            r->fns.stop(e, e->state, r->arg);
+            r->sh->depth--;
+        }
+    }
+    if (remember_on(r) && e->started) {
+        if (e->passivating)
+            remember_remove(s, e->id);
+        else if (s->status == SH_ACTIVE)
+            remember_schedule_restart(s, e->id); /* stopped on its own: it comes back */
     }
     bqueue_t waiting = e->waiting;
     free(e);
@@ -438,10 +459,22 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
                           const shoal_node_t *origin, uint64_t ask_id, const void *data,
                           size_t len)
 {
+    if (s->recovering) {
+        /* the remembered entities are being read: everything waits, in order */
+        bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
+        return;
+    }
     shoal_entity_t *e = zhashx_lookup(s->entities, eid);
-    if (e && e->status == E_STOPPING) {
-        /* passivating: the message goes to the next incarnation; handing off: to the next home */
+    if (e && (e->status == E_STOPPING || e->status == E_STARTING)) {
+        /* passivating: the message goes to the next incarnation; handing off: to the next home;
+           being remembered: to this one once the write is done */
         bq_push(&e->waiting, bmsg_new(eid, flags, origin, ask_id, data, len));
+        return;
+    }
+    if (!e && remember_on(r) && !remember_known(s, eid)) {
+        e = entity_create(s, eid, E_STARTING);
+        bq_push(&e->waiting, bmsg_new(eid, flags, origin, ask_id, data, len));
+        remember_add(s, eid);
         return;
     }
     if (!e)
@@ -453,6 +486,28 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
         return;
     }
     entity_receive(e, data, len, origin, ask_id);
+}
+
+void entity_deliver_waiting(shoal_entity_t *e)
+{
+    shard_t *s = e->shard;
+    bqueue_t waiting = e->waiting;
+    memset(&e->waiting, 0, sizeof e->waiting);
+    bmsg_t *m;
+    while ((m = bq_pop(&waiting))) {
+        /* the entity may stop while these run: deliver_local sends the rest where it goes */
+        deliver_local(s->r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+        free(m);
+    }
+}
+
+void shard_deliver_pending(shard_t *s)
+{
+    bmsg_t *m;
+    while (!s->recovering && s->status == SH_ACTIVE && (m = bq_pop(&s->pending))) {
+        deliver_local(s->r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
+        free(m);
+    }
 }
 
 const char *shoal_entity_id(const shoal_entity_t *e)
@@ -539,6 +594,7 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     s->status = SH_ACTIVE;
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;
+    remember_shard_started(s);
     zsys_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
                r->name, id, (unsigned long long)epoch);
     return s;
@@ -546,6 +602,12 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
 
 static void shard_free(shard_t *s)
 {
+    bmsg_t *m;
+    while ((m = bq_pop(&s->pending))) {
+        s->r->stats.dead_letters[SHOAL_DL_SHARD_FAILED]++;
+        free(m);
+    }
+    remember_shard_free(s);
     zhashx_destroy(&s->entities);
     free(s->fences);
     free(s->fenced);
@@ -575,6 +637,11 @@ static void shard_begin_stop(shard_t *s, bool graceful)
 {
     shoal_region_t *r = s->r;
     s->status = SH_STOPPING;
+    /* what waited for recovery follows the shard to its next home */
+    s->recovering = false;
+    bmsg_t *pm;
+    while ((pm = bq_pop(&s->pending)))
+        route(r, pm, s->id);
     s->handoff_deadline = shoal_now_ms() + (r->s.handoff_timeout_ms > 6000
                                                 ? r->s.handoff_timeout_ms - 5000
                                                 : (r->s.handoff_timeout_ms > 1000
@@ -1167,6 +1234,7 @@ static void shards_tick(shoal_region_t *r, int64_t now)
             free(es);
             shard_maybe_done(s);
         } else if (s->status == SH_ACTIVE) {
+            remember_tick(s, now);
             /* passivating entities that ignore their stop message are stopped by force too */
             shoal_entity_t *late[16];
             size_t nl = 0;
@@ -1893,6 +1961,7 @@ void region_free(shoal_region_t *r)
     region_queries_free(r);
     zhashx_destroy(&r->homes);
     zhashx_destroy(&r->shards);
+    zhashx_destroy(&r->noted);
     for (ask_t *a = r->asks_oldest; a;) {
         ask_t *next = a->next_by_time;
         free(a);

@@ -8,6 +8,21 @@
 
 #include "sharding_internal.h"
 
+void shoal_passivation_settings_default(shoal_passivation_settings_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->policy = SHOAL_PASSIVATE_IDLE;
+    p->idle_timeout_ms = 120000;
+    p->window_proportion = 0.01;
+    p->window_min_proportion = 0.01;
+    p->window_max_proportion = 1.0;
+    p->adjust_multiplier = 10.0;
+    p->initial_step = 0.0625;
+    p->restart_threshold = 0.05;
+    p->step_decay = 0.98;
+    p->stop_timeout_ms = 10000;
+}
+
 void shoal_sharding_settings_default(shoal_sharding_settings_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -33,6 +48,11 @@ void shoal_sharding_settings_default(shoal_sharding_settings_t *s)
     s->allocation.rebalance_threshold = 1;
     s->allocation.max_simultaneous_rebalance = 3;
     s->allocation.hashing_rebalance_limit = 0;
+    shoal_passivation_settings_default(&s->passivation);
+    s->recovery_frequency_ms = 100;
+    s->recovery_number_of_entities = 5;
+    s->shard_failure_backoff_ms = 10000;
+    s->entity_restart_backoff_ms = 10000;
 }
 
 void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)

@@ -142,6 +142,46 @@ typedef struct {
 } shoal_alloc_settings_t;
 
 /* ---------------------------------------------------------------------------------------------
+ * Passivation: idle entities go away (sharding/passivation.c)
+ */
+typedef enum {
+    SHOAL_PASSIVATE_NONE = 0, /* no automatic passivation (explicit only) */
+    SHOAL_PASSIVATE_IDLE,     /* idle timeout only: Akka's default-idle-strategy (the default) */
+    SHOAL_PASSIVATE_LRU,      /* least recently used (segmented when slru_levels > 1) */
+    SHOAL_PASSIVATE_MRU,      /* most recently used */
+    SHOAL_PASSIVATE_LFU,      /* least frequently used (optionally with dynamic aging) */
+    SHOAL_PASSIVATE_TINYLFU,  /* W-TinyLFU composite: LRU admission window, count-min frequency
+                                 sketch as admission filter, segmented LRU main area, window size
+                                 adapted by hill climbing (Akka's default-strategy) */
+} shoal_passivation_policy_t;
+
+typedef struct {
+    shoal_passivation_policy_t policy;
+    uint32_t idle_timeout_ms;      /* idle-entity.timeout, 120 s (0 = none); applies with any
+                                      policy; only messages sent through sharding count */
+    uint32_t idle_interval_ms;     /* idle-entity.interval, 0 = half the timeout */
+    uint32_t active_entity_limit;  /* active-entity-limit per region, split evenly among its
+                                      active shards (0 = none); changeable at run time */
+    uint32_t slru_levels;          /* replacement.least-recently-used.segmented.levels (0/1 =
+                                      plain LRU) */
+    double slru_proportions[4];    /* ...segmented.proportions (zeros = equal segments) */
+    bool lfu_dynamic_aging;        /* least-frequently-used.dynamic-aging, off */
+    double window_proportion;      /* admission.window.proportion, 0.01 */
+    double window_min_proportion;  /* admission.window.minimum-proportion, 0.01 */
+    double window_max_proportion;  /* admission.window.maximum-proportion, 1.0 */
+    bool hill_climbing;            /* admission.window.optimizer = hill-climbing */
+    double adjust_multiplier;      /* hill-climbing.adjust-multiplier, 10.0 */
+    double initial_step;           /* hill-climbing.initial-step, 0.0625 */
+    double restart_threshold;      /* hill-climbing.restart-threshold, 0.05 */
+    double step_decay;             /* hill-climbing.step-decay, 0.98 */
+    uint32_t stop_timeout_ms;      /* passivation.stop-timeout: an entity that does not stop
+                                      after its stop message is stopped by force, 10 s */
+} shoal_passivation_settings_t;
+
+/* Akka's defaults (idle strategy, 120 s). */
+void shoal_passivation_settings_default(shoal_passivation_settings_t *p);
+
+/* ---------------------------------------------------------------------------------------------
  * Settings of an entity type: shoal/cluster/sharding/... (see shoal_config_sharding)
  */
 typedef struct {
@@ -176,6 +216,16 @@ typedef struct {
        extractor); writes at most SHOAL_ENTITY_ID_MAX bytes + NUL into out, nonzero = no id. */
     int (*entity_id)(const void *msg, size_t len, char *out, void *arg);
     void *entity_id_arg;
+    shoal_passivation_settings_t passivation; /* off while remember_entities is on */
+    /* remember-entities: the entity ids of every shard are kept in durable ddata keys and their
+       entities started again after a rebalance, a crash or a restart of the whole cluster */
+    bool remember_entities;                /* remember-entities, off */
+    bool recovery_constant_rate;           /* entity-recovery-strategy = constant (else all) */
+    uint32_t recovery_frequency_ms;        /* entity-recovery-constant-rate-strategy.frequency,
+                                              100 ms */
+    uint32_t recovery_number_of_entities;  /* ...number-of-entities, 5 */
+    uint32_t shard_failure_backoff_ms;     /* shard-failure-backoff, 10 s */
+    uint32_t entity_restart_backoff_ms;    /* entity-restart-backoff, 10 s */
     /* The replicator of the role to keep the coordinator's state in; NULL = sharding starts one
        (role `role`, Akka's sharding overrides: durable keys "shard-*", max-delta-elements 5,
        prefer-oldest) that follows the cluster. */
@@ -340,6 +390,7 @@ typedef struct {
     uint64_t shards_started, shards_stopped, shards_refused_stale, entities_started,
         entities_stopped, entities_forced;
     uint64_t handoffs, fences_sent;
+    uint64_t remember_writes, remember_failures, entities_recovered;
     uint64_t dead_letters[SHOAL_DL_REASONS];
     /* coordinator */
     uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,

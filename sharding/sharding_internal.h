@@ -79,7 +79,23 @@ typedef struct {
 typedef enum {
     E_RUNNING = 1,
     E_STOPPING, /* the stop message was sent; waiting for shoal_entity_stop */
+    E_STARTING, /* remember-entities: waiting for the write that remembers it */
 } entity_status_t;
+
+/* Outlives an object while replicator callbacks about it may still arrive. */
+typedef struct {
+    void *obj; /* NULL once the object is gone */
+    int refs;
+} life_t;
+
+life_t *life_new(void *obj);
+life_t *life_ref(life_t *l);
+void life_release(life_t *l);
+/* The object is gone: callbacks that still come find obj NULL. */
+void life_end(life_t **l);
+
+/* Remember-entities: the ids of a shard's entities in this many ORSets (as Akka splits them). */
+#define REMEMBER_KEYS 5
 
 typedef struct shard shard_t;
 
@@ -88,6 +104,7 @@ struct shoal_entity {
     char id[SHOAL_ENTITY_ID_MAX + 1];
     void *state;
     entity_status_t status;
+    bool started;          /* its start callback ran (so its stop callback is due) */
     bool passivating;      /* stopping at its own request: what waits goes to a new incarnation */
     bool stop_now;         /* shoal_entity_stop was called: stop when the callback returns */
     int depth;             /* callbacks of this entity on the stack */
@@ -117,6 +134,17 @@ struct shard {
     const shoal_node_t *handoff_to; /* the coordinator to answer */
     bool by_coordinator;         /* a handoff (answer ShardStopped), else a local stop */
     bool batch;                  /* stopping many entities: release the shard after the loop */
+    /* remember-entities (remember.c) */
+    life_t *life;
+    bool recovering;             /* reading the remembered ids; messages wait in `pending` */
+    bqueue_t pending;
+    zhashx_t *remembered;        /* id -> (void *)1: ids written (or read) as remembered */
+    zlistx_t *to_start;          /* recovered ids not started yet (started at a bounded rate) */
+    zhashx_t *adds, *removes;    /* ids waiting for the next write */
+    int writes_in_flight;
+    int64_t retry_at;            /* after a failed write or read (shard-failure-backoff) */
+    int64_t recover_next;        /* constant-rate recovery: the next batch */
+    zhashx_t *restart_at;        /* id -> int64_t*: stopped without passivating, restart then */
 };
 
 /* The region's view of a shard's home. */
@@ -164,6 +192,7 @@ struct shoal_region {
     size_t buffered;
     size_t buffer_logged; /* tenths of the buffer already reported */
     bqueue_t deferred;    /* made inside entity callbacks, routed when they return */
+    zhashx_t *noted;      /* shards recorded in shard-<type>-all-shards (remember-entities) */
     bool draining;
 
     /* the coordinator */
@@ -253,6 +282,29 @@ void region_queries_free(shoal_region_t *r);
 void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
 void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
                         const shoal_node_t *to);
+
+/* region.c, for remember.c */
+shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status);
+void entity_run_start(shoal_entity_t *e);
+void entity_deliver_waiting(shoal_entity_t *e);
+void shard_deliver_pending(shard_t *s);
+
+/* remember.c */
+bool remember_on(const shoal_region_t *r);
+void remember_shard_started(shard_t *s);
+void remember_shard_free(shard_t *s);
+/* A new entity that is not remembered yet: remember it (batched); it starts once written. */
+void remember_add(shard_t *s, const char *eid);
+/* It passivated: forget it (batched). */
+void remember_remove(shard_t *s, const char *eid);
+bool remember_known(const shard_t *s, const char *eid);
+/* Stopped without passivating: started again after entity-restart-backoff. */
+void remember_schedule_restart(shard_t *s, const char *eid);
+void remember_tick(shard_t *s, int64_t now);
+/* The coordinator: the shards that have remembered entities, allocated eagerly. */
+void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
+                         life_t *life);
+void remember_note_shard(shoal_region_t *r, const char *shard);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);

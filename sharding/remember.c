@@ -1,0 +1,495 @@
+/*  remember.c — remembered entities: the ids of each shard's entities kept in durable ddata
+    keys, so that after a rebalance, a crash or a restart of the whole cluster they run again.
+
+    Keys (the role's replicator; their "shard-" prefix is durable by sharding's default):
+      shard-<type>-<shard>-<k>   ORSet of entity ids, k = XXH32(id) mod REMEMBER_KEYS (as Akka
+                                 splits a shard's ids over five keys, so each value stays small)
+      shard-<type>-all-shards    GSet of the shards that ever had remembered entities; the
+                                 coordinator allocates them eagerly when it takes over
+    Writes use the coordinator's consistency (WriteMajority plus) and are batched per shard: while
+    one write is in flight, later starts and stops collect and go out together when it completes.
+    A new entity waits for the write that remembers it (its messages with it); the other
+    entities of the shard keep receiving meanwhile (Akka stalls the whole shard). A failed write
+    is retried after shard-failure-backoff with the waiting messages kept.
+*/
+#include <string.h>
+#include <xxhash.h>
+
+#include "sharding_internal.h"
+
+life_t *life_new(void *obj)
+{
+    life_t *l = calloc(1, sizeof *l);
+    if (!l)
+        abort();
+    l->obj = obj;
+    l->refs = 1;
+    return l;
+}
+
+life_t *life_ref(life_t *l)
+{
+    l->refs++;
+    return l;
+}
+
+void life_release(life_t *l)
+{
+    if (l && --l->refs == 0)
+        free(l);
+}
+
+void life_end(life_t **l)
+{
+    if (!*l)
+        return;
+    (*l)->obj = NULL;
+    life_release(*l);
+    *l = NULL;
+}
+
+bool remember_on(const shoal_region_t *r)
+{
+    return r->s.remember_entities && !r->proxy;
+}
+
+static void key_of(const shoal_region_t *r, const char *shard, int k, char *out, size_t cap)
+{
+    snprintf(out, cap, "shard-%s-%s-%d", r->name, shard, k);
+}
+
+static int slot_of(const char *eid)
+{
+    return (int)(XXH32(eid, strlen(eid), 0) % REMEMBER_KEYS);
+}
+
+static shoal_consistency_t write_level(const shoal_region_t *r)
+{
+    shoal_consistency_t c = {SHOAL_MAJORITY, 0, r->s.updating_state_timeout_ms,
+                             r->s.majority_min_cap, 0, true};
+    return c;
+}
+
+static shoal_consistency_t read_level(const shoal_region_t *r)
+{
+    shoal_consistency_t c = {SHOAL_MAJORITY, 0, r->s.waiting_for_state_timeout_ms,
+                             r->s.majority_min_cap, 0, true};
+    return c;
+}
+
+bool remember_known(const shard_t *s, const char *eid)
+{
+    return s->remembered && zhashx_lookup(s->remembered, eid) != NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Recovery: read the shard's ids, then start them at a bounded rate
+ */
+typedef struct {
+    life_t *life;
+} read_ctx_t;
+
+static void start_read(shard_t *s);
+
+static int collect(const void *elem, size_t len, void *arg)
+{
+    shard_t *s = arg;
+    if (len == 0 || len > SHOAL_ENTITY_ID_MAX)
+        return 0;
+    char id[SHOAL_ENTITY_ID_MAX + 1];
+    memcpy(id, elem, len);
+    id[len] = 0;
+    if (strlen(id) != len)
+        return 0; /* an id with a NUL inside is not one of ours */
+    if (!zhashx_lookup(s->remembered, id)) {
+        zhashx_insert(s->remembered, id, (void *)1);
+        zlistx_add_end(s->to_start, id);
+    }
+    return 0;
+}
+
+static void read_done(shoal_replicator_t *rep, int status, const char *key,
+                      const shoal_crdt_t *value, void *arg)
+{
+    (void)rep;
+    (void)key;
+    read_ctx_t *x = arg;
+    shard_t *s = x->life->obj;
+    life_release(x->life);
+    free(x);
+    if (!s)
+        return;
+    s->writes_in_flight--; /* reads count here too: one thing in flight at a time per shard */
+    if (status == 0 && value && shoal_crdt_type(value) == shoal_type_by_name("ORSet"))
+        shoal_orset_foreach(value, collect, s);
+    else if (status != 0 && status != SHOAL_ENOTFOUND)
+        s->retry_at = -1; /* marks a failed read; the last reply decides */
+    if (s->writes_in_flight > 0)
+        return;
+    if (s->retry_at == -1) {
+        s->r->stats.remember_failures++;
+        zsys_warning("%s: sharding %s: shard %s: reading its remembered entities failed; "
+                     "retrying after shard-failure-backoff",
+                     shoal_node_id(s->r->self), s->r->name, s->id);
+        s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
+        return;
+    }
+    s->retry_at = 0;
+    s->recovering = false;
+    zsys_debug("%s: sharding %s: shard %s recovered %zu remembered entities",
+               shoal_node_id(s->r->self), s->r->name, s->id, zlistx_size(s->to_start));
+    shard_deliver_pending(s);
+}
+
+static void start_read(shard_t *s)
+{
+    shoal_region_t *r = s->r;
+    shoal_consistency_t c = read_level(r);
+    s->retry_at = 0;
+    for (int k = 0; k < REMEMBER_KEYS; k++) {
+        char key[SHOAL_SHARD_ID_MAX + 300];
+        key_of(r, s->id, k, key, sizeof key);
+        read_ctx_t *x = calloc(1, sizeof *x);
+        if (!x)
+            abort();
+        x->life = life_ref(s->life);
+        s->writes_in_flight++;
+        int rc = shoal_replicator_get(r->rep, key, shoal_type_by_name("ORSet"), &c, read_done, x);
+        if (rc < 0)
+            read_done(r->rep, rc, key, NULL, x);
+    }
+}
+
+void remember_shard_started(shard_t *s)
+{
+    if (!remember_on(s->r))
+        return;
+    s->life = life_new(s);
+    s->remembered = zhashx_new();
+    s->to_start = zlistx_new();
+    zlistx_set_duplicator(s->to_start, (zlistx_duplicator_fn *)strdup);
+    zlistx_set_destructor(s->to_start, (zlistx_destructor_fn *)zstr_free);
+    s->adds = zhashx_new();
+    s->removes = zhashx_new();
+    s->restart_at = zhashx_new();
+    zhashx_set_destructor(s->restart_at, (zhashx_destructor_fn *)zstr_free);
+    s->recovering = true;
+    start_read(s);
+}
+
+void remember_shard_free(shard_t *s)
+{
+    life_end(&s->life);
+    zhashx_destroy(&s->remembered);
+    zlistx_destroy(&s->to_start);
+    zhashx_destroy(&s->adds);
+    zhashx_destroy(&s->removes);
+    zhashx_destroy(&s->restart_at);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Writes
+ */
+typedef struct {
+    life_t *life;
+    int slot;
+    char **adds, **removes;
+    size_t n_adds, n_removes;
+    const shoal_node_t *self;
+} write_ctx_t;
+
+static int write_modify(shoal_crdt_t *value, void *arg)
+{
+    write_ctx_t *w = arg;
+    for (size_t i = 0; i < w->n_adds; i++) {
+        int rc = shoal_orset_add(value, w->self, w->adds[i], strlen(w->adds[i]));
+        if (rc < 0)
+            return rc;
+    }
+    for (size_t i = 0; i < w->n_removes; i++) {
+        int rc = shoal_orset_remove(value, w->self, w->removes[i], strlen(w->removes[i]));
+        if (rc < 0 && rc != SHOAL_ENOTFOUND)
+            return rc;
+    }
+    return 0;
+}
+
+static void write_ctx_free(write_ctx_t *w)
+{
+    for (size_t i = 0; i < w->n_adds; i++)
+        free(w->adds[i]);
+    for (size_t i = 0; i < w->n_removes; i++)
+        free(w->removes[i]);
+    free(w->adds);
+    free(w->removes);
+    life_release(w->life);
+    free(w);
+}
+
+static void flush_writes(shard_t *s);
+
+static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
+{
+    (void)rep;
+    (void)key;
+    write_ctx_t *w = arg;
+    shard_t *s = w->life->obj;
+    if (!s) {
+        write_ctx_free(w);
+        return;
+    }
+    s->writes_in_flight--;
+    if (status == 0) {
+        for (size_t i = 0; i < w->n_adds; i++) {
+            zhashx_insert(s->remembered, w->adds[i], (void *)1);
+            shoal_entity_t *e = zhashx_lookup(s->entities, w->adds[i]);
+            if (e && e->status == E_STARTING) {
+                entity_run_start(e);
+                entity_deliver_waiting(e);
+            }
+        }
+    } else {
+        /* keep what waits; write it again after the backoff */
+        for (size_t i = 0; i < w->n_adds; i++)
+            zhashx_update(s->adds, w->adds[i], (void *)1);
+        for (size_t i = 0; i < w->n_removes; i++)
+            zhashx_update(s->removes, w->removes[i], (void *)1);
+        s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
+        s->r->stats.remember_failures++;
+        zsys_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
+                     "retrying after shard-failure-backoff with their messages kept",
+                     shoal_node_id(s->r->self), s->r->name, s->id, w->n_adds,
+                     shoal_strerror(status));
+    }
+    write_ctx_free(w);
+    if (s->writes_in_flight == 0 && shoal_now_ms() >= s->retry_at)
+        flush_writes(s);
+}
+
+/* One update per key slot with everything collected for it. */
+static void flush_writes(shard_t *s)
+{
+    if (s->writes_in_flight > 0 || s->recovering ||
+        (zhashx_size(s->adds) == 0 && zhashx_size(s->removes) == 0))
+        return;
+    shoal_region_t *r = s->r;
+    write_ctx_t *w[REMEMBER_KEYS] = {0};
+    for (int k = 0; k < REMEMBER_KEYS; k++) {
+        w[k] = calloc(1, sizeof *w[k]);
+        if (!w[k])
+            abort();
+        w[k]->slot = k;
+        w[k]->self = r->self;
+        w[k]->adds = calloc(zhashx_size(s->adds) + 1, sizeof(char *));
+        w[k]->removes = calloc(zhashx_size(s->removes) + 1, sizeof(char *));
+        if (!w[k]->adds || !w[k]->removes)
+            abort();
+    }
+    for (void *v = zhashx_first(s->adds); v; v = zhashx_next(s->adds)) {
+        const char *id = zhashx_cursor(s->adds);
+        write_ctx_t *x = w[slot_of(id)];
+        x->adds[x->n_adds++] = strdup(id);
+    }
+    for (void *v = zhashx_first(s->removes); v; v = zhashx_next(s->removes)) {
+        const char *id = zhashx_cursor(s->removes);
+        write_ctx_t *x = w[slot_of(id)];
+        x->removes[x->n_removes++] = strdup(id);
+    }
+    zhashx_purge(s->adds);
+    zhashx_purge(s->removes);
+    shoal_consistency_t c = write_level(r);
+    for (int k = 0; k < REMEMBER_KEYS; k++) {
+        if (!w[k]->n_adds && !w[k]->n_removes) {
+            free(w[k]->adds);
+            free(w[k]->removes);
+            free(w[k]);
+            continue;
+        }
+        w[k]->life = life_ref(s->life);
+        char key[SHOAL_SHARD_ID_MAX + 300];
+        key_of(r, s->id, k, key, sizeof key);
+        shoal_crdt_t *initial = shoal_orset_new();
+        s->writes_in_flight++;
+        r->stats.remember_writes++;
+        int rc = shoal_replicator_update(r->rep, key, initial, &c, write_modify, w[k], write_done,
+                                         w[k]);
+        shoal_crdt_destroy(&initial);
+        if (rc < 0)
+            write_done(r->rep, rc, key, w[k]);
+    }
+}
+
+void remember_add(shard_t *s, const char *eid)
+{
+    zhashx_delete(s->removes, eid);
+    zhashx_update(s->adds, eid, (void *)1);
+    remember_note_shard(s->r, s->id);
+    if (shoal_now_ms() >= s->retry_at)
+        flush_writes(s);
+}
+
+void remember_remove(shard_t *s, const char *eid)
+{
+    zhashx_delete(s->remembered, eid);
+    zhashx_delete(s->adds, eid);
+    zhashx_update(s->removes, eid, (void *)1);
+    if (shoal_now_ms() >= s->retry_at)
+        flush_writes(s);
+}
+
+void remember_schedule_restart(shard_t *s, const char *eid)
+{
+    char *when = malloc(32);
+    if (!when)
+        abort();
+    snprintf(when, 32, "%lld", (long long)(shoal_now_ms() + s->r->s.entity_restart_backoff_ms));
+    zhashx_update(s->restart_at, eid, when);
+}
+
+void remember_tick(shard_t *s, int64_t now)
+{
+    if (!s->life)
+        return;
+    if (s->recovering) {
+        if (s->writes_in_flight == 0 && s->retry_at > 0 && now >= s->retry_at)
+            start_read(s);
+        return;
+    }
+    if (s->status != SH_ACTIVE)
+        return;
+    /* recovered ids start at a bounded rate: "all" in batches per tick so a 100,000-entity
+       shard does not stall the node; "constant" as configured */
+    size_t batch = 2000;
+    if (s->r->s.recovery_constant_rate) {
+        if (now < s->recover_next)
+            batch = 0;
+        else {
+            batch = s->r->s.recovery_number_of_entities;
+            s->recover_next = now + s->r->s.recovery_frequency_ms;
+        }
+    }
+    while (batch > 0 && zlistx_size(s->to_start) > 0) {
+        char *id = zlistx_first(s->to_start);
+        if (!zhashx_lookup(s->entities, id) && remember_known(s, id)) {
+            shoal_entity_t *e = entity_create(s, id, E_RUNNING);
+            entity_run_start(e);
+            s->r->stats.entities_recovered++;
+            batch--;
+        }
+        zlistx_delete(s->to_start, zlistx_cursor(s->to_start));
+    }
+    if (zhashx_size(s->restart_at)) {
+        zlistx_t *due = zlistx_new();
+        for (char *when = zhashx_first(s->restart_at); when; when = zhashx_next(s->restart_at))
+            if (atoll(when) <= now)
+                zlistx_add_end(due, (void *)zhashx_cursor(s->restart_at));
+        for (const char *id = zlistx_first(due); id; id = zlistx_next(due)) {
+            char copy[SHOAL_ENTITY_ID_MAX + 1];
+            snprintf(copy, sizeof copy, "%s", id);
+            zhashx_delete(s->restart_at, copy);
+            if (!zhashx_lookup(s->entities, copy) && remember_known(s, copy))
+                entity_run_start(entity_create(s, copy, E_RUNNING));
+        }
+        zlistx_destroy(&due);
+    }
+    if (s->writes_in_flight == 0 && s->retry_at && now >= s->retry_at) {
+        s->retry_at = 0;
+        flush_writes(s);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The shards that have remembered entities
+ */
+static int all_shards_add(shoal_crdt_t *value, void *arg)
+{
+    return shoal_gset_add(value, arg, strlen(arg));
+}
+
+typedef struct {
+    shoal_region_t *r;
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+} note_ctx_t;
+
+static void note_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
+{
+    (void)rep;
+    (void)key;
+    note_ctx_t *x = arg;
+    /* forgotten so the next entity of the shard tries again (the region outlives its writes:
+       the replicator it owns, or the user's, fails them when it stops) */
+    if (status != 0 && x->r->noted)
+        zhashx_delete(x->r->noted, x->shard);
+    free(x);
+}
+
+void remember_note_shard(shoal_region_t *r, const char *shard)
+{
+    if (!r->noted)
+        r->noted = zhashx_new();
+    if (zhashx_lookup(r->noted, shard))
+        return;
+    zhashx_insert(r->noted, shard, (void *)1);
+    char key[256];
+    snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
+    note_ctx_t *x = calloc(1, sizeof *x);
+    if (!x)
+        abort();
+    x->r = r;
+    snprintf(x->shard, sizeof x->shard, "%s", shard);
+    shoal_crdt_t *initial = shoal_gset_new();
+    shoal_consistency_t c = write_level(r);
+    int rc = shoal_replicator_update(r->rep, key, initial, &c, all_shards_add, x->shard,
+                                     note_done, x);
+    shoal_crdt_destroy(&initial);
+    if (rc < 0)
+        note_done(r->rep, rc, key, x);
+}
+
+typedef struct {
+    life_t *life;
+    void (*fn)(const char *shard, void *arg);
+    void *arg;
+} all_ctx_t;
+
+static int each_shard(const void *elem, size_t len, void *arg)
+{
+    all_ctx_t *x = arg;
+    if (!x->life->obj || len == 0 || len > SHOAL_SHARD_ID_MAX)
+        return 0;
+    char id[SHOAL_SHARD_ID_MAX + 1];
+    memcpy(id, elem, len);
+    id[len] = 0;
+    if (strlen(id) == len)
+        x->fn(id, x->arg);
+    return 0;
+}
+
+static void all_done(shoal_replicator_t *rep, int status, const char *key,
+                     const shoal_crdt_t *value, void *arg)
+{
+    (void)rep;
+    (void)key;
+    all_ctx_t *x = arg;
+    if (status == 0 && value && x->life->obj && shoal_crdt_type(value) == shoal_type_by_name("GSet"))
+        shoal_gset_foreach(value, each_shard, x);
+    life_release(x->life);
+    free(x);
+}
+
+void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
+                         life_t *life)
+{
+    char key[256];
+    snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
+    all_ctx_t *x = calloc(1, sizeof *x);
+    if (!x)
+        abort();
+    x->life = life_ref(life);
+    x->fn = fn;
+    x->arg = arg;
+    shoal_consistency_t c = read_level(r);
+    int rc = shoal_replicator_get(r->rep, key, shoal_type_by_name("GSet"), &c, all_done, x);
+    if (rc < 0)
+        all_done(r->rep, rc, key, NULL, x);
+}
