@@ -150,6 +150,12 @@ static void send_homes(coordinator_t *co, const shoal_node_t *to,
     free(hp);
 }
 
+static void free_item(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
 static creg_t *creg_get(coordinator_t *co, const shoal_node_t *node)
 {
     creg_t *c = zhashx_lookup(co->regions, shoal_node_id(node));
@@ -521,6 +527,8 @@ static void try_waiting(coordinator_t *co)
 /* ---------------------------------------------------------------------------------------------
  * Handoff
  */
+static void remembered_shard(const char *shard, void *arg);
+
 static void rb_free(void **item)
 {
     rb_t *rb = *item;
@@ -649,6 +657,8 @@ static void region_terminated(coordinator_t *co, creg_t *c)
         } else {
             broadcast_home(co, shard);
             region_moved_event(co->r, shard, node, NULL);
+            if (co->r->s.remember_entities)
+                remembered_shard(shard, co); /* its entities come back without a message */
         }
     }
     zlistx_destroy(&moved);
@@ -982,6 +992,7 @@ coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term)
     snprintf(co->ext_key, sizeof co->ext_key, "external-shard-allocation-%s", r->name);
     co->allocs = zhashx_new();
     co->regions = zhashx_new();
+    zhashx_set_destructor(co->regions, free_item);
     co->rebalancing = zhashx_new();
     zhashx_set_destructor(co->rebalancing, rb_free);
     co->waiting = zhashx_new();
@@ -1010,8 +1021,6 @@ void coordinator_free(coordinator_t **self_p)
     for (alloc_t *a = zhashx_first(allocs); a; a = zhashx_next(allocs))
         free(a);
     zhashx_destroy(&co->allocs);
-    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
-        free(c);
     zhashx_destroy(&co->regions);
     zhashx_destroy(&co->rebalancing);
     zhashx_destroy(&co->waiting);
