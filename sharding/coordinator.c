@@ -43,6 +43,7 @@ typedef struct {
     const shoal_node_t **acked;
     size_t n_acked;
     int64_t deadline;
+    bool deallocate; /* StopShards: no new home afterwards */
 } rb_t;
 
 /* Requesters waiting for a shard's home. */
@@ -594,9 +595,22 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
     snprintf(shard, sizeof shard, "%s", shard_in);
     rb_t *rb = zhashx_lookup(co->rebalancing, shard);
     const shoal_node_t *from = rb ? rb->from : NULL;
+    bool deallocate = rb && rb->deallocate;
     zhashx_delete(co->rebalancing, shard);
     alloc_t *a = alloc_get(co, shard);
     set_alloc(co, a, NULL, a->epoch);
+    if (deallocate) {
+        uint64_t e = next_epoch(co);
+        a->epoch = e;
+        write_t *w = write_new(co);
+        write_add(w, "s/", shard, "", (int64_t)e);
+        write_issue(co, w);
+        broadcast_home(co, shard);
+        zsys_info("%s: sharding %s: shard %s stopped and deallocated", shoal_node_id(co->r->self),
+                  co->r->name, shard);
+        region_moved_event(co->r, shard, from, NULL);
+        return;
+    }
     /* every region was told BeginHandOff and buffers: they all need the new home */
     for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
         if (c->registered && !c->gone_since)
@@ -823,6 +837,15 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
         zlistx_destroy(&mine);
         break;
     }
+    case SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS:
+        for (size_t i = 0; i < m->n_shard_ids; i++) {
+            const char *shard = m->shard_ids[i];
+            start_handoff(co, shard);
+            rb_t *rb = zhashx_lookup(co->rebalancing, shard);
+            if (rb)
+                rb->deallocate = true;
+        }
+        break;
     case SHOAL__SHARDING__CONTROL__KIND__REGIONS_REQ: {
         Shoal__Sharding__Control rep = SHOAL__SHARDING__CONTROL__INIT;
         rep.kind = SHOAL__SHARDING__CONTROL__KIND__REGIONS_REPLY;

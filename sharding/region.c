@@ -1297,6 +1297,8 @@ static void region_tick(shoal_region_t *r, int64_t now)
     pending_tick(r);
     graceful_tick(r, now);
     region_queries_tick(r, now);
+    if (r->daemon)
+        daemon_tick(r, now);
     if (r->coord)
         coordinator_tick(r->coord);
     drain_deferred(r);
@@ -1471,6 +1473,39 @@ static int shutdown_on_node(shoal_system_t *sys, void *arg)
     shutdown_ctx_t *x = arg;
     graceful_start(x->r, x->w);
     return 0;
+}
+
+typedef struct {
+    shoal_region_t *r;
+    const char *const *shards;
+    size_t n;
+} stop_shards_t;
+
+static int stop_shards_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    stop_shards_t *x = arg;
+    shoal_region_t *r = x->r;
+    if (!r->coord_node)
+        return SHOAL_ENOTCONN;
+    Shoal__Sharding__Control m;
+    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS);
+    m.shard_ids = (char **)x->shards;
+    m.n_shard_ids = x->n;
+    int rc = region_send_control(r, r->coord_node, &m);
+    return rc < 0 ? rc : 0;
+}
+
+int shoal_region_stop_shards(shoal_region_t *r, const char *const *shards, size_t n)
+{
+    if (!r || (n && !shards))
+        return SHOAL_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!shards[i] || !*shards[i] || strlen(shards[i]) > SHOAL_SHARD_ID_MAX)
+            return SHOAL_EINVAL;
+    stop_shards_t x = {r, shards, n};
+    return shoal_system_on_thread(r->sys) ? stop_shards_on_node(r->sys, &x)
+                                          : shoal_system_call(r->sys, stop_shards_on_node, &x);
 }
 
 int shoal_region_shutdown(shoal_region_t *r)
@@ -1958,6 +1993,7 @@ void region_free(shoal_region_t *r)
     if (!r)
         return;
     coordinator_free(&r->coord);
+    life_end(&r->life);
     region_queries_free(r);
     zhashx_destroy(&r->homes);
     zhashx_destroy(&r->shards);

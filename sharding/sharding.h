@@ -303,6 +303,10 @@ shoal_region_t *shoal_region_start_proxy(shoal_sharding_t *sh, const char *type_
    thread but the node's; returns once the region has stopped, or SHOAL_ETIMEOUT after
    handoff-timeout with the shards that could not move stopped here. */
 int shoal_region_shutdown(shoal_region_t *r);
+/* StopShards: the shards hand their entities off (as in a rebalance) and are deallocated; the
+   next message for one of them allocates it again. Any thread; returns once the coordinator has
+   been asked (SHOAL_ENOTCONN: no coordinator known yet). */
+int shoal_region_stop_shards(shoal_region_t *r, const char *const *shards, size_t n);
 /* The region of a type on this node, or NULL. Thread-safe. */
 shoal_region_t *shoal_region_find(shoal_sharding_t *sh, const char *type_name);
 const char *shoal_region_type_name(const shoal_region_t *r);
@@ -328,6 +332,23 @@ int shoal_region_ask_sync(shoal_region_t *r, const char *entity_id, const void *
                           uint32_t timeout_ms, shoal_buf_t *reply);
 /* Starts an entity without a message (Akka's StartEntity). Any thread. */
 int shoal_region_start_entity(shoal_region_t *r, const char *entity_id);
+
+/* Sharded daemon process: n workers with entity ids "0".."n-1" kept alive across the cluster,
+   one per shard so they spread over the members, started again elsewhere when their node goes
+   (every node pings them all every keep_alive_ms with StartEntity, as Akka's keep-alive pinger),
+   and rescalable at run time. The workers are the entities of type name (fns as for any type;
+   tell them through the returned region). Any thread but the node's. */
+#define SHOAL_DAEMON_MAX_WORKERS 1000
+shoal_region_t *shoal_daemon_start(shoal_sharding_t *sh, const char *name, uint32_t n,
+                                   const shoal_sharding_settings_t *s,
+                                   const shoal_entity_fns_t *fns, void *arg,
+                                   uint32_t keep_alive_ms, int *err);
+/* Changes the number of workers everywhere (an LWWRegister "daemon-<name>-workers" of the role's
+   replicator, written with WriteMajority): new ones start at the next keep-alive, workers with an
+   id >= n stop. Any thread but the node's. */
+int shoal_daemon_rescale(shoal_region_t *daemon, uint32_t n);
+/* The number of workers as this node knows it. */
+uint32_t shoal_daemon_workers(shoal_region_t *daemon);
 
 /* Dead letters. */
 typedef enum {

@@ -228,6 +228,13 @@ struct shoal_region {
     int64_t dl_logged_at;
 
     int64_t slow_tick_at;
+    /* sharded daemon process (daemon.c) */
+    bool daemon;
+    uint32_t daemon_workers;
+    uint32_t keep_alive_ms;
+    int64_t daemon_next;
+    bool daemon_reading;
+    life_t *life; /* for replicator callbacks about the region */
     bool shutting_down; /* graceful shutdown asked */
     bool shutdown_done;  /* the coordinator moved everything (or we gave up) */
     bool shutdown_timed_out;
@@ -305,6 +312,9 @@ void remember_tick(shard_t *s, int64_t now);
 void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
                          life_t *life);
 void remember_note_shard(shoal_region_t *r, const char *shard);
+
+/* daemon.c */
+void daemon_tick(shoal_region_t *r, int64_t now);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);

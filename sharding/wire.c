@@ -195,6 +195,8 @@ Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len)
         ok = node_ok(m->fences[i], false);
     for (size_t i = 0; ok && i < m->n_regions; i++)
         ok = node_ok(m->regions[i], false);
+    for (size_t i = 0; ok && i < m->n_shard_ids; i++)
+        ok = shard_ok(m->shard_ids[i]);
     for (size_t i = 0; ok && i < m->n_shards; i++) {
         const Shoal__Sharding__ShardStats *st = m->shards[i];
         ok = st && shard_ok(st->shard);
@@ -221,6 +223,7 @@ Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len)
         case SHOAL__SHARDING__CONTROL__KIND__FENCE:
             ok = homes_ok(m, 1) && m->homes[0]->epoch != 0;
             break;
+        case SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS:
         case SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN:
         case SHOAL__SHARDING__CONTROL__KIND__REGIONS_REQ:
         case SHOAL__SHARDING__CONTROL__KIND__REGIONS_REPLY:
