@@ -245,10 +245,10 @@ static const cfg_key_t cfg_keys[] = {
     REP("expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, UINT64_MAX, expire_keys,
         const shoal_expiry_t *, set_expire_keys),
     REP("durable/keys", K_LIST, 0, 0, durable_keys, const char *const *, set_durable_keys),
-    /* Kept for the durable store: Akka's longer marker lifetime for durable keys, and LMDB's
-       directory, map size and write-behind interval (the LMDB store will read these rows
-       through an accessor of its own, with value_of). */
-    KEEP(DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE),
+    /* Kept for the durable store: LMDB's directory, map size and write-behind interval (the
+       LMDB store will read these rows through an accessor of its own, with value_of). */
+    REP_MS64("durable/pruning-marker-time-to-live", CFG_POSITIVE,
+             durable_pruning_marker_ttl_ms),
     KEEP(DD "durable/store-actor-class", K_STRING, 0),
     KEEP(DD "durable/use-dispatcher", K_STRING, 0),
     KEEP(DD "durable/pinned-store", K_ANY_TREE, 0), /* a JVM dispatcher definition */

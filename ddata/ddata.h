@@ -732,6 +732,9 @@ typedef struct {
     uint32_t pruning_interval_ms;            /* pruning-interval, 120 s; 0 = off */
     uint32_t max_pruning_dissemination_ms;   /* max-pruning-dissemination, 300 s */
     uint64_t pruning_marker_ttl_ms;          /* pruning-marker-time-to-live, 6 h */
+    uint64_t durable_pruning_marker_ttl_ms;  /* durable.pruning-marker-time-to-live, 10 d: the
+                                                markers of durable keys; a store whose newest
+                                                write is older is not gossiped until synced */
     uint64_t tombstone_ttl_ms;               /* deleted keys are collected after this, 1 day */
     size_t compress_above_bytes;             /* zlib above this size, 32 KiB */
     size_t max_reassembly_bytes;             /* largest chunked message accepted, 64 MiB */
@@ -824,6 +827,7 @@ typedef struct {
     uint64_t gossip_rounds, status_sent, digests_compared, chunks_sent, chunks_received;
     uint64_t write_timeouts, read_timeouts, store_failures, pruning_performed, tombstones_collected;
     uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key, dropped_stale;
+    uint64_t store_retries; /* writes of durable keys retried after the store failed */
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 

@@ -164,6 +164,8 @@ static const field_t repl_fields[] = {
      REPL(read_timeouts)},
     {"shoal_replicator_store_failures_total", "counter", "Durable store failures.",
      REPL(store_failures)},
+    {"shoal_replicator_store_retries_total", "counter",
+     "Writes of durable keys retried after the store failed.", REPL(store_retries)},
     {"shoal_replicator_pruning_performed_total", "counter", "Prunings of removed nodes performed.",
      REPL(pruning_performed)},
     {"shoal_replicator_tombstones_collected_total", "counter", "Tombstones collected.",
@@ -214,6 +216,28 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     for (size_t i = 0; i < sizeof send_failures / sizeof *send_failures; i++)
         sample_label(out, "shoal_node_sends_failed_total", "reason", send_failures[i].reason,
                      at(&ns, send_failures[i].off));
+
+    /* by kind class: a sample per direction for every class that has seen traffic */
+    uint64_t cmsgs[2][256], cbytes[2][256];
+    if (shoal_system_class_stats(sys, cmsgs, cbytes) == 0) {
+        static const char *const help[2] = {
+            "Messages by direction and kind class (kind >> 8; 0x00xx replicator, 0x04xx "
+            "membership, 0x05xx sharding, 0x80xx data clients, 0x81xx cluster clients).",
+            "Payload bytes of messages by direction and kind class (see "
+            "shoal_node_messages_total)."};
+        static const char *const name[2] = {"shoal_node_messages_total",
+                                            "shoal_node_message_bytes_total"};
+        static const char *const dir[2] = {"received", "sent"};
+        for (int f = 0; f < 2; f++) {
+            shoal_metrics_family(out, name[f], "counter", help[f]);
+            for (int d = 0; d < 2; d++)
+                for (int c = 0; c < 256; c++)
+                    if (cmsgs[0][c] || cmsgs[1][c])
+                        shoal_buf_printf(out,
+                                         "%s{direction=\"%s\",kind=\"0x%02xxx\"} %" PRIu64 "\n",
+                                         name[f], dir[d], c, f == 0 ? cmsgs[d][c] : cbytes[d][c]);
+        }
+    }
 
     /* replicators: one family per counter, one sample per role (a family must be contiguous) */
     shoal_replicator_t **reps = NULL;

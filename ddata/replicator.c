@@ -96,6 +96,7 @@ void shoal_replicator_settings_default(shoal_replicator_settings_t *s)
     s->pruning_interval_ms = 120000;
     s->max_pruning_dissemination_ms = 300000;
     s->pruning_marker_ttl_ms = 6ull * 3600 * 1000;
+    s->durable_pruning_marker_ttl_ms = DURABLE_PRUNING_MARKER_TTL_MS;
     s->tombstone_ttl_ms = 24ull * 3600 * 1000;
     s->compress_above_bytes = 32 * 1024;
     s->max_reassembly_bytes = 64u * 1024 * 1024;
@@ -195,7 +196,10 @@ static void entry_free(entry_t *e)
     free(e);
 }
 
-/* Removes an entry without a tombstone (expiry, tombstone collection). */
+static void store_key(shoal_replicator_t *r, const char *key, size_t klen,
+                      shoal_store_done_fn *done, void *arg);
+
+/* Removes an entry without a tombstone (expiry, tombstone collection), from the store too. */
 void repl_entry_drop(shoal_replicator_t *r, entry_t *e)
 {
     if (e->in_bucket)
@@ -207,6 +211,9 @@ void repl_entry_drop(shoal_replicator_t *r, entry_t *e)
     shoal_hmap_remove(&r->entries, e->key, e->klen);
     if (r->stats.keys)
         r->stats.keys--;
+    /* with the entry gone, the key's state to store is its absence */
+    if (e->durable)
+        store_key(r, e->key, e->klen, NULL, NULL);
     entry_free(e);
 }
 
@@ -452,7 +459,8 @@ static bool pruning_merge(entry_t *e, const pruning_t *in)
         p->owner = in->owner;
         p->performed = in->performed;
         p->obsolete_at_ms = in->obsolete_at_ms;
-        for (size_t i = 0; i < in->n_seen; i++)
+        /* a performed marker has no seen set (a malformed one from a peer or a store may) */
+        for (size_t i = 0; i < in->n_seen && !in->performed; i++)
             seen_add(p, in->seen[i]);
         return true;
     }
@@ -708,75 +716,270 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Storage
+ * Storage. Every write goes through store_key, which writes the key's current state (its
+ * envelope, or a deletion once the key has no entry) and numbers the write, so that the outcome
+ * of a key's latest write alone decides whether the key counts as stored. A failed write leaves
+ * the key in r->unstored, and the retry timer writes the current state of those keys again with
+ * exponential backoff until the store takes them; meanwhile everything else goes on (reads,
+ * writes of other keys, gossip), and a writer whose write failed has been told SHOAL_ESTORE.
+ * Both stores of this tree call done before store() returns (write-behind acknowledges at
+ * once), which is what lets a completion use its replicator pointer.
  */
 typedef struct {
+    shoal_replicator_t *r;
+    char *key;
+    size_t klen;
+    uint64_t seq;
     shoal_store_done_fn *done;
     void *arg;
 } store_wait_t;
 
-static void store_done_trampoline(void *arg, int status)
+static void retry_tick(shoal_system_t *sys, void *arg);
+
+static void retry_schedule(shoal_replicator_t *r)
+{
+    if (!r->t_retry && !r->retrying && !r->destroying)
+        r->t_retry = shoal_system_timer(r->sys, r->retry_backoff_ms, false, retry_tick, r);
+}
+
+static void store_settled(void *arg, int status)
 {
     store_wait_t *w = arg;
+    shoal_replicator_t *r = w->r;
+    entry_t *e = repl_entry(r, w->key, w->klen);
+    /* a deletion (no entry any more) or the entry's latest write decides for the key; an older
+       write's outcome says nothing about what the store holds now */
+    bool latest = !e || e->store_seq == w->seq;
+    if (status < 0) {
+        r->stats.store_failures++;
+        if (latest) {
+            if (!r->store_outage) {
+                r->store_outage = true;
+                zsys_warning("%s: replicator '%s': a write to the store failed (%s); writing again "
+                             "with backoff (%d ms up to %d s) while reads and other keys are "
+                             "served", shoal_node_id(r->self), r->role, shoal_strerror(status),
+                             STORE_RETRY_MIN_MS, STORE_RETRY_MAX_MS / 1000);
+            }
+            bool ins;
+            shoal_hmap_upsert(&r->unstored, w->key, w->klen, &ins)->value = (void *)1;
+            retry_schedule(r);
+        }
+    } else if (latest) {
+        shoal_hmap_remove(&r->unstored, w->key, w->klen);
+        if (r->store_outage && !r->unstored.n) {
+            zsys_info("%s: replicator '%s': the durable store works again; every durable key is "
+                      "stored (%llu writes retried)", shoal_node_id(r->self), r->role,
+                      (unsigned long long)r->outage_retries);
+            r->store_outage = false;
+            r->outage_retries = 0;
+            r->retry_backoff_ms = STORE_RETRY_MIN_MS;
+        }
+    }
     if (w->done)
         w->done(w->arg, status);
+    free(w->key);
     free(w);
 }
 
-void repl_store_entry(shoal_replicator_t *r, entry_t *e, shoal_store_done_fn *done, void *arg)
+static void append_varint(shoal_buf_t *out, uint64_t v)
 {
-    if (!e->durable || !r->s.store) {
+    uint8_t b[10];
+    size_t n = 0;
+    do {
+        b[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            b[n] |= 0x80;
+        n++;
+    } while (v);
+    shoal_buf_append(out, b, n);
+}
+
+/* Writes the current state of a durable key (no-op for others): the envelope with its write
+   time appended (a protobuf field appended to a message is a field of it), or a deletion when
+   the key has no entry. */
+static void store_key(shoal_replicator_t *r, const char *key, size_t klen,
+                      shoal_store_done_fn *done, void *arg)
+{
+    entry_t *e = repl_entry(r, key, klen);
+    if (!r->s.store || !(e ? e->durable : repl_is_durable(r, key, klen))) {
         if (done)
             done(arg, 0);
         return;
     }
+    store_wait_t *w = shoal_malloc(sizeof *w);
+    w->r = r;
+    w->key = shoal_memdup(key, klen);
+    w->klen = klen;
+    w->seq = ++r->store_seq;
+    w->done = done;
+    w->arg = arg;
+    if (!e) {
+        r->s.store->store(r->s.store->ctx, key, klen, NULL, 0, store_settled, w);
+        return;
+    }
+    e->store_seq = w->seq;
     shoal_buf_t scratch = {0}, out = {0};
     Shoal__Replicator__DataEnvelope pb;
     repl_envelope_to_pb(r, e, &pb, &scratch);
     shoal_pb_pack(&pb.base, &out);
     repl_envelope_pb_free(&pb);
-    store_wait_t *w = shoal_malloc(sizeof *w);
-    w->done = done;
-    w->arg = arg;
-    r->s.store->store(r->s.store->ctx, e->key, e->klen, out.data ? out.data : (uint8_t *)"",
-                      out.len, store_done_trampoline, w);
+    append_varint(&out, (uint64_t)STORED_AT_FIELD << 3); /* wire type 0: varint */
+    append_varint(&out, (uint64_t)wall_ms());
+    r->s.store->store(r->s.store->ctx, key, klen, out.data, out.len, store_settled, w);
     shoal_buf_free(&scratch);
     shoal_buf_free(&out);
 }
 
-static void store_failed_count(void *arg, int status)
+void repl_store_entry(shoal_replicator_t *r, entry_t *e, shoal_store_done_fn *done, void *arg)
 {
+    store_key(r, e->key, e->klen, done, arg);
+}
+
+/* Writes the unstored keys again, stopping at the first that fails (a store that still fails
+   gets one write per pass, not one per key), and backs off while any is left. */
+static void retry_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
     shoal_replicator_t *r = arg;
-    if (status < 0) {
-        r->stats.store_failures++;
-        zsys_warning("%s: replicator '%s': durable store failed: %s", shoal_node_id(r->self),
-                     r->role, shoal_strerror(status));
+    r->t_retry = 0;
+    size_t n = r->unstored.n;
+    if (!n)
+        return;
+    /* copies: each write settles, and may leave the set, before store() returns */
+    shoal_hslot_t **slots = shoal_hmap_sorted(&r->unstored);
+    char **keys = shoal_malloc(n * sizeof *keys);
+    size_t *lens = shoal_malloc(n * sizeof *lens);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = shoal_memdup(slots[i]->key, slots[i]->klen);
+        lens[i] = slots[i]->klen;
     }
+    free(slots);
+    r->retrying = true;
+    for (size_t i = 0; i < n; i++) {
+        r->stats.store_retries++;
+        r->outage_retries++;
+        store_key(r, keys[i], lens[i], NULL, NULL);
+        if (shoal_hmap_get(&r->unstored, keys[i], lens[i]))
+            break;
+    }
+    r->retrying = false;
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    free(lens);
+    if (r->unstored.n) {
+        r->retry_backoff_ms = r->retry_backoff_ms * 2 > STORE_RETRY_MAX_MS
+                                  ? STORE_RETRY_MAX_MS
+                                  : r->retry_backoff_ms * 2;
+        retry_schedule(r);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loading
+ */
+static bool read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *i < len; shift += 7) {
+        uint8_t b = p[(*i)++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms)
+{
+    /* a walk over the top-level fields of the protobuf wire format (groups are not used) */
+    int found = 0;
+    size_t i = 0;
+    while (i < len) {
+        uint64_t tag, v;
+        if (!read_varint(data, len, &i, &tag) || (tag >> 3) == 0)
+            return SHOAL_EDECODE;
+        switch (tag & 7) {
+        case 0:
+            if (!read_varint(data, len, &i, &v))
+                return SHOAL_EDECODE;
+            if ((tag >> 3) == STORED_AT_FIELD) {
+                *ms = (int64_t)v;
+                found = 1;
+            }
+            break;
+        case 1:
+            if (len - i < 8)
+                return SHOAL_EDECODE;
+            i += 8;
+            break;
+        case 2:
+            if (!read_varint(data, len, &i, &v) || v > len - i)
+                return SHOAL_EDECODE;
+            i += (size_t)v;
+            break;
+        case 5:
+            if (len - i < 4)
+                return SHOAL_EDECODE;
+            i += 4;
+            break;
+        default:
+            return SHOAL_EDECODE;
+        }
+    }
+    return found;
+}
+
+int repl_load_entry(shoal_replicator_t *r, const char *key, size_t klen, const uint8_t *data,
+                    size_t len, int64_t *stored_at_ms)
+{
+    *stored_at_ms = 0;
+    if (klen == 0 || klen > 4096 || memchr(key, 0, klen))
+        return SHOAL_EDECODE;
+    Shoal__Replicator__DataEnvelope *pb = shoal__replicator__data_envelope__unpack(NULL, len, data);
+    if (!pb)
+        return SHOAL_EDECODE;
+    char *k = shoal_malloc(klen + 1);
+    memcpy(k, key, klen);
+    k[klen] = 0;
+    int rc = repl_merge_envelope(r, k, klen, pb, NULL);
+    int64_t at;
+    if (rc == 0 && repl_stored_at(data, len, &at) == 1)
+        *stored_at_ms = at;
+    shoal__replicator__data_envelope__free_unpacked(pb, NULL);
+    free(k);
+    return rc;
 }
 
 typedef struct {
     shoal_replicator_t *r;
     int loaded, failed;
+    int64_t newest_ms; /* the newest write time among the entries, 0 when none carries one */
+    int64_t wall_ms;
 } load_ctx_t;
+
+/* Write times this far ahead of the clock are taken for garbage (or a clock that jumped), not
+   for a fresh store: a store that cannot be dated counts as old. */
+#define STORED_AT_MAX_AHEAD_MS (24 * 3600 * 1000)
 
 static void load_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
 {
     load_ctx_t *lc = arg;
-    Shoal__Replicator__DataEnvelope *pb =
-        shoal__replicator__data_envelope__unpack(NULL, len, data);
-    char *k = shoal_malloc(klen + 1);
-    memcpy(k, key, klen);
-    k[klen] = 0;
-    if (!pb || memchr(key, 0, klen) || repl_merge_envelope(lc->r, k, klen, pb, NULL) < 0) {
+    int64_t at = 0;
+    int rc = repl_load_entry(lc->r, key, klen, data, len, &at);
+    if (rc < 0) {
         lc->failed++;
-        zsys_error("%s: replicator '%s': stored key '%s' does not decode; skipped",
-                   shoal_node_id(lc->r->self), lc->r->role, k);
-    } else {
-        lc->loaded++;
+        zsys_error("%s: replicator '%s': a stored key (%zu bytes, '%.*s') does not decode (%s); "
+                   "skipped", shoal_node_id(lc->r->self), lc->r->role, klen,
+                   (int)(klen > 200 ? 200 : klen), key, shoal_strerror(rc));
+        return;
     }
-    if (pb)
-        shoal__replicator__data_envelope__free_unpacked(pb, NULL);
-    free(k);
+    lc->loaded++;
+    if (at > lc->newest_ms && at <= lc->wall_ms + STORED_AT_MAX_AHEAD_MS)
+        lc->newest_ms = at;
 }
 
 static void run_pending(shoal_replicator_t *r)
@@ -797,7 +1000,7 @@ static void load_tick(shoal_system_t *sys, void *arg)
     shoal_replicator_t *r = arg;
     r->t_load = 0;
     if (r->s.store && r->s.store->load) {
-        load_ctx_t lc = {r, 0, 0};
+        load_ctx_t lc = {r, 0, 0, 0, wall_ms()};
         int rc = r->s.store->load(r->s.store->ctx, load_each, &lc);
         if (rc < 0)
             zsys_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
@@ -806,9 +1009,34 @@ static void load_tick(shoal_system_t *sys, void *arg)
             zsys_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
                       r->role, lc.loaded);
         /* loading is not a change to tell subscribers twice about: they get current values */
+        if (lc.loaded &&
+            (!lc.newest_ms || lc.wall_ms - lc.newest_ms > (int64_t)r->durable_marker_ttl_ms)) {
+            r->unsynced = true;
+            if (lc.newest_ms)
+                zsys_warning("%s: replicator '%s': the store's newest write is %lld hours old, "
+                             "older than the durable pruning markers live (%llu hours): its "
+                             "values are not sent to peers until this node has synced with one",
+                             shoal_node_id(r->self), r->role,
+                             (long long)((lc.wall_ms - lc.newest_ms) / 3600000),
+                             (unsigned long long)(r->durable_marker_ttl_ms / 3600000));
+            else
+                zsys_warning("%s: replicator '%s': the store's entries carry no write time, so "
+                             "it may be older than the durable pruning markers live: its values "
+                             "are not sent to peers until this node has synced with one",
+                             shoal_node_id(r->self), r->role);
+        }
     }
     r->loading = false;
     run_pending(r);
+}
+
+void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
+{
+    if (!r->unsynced)
+        return;
+    r->unsynced = false;
+    zsys_info("%s: replicator '%s': synced with %s; its loaded values are shared again",
+              shoal_node_id(r->self), r->role, shoal_node_id(peer));
 }
 
 /* Runs fn now, or after loading. */
@@ -925,9 +1153,6 @@ static void expire_tick(shoal_system_t *sys, void *arg)
     }
     for (size_t i = 0; i < nv; i++) {
         notify_entry(r, victims[i], SHOAL_EXPIRED, NULL);
-        if (victims[i]->durable && r->s.store)
-            r->s.store->store(r->s.store->ctx, victims[i]->key, victims[i]->klen, NULL, 0,
-                              store_failed_count, r);
         repl_entry_drop(r, victims[i]);
     }
     free(victims);
@@ -998,6 +1223,10 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->prng = shoal_node_uid(r->self) ^ (uint64_t)shoal_now_ms();
     r->next_req = 1;
     r->next_transfer = 1;
+    r->retry_backoff_ms = STORE_RETRY_MIN_MS;
+    r->durable_marker_ttl_ms = r->s.durable_pruning_marker_ttl_ms;
+    if (!r->durable_marker_ttl_ms) /* settings not from shoal_replicator_settings_default */
+        r->durable_marker_ttl_ms = DURABLE_PRUNING_MARKER_TTL_MS;
     int rc = hub_add(sys, r);
     if (rc < 0) {
         free(r->role);
@@ -1058,13 +1287,17 @@ shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replic
 static int destroy_on_thread(shoal_system_t *sys, void *arg)
 {
     shoal_replicator_t *r = arg;
-    int *timers[] = {&r->t_load, &r->t_gossip, &r->t_delta, &r->t_notify, &r->t_prune,
-                     &r->t_expire};
+    int *timers[] = {&r->t_load,  &r->t_gossip, &r->t_delta, &r->t_notify,
+                     &r->t_prune, &r->t_expire, &r->t_retry};
     for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
         if (*timers[i] > 0)
             shoal_system_timer_cancel(sys, *timers[i]);
     hub_remove(r);
     r->destroying = true;
+    if (r->unstored.n)
+        zsys_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
+                   "(it kept failing): their last changes are not stored",
+                   shoal_node_id(r->self), r->role, r->unstored.n);
     repl_ops_fail_all(r, SHOAL_ESTOPPED);
     while (r->pending_head) {
         /* operations queued while loading: run them now; they fail as stopping */
@@ -1079,6 +1312,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     shoal_hmap_free(&r->changed_keys);
     shoal_hmap_free(&r->collected);
     shoal_hmap_free(&r->ops_by_req);
+    shoal_hmap_free(&r->unstored);
     while (r->subs) {
         sub_t *s = r->subs;
         r->subs = s->next;
@@ -1277,8 +1511,6 @@ static void after_local_store(void *arg, int status)
 {
     after_store_t *w = arg;
     shoal_replicator_t *r = w->r;
-    if (status < 0)
-        r->stats.store_failures++;
     entry_t *e = repl_entry(r, w->key, strlen(w->key));
     if (!e || r->destroying) {
         w->done(r, status < 0 ? SHOAL_ESTORE : SHOAL_ESTOPPED, w->key, w->arg);

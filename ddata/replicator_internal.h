@@ -23,6 +23,22 @@ enum {
     K_LAST = K_CHUNK
 };
 
+/* A failed write of a durable key is retried after STORE_RETRY_MIN_MS, doubling up to
+   STORE_RETRY_MAX_MS while the store keeps failing: a full disk or a failing device gets a few
+   attempts a second at first and one every 10 s during a long outage, never a busy loop. */
+#define STORE_RETRY_MIN_MS 100
+#define STORE_RETRY_MAX_MS 10000
+
+/* Akka's durable.pruning-marker-time-to-live: markers of durable keys must outlive a node that
+   is down with its store for a while, so they live 10 days rather than 6 hours. A store whose
+   newest write is older than this may hold state whose markers have expired everywhere else. */
+#define DURABLE_PRUNING_MARKER_TTL_MS (10ull * 24 * 3600 * 1000)
+
+/* Stored envelopes carry the wall-clock time of the write as this field of DataEnvelope (a
+   varint; it is only ever in the store, never on the wire to peers): the replicator appends it
+   when it writes and reads it back when it loads, to tell how old a store is. */
+#define STORED_AT_FIELD 6
+
 /* Anti-entropy folds key digests into this many buckets: with 100,000 keys a differing key costs
    one bucket's key list (~400 keys), and the bucket vector is 4 KiB. */
 #define N_BUCKETS 256
@@ -82,6 +98,7 @@ typedef struct entry {
 
     int64_t last_access_ms;
     bool durable;
+    uint64_t store_seq; /* the last write of this key to the store (r->store_seq numbering) */
 } entry_t;
 
 typedef struct {
@@ -185,7 +202,23 @@ struct shoal_replicator {
         struct pending_call *next;
     } *pending_head, *pending_tail;
 
-    int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load;
+    /* durable keys whose last write to the store failed (key -> (void *)1), rewritten with
+       their current state by the retry timer until the store takes them */
+    shoal_hmap_t unstored;
+    uint64_t store_seq;        /* numbers every write to the store */
+    uint32_t retry_backoff_ms; /* the next retry's delay */
+    bool retrying;             /* a retry pass runs: it reschedules itself */
+    bool store_outage;         /* a key has failed since the store last held everything */
+    uint64_t outage_retries;   /* retries in this outage, for the recovery log */
+
+    /* Loaded from a store older than the durable marker TTL: its values may hold removed
+       nodes' parts whose pruning markers have expired on every other node, so nothing of them
+       is sent to peers until this node has synced (received a peer's side of an anti-entropy
+       exchange, see repl_synced). */
+    bool unsynced;
+    uint64_t durable_marker_ttl_ms;
+
+    int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load, t_retry;
     uint64_t prng;
     shoal_replicator_stats_t stats;
     bool destroying;
@@ -197,8 +230,20 @@ entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
                            const shoal_type_t *type);
 void repl_entry_changed(shoal_replicator_t *r, entry_t *e);
 void repl_entry_drop(shoal_replicator_t *r, entry_t *e);
-/* Stores a durable entry (no-op for others); done(arg, status) when stored. */
+/* Stores a durable entry (no-op for others); done(arg, status) when stored. A failure is
+   counted and the key retried with backoff (its current state) until the store takes it. */
 void repl_store_entry(shoal_replicator_t *r, entry_t *e, shoal_store_done_fn *done, void *arg);
+/* Decodes one stored entry (the load path; also what the fuzz target feeds): merges it into the
+   replicator and reports its write time (*stored_at_ms, 0 when it carries none). 0, or an error
+   with nothing changed. */
+int repl_load_entry(shoal_replicator_t *r, const char *key, size_t klen, const uint8_t *data,
+                    size_t len, int64_t *stored_at_ms);
+/* The write time a stored envelope carries: 1 and *ms when present, 0 when absent,
+   SHOAL_EDECODE when the bytes are not a well-formed protobuf message. */
+int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms);
+/* The node has received a peer's side of an anti-entropy exchange: an unsynced replicator
+   (see `unsynced`) may share its data again. */
+void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer);
 void repl_refresh_digest(shoal_replicator_t *r, entry_t *e);
 void repl_refresh_all_digests(shoal_replicator_t *r);
 void repl_root_digest(shoal_replicator_t *r, uint8_t out[16]);
@@ -254,6 +299,11 @@ int repl_peers_needed(const shoal_replicator_t *r, const shoal_consistency_t *c)
 
 /* Wall-clock milliseconds, for pruning markers (they outlive a process). */
 int64_t repl_wall_ms(void);
+
+/* system.c, for metrics.c (which includes this header; the declaration belongs with the node's
+   other internals in internal.h): messages and payload bytes by kind class (kind >> 8), [0]
+   handed to handlers, [1] accepted by send or reply. Node thread (SHOAL_ETHREAD otherwise). */
+int shoal_system_class_stats(shoal_system_t *sys, uint64_t msgs[2][256], uint64_t bytes[2][256]);
 
 /* The replicator of a role on a node (NULL if none). */
 shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role);

@@ -185,7 +185,7 @@ static int target_index(const op_t *o, const shoal_node_t *from)
 static void read_complete(shoal_replicator_t *r, op_t *o, int status)
 {
     entry_t *e = repl_entry(r, o->key, strlen(o->key));
-    if (status == 0 && e && !e->deleted && e->value && o->reply_digest) {
+    if (status == 0 && e && !e->deleted && e->value && o->reply_digest && !r->unsynced) {
         /* read repair: replicas that answered with less get the merged value */
         uint8_t mine[16];
         repl_value_digest(e->value, mine);
@@ -358,7 +358,7 @@ static void send_write(shoal_replicator_t *r, op_t *o, const shoal_node_t *to, b
     /* the delta when there is one; the full state when there is none or the peer asked for it */
     if (!full && o->delta.len)
         send_bytes(r, to, K_WRITE, o->delta.data, o->delta.len);
-    else if (pack_full(r, o))
+    else if (!r->unsynced && pack_full(r, o)) /* the full state carries loaded values */
         send_bytes(r, to, K_WRITE, o->full.data, o->full.len);
 }
 
@@ -570,6 +570,10 @@ static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
         r->stats.dropped_malformed++;
         return;
     }
+    /* an answer would share loaded values that may predate expired pruning markers: the reader
+       counts on the other replicas (or its deadline) until this node has synced */
+    if (r->unsynced)
+        return;
     Shoal__Replicator__ReadResult res = SHOAL__REPLICATOR__READ_RESULT__INIT;
     res.role = r->role;
     res.req = m->req;
@@ -638,8 +642,6 @@ static void ack_after_store(void *arg, int status)
     /* the replicator may be gone by the time a slow store answers */
     shoal_replicator_t *r = repl_find(a->sys, a->role);
     if (r == a->r) {
-        if (status < 0)
-            r->stats.store_failures++;
         if (a->req)
             send_ack(r, a->to, a->req, status < 0 ? SHOAL_ESTORE : 0, false);
     }
@@ -693,7 +695,7 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
     }
     /* push-pull: a pushed state that lacked something this replica has goes back to its sender
        at once (equal states end the exchange), so news spreads both ways in one round trip */
-    if (m->sent_unix_ms && m->envelope && e && e->value) {
+    if (m->sent_unix_ms && m->envelope && e && e->value && !r->unsynced) {
         uint8_t mine[16];
         repl_value_digest(e->value, mine);
         XXH128_canonical_t theirs;
@@ -829,6 +831,8 @@ void repl_delta_tick(shoal_system_t *sys, void *arg)
             if (have >= e->delta_seq || e->deleted || !e->value)
                 continue;
             shoal_crdt_t *g = delta_group(e, have + 1);
+            if (!g && r->unsynced)
+                continue; /* the full state carries loaded values: after the sync */
             size_t j = msg.n_entries;
             shoal__replicator__delta_entry__init(&entries[j]);
             entries[j].key = e->key;
@@ -907,6 +911,8 @@ int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_no
     entry_t *e = repl_entry(r, key, strlen(key));
     if (!e || (!e->value && !e->deleted))
         return SHOAL_ENOTFOUND;
+    if (r->unsynced)
+        return SHOAL_EAGAIN;
     int rc = send_full_state_at(r, to, e, (uint64_t)unix_ms());
     return rc < 0 ? rc : 0;
 }
@@ -941,6 +947,8 @@ static void on_delta(shoal_replicator_t *r, const shoal_node_t *from,
 static void on_delta_nack(shoal_replicator_t *r, const shoal_node_t *from,
                           const Shoal__Replicator__DeltaNack *m)
 {
+    if (r->unsynced)
+        return; /* the peer asks again on its next gap, or gets it by gossip once synced */
     for (size_t i = 0; i < m->n_keys; i++) {
         entry_t *e = m->keys[i] ? repl_entry(r, m->keys[i], strlen(m->keys[i])) : NULL;
         if (e && (e->value || e->deleted))
@@ -996,6 +1004,7 @@ static void on_status(shoal_replicator_t *r, const shoal_node_t *from,
     if (memcmp(root, m->root.data, 16) == 0) {
         /* converged: one small message was the whole round. The sender holds everything we
            hold, our tombstones included. */
+        repl_synced(r, from);
         if (r->stats.tombstones)
             for (size_t i = 0; i < r->entries.cap; i++) {
                 shoal_hslot_t *s = &r->entries.slots[i];
@@ -1172,6 +1181,14 @@ static void on_key_digests(shoal_replicator_t *r, const shoal_node_t *from,
         want[n_want++] = m->keys[(uintptr_t)s->value - 1];
     }
     r->stats.digests_compared += m->n_keys;
+    if (r->unsynced) {
+        /* the peer has nothing we lack: we are as synced as its gossip could make us. Else
+           only ask: the peer's answer syncs us (on_gossip), and ours goes after it. */
+        if (n_want == 0)
+            repl_synced(r, from);
+        else
+            n_send = 0;
+    }
     if (n_send || n_want)
         send_gossip(r, from, send, n_send, want, n_want);
     free(send);
@@ -1197,6 +1214,8 @@ static void on_gossip(shoal_replicator_t *r, const shoal_node_t *from,
                 repl_store_entry(r, e, NULL, NULL);
         }
     }
+    /* the peer's side of the exchange has arrived (perhaps empty: it had nothing we lack) */
+    repl_synced(r, from);
     if (m->n_want) {
         entry_t **send = shoal_malloc(m->n_want * sizeof *send);
         size_t n = 0;
@@ -1280,7 +1299,10 @@ void repl_prune_tick(shoal_system_t *sys, void *arg)
                 seen_by_all_peers(r, p->seen, p->n_seen)) {
                 if (e->value && shoal_crdt_prune(e->value, p->removed, r->self) == 0) {
                     p->performed = true;
-                    p->obsolete_at_ms = wall + (int64_t)r->s.pruning_marker_ttl_ms;
+                    /* a durable key's marker must outlive a node that is down with its store
+                       for a while (Akka's durable pruning-marker-time-to-live) */
+                    p->obsolete_at_ms = wall + (int64_t)(e->durable ? r->durable_marker_ttl_ms
+                                                                    : r->s.pruning_marker_ttl_ms);
                     free(p->seen);
                     p->seen = NULL;
                     p->n_seen = 0;
@@ -1288,6 +1310,7 @@ void repl_prune_tick(shoal_system_t *sys, void *arg)
                     changed = true;
                 }
             } else if (p->performed && p->obsolete_at_ms < wall) {
+                free(p->seen);
                 memmove(p, p + 1, (e->n_pruning - j - 1) * sizeof *p);
                 e->n_pruning--;
                 changed = true;
@@ -1306,8 +1329,6 @@ void repl_prune_tick(shoal_system_t *sys, void *arg)
         bool ins;
         shoal_hmap_upsert(&r->collected, e->key, e->klen, &ins)->value =
             (void *)(intptr_t)(now + (int64_t)r->s.tombstone_ttl_ms);
-        if (e->durable && r->s.store)
-            r->s.store->store(r->s.store->ctx, e->key, e->klen, NULL, 0, NULL, NULL);
         if (r->stats.tombstones)
             r->stats.tombstones--;
         r->stats.tombstones_collected++;

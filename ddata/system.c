@@ -203,6 +203,10 @@ struct shoal_system {
     int64_t log_last[LOG_REASONS];
     uint64_t log_suppressed[LOG_REASONS];
     shoal_system_stats_t stats;
+    /* messages and their payload bytes by kind class (kind >> 8: each module numbers its kinds
+       in a page of its own), [0] handed to handlers, [1] accepted by send or reply; 8 KiB, one
+       increment per message */
+    uint64_t class_msgs[2][256], class_bytes[2][256];
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -805,6 +809,8 @@ static void on_data(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, con
             continue;
         }
         sys->stats.messages_in++;
+        sys->class_msgs[0][kind >> 8]++;
+        sys->class_bytes[0][kind >> 8] += dl;
         hd->recv(sys, from, kind, d, dl, hd->arg);
     }
 }
@@ -845,6 +851,8 @@ static void on_request(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
     rt.routing_id_len = rid_len;
     rt.request_id = request_id;
     sys->stats.messages_in++;
+    sys->class_msgs[0][kind >> 8]++;
+    sys->class_bytes[0][kind >> 8] += dl;
     hd->request(sys, &rt, kind, d, dl, hd->arg);
 }
 
@@ -1849,6 +1857,8 @@ int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind
     }
     shoal_batch_append(&p->batch, p->next_seq++, kind, data, len);
     sys->stats.messages_out++;
+    sys->class_msgs[1][kind >> 8]++;
+    sys->class_bytes[1][kind >> 8] += len;
     mark_dirty(sys, p);
     return 0;
 }
@@ -1869,12 +1879,15 @@ int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
     shoal_reply_write(&sys->scratch, c->version, to->request_id, kind, 0, data, len);
     int rc =
         router_send(sys, to->routing_id, to->routing_id_len, sys->scratch.data, sys->scratch.len);
-    if (rc == SHOAL_EAGAIN)
+    if (rc == SHOAL_EAGAIN) {
         sys->stats.send_eagain++;
-    else if (rc == SHOAL_ENOTCONN)
+    } else if (rc == SHOAL_ENOTCONN) {
         sys->stats.send_notconn++;
-    else
+    } else {
         sys->stats.messages_out++;
+        sys->class_msgs[1][kind >> 8]++;
+        sys->class_bytes[1][kind >> 8] += len;
+    }
     return rc;
 }
 
@@ -2016,6 +2029,14 @@ static int do_stats(shoal_system_t *sys, void *arg)
     for (size_t i = 0; i < sys->npeers; i++)
         if (sys->peers[i]->up)
             out->peers++;
+    return 0;
+}
+
+int shoal_system_class_stats(shoal_system_t *sys, uint64_t msgs[2][256], uint64_t bytes[2][256])
+{
+    ON_THREAD(sys);
+    memcpy(msgs, sys->class_msgs, sizeof sys->class_msgs);
+    memcpy(bytes, sys->class_bytes, sizeof sys->class_bytes);
     return 0;
 }
 

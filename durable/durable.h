@@ -19,12 +19,18 @@
     done(arg, 0) at once; a background thread commits everything pending every write_behind_ms in
     one transaction. This is a WINDOW OF LOSS: changes acknowledged in the last write_behind_ms
     are lost if the process dies (shoal_durable_close flushes them; a crash does not). A batch
-    whose commit fails is dropped and logged (its writes were already acknowledged). load() and
-    compact() flush first, so they see every acknowledged change.
+    whose commit fails (disk full, the map at map_max, an I/O error) stays in memory and is
+    committed again, with the changes queued since, after 100 ms doubling up to 10 s (never
+    sooner than write_behind_ms): the window of loss lasts as long as the outage. Only the last
+    flush, in shoal_durable_close, drops what still fails (logged, counted in failures).
+    load() and compact() flush first, so they see every acknowledged change the store could
+    take. In immediate mode a failed write is reported (done(arg, SHOAL_ESTORE)), and the
+    replicator writes the key again with backoff until the store takes it.
 
     SIZE. The map starts at settings.map_size and doubles whenever a write finds it full, up to
     settings.map_max; a write that does not fit even then fails with SHOAL_ESTORE and a message
-    saying so (raise map_max, or compact). Keys are 1 to 511 bytes (LMDB's limit); others fail
+    saying so (raise map_max, with shoal_durable_set_map_max on a running node, or free space:
+    deleted keys' pages are reused). Keys are 1 to 511 bytes (LMDB's limit); others fail
     with SHOAL_ESTORE.
 
     CORRUPTION. LMDB keeps no checksums, and reading a mangled file can kill the process with
@@ -102,6 +108,11 @@ shoal_store_t *shoal_durable_store(shoal_durable_t *d, const char *role);
    SHOAL_ESTORE when the check could not be run (fork or pipe failed). */
 int shoal_durable_check(const char *dir, char *err, size_t errlen);
 
+/* Raises (or lowers, not below the current map size) the cap the map grows to; takes effect
+   at the next write, so failed writes the replicator retries succeed once there is room.
+   0, or SHOAL_EINVAL. Any thread. */
+int shoal_durable_set_map_max(shoal_durable_t *d, size_t map_max);
+
 /* Writes a compacted copy (free pages omitted) of the environment into out_dir (created if
    missing; must not already hold a data.mdb). Pending write-behind changes are flushed first.
    Writes block meanwhile. 0 or SHOAL_ESTORE (logged; see shoal_durable_last_error). */
@@ -114,6 +125,7 @@ typedef struct {
     uint64_t map_grows;           /* times the map doubled */
     size_t map_size;              /* current map size */
     size_t pending;               /* write-behind changes not yet committed */
+    uint64_t retries;             /* write-behind commits that failed, kept to retry */
 } shoal_durable_stats_t;
 
 void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out);
@@ -122,9 +134,9 @@ void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
 
 /* Adds the store to a node's metrics endpoint (see ddata.h, METRICS): shoal_durable_puts_total,
    _deletes_total, _commits_total, _commit_seconds_total (time in write transactions, so
-   rate(seconds)/rate(commits) is the mean commit latency), _failures_total, _map_grows_total and
-   the shoal_durable_map_size_bytes and shoal_durable_pending_writes gauges. Stop the endpoint
-   before closing d. */
+   rate(seconds)/rate(commits) is the mean commit latency), _failures_total, _map_grows_total,
+   _commit_retries_total and the shoal_durable_map_size_bytes and shoal_durable_pending_writes
+   gauges. Stop the endpoint before closing d. */
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m);
 
 #endif

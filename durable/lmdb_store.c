@@ -32,6 +32,12 @@
 #define FORMAT_STEM  "shoal-durable "
 #define LOAD_CHUNK   (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
 #define WAY_OUT      "move it aside or salvage it with ddata-dump --salvage"
+/* A write-behind batch whose commit fails (disk full, map at its cap, I/O error) is kept and
+   committed again after 100 ms, doubling up to 10 s while it keeps failing (but never sooner
+   than the write-behind interval): the acknowledged changes wait in memory rather than being
+   dropped, and a long outage costs one attempt every 10 s. */
+#define RETRY_MIN_MS 100u
+#define RETRY_MAX_MS 10000u
 
 typedef struct durable_store durable_store_t;
 
@@ -69,6 +75,8 @@ struct shoal_durable {
     pthread_cond_t pend_cond;
     pending_t *pend;
     size_t npend, pend_cap;
+    uint32_t retry_ms; /* delay before committing a failed batch again, 0 after a success
+                          (under pend_lock: the write-behind thread reads it while waiting) */
     bool stopping;
     bool thread_started;
     pthread_t thread;
@@ -271,9 +279,33 @@ static int batch_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
     return 0;
 }
 
+/* Puts a batch that failed back in front of the changes queued since (caller holds txn_lock):
+   they commit together, in order, so a later change of a key still wins. Returns the delay
+   before the next attempt. */
+static uint32_t requeue_locked(shoal_durable_t *d, batch_t *b)
+{
+    pthread_mutex_lock(&d->pend_lock);
+    d->retry_ms = !d->retry_ms ? RETRY_MIN_MS
+                  : d->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : d->retry_ms * 2;
+    uint32_t wait_ms = d->retry_ms > d->s.write_behind_ms ? d->retry_ms : d->s.write_behind_ms;
+    size_t n = b->n + d->npend;
+    pending_t *all = realloc(b->p, n * sizeof *all);
+    if (!all)
+        abort();
+    if (d->npend)
+        memcpy(all + b->n, d->pend, d->npend * sizeof *all);
+    free(d->pend);
+    d->pend = all;
+    d->npend = d->pend_cap = n;
+    pthread_mutex_unlock(&d->pend_lock);
+    return wait_ms;
+}
+
 /* Commits every pending write-behind change in one transaction. Caller holds txn_lock, which
-   also keeps a batch from being between the queue and LMDB while someone else flushes. */
-static void flush_locked(shoal_durable_t *d)
+   also keeps a batch from being between the queue and LMDB while someone else flushes. A batch
+   that fails is kept for a retry (see RETRY_MIN_MS) unless this is the last flush (`final`,
+   on close), where it is lost and counted. */
+static void flush_locked(shoal_durable_t *d, bool final)
 {
     pthread_mutex_lock(&d->pend_lock);
     batch_t b = {d->pend, d->npend};
@@ -285,9 +317,23 @@ static void flush_locked(shoal_durable_t *d)
         return;
     }
     if (write_txn(d, batch_body, &b, "write-behind commit") < 0) {
+        if (!final) {
+            d->stats.retries++;
+            size_t n = b.n;
+            uint32_t wait_ms = requeue_locked(d, &b);
+            zsys_warning("durable %s: %zu write-behind changes kept in memory, committing them "
+                         "again in %u ms", d->dir, n, wait_ms);
+            return;
+        }
         d->stats.failures += b.n;
         zsys_error("durable %s: %zu acknowledged write-behind changes were lost", d->dir, b.n);
     } else {
+        pthread_mutex_lock(&d->pend_lock);
+        if (d->retry_ms)
+            zsys_info("durable %s: write-behind commits work again (%zu changes committed)",
+                      d->dir, b.n);
+        d->retry_ms = 0;
+        pthread_mutex_unlock(&d->pend_lock);
         for (size_t i = 0; i < b.n; i++) {
             if (b.p[i].del)
                 d->stats.deletes++;
@@ -305,7 +351,10 @@ static void *write_behind_thread(void *arg)
     while (!d->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)d->s.write_behind_ms * 1000000u;
+        uint32_t wait_ms = d->retry_ms;
+        if (wait_ms < d->s.write_behind_ms)
+            wait_ms = d->s.write_behind_ms;
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000u;
         ts.tv_sec += (time_t)(ns / 1000000000u);
         ts.tv_nsec = (long)(ns % 1000000000u);
         pthread_cond_timedwait(&d->pend_cond, &d->pend_lock, &ts);
@@ -315,7 +364,7 @@ static void *write_behind_thread(void *arg)
             continue;
         pthread_mutex_unlock(&d->pend_lock);
         pthread_mutex_lock(&d->txn_lock);
-        flush_locked(d);
+        flush_locked(d, false);
         pthread_mutex_unlock(&d->txn_lock);
         pthread_mutex_lock(&d->pend_lock);
     }
@@ -414,7 +463,7 @@ static int st_load(void *ctx, shoal_store_each_fn *each, void *each_arg)
         c.len = 0;
         bool more = false;
         pthread_mutex_lock(&d->txn_lock);
-        flush_locked(d);
+        flush_locked(d, false);
         MDB_txn *txn;
         MDB_cursor *cur;
         int rc = txn_begin(d, MDB_RDONLY, &txn);
@@ -482,7 +531,7 @@ static void st_close(void *ctx)
     /* the store belongs to the environment; a replicator letting go of it only flushes */
     durable_store_t *st = ctx;
     pthread_mutex_lock(&st->d->txn_lock);
-    flush_locked(st->d);
+    flush_locked(st->d, false);
     pthread_mutex_unlock(&st->d->txn_lock);
 }
 
@@ -994,7 +1043,7 @@ void shoal_durable_close(shoal_durable_t **self_p)
         pthread_join(d->thread, NULL);
     }
     pthread_mutex_lock(&d->txn_lock);
-    flush_locked(d);
+    flush_locked(d, true);
     pthread_mutex_unlock(&d->txn_lock);
     free_durable(d);
     *self_p = NULL;
@@ -1059,12 +1108,28 @@ int shoal_durable_compact(shoal_durable_t *d, const char *out_dir)
         pthread_mutex_unlock(&d->txn_lock);
         return SHOAL_ESTORE;
     }
-    flush_locked(d);
+    flush_locked(d, false);
     rc = mdb_env_copy2(d->env, out_dir, MDB_CP_COMPACT);
     if (rc != 0)
         fail_locked(d, "compact into %s: %s", out_dir, mdb_strerror(rc));
     pthread_mutex_unlock(&d->txn_lock);
     return rc == 0 ? 0 : SHOAL_ESTORE;
+}
+
+int shoal_durable_set_map_max(shoal_durable_t *d, size_t map_max)
+{
+    if (!d)
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&d->txn_lock);
+    int rc = 0;
+    if (map_max < d->map_size) {
+        rc = SHOAL_EINVAL;
+    } else {
+        d->s.map_max = map_max;
+        zsys_info("durable %s: map_max set to %zu bytes", d->dir, map_max);
+    }
+    pthread_mutex_unlock(&d->txn_lock);
+    return rc;
 }
 
 void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out)
@@ -1125,6 +1190,8 @@ static void durable_collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
            "Changes that failed to be written or were dropped.", st.failures);
     metric(out, "shoal_durable_map_grows_total", "counter", "Times the map size doubled.",
            st.map_grows);
+    metric(out, "shoal_durable_commit_retries_total", "counter",
+           "Write-behind commits that failed and were kept to be committed again.", st.retries);
     metric(out, "shoal_durable_map_size_bytes", "gauge", "Current LMDB map size.",
            (uint64_t)st.map_size);
     metric(out, "shoal_durable_pending_writes", "gauge", "Write-behind changes not yet committed.",

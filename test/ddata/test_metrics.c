@@ -342,6 +342,10 @@ static void scrape_running_node(void **state)
         "# TYPE shoal_cluster_heartbeats_sent_total counter\n",
         "# TYPE shoal_durable_commit_seconds_total counter\n",
         "# TYPE shoal_durable_map_size_bytes gauge\n",
+        "# TYPE shoal_replicator_store_retries_total counter\n",
+        "# TYPE shoal_durable_commit_retries_total counter\n",
+        "# TYPE shoal_node_messages_total counter\n",
+        "# TYPE shoal_node_message_bytes_total counter\n",
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         if (!strstr(r.body, families[i]))
@@ -408,6 +412,60 @@ static void scrape_running_node(void **state)
     node_stop(&n);
 }
 
+/* The sum of the values of every sample line that starts with `prefix`. */
+static double sum_of(const char *text, const char *prefix)
+{
+    double sum = 0;
+    size_t n = strlen(prefix);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, n) == 0) {
+            const char *sp = strchr(l, ' ');
+            if (sp)
+                sum += strtod(sp + 1, NULL);
+        }
+    return sum;
+}
+
+/* Messages and bytes by kind class, on a node that talks to a peer: the replicator's page
+   (0x00xx) both ways, and the classes add up to the node's totals. */
+static void messages_by_kind_class(void **state)
+{
+    (void)state;
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, NULL);
+    int err = 0;
+    shoal_metrics_t *m = shoal_metrics_start(c.sys[0], NULL, 0, &err);
+    assert_non_null(m);
+    shoal_consistency_t all = c_all(3000);
+    assert_int_equal(t_incr(&c, 0, "hits", 2, &all), 0);
+    assert_int_equal(t_incr(&c, 1, "hits", 3, &all), 0);
+    resp_t r;
+    assert_true(scrape(shoal_metrics_port(m), &r));
+    assert_int_equal(r.status, 200);
+    const char *bad = check_exposition(r.body);
+    if (bad)
+        fail_msg("not exposition syntax: '%s'", bad);
+#define MSGS(dir, kind)  "shoal_node_messages_total{direction=\"" dir "\",kind=\"" kind "\"}"
+#define BYTES(dir, kind) "shoal_node_message_bytes_total{direction=\"" dir "\",kind=\"" kind "\"}"
+    assert_true(value_of(r.body, MSGS("sent", "0x00xx")) >= 1);
+    assert_true(value_of(r.body, MSGS("received", "0x00xx")) >= 1);
+    assert_true(value_of(r.body, BYTES("sent", "0x00xx")) > 0);
+    assert_true(value_of(r.body, BYTES("received", "0x00xx")) > 0);
+    /* no membership on these nodes: no class of its own */
+    assert_true(value_of(r.body, MSGS("sent", "0x04xx")) < 0);
+#undef MSGS
+#undef BYTES
+    double sent = sum_of(r.body, "shoal_node_messages_total{direction=\"sent\"");
+    double received = sum_of(r.body, "shoal_node_messages_total{direction=\"received\"");
+    assert_true(sent >= 1);
+    assert_true(sent == value_of(r.body, "shoal_node_messages_sent_total"));
+    assert_true(received >= 1);
+    assert_true(received == value_of(r.body, "shoal_node_messages_received_total"));
+    resp_free(&r);
+    shoal_metrics_stop(&m);
+    tcluster_stop(&c);
+}
+
 static void label_values_are_escaped(void **state)
 {
     (void)state;
@@ -466,6 +524,7 @@ int main(void)
         cmocka_unit_test(label_values_are_escaped),
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(scrape_running_node),
+        cmocka_unit_test_teardown(messages_by_kind_class, tcluster_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,8 +13,12 @@
 #include "cluster.h"
 #include "ddata.h"
 
+#include "replicator.pb-c.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers
@@ -308,9 +312,7 @@ static void test_durable_store_and_loading(void **state)
     assert_int_equal(t_incr(&c, 0, "shard-1", 4, &l), 0);
     assert_int_equal(t_incr(&c, 0, "volatile", 4, &l), 0);
     assert_int_equal(shoal_memstore_size(c.store[0]), 1);
-    /* a failing store is reported to the writer */
-    shoal_memstore_fail(c.store[0], 1);
-    assert_int_equal(t_incr(&c, 0, "shard-1", 1, &l), SHOAL_ESTORE);
+    /* (a failing store: test_store_failure_retried_with_backoff) */
     /* a new replicator on the same store loads it before it serves */
     shoal_store_t *store = c.store[0];
     c.store[0] = NULL;
@@ -321,7 +323,7 @@ static void test_durable_store_and_loading(void **state)
     assert_non_null(c.rep[0]);
     uint64_t v = 0;
     assert_int_equal(t_gcounter(&c, 0, "shard-1", &l, &v), 0);
-    assert_int_equal(v, 4); /* the failed write was never stored */
+    assert_int_equal(v, 4);
     assert_int_equal(t_gcounter(&c, 0, "volatile", &l, &v), SHOAL_ENOTFOUND);
     c.store[0] = store;
     tcluster_stop(&c);
@@ -745,6 +747,448 @@ static void test_tombstones_collected_when_safe(void **state)
     tcluster_stop(&c);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Durable keys: a store that fails later, pruning markers in the store, stores older than the
+ * durable marker lifetime
+ */
+#define DAY_MS (24ll * 3600 * 1000)
+
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void store_done(void *arg, int status)
+{
+    *(int *)arg = status;
+}
+
+/* Writes a DataEnvelope as the replicator stores it: the value, optionally a performed pruning
+   marker, and (stored_at_ms != 0) the write time appended as field 6. */
+static void put_envelope(shoal_store_t *st, const char *key, const shoal_crdt_t *v,
+                         const char *removed, const char *owner, int64_t obsolete_at_ms,
+                         int64_t stored_at_ms)
+{
+    Shoal__Replicator__DataEnvelope env = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
+    shoal_buf_t vb = {0};
+    assert_int_equal(shoal_crdt_encode(v, &vb), 0);
+    env.value.data = vb.data;
+    env.value.len = vb.len;
+    Shoal__Replicator__PruningState ps = SHOAL__REPLICATOR__PRUNING_STATE__INIT;
+    Shoal__Replicator__PruningState *pps = &ps;
+    if (removed) {
+        ps.removed = (char *)removed;
+        ps.owner = (char *)owner;
+        ps.performed = true;
+        ps.obsolete_at_ms = obsolete_at_ms;
+        env.n_pruning = 1;
+        env.pruning = &pps;
+    }
+    uint8_t buf[1024];
+    size_t n = shoal__replicator__data_envelope__get_packed_size(&env);
+    assert_true(n + 12 <= sizeof buf);
+    shoal__replicator__data_envelope__pack(&env, buf);
+    if (stored_at_ms) {
+        buf[n++] = 6 << 3; /* field 6, varint */
+        for (uint64_t x = (uint64_t)stored_at_ms;; x >>= 7) {
+            buf[n++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+            if (x <= 0x7f)
+                break;
+        }
+    }
+    int status = 1;
+    st->store(st->ctx, key, strlen(key), buf, n, store_done, &status);
+    assert_int_equal(status, 0);
+    shoal_buf_free(&vb);
+}
+
+/* What the store holds for a key, read on the node thread (the memory store is not locked). */
+typedef struct {
+    shoal_store_t *store;
+    const char *key;
+    bool found;
+    uint64_t counter; /* the GCounter's value */
+    int n_markers;
+    bool performed;
+    int64_t obsolete_at_ms; /* of the first marker */
+} stored_t;
+
+static void stored_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    stored_t *s = arg;
+    if (klen != strlen(s->key) || memcmp(key, s->key, klen) != 0)
+        return;
+    Shoal__Replicator__DataEnvelope *env =
+        shoal__replicator__data_envelope__unpack(NULL, len, data);
+    assert_non_null(env);
+    s->found = true;
+    shoal_crdt_t *v = NULL;
+    if (!env->deleted && shoal_crdt_decode(env->value.data, env->value.len, &v) == 0)
+        s->counter = shoal_gcounter_value(v);
+    shoal_crdt_destroy(&v);
+    s->n_markers = (int)env->n_pruning;
+    if (env->n_pruning) {
+        s->performed = env->pruning[0]->performed;
+        s->obsolete_at_ms = env->pruning[0]->obsolete_at_ms;
+    }
+    shoal__replicator__data_envelope__free_unpacked(env, NULL);
+}
+
+static int read_stored(shoal_replicator_t *r, void *arg)
+{
+    (void)r;
+    stored_t *s = arg;
+    s->found = false;
+    s->counter = 0;
+    s->n_markers = 0;
+    return s->store->load(s->store->ctx, stored_each, s);
+}
+
+static stored_t stored(tcluster_t *c, int i, const char *key)
+{
+    stored_t s = {c->store[i], key, false, 0, 0, false, 0};
+    assert_int_equal(on_node(c, i, read_stored, &s), 0);
+    return s;
+}
+
+typedef struct {
+    tcluster_t *c;
+    int i;
+    const char *key;
+    uint64_t want;
+} stored_wait_t;
+
+static bool stored_counter_is(void *arg)
+{
+    stored_wait_t *w = arg;
+    stored_t s = stored(w->c, w->i, w->key);
+    return s.found && s.counter == w->want;
+}
+
+static bool stored_marker_performed(void *arg)
+{
+    stored_wait_t *w = arg;
+    stored_t s = stored(w->c, w->i, w->key);
+    return s.found && s.n_markers == 1 && s.performed;
+}
+
+typedef struct {
+    shoal_store_t *store;
+    int count;
+} fail_arg_t;
+
+static int fail_store(shoal_replicator_t *r, void *arg)
+{
+    (void)r;
+    fail_arg_t *f = arg;
+    shoal_memstore_fail(f->store, f->count);
+    return 0;
+}
+
+static shoal_replicator_stats_t stats_of(tcluster_t *c, int i)
+{
+    shoal_replicator_stats_t st;
+    assert_int_equal(on_node(c, i, get_stats, &st), 0);
+    return st;
+}
+
+/* Node i gets a new replicator of settings s on its (kept) store, peered with the others. */
+static int add_all_peers(shoal_replicator_t *r, void *arg)
+{
+    tcluster_t *c = arg;
+    for (int j = 0; j < c->n; j++)
+        if (c->rep[j] && c->rep[j] != r)
+            shoal_replicator_add_peer(r, shoal_system_self(c->sys[j]), true, (uint64_t)j);
+    return 0;
+}
+
+static void restart_replicator(tcluster_t *c, int i, const shoal_replicator_settings_t *s)
+{
+    shoal_replicator_destroy(&c->rep[i]);
+    shoal_replicator_settings_t rs = *s;
+    rs.store = c->store[i];
+    int err = 0;
+    c->rep[i] = shoal_replicator_new(c->sys[i], &rs, &err);
+    assert_non_null(c->rep[i]);
+    assert_int_equal(on_node(c, i, add_all_peers, c), 0);
+}
+
+static void durable_settings(shoal_replicator_settings_t *s)
+{
+    static const char *const durable[] = {"d-*", "total"};
+    tcluster_fast_settings(s);
+    s->durable_keys = durable;
+    s->n_durable_keys = 2;
+}
+
+/* A store that fails for a while: the writer hears SHOAL_ESTORE, reads and other keys are served
+   meanwhile, and the key is written again after 100, 200, 400, 800 ms until the store takes it. */
+static void test_store_failure_retried_with_backoff(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 1, &s);
+    shoal_consistency_t l = c_local();
+    assert_int_equal(t_incr(&c, 0, "d-1", 4, &l), 0);
+    assert_int_equal(stored(&c, 0, "d-1").counter, 4);
+    fail_arg_t f = {c.store[0], 4}; /* the write and its first three retries */
+    assert_int_equal(on_node(&c, 0, fail_store, &f), 0);
+    int64_t t0 = shoal_now_ms();
+    assert_int_equal(t_incr(&c, 0, "d-1", 1, &l), SHOAL_ESTORE);
+    /* served meanwhile: reads (the change is applied in memory), writes of volatile keys */
+    uint64_t v = 0;
+    assert_int_equal(t_gcounter(&c, 0, "d-1", &l, &v), 0);
+    assert_int_equal(v, 5);
+    assert_int_equal(t_incr(&c, 0, "volatile", 1, &l), 0);
+    assert_int_equal(stored(&c, 0, "d-1").counter, 4);
+    stored_wait_t w = {&c, 0, "d-1", 5};
+    assert_true(wait_until(stored_counter_is, &w, 10000));
+    int64_t took = shoal_now_ms() - t0;
+    shoal_replicator_stats_t st = stats_of(&c, 0);
+    print_message("stored after %lld ms, %llu retries, %llu failures\n", (long long)took,
+                  (unsigned long long)st.store_retries, (unsigned long long)st.store_failures);
+    assert_int_equal(st.store_retries, 4);
+    assert_int_equal(st.store_failures, 4);
+    assert_true(took >= 100 + 200 + 400 + 800 - 20); /* backed off, not a busy loop */
+    /* the store works again: nothing more is retried */
+    assert_int_equal(t_incr(&c, 0, "d-1", 1, &l), 0);
+    assert_int_equal(stored(&c, 0, "d-1").counter, 6);
+    assert_int_equal(stats_of(&c, 0).store_retries, 4);
+    /* what a restart loads is what the writers were told and what was retried */
+    restart_replicator(&c, 0, &s);
+    assert_int_equal(t_gcounter(&c, 0, "d-1", &l, &v), 0);
+    assert_int_equal(v, 6);
+    tcluster_stop(&c);
+}
+
+/* A replica whose store fails acknowledges no write (SHOAL_ESTORE to the writer: its write does
+   not count toward the level), and values it receives are stored once the store works again. */
+static void test_replica_store_failure_retried(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    shoal_consistency_t all = c_all(1000), l = c_local();
+    fail_arg_t f = {c.store[1], 1};
+    assert_int_equal(on_node(&c, 1, fail_store, &f), 0);
+    assert_int_equal(t_incr(&c, 0, "d-1", 3, &all), SHOAL_ETIMEOUT);
+    /* stored later (by a retry, or by the next delivery of the key) */
+    stored_wait_t w = {&c, 1, "d-1", 3};
+    assert_true(wait_until(stored_counter_is, &w, 5000));
+    /* a value that arrives by delta propagation, with no write behind it and no later delivery
+       (anti-entropy finds the replicas equal): only the retries store it */
+    uint64_t retries = stats_of(&c, 1).store_retries;
+    f.count = 2;
+    assert_int_equal(on_node(&c, 1, fail_store, &f), 0);
+    assert_int_equal(t_incr(&c, 0, "d-2", 2, &l), 0);
+    w.key = "d-2";
+    w.want = 2;
+    assert_true(wait_until(stored_counter_is, &w, 5000));
+    assert_int_equal(stats_of(&c, 1).store_retries, retries + 2);
+    assert_true(stats_of(&c, 1).store_failures >= 3);
+    tcluster_stop(&c);
+}
+
+/* Pruning markers of durable keys are stored with the value and live 10 days (Akka's
+   durable.pruning-marker-time-to-live), not the 6 hours of other keys. */
+static void test_durable_pruning_marker_stored_for_10_days(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 3, &s);
+    shoal_consistency_t all = c_all(3000);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(t_incr(&c, i, "total", 10, &all), 0);
+    counter_wait_t cw = {&c, "total", 30};
+    assert_true(wait_until(all_have_count, &cw, 10000));
+    tcluster_kill(&c, 2, true);
+    prune_wait_t pw = {&c, "total"};
+    assert_true(wait_until(pruned_everywhere, &pw, 20000));
+    for (int i = 0; i < 2; i++) {
+        stored_wait_t w = {&c, i, "total", 0};
+        assert_true(wait_until(stored_marker_performed, &w, 10000));
+        stored_t st = stored(&c, i, "total");
+        int64_t ttl = st.obsolete_at_ms - wall_now_ms();
+        print_message("node %d: stored marker expires in %.2f days\n", i, (double)ttl / DAY_MS);
+        assert_true(ttl > 10 * DAY_MS - 10 * 60 * 1000 && ttl <= 10 * DAY_MS);
+        assert_int_equal(st.counter, 30);
+    }
+    tcluster_stop(&c);
+}
+
+static int incr_as(shoal_crdt_t *v, void *arg)
+{
+    const char **as = arg;
+    return shoal_gcounter_increment(v, shoal_node_intern(as[0]), (uint64_t)atoi(as[1]));
+}
+
+#define GONE   "127.0.0.9:1000:42"
+#define KEEPER "127.0.0.9:1001:43"
+
+/* A marker loaded from the store does its work: state still holding the removed node's part is
+   cleaned before it merges, so the pruned part cannot come back through a restarted node. */
+static void test_loaded_marker_cleans_incoming_state(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    shoal_consistency_t l = c_local();
+    /* node 1 holds the removed node's old part, as a replica that was away would */
+    shoal_crdt_t *init = shoal_gcounter_new();
+    const char *gone3[] = {GONE, "3"};
+    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "d-x", init, &l, incr_as, gone3), 0);
+    /* node 0 restarts on a store where that part was pruned into KEEPER */
+    shoal_crdt_t *pruned = shoal_gcounter_new();
+    assert_int_equal(shoal_gcounter_increment(pruned, shoal_node_intern(KEEPER), 8), 0);
+    shoal_replicator_destroy(&c.rep[0]);
+    int64_t now = wall_now_ms();
+    put_envelope(c.store[0], "d-x", pruned, GONE, KEEPER, now + DAY_MS, now);
+    restart_replicator(&c, 0, &s);
+    conv_t cv = {&c, "d-x"};
+    assert_true(wait_until(converged, &cv, 10000));
+    for (int i = 0; i < 2; i++) {
+        uint64_t v = 0;
+        assert_int_equal(t_gcounter(&c, i, "d-x", &l, &v), 0);
+        assert_int_equal(v, 8); /* not 11: GONE's 3 was cleaned on both sides */
+    }
+    shoal_crdt_destroy(&init);
+    shoal_crdt_destroy(&pruned);
+    tcluster_stop(&c);
+}
+
+/* Gossip rounds start only when the test opens the gate (the anti-entropy exchange is what syncs
+   a node, so a closed gate holds a node unsynced). */
+static int gossip_gate;
+
+static size_t gated_choose(shoal_replicator_t *r, const shoal_node_t *const *peers, size_t n,
+                           void *arg)
+{
+    (void)r;
+    (void)peers;
+    (void)arg;
+    return __atomic_load_n(&gossip_gate, __ATOMIC_SEQ_CST) ? (size_t)rand() % n : n;
+}
+
+typedef struct {
+    const char *key;
+    const shoal_node_t *to;
+} push_arg_t;
+
+static int push_key(shoal_replicator_t *r, void *arg)
+{
+    push_arg_t *p = arg;
+    return shoal_replicator_push(r, p->key, p->to);
+}
+
+typedef struct {
+    tcluster_t *c;
+    int i;
+    const char *key;
+    uint64_t want;
+} local_wait_t;
+
+static bool local_counter_is(void *arg)
+{
+    local_wait_t *w = arg;
+    shoal_consistency_t l = c_local();
+    uint64_t v = 0;
+    return t_gcounter(w->c, w->i, w->key, &l, &v) == 0 && v == w->want;
+}
+
+/* A node whose store's newest write is older than the durable marker lifetime sends none of
+   its loaded values (read answers, pushes, full state) until it has synced with a peer; a node
+   with a recent store shares them at once. */
+static void stale_store_case(bool old)
+{
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    s.gossip_choose = gated_choose;
+    __atomic_store_n(&gossip_gate, 0, __ATOMIC_SEQ_CST);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    shoal_replicator_destroy(&c.rep[0]);
+    shoal_crdt_t *v7 = shoal_gcounter_new();
+    assert_int_equal(shoal_gcounter_increment(v7, shoal_system_self(c.sys[0]), 7), 0);
+    int64_t age = old ? 11 * DAY_MS : 3600 * 1000;
+    put_envelope(c.store[0], "d-old", v7, NULL, NULL, 0, wall_now_ms() - age);
+    restart_replicator(&c, 0, &s);
+    shoal_consistency_t two = c_n(2, 1000), l = c_local();
+    uint64_t v = 0;
+    int rc = t_gcounter(&c, 1, "d-old", &two, &v);
+    push_arg_t p = {"d-old", shoal_system_self(c.sys[1])};
+    int prc = on_node(&c, 0, push_key, &p);
+    if (!old) {
+        assert_int_equal(rc, 0);
+        assert_int_equal(v, 7);
+        assert_int_equal(prc, 0);
+    } else {
+        assert_int_equal(rc, SHOAL_ETIMEOUT); /* node 0 did not answer */
+        assert_int_equal(prc, SHOAL_EAGAIN);
+        assert_int_equal(t_gcounter(&c, 1, "d-old", &l, &v), SHOAL_ENOTFOUND);
+        assert_int_equal(stats_of(&c, 0).full_state_sent, 0);
+        /* local service goes on: reads and writes */
+        assert_int_equal(t_gcounter(&c, 0, "d-old", &l, &v), 0);
+        assert_int_equal(v, 7);
+        /* anti-entropy syncs it; then its values go out */
+        __atomic_store_n(&gossip_gate, 1, __ATOMIC_SEQ_CST);
+        local_wait_t w = {&c, 1, "d-old", 7};
+        assert_true(wait_until(local_counter_is, &w, 10000));
+        assert_int_equal(on_node(&c, 0, push_key, &p), 0);
+    }
+    shoal_crdt_destroy(&v7);
+    tcluster_stop(&c);
+}
+
+static void test_old_store_not_shared_until_synced(void **state)
+{
+    (void)state;
+    stale_store_case(true);
+}
+
+static void test_recent_store_shared_at_once(void **state)
+{
+    (void)state;
+    stale_store_case(false);
+}
+
+/* Every node restarted on an old store (a whole cluster down longer than the marker lifetime):
+   each holds back until the other's answer comes, and they still converge. A store whose
+   entries carry no write time counts as old. */
+static void test_all_old_stores_still_converge(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    for (int i = 0; i < 2; i++)
+        shoal_replicator_destroy(&c.rep[i]);
+    shoal_crdt_t *a = shoal_gcounter_new(), *b = shoal_gcounter_new();
+    assert_int_equal(shoal_gcounter_increment(a, shoal_system_self(c.sys[0]), 1), 0);
+    assert_int_equal(shoal_gcounter_increment(b, shoal_system_self(c.sys[1]), 2), 0);
+    put_envelope(c.store[0], "d-a", a, NULL, NULL, 0, wall_now_ms() - 30 * DAY_MS);
+    put_envelope(c.store[1], "d-b", b, NULL, NULL, 0, 0);
+    for (int i = 0; i < 2; i++)
+        restart_replicator(&c, i, &s);
+    local_wait_t w[4] = {
+        {&c, 0, "d-a", 1}, {&c, 0, "d-b", 2}, {&c, 1, "d-a", 1}, {&c, 1, "d-b", 2}};
+    for (int k = 0; k < 4; k++)
+        assert_true(wait_until(local_counter_is, &w[k], 10000));
+    shoal_crdt_destroy(&a);
+    shoal_crdt_destroy(&b);
+    tcluster_stop(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -763,6 +1207,14 @@ int main(void)
         cmocka_unit_test_teardown(test_large_value_replicates_in_chunks, tcluster_teardown),
         cmocka_unit_test_teardown(test_pruning_keeps_values, tcluster_teardown),
         cmocka_unit_test_teardown(test_tombstones_collected_when_safe, tcluster_teardown),
+        cmocka_unit_test_teardown(test_store_failure_retried_with_backoff, tcluster_teardown),
+        cmocka_unit_test_teardown(test_replica_store_failure_retried, tcluster_teardown),
+        cmocka_unit_test_teardown(test_durable_pruning_marker_stored_for_10_days,
+                                  tcluster_teardown),
+        cmocka_unit_test_teardown(test_loaded_marker_cleans_incoming_state, tcluster_teardown),
+        cmocka_unit_test_teardown(test_old_store_not_shared_until_synced, tcluster_teardown),
+        cmocka_unit_test_teardown(test_recent_store_shared_at_once, tcluster_teardown),
+        cmocka_unit_test_teardown(test_all_old_stores_still_converge, tcluster_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

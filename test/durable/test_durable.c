@@ -1,6 +1,7 @@
 /*  test_durable.c — the LMDB store: the store interface round trip, a real replicator restarted
     on the same directory (both write modes), foreign / newer / corrupt environments (checked in a
-    child process, so a SIGBUS does not kill this one), map growth and its cap, compaction.
+    child process, so a SIGBUS does not kill this one), map growth and its cap, a full store that
+    recovers (space freed, cap raised) while the replicator serves, compaction.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -588,7 +589,215 @@ static void test_map_grows_write_behind(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * 5. Compaction
+ * 5. A store that fills later: failed writes are retried until there is room again
+ */
+typedef struct {
+    shoal_replicator_t *rep;
+    shoal_replicator_stats_t st;
+} rstats_t;
+
+static int rstats_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    rstats_t *s = arg;
+    return shoal_replicator_stats(s->rep, &s->st);
+}
+
+static shoal_replicator_stats_t rstats(tnode_t *n)
+{
+    rstats_t s = {n->rep, {0}};
+    assert_int_equal(shoal_system_call(n->sys, rstats_on_node, &s), 0);
+    return s.st;
+}
+
+typedef struct {
+    tnode_t *n;
+    uint64_t retries, puts;
+} grow_wait_t;
+
+static bool retried_more(void *arg)
+{
+    grow_wait_t *w = arg;
+    return rstats(w->n).store_retries >= w->retries;
+}
+
+static bool stored_more(void *arg)
+{
+    grow_wait_t *w = arg;
+    shoal_durable_stats_t ds;
+    shoal_durable_stats(w->n->d, &ds);
+    return ds.puts > w->puts;
+}
+
+/* Adds 1000-byte elements to the durable ORSet d-set (the value grows with each) until the store
+   refuses one; returns how many were added, the refused one included (it is in memory). */
+static int add_until_full(tnode_t *n, int first)
+{
+    const shoal_type_t *os = shoal_type_by_name("ORSet");
+    shoal_crdt_t *init = shoal_crdt_new(os);
+    shoal_consistency_t l = c_local();
+    static char elem[1001];
+    int i, rc = 0;
+    for (i = first; i < first + 400 && rc == 0; i++) {
+        snprintf(elem, sizeof elem, "%04d", i);
+        memset(elem + 4, 'e', sizeof elem - 5);
+        upd_t u = {shoal_system_self(n->sys), 0, elem};
+        rc = shoal_replicator_update_sync(n->rep, "d-set", init, &l, add, &u);
+    }
+    assert_int_equal(rc, SHOAL_ESTORE);
+    shoal_crdt_destroy(&init);
+    return i;
+}
+
+static size_t set_size(tnode_t *n)
+{
+    shoal_crdt_t *v = NULL;
+    shoal_consistency_t l = c_local();
+    assert_int_equal(shoal_replicator_get_sync(n->rep, "d-set", NULL, &l, &v), 0);
+    size_t size = shoal_orset_size(v);
+    shoal_crdt_destroy(&v);
+    return size;
+}
+
+static void test_full_store_recovers(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t ds = settings(t.dir, 0);
+    ds.map_size = 64 * 1024;
+    ds.map_max = 256 * 1024;
+    tnode_t n;
+    node_start(&n, &ds);
+    /* another role's data fills the map up to its cap */
+    shoal_store_t *filler = shoal_durable_store(n.d, "filler");
+    static char val[4000];
+    memset(val, 'f', sizeof val - 1);
+    int nf;
+    for (nf = 0; nf < 1000; nf++) {
+        char key[32];
+        snprintf(key, sizeof key, "f%04d", nf);
+        if (put(filler, key, val) != 0)
+            break;
+    }
+    assert_true(nf < 1000);
+    /* half of it goes (a map filled to the last page takes no deletion either: LMDB copies the
+       pages it changes), and the replicator's value grows until its writes fail */
+    for (int i = 0; i < nf / 2; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "f%04d", i);
+        assert_int_equal(put(filler, key, NULL), 0);
+    }
+    int added = add_until_full(&n, 0);
+    print_message("full after %d filler values and %d elements\n", nf, added);
+    assert_int_equal(set_size(&n), (size_t)added);
+    shoal_consistency_t l = c_local();
+    const shoal_type_t *gc = shoal_type_by_name("GCounter");
+    shoal_crdt_t *ig = shoal_crdt_new(gc);
+    upd_t u = {shoal_system_self(n.sys), 1, NULL};
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "volatile", ig, &l, incr, &u), 0);
+    grow_wait_t w = {&n, rstats(&n).store_retries + 2, 0};
+    assert_true(wait_until(retried_more, &w, 10000));
+
+    /* space freed: the next retry stores the value */
+    shoal_durable_stats_t dst;
+    shoal_durable_stats(n.d, &dst);
+    w.puts = dst.puts;
+    for (int i = nf / 2; i < nf; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "f%04d", i);
+        assert_int_equal(put(filler, key, NULL), 0);
+    }
+    assert_true(wait_until(stored_more, &w, 15000));
+    node_stop(&n);
+    node_start(&n, &ds);
+    assert_int_equal(set_size(&n), (size_t)added);
+
+    /* full again; then the cap is raised */
+    int added2 = add_until_full(&n, added);
+    w.retries = rstats(&n).store_retries + 2;
+    assert_true(wait_until(retried_more, &w, 10000));
+    shoal_durable_stats(n.d, &dst);
+    w.puts = dst.puts;
+    assert_int_equal(shoal_durable_set_map_max(n.d, 1024), SHOAL_EINVAL); /* below the map */
+    assert_int_equal(shoal_durable_set_map_max(n.d, 8u * 1024 * 1024), 0);
+    assert_true(wait_until(stored_more, &w, 15000));
+    node_stop(&n);
+    node_start(&n, &ds);
+    assert_int_equal(set_size(&n), (size_t)added2);
+    node_stop(&n);
+    shoal_crdt_destroy(&ig);
+    tdir_remove(&t);
+}
+
+/* Write-behind: a batch that does not fit stays queued (nothing acknowledged is dropped) and
+   commits once the cap is raised. */
+typedef struct {
+    shoal_durable_t *d;
+    uint64_t retries;
+    size_t pending;
+} wb_wait_t;
+
+static bool wb_retried(void *arg)
+{
+    wb_wait_t *w = arg;
+    shoal_durable_stats_t st;
+    shoal_durable_stats(w->d, &st);
+    return st.retries >= w->retries && st.pending == w->pending;
+}
+
+static void count_4000(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    (void)key;
+    (void)klen;
+    (void)data;
+    if (len == 4000)
+        (*(size_t *)arg)++;
+}
+
+static void test_write_behind_full_batch_kept(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 20);
+    s.map_size = 64 * 1024;
+    s.map_max = 128 * 1024;
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    static char val[4000];
+    memset(val, 'b', sizeof val);
+    for (int i = 0; i < 100; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%04d", i);
+        int status = 1;
+        st->store(st->ctx, key, strlen(key), val, sizeof val, done_status, &status);
+        assert_int_equal(status, 0); /* acknowledged at once */
+    }
+    wb_wait_t w = {d, 3, 100};
+    assert_true(wait_until(wb_retried, &w, 10000));
+    shoal_durable_stats_t stats;
+    shoal_durable_stats(d, &stats);
+    assert_int_equal(stats.failures, 0);
+    assert_int_equal(stats.puts, 0);
+    assert_int_equal(shoal_durable_set_map_max(d, 4u * 1024 * 1024), 0);
+    w.pending = 0;
+    assert_true(wait_until(wb_retried, &w, 15000)); /* the next retry, at most 10 s away */
+    shoal_durable_stats(d, &stats);
+    assert_int_equal(stats.puts, 100);
+    assert_int_equal(stats.failures, 0);
+    shoal_durable_close(&d);
+    d = open_ok(&s);
+    st = shoal_durable_store(d, "");
+    size_t n = 0;
+    assert_int_equal(st->load(st->ctx, count_4000, &n), 0);
+    assert_int_equal(n, 100);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 6. Compaction
  */
 static off_t file_size(const char *dir)
 {
@@ -678,6 +887,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_zeroes),
         cmocka_unit_test(test_map_grows_then_caps),
         cmocka_unit_test(test_map_grows_write_behind),
+        cmocka_unit_test(test_full_store_recovers),
+        cmocka_unit_test(test_write_behind_full_batch_kept),
         cmocka_unit_test(test_compact),
         cmocka_unit_test(test_bad_arguments),
     };
