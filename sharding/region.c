@@ -75,17 +75,23 @@ void shoal_region_shard_of(const shoal_region_t *r, const char *entity_id, char 
     shard_of(r, entity_id, out);
 }
 
-static bool eid_ok(const char *eid)
+/* The length of a well-formed entity id (printable, 1..SHOAL_ENTITY_ID_MAX bytes), else 0. */
+static size_t eid_len(const char *eid)
 {
     if (!eid)
-        return false;
+        return 0;
     size_t n = strnlen(eid, SHOAL_ENTITY_ID_MAX + 1);
     if (n == 0 || n > SHOAL_ENTITY_ID_MAX)
-        return false;
+        return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)eid[i] < 0x20 || eid[i] == 0x7f)
-            return false;
-    return true;
+            return 0;
+    return n;
+}
+
+static bool eid_ok(const char *eid)
+{
+    return eid_len(eid) != 0;
 }
 
 static home_t *home_get(shoal_region_t *r, const char *shard)
@@ -271,9 +277,9 @@ static void ask_complete(shoal_region_t *r, uint64_t id, int status, const void 
         r->stats.asks_timed_out++;
     else if (status == 0)
         r->stats.replies++;
-    r->sh->depth++;
+    /* no depth raise: asks and tells from a completion go out at once (an entity that replied
+       to a local ask from its own callback has raised it already) */
     a->done(r, status, reply, len, a->arg);
-    r->sh->depth--;
     free(a);
 }
 
@@ -1645,12 +1651,13 @@ static int resolve_eid(shoal_region_t *r, const char *entity_id, const void *msg
         if (!r->s.entity_id || r->s.entity_id(msg, len, out, r->s.entity_id_arg) != 0)
             return SHOAL_EINVAL;
         out[SHOAL_ENTITY_ID_MAX] = 0;
-    } else {
-        if (!eid_ok(entity_id))
-            return SHOAL_EINVAL;
-        snprintf(out, SHOAL_ENTITY_ID_MAX + 1, "%s", entity_id);
+        return eid_ok(out) ? 0 : SHOAL_EINVAL;
     }
-    return eid_ok(out) ? 0 : SHOAL_EINVAL;
+    size_t n = eid_len(entity_id);
+    if (!n)
+        return SHOAL_EINVAL;
+    memcpy(out, entity_id, n + 1);
+    return 0;
 }
 
 static bool msg_fits(shoal_region_t *r, size_t len)

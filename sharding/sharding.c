@@ -70,8 +70,17 @@ void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)
 void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out)
 {
     uint64_t h = XXH3_64bits(entity_id, strlen(entity_id));
-    snprintf(out, SHOAL_SHARD_ID_MAX + 1, "%llu",
-             (unsigned long long)(h % (number_of_shards ? number_of_shards : 1)));
+    uint64_t v = h % (number_of_shards ? number_of_shards : 1);
+    /* decimal by hand: this runs for every message, and snprintf showed in profiles */
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = 0;
 }
 
 const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
@@ -91,17 +100,17 @@ const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
 /* ---------------------------------------------------------------------------------------------
  * What the regions know of the cluster
  */
-bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node)
-{
-    return !zhashx_lookup(sh->unreachable, shoal_node_id(node)) && !sharding_removed(sh, node);
-}
-
 bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node)
 {
-    for (size_t i = 0; i < sh->n_removed; i++)
-        if (sh->removed[i] == node)
-            return true;
-    return false;
+    return sh->n_removed && zhashx_lookup(sh->removed_set, shoal_node_id(node)) != NULL;
+}
+
+/* On every send: the common case (nobody unreachable or removed) costs two loads. */
+bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node)
+{
+    if (zhashx_size(sh->unreachable) && zhashx_lookup(sh->unreachable, shoal_node_id(node)))
+        return false;
+    return !sharding_removed(sh, node);
 }
 
 const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node)
@@ -132,10 +141,8 @@ static void on_cluster_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev
     case SHOAL_EV_MEMBER_REMOVED:
         zhashx_delete(sh->unreachable, shoal_node_id(n));
         if (!sharding_removed(sh, n)) {
-            sh->removed = realloc(sh->removed, (sh->n_removed + 1) * sizeof *sh->removed);
-            if (!sh->removed)
-                abort();
-            sh->removed[sh->n_removed++] = n;
+            zhashx_insert(sh->removed_set, shoal_node_id(n), (void *)n);
+            sh->n_removed++;
         }
         for (size_t i = 0; i < sh->n_regions; i++)
             region_node_removed(sh->regions[i], n);
@@ -257,10 +264,12 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
     sh->sys = shoal_cluster_system(c);
     sh->self = shoal_system_self(sh->sys);
     sh->unreachable = zhashx_new();
+    sh->removed_set = zhashx_new();
     pthread_mutex_init(&sh->lock, NULL);
     int rc = shoal_system_call(sh->sys, start_on_node, sh);
     if (rc < 0) {
         zhashx_destroy(&sh->unreachable);
+        zhashx_destroy(&sh->removed_set);
         pthread_mutex_destroy(&sh->lock);
         free(sh);
         *err = rc;
@@ -312,7 +321,7 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
     for (size_t i = 0; i < sh->n_regions; i++)
         region_free(sh->regions[i]);
     free(sh->regions);
-    free(sh->removed);
+    zhashx_destroy(&sh->removed_set);
     zhashx_destroy(&sh->unreachable);
     if (sh->have_view)
         shoal_cluster_view_free(&sh->view);

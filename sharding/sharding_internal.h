@@ -254,7 +254,7 @@ struct shoal_sharding {
     int cluster_sub;
     int t_tick;
     zhashx_t *unreachable; /* node id -> node */
-    const shoal_node_t **removed; /* members seen removed (homes there are dropped) */
+    zhashx_t *removed_set; /* node id -> node: members seen removed (homes there dropped) */
     size_t n_removed;
     shoal_member_status_t self_status;
     bool stopping;
