@@ -11,6 +11,7 @@
 
 #include "sharding_internal.h"
 #include "allocation.h"
+#include "passivation.h"
 
 #define TICK_SLOW_MS 100
 
@@ -350,6 +351,7 @@ static void deliver_local(shoal_region_t *r, shard_t *sh, const char *eid, uint8
                           size_t len);
 static void route(shoal_region_t *r, bmsg_t *m, const char *shard);
 static void shard_maybe_done(shard_t *s);
+static void passivate_cb(const char *entity_id, void *arg);
 
 shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
 {
@@ -392,6 +394,8 @@ static void entity_finish(shoal_entity_t *e)
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
     zhashx_delete(s->entities, e->id);
+    if (s->pass)
+        passivator_remove(s->pass, e->id);
     if (e->started) {
         r->stats.entities_stopped++;
         if (r->fns.stop) {
@@ -486,6 +490,8 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
     if (!e)
         e = entity_start(s, eid);
     r->stats.delivered_local++;
+    if (s->pass) /* only messages through sharding count as activity */
+        passivator_access(s->pass, eid, shoal_now_ms(), passivate_cb, s);
     if (flags & ENV_START) {
         if (ask_id)
             send_reply(r, origin, ask_id, 0, NULL, 0);
@@ -582,6 +588,67 @@ int shoal_entity_stop(shoal_entity_t *e)
 /* ---------------------------------------------------------------------------------------------
  * Hosted shards
  */
+/* ---------------------------------------------------------------------------------------------
+ * Automatic passivation (the policies are passivation.c's)
+ */
+static bool auto_passivation(const shoal_region_t *r)
+{
+    /* Akka: automatic passivation is off when remember-entities is on */
+    return !r->proxy && !remember_on(r) && !r->daemon &&
+           r->s.passivation.policy != SHOAL_PASSIVATE_NONE;
+}
+
+/* The region's limit split evenly among its active shards, at least 1 each (0 = no limit). */
+static size_t shard_limit(const shoal_region_t *r)
+{
+    size_t n = zhashx_size(r->shards);
+    if (!r->active_entity_limit)
+        return 0;
+    size_t per = n ? (r->active_entity_limit + n - 1) / n : r->active_entity_limit;
+    return per ? per : 1;
+}
+
+static void passivate_cb(const char *entity_id, void *arg)
+{
+    shard_t *s = arg;
+    shoal_entity_t *e = zhashx_lookup(s->entities, entity_id);
+    if (e && e->status == E_RUNNING && !e->depth) {
+        s->r->stats.passivations++;
+        entity_begin_stop(e, true);
+    }
+}
+
+static void relimit(shoal_region_t *r)
+{
+    size_t limit = shard_limit(r);
+    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
+        if (s->pass)
+            passivator_set_limit(s->pass, limit, passivate_cb, s);
+}
+
+typedef struct {
+    shoal_region_t *r;
+    uint32_t limit;
+} limit_ctx_t;
+
+static int limit_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    limit_ctx_t *x = arg;
+    x->r->active_entity_limit = x->limit;
+    relimit(x->r);
+    return 0;
+}
+
+int shoal_region_set_active_entity_limit(shoal_region_t *r, uint32_t limit)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    limit_ctx_t x = {r, limit};
+    return shoal_system_on_thread(r->sys) ? limit_on_node(r->sys, &x)
+                                          : shoal_system_call(r->sys, limit_on_node, &x);
+}
+
 static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
 {
     shard_t *s = zhashx_lookup(r->shards, id);
@@ -601,6 +668,10 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;
     remember_shard_started(s);
+    if (auto_passivation(r)) {
+        s->pass = passivator_new(&r->s.passivation, shard_limit(r));
+        relimit(r);
+    }
     zsys_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
                r->name, id, (unsigned long long)epoch);
     return s;
@@ -614,6 +685,7 @@ static void shard_free(shard_t *s)
         free(m);
     }
     remember_shard_free(s);
+    passivator_destroy(&s->pass);
     zhashx_destroy(&s->entities);
     free(s->fences);
     free(s->fenced);
@@ -634,7 +706,10 @@ static void shard_maybe_done(shard_t *s)
                  s->epoch);
     }
     r->stats.shards_stopped++;
+    bool passivating = s->pass != NULL;
     zhashx_delete(r->shards, s->id); /* the table's destructor frees s */
+    if (passivating)
+        relimit(r); /* the other shards get this one's share */
 }
 
 /* Stops every entity of the shard: the hand-over step and the stop message for a handoff or
@@ -1206,6 +1281,7 @@ static void shards_tick(shoal_region_t *r, int64_t now)
     size_t n = zhashx_size(r->shards);
     if (!n)
         return;
+    bool idle_sweep = now >= r->idle_next;
     shard_t **all = calloc(n, sizeof *all);
     if (!all)
         abort();
@@ -1241,13 +1317,18 @@ static void shards_tick(shoal_region_t *r, int64_t now)
             shard_maybe_done(s);
         } else if (s->status == SH_ACTIVE) {
             remember_tick(s, now);
+            if (s->pass && r->s.passivation.idle_timeout_ms && now >= r->idle_next)
+                passivator_idle(s->pass, now, passivate_cb, s);
             /* passivating entities that ignore their stop message are stopped by force too */
             shoal_entity_t *late[16];
             size_t nl = 0;
+            uint32_t stop_timeout = r->s.passivation.stop_timeout_ms
+                                        ? r->s.passivation.stop_timeout_ms
+                                        : r->s.handoff_timeout_ms;
             for (shoal_entity_t *e = zhashx_first(s->entities); e && nl < 16;
                  e = zhashx_next(s->entities))
                 if (e->status == E_STOPPING && !e->depth &&
-                    now - e->stopping_since > (int64_t)r->s.handoff_timeout_ms)
+                    now - e->stopping_since > (int64_t)stop_timeout)
                     late[nl++] = e;
             for (size_t q = 0; q < nl; q++) {
                 r->stats.entities_forced++;
@@ -1256,6 +1337,11 @@ static void shards_tick(shoal_region_t *r, int64_t now)
         }
     }
     free(all);
+    if (idle_sweep) {
+        const shoal_passivation_settings_t *p = &r->s.passivation;
+        uint32_t every = p->idle_interval_ms ? p->idle_interval_ms : p->idle_timeout_ms / 2;
+        r->idle_next = now + (every ? every : 1000);
+    }
 }
 
 static void pending_tick(shoal_region_t *r)
@@ -1911,6 +1997,7 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     if (fns)
         r->fns = *fns;
     r->arg = arg;
+    r->active_entity_limit = s->passivation.active_entity_limit;
     /* a node without the type's role routes only (Akka: a proxy) */
     const shoal_cluster_settings_t *cs = shoal_cluster_settings(sh->c);
     bool has_role = !*r->s.role;

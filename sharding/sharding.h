@@ -316,6 +316,10 @@ void shoal_region_shard_of(const shoal_region_t *r, const char *entity_id, char 
 /* The default shard id function. */
 void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out);
 
+/* Changes the region's active-entity limit at run time (0 = none); shards over their new share
+   passivate their surplus at once. Any thread. */
+int shoal_region_set_active_entity_limit(shoal_region_t *r, uint32_t limit);
+
 /* One-way message to an entity (entity_id NULL: taken from the message by the type's entity_id
    function). 0 when accepted; SHOAL_EBUFFER (full), SHOAL_ESTOPPED (region stopping),
    SHOAL_EINVAL (bad id). Any thread. */
@@ -411,7 +415,7 @@ typedef struct {
     uint64_t shards_started, shards_stopped, shards_refused_stale, entities_started,
         entities_stopped, entities_forced;
     uint64_t handoffs, fences_sent;
-    uint64_t remember_writes, remember_failures, entities_recovered;
+    uint64_t remember_writes, remember_failures, entities_recovered, passivations;
     uint64_t dead_letters[SHOAL_DL_REASONS];
     /* coordinator */
     uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,

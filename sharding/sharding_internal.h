@@ -134,6 +134,7 @@ struct shard {
     const shoal_node_t *handoff_to; /* the coordinator to answer */
     bool by_coordinator;         /* a handoff (answer ShardStopped), else a local stop */
     bool batch;                  /* stopping many entities: release the shard after the loop */
+    struct passivator *pass;     /* automatic passivation (NULL: off) */
     /* remember-entities (remember.c) */
     life_t *life;
     bool recovering;             /* reading the remembered ids; messages wait in `pending` */
@@ -228,6 +229,8 @@ struct shoal_region {
     int64_t dl_logged_at;
 
     int64_t slow_tick_at;
+    int64_t idle_next;          /* next idle-passivation sweep */
+    uint32_t active_entity_limit; /* the region's, split among its shards (changeable) */
     /* sharded daemon process (daemon.c) */
     bool daemon;
     uint32_t daemon_workers;
