@@ -355,11 +355,12 @@ static void passivate_cb(const char *entity_id, void *arg);
 
 shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
 {
-    shoal_entity_t *e = calloc(1, sizeof *e);
+    size_t n = strlen(eid);
+    shoal_entity_t *e = calloc(1, sizeof *e + n + 1);
     if (!e)
         abort();
     e->shard = s;
-    snprintf(e->id, sizeof e->id, "%s", eid);
+    memcpy(e->id, eid, n + 1);
     e->status = status;
     zhashx_insert(s->entities, e->id, e);
     return e;
@@ -664,6 +665,9 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     snprintf(s->id, sizeof s->id, "%s", id);
     s->epoch = epoch;
     s->entities = zhashx_new();
+    /* keys are the entities' own ids: no copy per entity */
+    zhashx_set_key_duplicator(s->entities, NULL);
+    zhashx_set_key_destructor(s->entities, NULL);
     s->status = SH_ACTIVE;
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;

@@ -99,18 +99,19 @@ void life_end(life_t **l);
 
 typedef struct shard shard_t;
 
+/* Kept small: an idle entity costs this, its table entry and its id (entities_per_gib). */
 struct shoal_entity {
     shard_t *shard;
-    char id[SHOAL_ENTITY_ID_MAX + 1];
     void *state;
-    entity_status_t status;
+    shoal_sender_t sender; /* of the message being received */
+    bqueue_t waiting;      /* messages that arrived while it was stopping */
+    int64_t stopping_since;
+    uint8_t status;        /* entity_status_t */
     bool started;          /* its start callback ran (so its stop callback is due) */
     bool passivating;      /* stopping at its own request: what waits goes to a new incarnation */
     bool stop_now;         /* shoal_entity_stop was called: stop when the callback returns */
     int depth;             /* callbacks of this entity on the stack */
-    shoal_sender_t sender; /* of the message being received */
-    bqueue_t waiting;      /* messages that arrived while it was stopping */
-    int64_t stopping_since;
+    char id[];             /* NUL-terminated; the key of the shard's table (not copied) */
 };
 
 typedef enum {
