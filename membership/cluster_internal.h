@@ -22,6 +22,7 @@ enum {
     K_INIT_JOIN_ACK,
     K_JOIN,
     K_HANDOVER_DONE,
+    K_EXITING_CONFIRMED, /* an exiting member finished its shutdown steps: it may be removed */
 };
 
 /* A data replicator that follows the members of its role, with what it was last told. */
@@ -116,6 +117,10 @@ struct shoal_cluster {
     task_t *tasks;
     size_t n_tasks;
     bool shutting_down, terminated;
+    int64_t downed_grace_until; /* a downed node gossips until then before it goes quiet */
+    zhash_t *exiting_confirmed; /* node id -> node: Exiting members that confirmed (Akka's
+                                   ExitingConfirmed); the leader removes only those */
+    int t_confirm, t_grace;
     shoal_shutdown_reason_t shutdown_reason;
     int phase; /* current phase while shutting down */
     int phase_outstanding;
@@ -152,6 +157,11 @@ bool cluster_may_act(shoal_cluster_t *c);
 int cluster_do_leave(shoal_cluster_t *c, const shoal_node_t *node);
 int cluster_do_down(shoal_cluster_t *c, const shoal_node_t *node);
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n);
+/* Pushes the state to every member now (a downed node's last words). */
+void cluster_tell_everyone(shoal_cluster_t *c);
+/* Tells every member this exiting node is done with its shutdown steps (repeated until
+   Removed). */
+void cluster_confirm_exiting(shoal_cluster_t *c);
 
 /* shutdown.c */
 void shutdown_start(shoal_cluster_t *c, shoal_shutdown_reason_t why);

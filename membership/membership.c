@@ -973,6 +973,15 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         shoal__cluster__join__free_unpacked(m, NULL);
         break;
     }
+    case K_EXITING_CONFIRMED: {
+        const cmember_t *m = cstate_member(c->state, from);
+        if (m && m->status == SHOAL_MEMBER_EXITING &&
+            !zhash_lookup(c->exiting_confirmed, shoal_node_id(from))) {
+            zhash_insert(c->exiting_confirmed, shoal_node_id(from), (void *)from);
+            leader_soon(c);
+        }
+        break;
+    }
     case K_HANDOVER_DONE: {
         Shoal__Cluster__HandOverDone *m = shoal__cluster__hand_over_done__unpack(NULL, len, data);
         if (m && m->name)
@@ -1075,6 +1084,29 @@ static size_t gossip_targets(shoal_cluster_t *c, bool unseen, const shoal_node_t
             out[n++] = m->node;
     }
     return n;
+}
+
+void cluster_confirm_exiting(shoal_cluster_t *c)
+{
+    /* to every member, not only the leader: whoever leads when it arrives, or later, knows */
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != c->self && m->status != SHOAL_MEMBER_REMOVED &&
+            m->status != SHOAL_MEMBER_DOWN)
+            shoal_system_send(c->sys, m->node, K_EXITING_CONFIRMED, "", 0);
+    }
+    if (cstate_member(c->state, c->self) &&
+        cstate_member(c->state, c->self)->status == SHOAL_MEMBER_EXITING)
+        zhash_insert(c->exiting_confirmed, shoal_node_id(c->self), (void *)c->self);
+}
+
+void cluster_tell_everyone(shoal_cluster_t *c)
+{
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != c->self && m->status != SHOAL_MEMBER_REMOVED)
+            shoal_replicator_push(c->sysrepl, CLUSTER_KEY, m->node);
+    }
 }
 
 /* Every change of the state goes at once to PUSH_FANOUT members: ones that have not seen the
@@ -1200,9 +1232,12 @@ static int leader_converged(cstate_t *st, const shoal_node_t *self, void *arg)
             to[n++] = SHOAL_MEMBER_EXITING;
             break;
         case SHOAL_MEMBER_EXITING:
-            /* the exiting member must have seen it is Exiting (it shuts down on that), unless it
-               cannot be reached any more */
-            if (cstate_seen_by(st, m->node) || cstate_is_unreachable(st, m->node)) {
+            /* the exiting member must have seen it is Exiting and confirmed it finished its
+               shutdown steps (sharding's handoff runs before: removing it earlier would
+               quarantine it mid-handoff), unless it cannot be reached any more */
+            if ((cstate_seen_by(st, m->node) &&
+                 zhash_lookup(a->c->exiting_confirmed, shoal_node_id(m->node))) ||
+                cstate_is_unreachable(st, m->node)) {
                 todo[n] = m->node;
                 to[n++] = SHOAL_MEMBER_REMOVED;
             }
@@ -1715,6 +1750,7 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_INIT_JOIN_ACK, on_message, c);
     shoal_system_register(sys, K_JOIN, on_message, c);
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
+    shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
@@ -1773,6 +1809,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     }
     c->state = cstate_new();
     c->my_unreachable = zhash_new();
+    c->exiting_confirmed = zhash_new();
     c->joining_since = zhash_new();
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
@@ -1837,7 +1874,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
     c->terminated = true;
     singletons_stop_all(c);
     int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,
-                     &c->t_leader_soon};
+                     &c->t_leader_soon, &c->t_confirm, &c->t_grace};
     for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
         if (*timers[i] > 0) {
             shoal_system_timer_cancel(sys, *timers[i]);
@@ -1847,6 +1884,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_INIT_JOIN_ACK, NULL, NULL);
     shoal_system_register(sys, K_JOIN, NULL, NULL);
     shoal_system_register(sys, K_HANDOVER_DONE, NULL, NULL);
+    shoal_system_register(sys, K_EXITING_CONFIRMED, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_VIEW, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_JOIN, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_LEAVE, NULL, NULL);
@@ -1892,6 +1930,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     cstate_destroy(&c->state);
     cstate_destroy(&c->prev);
     zhash_destroy(&c->my_unreachable);
+    zhash_destroy(&c->exiting_confirmed);
     zhash_destroy(&c->joining_since);
     for (size_t i = 0; i < c->n_seeds; i++)
         free(c->seeds[i]);

@@ -72,6 +72,11 @@ static bool own_step_done(shoal_cluster_t *c)
     case SHOAL_PHASE_CLUSTER_EXITING_DONE:
         return !st || st >= SHOAL_MEMBER_DOWN || c->shutdown_reason == SHOAL_SHUTDOWN_DOWNED ||
                (st == SHOAL_MEMBER_EXITING && cstate_converged(c->state));
+    case SHOAL_PHASE_CLUSTER_SHUTDOWN:
+        /* a downed node keeps gossiping for a grace period: the decision that downed it (often
+           its own, on a minority side) must reach the rest of its side, or they go on hosting
+           what the majority is about to take over */
+        return c->shutdown_reason != SHOAL_SHUTDOWN_DOWNED || shoal_now_ms() >= c->downed_grace_until;
     default:
         return true;
     }
@@ -83,6 +88,10 @@ static void finish(shoal_cluster_t *c)
         shoal_system_timer_cancel(c->sys, c->t_phase);
         c->t_phase = 0;
     }
+    if (c->t_confirm > 0) {
+        shoal_system_timer_cancel(c->sys, c->t_confirm);
+        c->t_confirm = 0;
+    }
     c->terminated = true;
     zsys_info("%s: cluster shutdown complete", shoal_node_id(c->self));
     if (!c->removed_called) {
@@ -90,6 +99,28 @@ static void finish(shoal_cluster_t *c)
         for (size_t i = 0; i < c->n_on_removed; i++)
             c->on_removed[i].fn(c, c->on_removed[i].arg);
     }
+}
+
+/* cluster-exiting-done: tell the others this member is done, again until it is removed (the
+   leader removes an Exiting member only once it confirmed) */
+static void confirm_tick(shoal_system_t *sys, void *arg)
+{
+    shoal_cluster_t *c = arg;
+    if (c->phase != SHOAL_PHASE_CLUSTER_EXITING_DONE || c->terminated) {
+        if (c->t_confirm > 0)
+            shoal_system_timer_cancel(sys, c->t_confirm);
+        c->t_confirm = 0;
+        return;
+    }
+    cluster_confirm_exiting(c);
+}
+
+static void grace_over(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    c->t_grace = 0;
+    shutdown_react(c);
 }
 
 static void next_phase(shoal_cluster_t *c)
@@ -118,10 +149,24 @@ static void next_phase(shoal_cluster_t *c)
         case SHOAL_PHASE_CLUSTER_EXITING:
             singletons_stop_all(c);
             break;
+        case SHOAL_PHASE_CLUSTER_EXITING_DONE:
+            if (c->shutdown_reason != SHOAL_SHUTDOWN_DOWNED) {
+                cluster_confirm_exiting(c);
+                if (c->t_confirm <= 0)
+                    c->t_confirm = shoal_system_timer(c->sys, c->s.gossip_interval_ms / 4 + 1,
+                                                      true, confirm_tick, c);
+            }
+            break;
         case SHOAL_PHASE_CLUSTER_SHUTDOWN:
             if (c->hb) {
                 hb_actor_set_peers(c->hb, NULL, 0, NULL, 0);
                 hb_actor_pause(c->hb, true);
+            }
+            if (c->shutdown_reason == SHOAL_SHUTDOWN_DOWNED) {
+                c->downed_grace_until = shoal_now_ms() + c->s.gossip_interval_ms;
+                cluster_tell_everyone(c);
+                c->t_grace = shoal_system_timer(c->sys, c->s.gossip_interval_ms + 1, false,
+                                                grace_over, c);
             }
             break;
         default:
@@ -175,7 +220,8 @@ void shutdown_react(shoal_cluster_t *c)
 {
     if (!c->shutting_down || c->terminated || c->phase < 0 || c->phase >= SHOAL_PHASE_COUNT)
         return;
-    if ((c->phase == SHOAL_PHASE_CLUSTER_LEAVE || c->phase == SHOAL_PHASE_CLUSTER_EXITING_DONE) &&
+    if ((c->phase == SHOAL_PHASE_CLUSTER_LEAVE || c->phase == SHOAL_PHASE_CLUSTER_EXITING_DONE ||
+         c->phase == SHOAL_PHASE_CLUSTER_SHUTDOWN) &&
         c->own_waiting && own_step_done(c)) {
         c->own_waiting = false;
         phase_step_done(c, c->phase_gen);

@@ -70,12 +70,36 @@ struct coordinator {
     int64_t next_rebalance;
     bool rebalance_soon;
     size_t unstarted;
+    void *batch;      /* write_t: allocations of this loop turn */
+    bool flush_posted;
+    bool warned_term;
+    int64_t nack_logged_at;
     shoal_region_stats_t stats;
 };
 
 static uint64_t next_epoch(coordinator_t *co)
 {
     return co->term << 32 | ++co->counter;
+}
+
+/* An epoch seen in the state or reported by a region: a coordinator that runs again in the same
+   term (its node froze and came back as the oldest) must not hand out epochs it used before. */
+static void note_epoch(coordinator_t *co, uint64_t epoch)
+{
+    if (epoch >> 32 > co->term) {
+        if (!co->warned_term) {
+            co->warned_term = true;
+            zsys_warning("%s: sharding %s: epoch %llx is from a term newer than this "
+                         "coordinator's (%llu): another coordinator was running",
+                         shoal_node_id(co->r->self), co->r->name, (unsigned long long)epoch,
+                         (unsigned long long)co->term);
+        }
+        /* stay ahead anyway: the newest allocation must keep winning */
+        co->term = epoch >> 32;
+        co->counter = (uint32_t)epoch;
+    } else if (epoch >> 32 == co->term && (uint32_t)epoch > co->counter) {
+        co->counter = (uint32_t)epoch;
+    }
 }
 
 static void send_one(coordinator_t *co, const shoal_node_t *to,
@@ -207,7 +231,7 @@ typedef struct {
 typedef struct {
     life_t *life;
     entry_t *entries;
-    size_t n;
+    size_t n, cap;
     int attempts;
 } write_t;
 
@@ -296,13 +320,53 @@ static write_t *write_new(coordinator_t *co)
 static void write_add(write_t *w, const char *prefix, const char *name, const char *value,
                       int64_t ts)
 {
-    w->entries = realloc(w->entries, (w->n + 1) * sizeof *w->entries);
-    if (!w->entries)
-        abort();
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 4;
+        w->entries = realloc(w->entries, w->cap * sizeof *w->entries);
+        if (!w->entries)
+            abort();
+    }
     entry_t *e = &w->entries[w->n++];
     snprintf(e->key, sizeof e->key, "%s%s", prefix, name);
     snprintf(e->value, sizeof e->value, "%s", value);
     e->ts = ts;
+}
+
+/* Allocations made in one turn of the node loop go out as one write (a burst of first messages
+   to 10,000 shards is a handful of writes, not 10,000 updates of a growing map). */
+static int flush_batch(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    life_t *l = arg;
+    coordinator_t *co = l->obj;
+    if (co) {
+        co->flush_posted = false;
+        write_t *w = co->batch;
+        co->batch = NULL;
+        if (w)
+            write_issue(co, w);
+    }
+    life_release(l);
+    return 0;
+}
+
+static void batch_add(coordinator_t *co, const char *prefix, const char *name, const char *value,
+                      int64_t ts)
+{
+    if (!co->batch)
+        co->batch = write_new(co);
+    write_add(co->batch, prefix, name, value, ts);
+    if (co->flush_posted)
+        return;
+    life_t *l = life_ref(co->life);
+    if (shoal_system_post(co->r->sys, flush_batch, l) == 0) {
+        co->flush_posted = true;
+    } else {
+        life_release(l);
+        write_t *w = co->batch;
+        co->batch = NULL;
+        write_issue(co, w);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -497,9 +561,7 @@ static bool allocate(coordinator_t *co, const char *shard, const shoal_node_t *r
     a->started = false;
     co->unstarted++;
     co->stats.allocations++;
-    write_t *w = write_new(co);
-    write_add(w, "s/", shard, shoal_node_id(node), (int64_t)a->epoch);
-    write_issue(co, w);
+    batch_add(co, "s/", shard, shoal_node_id(node), (int64_t)a->epoch);
     return true;
 }
 
@@ -687,9 +749,12 @@ static void on_register(coordinator_t *co, const shoal_node_t *from,
         nack.type_name = co->r->name;
         nack.error = SHOAL_ESHARDS;
         region_send_control(co->r, from, &nack);
-        zsys_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
-                   shoal_node_id(co->r->self), co->r->name, shoal_node_id(from),
-                   m->number_of_shards, co->r->s.number_of_shards);
+        if (shoal_now_ms() - co->nack_logged_at >= 10000) {
+            co->nack_logged_at = shoal_now_ms();
+            zsys_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
+                       shoal_node_id(co->r->self), co->r->name, shoal_node_id(from),
+                       m->number_of_shards, co->r->s.number_of_shards);
+        }
         return;
     }
     creg_t *c = creg_get(co, from);
@@ -701,6 +766,7 @@ static void on_register(coordinator_t *co, const shoal_node_t *from,
     for (size_t i = 0; i < m->n_homes; i++) {
         const char *shard = m->homes[i]->shard;
         uint64_t epoch = m->homes[i]->epoch;
+        note_epoch(co, epoch);
         alloc_t *a = alloc_get(co, shard);
         if (a->node == from && a->epoch == epoch)
             continue;
@@ -890,11 +956,7 @@ static int parse_entry(const void *key, size_t klen, const shoal_crdt_t *value, 
     memcpy(val, v, vlen);
     val[vlen] = 0;
     const shoal_node_t *node = vlen ? shoal_node_intern(val) : NULL;
-    if ((uint64_t)ts >> 32 >= co->term)
-        zsys_warning("%s: sharding %s: state holds epoch %llx from a term not older than this "
-                     "coordinator's (%llu)",
-                     shoal_node_id(co->r->self), co->r->name, (unsigned long long)ts,
-                     (unsigned long long)co->term);
+    note_epoch(co, (uint64_t)ts);
     if (strncmp(k, "s/", 2) == 0 && klen - 2 <= SHOAL_SHARD_ID_MAX) {
         alloc_t *a = alloc_get(co, k + 2);
         if ((uint64_t)ts >= a->epoch) {
@@ -1039,6 +1101,13 @@ void coordinator_free(coordinator_t **self_p)
     *self_p = NULL;
     if (co->ext_sub > 0)
         shoal_replicator_unsubscribe(co->r->rep, co->ext_sub);
+    if (co->batch) {
+        write_t *w = co->batch;
+        life_release(w->life);
+        free(w->entries);
+        free(w);
+        co->batch = NULL;
+    }
     life_end(&co->life);
     zhashx_t *allocs = co->allocs;
     for (alloc_t *a = zhashx_first(allocs); a; a = zhashx_next(allocs))

@@ -1479,6 +1479,9 @@ static void graceful_finish(shoal_region_t *r, bool timed_out)
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
     r->shutdown_done = true;
     r->shutdown_timed_out = timed_out;
+    pthread_mutex_lock(&r->qlock);
+    r->closed = true;
+    pthread_mutex_unlock(&r->qlock);
     waiter_t *w = r->waiters;
     r->waiters = NULL;
     while (w) {
@@ -1688,6 +1691,11 @@ static int drain_inbound(shoal_system_t *sys, void *arg)
         at += h.eid_len;
         const uint8_t *data = q.data + at;
         at += h.len;
+        if (h.op == 4) {
+            r->stats.tells++;
+            region_dead_letter(r, SHOAL_DL_BUFFER_FULL, eid, data, h.len, NULL, 0);
+            continue;
+        }
         uint8_t flags = h.op == 3 ? ENV_START : 0;
         int rc = submit(r, eid, flags, data, h.len, h.timeout_ms, h.op == 2 ? h.done : NULL,
                         h.arg);
@@ -1703,14 +1711,21 @@ static int enqueue_inbound(shoal_region_t *r, uint8_t op, const char *eid, const
 {
     inrec_t h = {op, (uint8_t)strlen(eid), (uint32_t)len, timeout_ms, done, arg};
     pthread_mutex_lock(&r->qlock);
-    if (r->stopped) {
+    if (r->closed) {
         pthread_mutex_unlock(&r->qlock);
         return SHOAL_ESTOPPED;
     }
-    if (r->inq_count >= r->s.buffer_size) {
+    /* what waits here and what the region already buffers share buffer-size */
+    size_t buffered = __atomic_load_n(&r->buffered, __ATOMIC_RELAXED);
+    bool full = r->inq_count + buffered >= r->s.buffer_size;
+    if (full && (op != 1 || r->inq_count >= 2 * (size_t)r->s.buffer_size)) {
         pthread_mutex_unlock(&r->qlock);
+        if (op == 1)
+            __atomic_fetch_add(&r->refused_uncounted, 1, __ATOMIC_RELAXED);
         return SHOAL_EBUFFER;
     }
+    if (full)
+        h.op = 4; /* refused: the node thread raises its dead letter (subscribers run there) */
     shoal_buf_reserve(&r->inq, sizeof h + h.eid_len + len);
     shoal_buf_append(&r->inq, &h, sizeof h);
     shoal_buf_append(&r->inq, eid, h.eid_len);
@@ -1718,6 +1733,7 @@ static int enqueue_inbound(shoal_region_t *r, uint8_t op, const char *eid, const
         shoal_buf_append(&r->inq, msg, len);
     r->inq_count++;
     bool post = !r->inq_posted;
+    int result = h.op == 4 ? SHOAL_EBUFFER : 0;
     r->inq_posted = true;
     pthread_mutex_unlock(&r->qlock);
     if (post) {
@@ -1731,7 +1747,7 @@ static int enqueue_inbound(shoal_region_t *r, uint8_t op, const char *eid, const
             return rc;
         }
     }
-    return 0;
+    return result;
 }
 
 static int resolve_eid(shoal_region_t *r, const char *entity_id, const void *msg, size_t len,
@@ -1909,6 +1925,8 @@ static int stats_on_node(shoal_system_t *sys, void *arg)
     stats_ctx_t *x = arg;
     shoal_region_t *r = x->r;
     *x->out = r->stats;
+    x->out->dead_letters[SHOAL_DL_BUFFER_FULL] +=
+        __atomic_load_n(&r->refused_uncounted, __ATOMIC_RELAXED);
     x->out->buffered = r->buffered;
     x->out->shards = zhashx_size(r->shards);
     uint64_t ne = 0;
@@ -2019,6 +2037,10 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     zhashx_set_key_destructor(r->asks, NULL);
     pthread_mutex_init(&r->qlock, NULL);
     r->rep = s->replicator;
+    /* one replicator per role on a node: a type of a role that already has one shares it */
+    for (size_t i = 0; !r->rep && i < sh->n_regions; i++)
+        if (strcmp(sh->regions[i]->s.role, r->s.role) == 0)
+            r->rep = sh->regions[i]->rep;
     if (!r->rep) {
         /* the role's replicator with Akka's sharding overrides of distributed-data */
         static const char *durable[] = {"shard-*"};
@@ -2042,7 +2064,11 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
             region_free(r);
             return NULL;
         }
-        r->own_rep = true;
+        /* owned by the node's sharding, which outlives every region sharing it */
+        sh->owned_reps = realloc(sh->owned_reps, (sh->n_owned_reps + 1) * sizeof *sh->owned_reps);
+        if (!sh->owned_reps)
+            abort();
+        sh->owned_reps[sh->n_owned_reps++] = r->rep;
         shoal_cluster_follow(sh->c, r->rep);
     }
     char sname[256];
@@ -2064,6 +2090,7 @@ void region_stop(shoal_region_t *r)
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
     r->stopped = true;
     pthread_mutex_lock(&r->qlock);
+    r->closed = true;
     pthread_mutex_unlock(&r->qlock);
     for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
         bmsg_t *m;
@@ -2082,8 +2109,6 @@ void region_stop(shoal_region_t *r)
     coordinator_free(&r->coord);
     shoal_singleton_destroy(&r->singleton);
     shoal_cluster_remove_task(r->sh->c, phase_task, r);
-    if (r->own_rep)
-        shoal_cluster_unfollow(r->sh->c, r->rep);
 }
 
 void region_free(shoal_region_t *r)
@@ -2105,8 +2130,6 @@ void region_free(shoal_region_t *r)
     bmsg_t *m;
     while ((m = bq_pop(&r->deferred)))
         free(m);
-    if (r->own_rep)
-        shoal_replicator_destroy(&r->rep);
     shoal_buf_free(&r->inq);
     pthread_mutex_destroy(&r->qlock);
     free(r->dl_subs);

@@ -321,6 +321,11 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
     for (size_t i = 0; i < sh->n_regions; i++)
         region_free(sh->regions[i]);
     free(sh->regions);
+    for (size_t i = 0; i < sh->n_owned_reps; i++) {
+        shoal_cluster_unfollow(sh->c, sh->owned_reps[i]);
+        shoal_replicator_destroy(&sh->owned_reps[i]);
+    }
+    free(sh->owned_reps);
     zhashx_destroy(&sh->removed_set);
     zhashx_destroy(&sh->unreachable);
     if (sh->have_view)

@@ -186,8 +186,7 @@ struct shoal_region {
     shoal_entity_fns_t fns;
     void *arg;
     bool proxy;
-    shoal_replicator_t *rep;
-    bool own_rep;
+    shoal_replicator_t *rep; /* the role's: the user's, or one the node's sharding owns */
 
     zhashx_t *homes;  /* shard id -> home_t */
     zhashx_t *shards; /* shard id -> shard_t (hosted here) */
@@ -218,6 +217,8 @@ struct shoal_region {
     shoal_buf_t inq;
     bool inq_posted;
     size_t inq_count;
+    bool closed; /* under qlock: no more tells/asks from other threads (stopped, shut down) */
+    uint64_t refused_uncounted; /* refusals past twice the buffer (atomic): counted, not itemized */
 
     dl_sub_t *dl_subs;
     size_t n_dl_subs;
@@ -257,6 +258,8 @@ struct shoal_sharding {
     pthread_mutex_t lock; /* regions array (find from other threads) */
     int cluster_sub;
     int t_tick;
+    shoal_replicator_t **owned_reps; /* replicators sharding started (one per role) */
+    size_t n_owned_reps;
     zhashx_t *unreachable; /* node id -> node */
     zhashx_t *removed_set; /* node id -> node: members seen removed (homes there dropped) */
     size_t n_removed;
