@@ -39,6 +39,10 @@
 #include <unistd.h>
 
 #define ROUTER_BUDGET   1024  /* frames read from the ROUTER per turn: timers and flushes run too */
+/* ... and bytes: a frame batches up to a frame limit's worth of messages, so 1024 full frames
+   were millions of messages in one turn (a flooded node looked frozen to its own clock-gap
+   check and starved its timers) */
+#define ROUTER_BYTE_BUDGET (1u << 20)
 #define DEALER_BUDGET   256   /* control frames read from one DEALER per turn */
 #define HOUSEKEEPING_MS 10000 /* how often idle client connections are swept */
 #define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
@@ -891,7 +895,8 @@ static void process_frame(shoal_system_t *sys, const uint8_t *rid, size_t rid_le
 
 static void drain_router(shoal_system_t *sys)
 {
-    for (int n = 0; n < ROUTER_BUDGET && !sys->terminated; n++) {
+    size_t bytes = 0;
+    for (int n = 0; n < ROUTER_BUDGET && bytes < ROUTER_BYTE_BUDGET && !sys->terminated; n++) {
         zmq_msg_t rid, body;
         zmq_msg_init(&rid);
         if (zmq_msg_recv(&rid, sys->router, ZMQ_DONTWAIT) < 0) {
@@ -911,6 +916,7 @@ static void drain_router(shoal_system_t *sys)
         }
         if (ok) {
             size_t len = zmq_msg_size(&body);
+            bytes += len;
             sys->stats.frames_in++;
             sys->stats.bytes_in += len;
             if (parts != 2 || zmq_msg_size(&rid) > 255) {

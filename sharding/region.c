@@ -1678,6 +1678,10 @@ static int drain_inbound(shoal_system_t *sys, void *arg)
     shoal_buf_t q = r->inq;
     shoal_buf_init(&r->inq);
     r->inq_posted = false;
+    /* still counted against buffer-size until routed: otherwise a producer could queue a second
+       buffer's worth while this batch is being sent, and the surplus would become dead letters
+       after it was accepted */
+    __atomic_store_n(&r->inq_draining, r->inq_count, __ATOMIC_RELAXED);
     r->inq_count = 0;
     pthread_mutex_unlock(&r->qlock);
     size_t at = 0;
@@ -1691,6 +1695,7 @@ static int drain_inbound(shoal_system_t *sys, void *arg)
         at += h.eid_len;
         const uint8_t *data = q.data + at;
         at += h.len;
+        __atomic_fetch_sub(&r->inq_draining, 1, __ATOMIC_RELAXED);
         if (h.op == 4) {
             r->stats.tells++;
             region_dead_letter(r, SHOAL_DL_BUFFER_FULL, eid, data, h.len, NULL, 0);
@@ -1716,7 +1721,8 @@ static int enqueue_inbound(shoal_region_t *r, uint8_t op, const char *eid, const
         return SHOAL_ESTOPPED;
     }
     /* what waits here and what the region already buffers share buffer-size */
-    size_t buffered = __atomic_load_n(&r->buffered, __ATOMIC_RELAXED);
+    size_t buffered = __atomic_load_n(&r->buffered, __ATOMIC_RELAXED) +
+                      __atomic_load_n(&r->inq_draining, __ATOMIC_RELAXED);
     bool full = r->inq_count + buffered >= r->s.buffer_size;
     if (full && (op != 1 || r->inq_count >= 2 * (size_t)r->s.buffer_size)) {
         pthread_mutex_unlock(&r->qlock);

@@ -217,6 +217,7 @@ struct shoal_region {
     shoal_buf_t inq;
     bool inq_posted;
     size_t inq_count;
+    size_t inq_draining; /* (atomic) taken by the node thread, not routed yet */
     bool closed; /* under qlock: no more tells/asks from other threads (stopped, shut down) */
     uint64_t refused_uncounted; /* refusals past twice the buffer (atomic): counted, not itemized */
 
