@@ -576,6 +576,8 @@ static size_t custom_rebalance(const shoal_alloc_custom_t *c, const shoal_alloc_
 {
     if (!c->rebalance || cap == 0)
         return 0;
+    /* a strategy that claims more than it wrote leaves NULLs, which are dropped below */
+    memset(out, 0, cap * sizeof *out);
     size_t got = c->rebalance(regions, n, in_progress, n_in_progress, out, cap, c->arg);
     if (got > cap)
         got = cap;
