@@ -107,29 +107,7 @@ static void send_one(coordinator_t *co, const shoal_node_t *to,
                      const shoal_node_t *region, uint64_t epoch,
                      const shoal_node_t *const *fences, size_t n_fences)
 {
-    Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
-    m.kind = kind;
-    m.type_name = co->r->name;
-    m.term = co->term;
-    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
-    Shoal__Sharding__ShardHome *hp = &h;
-    h.shard = (char *)shard;
-    h.region = (char *)(region ? shoal_node_id(region) : "");
-    h.epoch = epoch;
-    m.homes = &hp;
-    m.n_homes = 1;
-    char **fs = NULL;
-    if (n_fences) {
-        fs = calloc(n_fences, sizeof *fs);
-        if (!fs)
-            abort();
-        for (size_t i = 0; i < n_fences; i++)
-            fs[i] = (char *)shoal_node_id(fences[i]);
-        m.fences = fs;
-        m.n_fences = n_fences;
-    }
-    region_send_control(co->r, to, &m);
-    free(fs);
+    region_send_home(co->r, to, kind, shard, region, epoch, co->term, fences, n_fences);
 }
 
 /* Sends homes (shard -> region) to `to`, chunked under the frame limit. kind REGISTER_ACK marks

@@ -130,12 +130,15 @@ static void control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
     m->type_name = r->name;
 }
 
-/* A control message about one shard (homes[0]). */
-static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
-                    const char *shard, const shoal_node_t *region, uint64_t epoch)
+/* A control message about one shard (homes[0]); the coordinator adds its term and, for a
+   HandOff, the regions whose fences the owner waits for. */
+int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
+                     const shoal_node_t *const *fences, size_t n_fences)
 {
     Shoal__Sharding__Control m;
     control_init(r, &m, kind);
+    m.term = term;
     Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
     Shoal__Sharding__ShardHome *hp = &h;
     h.shard = (char *)shard;
@@ -143,7 +146,24 @@ static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__
     h.epoch = epoch;
     m.homes = &hp;
     m.n_homes = 1;
-    return region_send_control(r, to, &m);
+    char *stackfs[16];
+    char **fs = n_fences <= 16 ? stackfs : calloc(n_fences, sizeof *fs);
+    if (!fs)
+        abort();
+    for (size_t i = 0; i < n_fences; i++)
+        fs[i] = (char *)shoal_node_id(fences[i]);
+    m.fences = fs;
+    m.n_fences = n_fences;
+    int rc = region_send_control(r, to, &m);
+    if (fs != stackfs)
+        free(fs);
+    return rc;
+}
+
+static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                    const char *shard, const shoal_node_t *region, uint64_t epoch)
+{
+    return region_send_home(r, to, kind, shard, region, epoch, 0, NULL, 0);
 }
 
 /* ---------------------------------------------------------------------------------------------

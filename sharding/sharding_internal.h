@@ -287,6 +287,9 @@ void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
 void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
                         const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
 int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
+int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
+                     const shoal_node_t *const *fences, size_t n_fences);
 /* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
 void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 /* query.c: cluster-wide queries (regions, stats) and their control messages */
