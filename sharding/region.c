@@ -2146,7 +2146,6 @@ void region_free(shoal_region_t *r)
     region_queries_free(r);
     zhashx_destroy(&r->homes);
     zhashx_destroy(&r->shards);
-    zhashx_destroy(&r->noted);
     for (ask_t *a = r->asks_oldest; a;) {
         ask_t *next = a->next_by_time;
         free(a);

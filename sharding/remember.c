@@ -136,6 +136,8 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     }
     s->retry_at = 0;
     s->recovering = false;
+    if (zlistx_size(s->to_start))
+        s->noted_here = true; /* it had remembered entities: it is in the all-shards set */
     zsys_debug("%s: sharding %s: shard %s recovered %zu remembered entities",
                shoal_node_id(s->r->self), s->r->name, s->id, zlistx_size(s->to_start));
     shard_deliver_pending(s);
@@ -227,6 +229,24 @@ static void write_ctx_free(write_ctx_t *w)
 }
 
 static void flush_writes(shard_t *s);
+static void note_shard(shard_t *s);
+
+/* Every write of a batch is in, the shard's entry in the all-shards set included (so a full stop
+   right now still brings the shard back): the entities they remember start. */
+static void activate(shard_t *s)
+{
+    if (!s->noted_here)
+        return; /* the all-shards write failed: retried with the next flush */
+    zlistx_t *ready = zlistx_new();
+    for (shoal_entity_t *e = zhashx_first(s->entities); e; e = zhashx_next(s->entities))
+        if (e->status == E_STARTING && remember_known(s, e->id))
+            zlistx_add_end(ready, e);
+    for (shoal_entity_t *e = zlistx_first(ready); e; e = zlistx_next(ready)) {
+        entity_run_start(e);
+        entity_deliver_waiting(e);
+    }
+    zlistx_destroy(&ready);
+}
 
 static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
 {
@@ -240,14 +260,8 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
     }
     s->writes_in_flight--;
     if (status == 0) {
-        for (size_t i = 0; i < w->n_adds; i++) {
+        for (size_t i = 0; i < w->n_adds; i++)
             zhashx_insert(s->remembered, w->adds[i], (void *)1);
-            shoal_entity_t *e = zhashx_lookup(s->entities, w->adds[i]);
-            if (e && e->status == E_STARTING) {
-                entity_run_start(e);
-                entity_deliver_waiting(e);
-            }
-        }
     } else {
         /* keep what waits; write it again after the backoff */
         for (size_t i = 0; i < w->n_adds; i++)
@@ -262,6 +276,8 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
                      shoal_strerror(status));
     }
     write_ctx_free(w);
+    if (s->writes_in_flight == 0)
+        activate(s);
     if (s->writes_in_flight == 0 && shoal_now_ms() >= s->retry_at)
         flush_writes(s);
 }
@@ -295,9 +311,12 @@ static void flush_writes(shard_t *s)
         write_ctx_t *x = w[slot_of(id)];
         x->removes[x->n_removes++] = strdup(id);
     }
+    bool had_adds = zhashx_size(s->adds) > 0;
     zhashx_purge(s->adds);
     zhashx_purge(s->removes);
     shoal_consistency_t c = write_level(r);
+    if (had_adds && !s->noted_here)
+        note_shard(s);
     for (int k = 0; k < REMEMBER_KEYS; k++) {
         if (!w[k]->n_adds && !w[k]->n_removes) {
             free(w[k]->adds);
@@ -323,7 +342,6 @@ void remember_add(shard_t *s, const char *eid)
 {
     zhashx_delete(s->removes, eid);
     zhashx_update(s->adds, eid, (void *)1);
-    remember_note_shard(s->r, s->id);
     if (shoal_now_ms() >= s->retry_at)
         flush_writes(s);
 }
@@ -394,6 +412,10 @@ void remember_tick(shard_t *s, int64_t now)
     }
     if (s->writes_in_flight == 0 && s->retry_at && now >= s->retry_at) {
         s->retry_at = 0;
+        if (!s->noted_here && !zhashx_size(s->adds)) {
+            /* only the all-shards write failed: its entities still wait for it */
+            note_shard(s);
+        }
         flush_writes(s);
     }
 }
@@ -407,7 +429,7 @@ static int all_shards_add(shoal_crdt_t *value, void *arg)
 }
 
 typedef struct {
-    shoal_region_t *r;
+    life_t *life;
     char shard[SHOAL_SHARD_ID_MAX + 1];
 } note_ctx_t;
 
@@ -416,29 +438,36 @@ static void note_done(shoal_replicator_t *rep, int status, const char *key, void
     (void)rep;
     (void)key;
     note_ctx_t *x = arg;
-    /* forgotten so the next entity of the shard tries again (the region outlives its writes:
-       the replicator it owns, or the user's, fails them when it stops) */
-    if (status != 0 && x->r->noted)
-        zhashx_delete(x->r->noted, x->shard);
+    shard_t *s = x->life->obj;
+    life_release(x->life);
     free(x);
+    if (!s)
+        return;
+    s->writes_in_flight--;
+    if (status == 0) {
+        s->noted_here = true;
+    } else {
+        s->r->stats.remember_failures++;
+        s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
+    }
+    if (s->writes_in_flight == 0)
+        activate(s);
 }
 
-void remember_note_shard(shoal_region_t *r, const char *shard)
+/* Records the shard in shard-<type>-all-shards, as one more write of the batch in flight. */
+static void note_shard(shard_t *s)
 {
-    if (!r->noted)
-        r->noted = zhashx_new();
-    if (zhashx_lookup(r->noted, shard))
-        return;
-    zhashx_insert(r->noted, shard, (void *)1);
+    shoal_region_t *r = s->r;
     char key[256];
     snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
     note_ctx_t *x = calloc(1, sizeof *x);
     if (!x)
         abort();
-    x->r = r;
-    snprintf(x->shard, sizeof x->shard, "%s", shard);
+    x->life = life_ref(s->life);
+    snprintf(x->shard, sizeof x->shard, "%s", s->id);
     shoal_crdt_t *initial = shoal_gset_new();
     shoal_consistency_t c = write_level(r);
+    s->writes_in_flight++;
     int rc = shoal_replicator_update(r->rep, key, initial, &c, all_shards_add, x->shard,
                                      note_done, x);
     shoal_crdt_destroy(&initial);

@@ -415,7 +415,8 @@ typedef struct {
     uint64_t shards_started, shards_stopped, shards_refused_stale, entities_started,
         entities_stopped, entities_forced;
     uint64_t handoffs, fences_sent;
-    uint64_t remember_writes, remember_failures, entities_recovered, passivations;
+    uint64_t remember_writes, remember_failures, entities_recovered;
+    uint64_t passivations; /* automatic (idle, limit); explicit ones are the entities' own */
     uint64_t dead_letters[SHOAL_DL_REASONS];
     /* coordinator */
     uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,

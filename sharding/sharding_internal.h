@@ -146,6 +146,7 @@ struct shard {
     int writes_in_flight;
     int64_t retry_at;            /* after a failed write or read (shard-failure-backoff) */
     int64_t recover_next;        /* constant-rate recovery: the next batch */
+    bool noted_here;             /* this shard is in shard-<type>-all-shards (written or read) */
     zhashx_t *restart_at;        /* id -> int64_t*: stopped without passivating, restart then */
 };
 
@@ -193,7 +194,6 @@ struct shoal_region {
     size_t buffered;
     size_t buffer_logged; /* tenths of the buffer already reported */
     bqueue_t deferred;    /* made inside entity callbacks, routed when they return */
-    zhashx_t *noted;      /* shards recorded in shard-<type>-all-shards (remember-entities) */
     bool draining;
 
     /* the coordinator */
@@ -322,7 +322,6 @@ void remember_tick(shard_t *s, int64_t now);
 /* The coordinator: the shards that have remembered entities, allocated eagerly. */
 void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
                          life_t *life);
-void remember_note_shard(shoal_region_t *r, const char *shard);
 
 /* daemon.c */
 void daemon_tick(shoal_region_t *r, int64_t now);
