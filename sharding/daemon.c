@@ -34,6 +34,7 @@ static void stop_excess(shoal_region_t *r)
                 e->passivating = true;
                 e->stop_now = true;
                 e->status = E_STOPPING;
+                s->maybe_stopping = true;
             }
     }
     /* finished outside the iteration: entity_finish changes the tables */

@@ -476,6 +476,7 @@ static void entity_begin_stop(shoal_entity_t *e, bool passivating)
     if (e->status == E_STOPPING)
         return;
     e->status = E_STOPPING;
+    e->shard->maybe_stopping = true;
     e->passivating = passivating;
     e->stopping_since = shoal_now_ms();
     if (r->s.stop_message) {
@@ -600,6 +601,7 @@ int shoal_entity_stop(shoal_entity_t *e)
     e->stop_now = true;
     if (e->status != E_STOPPING) {
         e->status = E_STOPPING;
+        e->shard->maybe_stopping = true;
         e->stopping_since = shoal_now_ms();
     }
     entity_after_callback(e);
@@ -780,6 +782,7 @@ static void shard_begin_stop(shard_t *s, bool graceful)
             entity_begin_stop(e, false);
         } else {
             e->status = E_STOPPING;
+            e->shard->maybe_stopping = true;
             e->stop_now = true;
             if (e->depth == 0)
                 entity_finish(e);
@@ -1349,11 +1352,18 @@ static void shards_tick(shoal_region_t *r, int64_t now)
             uint32_t stop_timeout = r->s.passivation.stop_timeout_ms
                                         ? r->s.passivation.stop_timeout_ms
                                         : r->s.handoff_timeout_ms;
-            for (shoal_entity_t *e = zhashx_first(s->entities); e && nl < 16;
-                 e = zhashx_next(s->entities))
-                if (e->status == E_STOPPING && !e->depth &&
-                    now - e->stopping_since > (int64_t)stop_timeout)
+            /* the walk only while some entity is stopping: a shard of 100,000 idle entities
+               costs nothing here */
+            bool any = false;
+            for (shoal_entity_t *e = s->maybe_stopping ? zhashx_first(s->entities) : NULL;
+                 e && nl < 16; e = zhashx_next(s->entities)) {
+                if (e->status != E_STOPPING)
+                    continue;
+                any = true;
+                if (!e->depth && now - e->stopping_since > (int64_t)stop_timeout)
                     late[nl++] = e;
+            }
+            s->maybe_stopping = any || nl == 16;
             for (size_t q = 0; q < nl; q++) {
                 r->stats.entities_forced++;
                 entity_finish(late[q]);

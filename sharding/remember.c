@@ -12,6 +12,7 @@
     entities of the shard keep receiving meanwhile (Akka stalls the whole shard). A failed write
     is retried after shard-failure-backoff with the waiting messages kept.
 */
+#include <stdint.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -260,15 +261,20 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
     }
     s->writes_in_flight--;
     if (status == 0) {
+        s->write_attempts = 0;
         for (size_t i = 0; i < w->n_adds; i++)
             zhashx_insert(s->remembered, w->adds[i], (void *)1);
     } else {
-        /* keep what waits; write it again after the backoff */
+        /* keep what waits; write it again at once a few times (Akka's max-updates-attempts),
+           then after the backoff */
         for (size_t i = 0; i < w->n_adds; i++)
             zhashx_update(s->adds, w->adds[i], (void *)1);
         for (size_t i = 0; i < w->n_removes; i++)
             zhashx_update(s->removes, w->removes[i], (void *)1);
-        s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
+        if (++s->write_attempts >= 3) {
+            s->write_attempts = 0;
+            s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
+        }
         s->r->stats.remember_failures++;
         zsys_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
                      "retrying after shard-failure-backoff with their messages kept",
@@ -375,9 +381,11 @@ void remember_tick(shard_t *s, int64_t now)
     }
     if (s->status != SH_ACTIVE)
         return;
-    /* recovered ids start at a bounded rate: "all" in batches per tick so a 100,000-entity
-       shard does not stall the node; "constant" as configured */
-    size_t batch = 2000;
+    /* recovered ids start at a bounded rate: "all" for up to 40 ms of each 100 ms tick, so a
+       100,000-entity shard comes back in about a second without stalling the node;
+       "constant" as configured */
+    size_t batch = SIZE_MAX;
+    int64_t until = shoal_now_ms() + 40;
     if (s->r->s.recovery_constant_rate) {
         if (now < s->recover_next)
             batch = 0;
@@ -386,7 +394,9 @@ void remember_tick(shard_t *s, int64_t now)
             s->recover_next = now + s->r->s.recovery_frequency_ms;
         }
     }
-    while (batch > 0 && zlistx_size(s->to_start) > 0) {
+    for (size_t done = 0; batch > 0 && zlistx_size(s->to_start) > 0; done++) {
+        if ((done & 255) == 255 && shoal_now_ms() >= until)
+            break;
         char *id = zlistx_first(s->to_start);
         if (!zhashx_lookup(s->entities, id) && remember_known(s, id)) {
             shoal_entity_t *e = entity_create(s, id, E_RUNNING);

@@ -147,6 +147,8 @@ struct shard {
     int64_t retry_at;            /* after a failed write or read (shard-failure-backoff) */
     int64_t recover_next;        /* constant-rate recovery: the next batch */
     bool noted_here;             /* this shard is in shard-<type>-all-shards (written or read) */
+    int write_attempts;          /* failed remember writes in a row */
+    bool maybe_stopping;         /* some entity may be E_STOPPING (the tick looks for laggards) */
     zhashx_t *restart_at;        /* id -> int64_t*: stopped without passivating, restart then */
 };
 
