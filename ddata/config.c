@@ -587,9 +587,7 @@ void shoal_config_destroy(shoal_config_t **self_p)
 /* ---------------------------------------------------------------------------------------------
  * Error messages
  */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -599,6 +597,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     }
     return SHOAL_EINVAL;
 }
+
+/* The loader writes many messages; the short name keeps them on one line each. */
+#define fail shoal_config_error
 
 /* A value as it may appear in a message: printable ASCII, others as \xNN, long ones cut. */
 #define QUOTE_CAP 80
@@ -1643,4 +1644,65 @@ size_t shoal_config_sections(const shoal_config_t *cfg, const char *parent,
 void *shoal_config_alloc(const shoal_config_t *cfg, size_t size)
 {
     return cfg ? keep_block(cfg, size) : NULL;
+}
+
+/* A uint32_t row: the loader bounds these keys to UINT32_MAX; checked again because a key whose
+   bound is wider would otherwise wrap silently. */
+static int read_u32(const shoal_config_t *cfg, const shoal_cfg_field_t *row, uint32_t *out,
+                    char *err, size_t errlen)
+{
+    uint64_t v = 0;
+    int rc = row->kind == SHOAL_CFG_MS32 ? shoal_config_duration(cfg, row->path, &v, err, errlen)
+                                         : shoal_config_uint(cfg, row->path, &v, err, errlen);
+    if (rc != 1)
+        return rc;
+    if (v > UINT32_MAX)
+        return fail(err, errlen, "%s: '%s' is too large", row->path,
+                    shoal_config_get(cfg, row->path));
+    *out = (uint32_t)v;
+    return 1;
+}
+
+static int read_row(const shoal_config_t *cfg, const shoal_cfg_field_t *row, char *at, char *err,
+                    size_t errlen)
+{
+    int rc = 0;
+    switch (row->kind) {
+    case SHOAL_CFG_MS32:
+    case SHOAL_CFG_U32: {
+        uint32_t v = 0;
+        if ((rc = read_u32(cfg, row, &v, err, errlen)) == 1)
+            memcpy(at, &v, sizeof v);
+        break;
+    }
+    case SHOAL_CFG_DOUBLE: {
+        double v = 0;
+        if ((rc = shoal_config_double(cfg, row->path, &v, err, errlen)) == 1)
+            memcpy(at, &v, sizeof v);
+        break;
+    }
+    case SHOAL_CFG_BOOL: {
+        bool v = false;
+        if ((rc = shoal_config_bool(cfg, row->path, &v, err, errlen)) == 1)
+            memcpy(at, &v, sizeof v);
+        break;
+    }
+    default:
+        return fail(err, errlen, "%s: unknown field kind %d", row->path ? row->path : "(null)",
+                    (int)row->kind);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+int shoal_config_fields(const shoal_config_t *cfg, const shoal_cfg_field_t *rows, size_t n,
+                        void *settings, char *err, size_t errlen)
+{
+    if (!cfg || (n && (!rows || !settings)))
+        return fail(err, errlen, "shoal_config_fields: NULL argument");
+    for (size_t i = 0; i < n; i++) {
+        int rc = read_row(cfg, &rows[i], (char *)settings + rows[i].offset, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }

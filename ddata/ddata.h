@@ -936,6 +936,47 @@ size_t shoal_config_sections(const shoal_config_t *cfg, const char *parent,
    settings struct points to. Aborts when out of memory. */
 void *shoal_config_alloc(const shoal_config_t *cfg, size_t size);
 
+/* The plain settings of a filler as a table: each row names a key and where its value goes in
+   the settings struct, so that a filler keeps only what needs more than one getter (on/off
+   durations, lists, choices, checks across keys). The kind says the getter and the C type of
+   the field: MS32 a duration as uint32_t milliseconds, U32 a whole number as uint32_t, DOUBLE a
+   decimal as double, BOOL a boolean as bool. */
+typedef enum {
+    SHOAL_CFG_MS32 = 1,
+    SHOAL_CFG_U32,
+    SHOAL_CFG_DOUBLE,
+    SHOAL_CFG_BOOL
+} shoal_cfg_field_kind_t;
+
+typedef struct {
+    const char *path; /* full key path, as for the getters */
+    shoal_cfg_field_kind_t kind;
+    size_t offset; /* of the field in the settings struct */
+} shoal_cfg_field_t;
+
+/* A row for field `field` of struct `type_of_struct`; does not compile unless the field is
+   exactly `c_type` (which must be the kind's type: uint32_t, uint32_t, double, bool). */
+#define SHOAL_CFG_FIELD(type_of_struct, path, kind, field, c_type)                                 \
+    {                                                                                              \
+        (path), (kind),                                                                            \
+            offsetof(type_of_struct, field) + SHOAL_CFG_TYPE_IS_(type_of_struct, field, c_type)    \
+    }
+/* 0, or a negative array size (a compile error) when the field is not exactly c_type. */
+#define SHOAL_CFG_TYPE_IS_(type_of_struct, field, c_type)                                          \
+    (0 * sizeof(char[_Generic(((type_of_struct *)0)->field, c_type : 1, default : -1)]))
+
+/* Reads, in table order, every row the file sets into `settings` (at the row's offset); rows the
+   file does not set leave their field alone. 0, or SHOAL_EINVAL with a message naming the key
+   in err: a key that is no setting or not of the row's kind, or a value over UINT32_MAX for a
+   uint32_t row. On error the rows before the failing one are already written, so fill a copy of
+   the caller's struct. */
+int shoal_config_fields(const shoal_config_t *cfg, const shoal_cfg_field_t *rows, size_t n,
+                        void *settings, char *err, size_t errlen);
+/* Writes the message into err (when err and errlen) and returns SHOAL_EINVAL: the fillers'
+   errors read like the loader's ("<key>: '<value>' is ..."). */
+int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---------------------------------------------------------------------------------------------
  * METRICS. An optional HTTP endpoint (libmicrohttpd) serving every counter of a node in the
  * Prometheus text exposition format (version 0.0.4) at GET /metrics. Off unless started; bound to

@@ -12,7 +12,6 @@
 */
 #include "membership.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,50 +27,14 @@
 /* down-all-when-unstable = on: the field's marker for "derive it from stable-after". */
 #define DOWN_ALL_ON -1
 
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return SHOAL_EINVAL;
-}
-
-/* The plain settings: one getter per row, straight into a field of the row's type. */
-typedef enum { F_MS32, F_U32, F_DOUBLE, F_BOOL } field_kind_t;
-
-typedef struct {
-    const char *path;
-    field_kind_t kind;
-    size_t offset;
-} field_t;
-
-/* offsetof, and a compile error unless the field has exactly the type the kind writes. */
+/* The plain settings: ddata reads each row straight into the field (of the row's type). */
 typedef shoal_cluster_settings_t settings_t;
-#define TYPE_IS(f, type) _Generic(((settings_t *)0)->f, type : 1, default : -1)
-#define AT(f, type)      (offsetof(settings_t, f) + 0 * sizeof(char[TYPE_IS(f, type)]))
-#define MS32(path, f)                                                                              \
-    {                                                                                              \
-        path, F_MS32, AT(f, uint32_t)                                                              \
-    }
-#define U32(path, f)                                                                               \
-    {                                                                                              \
-        path, F_U32, AT(f, uint32_t)                                                               \
-    }
-#define DOUBLE(path, f)                                                                            \
-    {                                                                                              \
-        path, F_DOUBLE, AT(f, double)                                                              \
-    }
-#define BOOL(path, f)                                                                              \
-    {                                                                                              \
-        path, F_BOOL, AT(f, bool)                                                                  \
-    }
+#define MS32(path, f)   SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_MS32, f, uint32_t)
+#define U32(path, f)    SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_U32, f, uint32_t)
+#define DOUBLE(path, f) SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_DOUBLE, f, double)
+#define BOOL(path, f)   SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_BOOL, f, bool)
 
-static const field_t fields[] = {
+static const shoal_cfg_field_t fields[] = {
     MS32(CLUSTER "seed-node-timeout", seed_node_timeout_ms),
     MS32(CLUSTER "retry-unsuccessful-join-after", retry_unsuccessful_join_after_ms),
     MS32(CLUSTER "shutdown-after-unsuccessful-join-seed-nodes",
@@ -97,51 +60,6 @@ static const field_t fields[] = {
     BOOL(SBR "keep-oldest/down-if-alone", keep_oldest_down_if_alone),
     MS32(CS "default-phase-timeout", phase_timeout_ms),
 };
-
-/* A uint32_t read: the loader bounds these rows to UINT32_MAX; checked again because a value
-   that did not fit would otherwise wrap silently. */
-static int read_u32(const shoal_config_t *cfg, const field_t *f, uint32_t *out, char *err,
-                    size_t errlen)
-{
-    uint64_t v = 0;
-    int rc = f->kind == F_MS32 ? shoal_config_duration(cfg, f->path, &v, err, errlen)
-                               : shoal_config_uint(cfg, f->path, &v, err, errlen);
-    if (rc != 1)
-        return rc;
-    if (v > UINT32_MAX)
-        return bad(err, errlen, "%s: '%s' is too large", f->path, shoal_config_get(cfg, f->path));
-    *out = (uint32_t)v;
-    return 1;
-}
-
-static int read_field(const shoal_config_t *cfg, const field_t *f, shoal_cluster_settings_t *out,
-                      char *err, size_t errlen)
-{
-    char *at = (char *)out + f->offset;
-    int rc = 0;
-    switch (f->kind) {
-    case F_MS32:
-    case F_U32: {
-        uint32_t v = 0;
-        if ((rc = read_u32(cfg, f, &v, err, errlen)) == 1)
-            memcpy(at, &v, sizeof v);
-        break;
-    }
-    case F_DOUBLE: {
-        double v = 0;
-        if ((rc = shoal_config_double(cfg, f->path, &v, err, errlen)) == 1)
-            memcpy(at, &v, sizeof v);
-        break;
-    }
-    case F_BOOL: {
-        bool v = false;
-        if ((rc = shoal_config_bool(cfg, f->path, &v, err, errlen)) == 1)
-            memcpy(at, &v, sizeof v);
-        break;
-    }
-    }
-    return rc < 0 ? rc : 0;
-}
 
 /* A seed is an endpoint Shoal can dial and name a member by: tcp://host:port, port 1..65535. */
 static bool is_tcp_endpoint(const char *s)
@@ -171,8 +89,9 @@ static int read_lists(const shoal_config_t *cfg, shoal_cluster_settings_t *out, 
     if (rc == 1) {
         for (size_t i = 0; i < n; i++)
             if (!is_tcp_endpoint(items[i]))
-                return bad(err, errlen, "%s: '%s' is not an endpoint tcp://host:port",
-                           CLUSTER "seed-nodes", items[i]);
+                return shoal_config_error(err, errlen,
+                                          "%s: '%s' is not an endpoint tcp://host:port",
+                                          CLUSTER "seed-nodes", items[i]);
         out->seed_nodes = n ? items : NULL;
         out->n_seed_nodes = n;
     }
@@ -199,14 +118,15 @@ static int read_role_min(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
         char path[512];
         int len = snprintf(path, sizeof path, CLUSTER "role/%s/min-nr-of-members", names[i]);
         if (len < 0 || (size_t)len >= sizeof path)
-            return bad(err, errlen, "%s/%s: role name too long", CLUSTER "role", names[i]);
-        field_t f = {path, F_U32, 0};
-        uint32_t v = 0;
-        int rc = read_u32(cfg, &f, &v, err, errlen);
+            return shoal_config_error(err, errlen, "%s/%s: role name too long", CLUSTER "role",
+                                      names[i]);
+        /* a section without the key reads as 0: mins comes zeroed */
+        const shoal_cfg_field_t row =
+            SHOAL_CFG_FIELD(shoal_role_min_t, path, SHOAL_CFG_U32, min, uint32_t);
+        int rc = shoal_config_fields(cfg, &row, 1, &mins[i], err, errlen);
         if (rc < 0)
             return rc;
         mins[i].role = names[i];
-        mins[i].min = v;
     }
     out->role_min = mins;
     out->n_role_min = n;
@@ -280,7 +200,7 @@ static int read_sbr(const shoal_config_t *cfg, shoal_cluster_settings_t *out, ch
         while (i < N_STRATEGIES && strcmp(strategies[i].name, word) != 0)
             i++;
         if (i == N_STRATEGIES) /* the loader checks the word; kept in step with its table */
-            return bad(err, errlen, "%s: '%s' is not a known strategy", path, word);
+            return shoal_config_error(err, errlen, "%s: '%s' is not a known strategy", path, word);
         out->sbr_strategy = strategies[i].strategy;
     }
     for (size_t i = 0; i < N_STRATEGIES; i++) {
@@ -293,8 +213,9 @@ static int read_sbr(const shoal_config_t *cfg, shoal_cluster_settings_t *out, ch
     /* checked when the file is involved: the caller's own settings are the caller's business */
     bool involved = word || shoal_config_get(cfg, SBR "static-quorum/quorum-size");
     if (involved && out->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && out->static_quorum_size < 1)
-        return bad(err, errlen, "%s: must be set to at least 1 when %s is static-quorum",
-                   SBR "static-quorum/quorum-size", path);
+        return shoal_config_error(err, errlen,
+                                  "%s: must be set to at least 1 when %s is static-quorum",
+                                  SBR "static-quorum/quorum-size", path);
     return 0;
 }
 
@@ -302,12 +223,10 @@ int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
                          size_t errlen)
 {
     if (!cfg || !out)
-        return bad(err, errlen, "shoal_config_cluster: NULL argument");
+        return shoal_config_error(err, errlen, "shoal_config_cluster: NULL argument");
     /* Fill a copy: a file that fails leaves *out as it was. */
     shoal_cluster_settings_t s = *out;
-    int rc = 0;
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == 0; i++)
-        rc = read_field(cfg, &fields[i], &s, err, errlen);
+    int rc = shoal_config_fields(cfg, fields, sizeof fields / sizeof fields[0], &s, err, errlen);
     if (rc == 0)
         rc = read_lists(cfg, &s, err, errlen);
     if (rc == 0)
@@ -319,7 +238,7 @@ int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
     if (rc == 0) {
         const char *v = shoal_config_get(cfg, CLUSTER "app-version");
         if (v && !v[0])
-            rc = bad(err, errlen, "%s: the version is empty", CLUSTER "app-version");
+            rc = shoal_config_error(err, errlen, "%s: the version is empty", CLUSTER "app-version");
         else if (v)
             s.app_version = v;
     }
@@ -327,7 +246,7 @@ int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
         const char *path = FD "heartbeat-endpoint";
         const char *v = shoal_config_get(cfg, path);
         if (v && v[0] && strncmp(v, "tcp://", 6) != 0)
-            rc = bad(err, errlen, "%s: '%s' is not a tcp:// endpoint", path, v);
+            rc = shoal_config_error(err, errlen, "%s: '%s' is not a tcp:// endpoint", path, v);
         else if (v)
             s.heartbeat_endpoint = v[0] ? v : NULL; /* "" = the default: an ephemeral port */
     }

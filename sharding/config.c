@@ -17,7 +17,6 @@
 */
 #include "sharding.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,46 +27,13 @@
 #define LSA     SH "least-shard-allocation-strategy/"
 #define PASS    SH "passivation/"
 
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return SHOAL_EINVAL;
-}
-
-/* The plain settings: one getter per row, straight into a field of the row's type. */
-typedef enum { F_MS32, F_U32, F_DOUBLE } field_kind_t;
-
-typedef struct {
-    const char *path;
-    field_kind_t kind;
-    size_t offset;
-} field_t;
-
-/* offsetof, and a compile error unless the field has exactly the type the kind writes. */
+/* The plain settings: ddata reads each row straight into the field (of the row's type). */
 typedef shoal_sharding_settings_t settings_t;
-#define TYPE_IS(f, type) _Generic(((settings_t *)0)->f, type : 1, default : -1)
-#define AT(f, type)      (offsetof(settings_t, f) + 0 * sizeof(char[TYPE_IS(f, type)]))
-#define MS32(path, f)                                                                              \
-    {                                                                                              \
-        path, F_MS32, AT(f, uint32_t)                                                              \
-    }
-#define U32(path, f)                                                                               \
-    {                                                                                              \
-        path, F_U32, AT(f, uint32_t)                                                               \
-    }
-#define DOUBLE(path, f)                                                                            \
-    {                                                                                              \
-        path, F_DOUBLE, AT(f, double)                                                              \
-    }
+#define MS32(path, f)   SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_MS32, f, uint32_t)
+#define U32(path, f)    SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_U32, f, uint32_t)
+#define DOUBLE(path, f) SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_DOUBLE, f, double)
 
-static const field_t fields[] = {
+static const shoal_cfg_field_t fields[] = {
     U32(SH "number-of-shards", number_of_shards),
     U32(SH "buffer-size", buffer_size),
     MS32(SH "retry-interval", retry_interval_ms),
@@ -87,39 +53,6 @@ static const field_t fields[] = {
         allocation.hashing_rebalance_limit),
 };
 
-/* A uint32_t read: the loader bounds these rows to UINT32_MAX; checked again because a value
-   that did not fit would otherwise wrap silently. */
-static int read_u32(const shoal_config_t *cfg, const field_t *f, uint32_t *out, char *err,
-                    size_t errlen)
-{
-    uint64_t v = 0;
-    int rc = f->kind == F_MS32 ? shoal_config_duration(cfg, f->path, &v, err, errlen)
-                               : shoal_config_uint(cfg, f->path, &v, err, errlen);
-    if (rc != 1)
-        return rc;
-    if (v > UINT32_MAX)
-        return bad(err, errlen, "%s: '%s' is too large", f->path, shoal_config_get(cfg, f->path));
-    *out = (uint32_t)v;
-    return 1;
-}
-
-static int read_field(const shoal_config_t *cfg, const field_t *f, settings_t *out, char *err,
-                      size_t errlen)
-{
-    char *at = (char *)out + f->offset;
-    int rc = 0;
-    if (f->kind == F_DOUBLE) {
-        double v = 0;
-        if ((rc = shoal_config_double(cfg, f->path, &v, err, errlen)) == 1)
-            memcpy(at, &v, sizeof v);
-    } else {
-        uint32_t v = 0;
-        if ((rc = read_u32(cfg, f, &v, err, errlen)) == 1)
-            memcpy(at, &v, sizeof v);
-    }
-    return rc < 0 ? rc : 0;
-}
-
 /* coordinator-state/{write,read}-majority-plus: a whole number, or "all" (Akka's Int.MaxValue)
    read as UINT32_MAX, which is therefore not a number one may write. */
 static int read_majority_plus(const shoal_config_t *cfg, const char *path, uint32_t *out, char *err,
@@ -137,10 +70,10 @@ static int read_majority_plus(const shoal_config_t *cfg, const char *path, uint3
     for (; *d >= '0' && *d <= '9' && n < UINT32_MAX; d++)
         n = n * 10 + (uint64_t)(*d - '0');
     if (d == v || (*d && (*d < '0' || *d > '9')))
-        return bad(err, errlen, "%s: '%s' is not a whole number nor all", path, v);
+        return shoal_config_error(err, errlen, "%s: '%s' is not a whole number nor all", path, v);
     if (*d || n >= UINT32_MAX)
-        return bad(err, errlen, "%s: '%s' is too large (at most %u, or all)", path, v,
-                   UINT32_MAX - 1);
+        return shoal_config_error(err, errlen, "%s: '%s' is too large (at most %u, or all)", path,
+                                  v, UINT32_MAX - 1);
     *out = (uint32_t)n;
     return 0;
 }
@@ -168,7 +101,7 @@ static int read_allocation_kind(const shoal_config_t *cfg, settings_t *out, char
             return 0;
         }
     /* the loader checks the word; kept in step with its table */
-    return bad(err, errlen, "%s: '%s' is not a known strategy", path, word);
+    return shoal_config_error(err, errlen, "%s: '%s' is not a known strategy", path, word);
 }
 
 /* A lease would make a shard (or the coordinator) wait for a lock Shoal has no way to take, so
@@ -177,7 +110,8 @@ static int check_no_lease(const shoal_config_t *cfg, const char *path, char *err
 {
     const char *v = shoal_config_get(cfg, path);
     if (v && v[0])
-        return bad(err, errlen, "%s: '%s': leases are not supported (leave it empty)", path, v);
+        return shoal_config_error(err, errlen,
+                                  "%s: '%s': leases are not supported (leave it empty)", path, v);
     return 0;
 }
 
@@ -207,7 +141,7 @@ static int check_proportions(const shoal_config_t *cfg, const char *strategy, co
     int len = snprintf(path, sizeof path, PASS "%s/%sleast-recently-used/segmented/proportions",
                        strategy, under);
     if (len < 0 || (size_t)len >= sizeof path)
-        return bad(err, errlen, PASS "%s: strategy name too long", strategy);
+        return shoal_config_error(err, errlen, PASS "%s: strategy name too long", strategy);
     const char *const *items = NULL;
     size_t n = 0;
     int rc = shoal_config_list(cfg, path, &items, &n, err, errlen);
@@ -215,7 +149,8 @@ static int check_proportions(const shoal_config_t *cfg, const char *strategy, co
         return rc;
     for (size_t i = 0; rc == 1 && i < n; i++)
         if (!is_fraction(items[i]))
-            return bad(err, errlen, "%s: '%s' is not a proportion between 0 and 1", path, items[i]);
+            return shoal_config_error(err, errlen, "%s: '%s' is not a proportion between 0 and 1",
+                                      path, items[i]);
     return 0;
 }
 
@@ -234,10 +169,11 @@ static int check_passivation(const shoal_config_t *cfg, char *err, size_t errlen
         while (i < n && strcmp(names[i], strategy) != 0)
             i++;
         if (i == n)
-            return bad(err, errlen,
-                       "%s: '%s' is not off, none, default-idle-strategy, default-strategy nor a "
-                       "section of %s",
-                       path, strategy, SH "passivation");
+            return shoal_config_error(
+                err, errlen,
+                "%s: '%s' is not off, none, default-idle-strategy, default-strategy nor a "
+                "section of %s",
+                path, strategy, SH "passivation");
     }
     for (size_t i = 0; i < n; i++) {
         int rc = check_proportions(cfg, names[i], "replacement/", err, errlen);
@@ -253,11 +189,9 @@ int shoal_config_sharding(const shoal_config_t *cfg, shoal_sharding_settings_t *
                           size_t errlen)
 {
     if (!cfg || !out)
-        return bad(err, errlen, "shoal_config_sharding: NULL argument");
+        return shoal_config_error(err, errlen, "shoal_config_sharding: NULL argument");
     settings_t s = *out;
-    int rc = 0;
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == 0; i++)
-        rc = read_field(cfg, &fields[i], &s, err, errlen);
+    int rc = shoal_config_fields(cfg, fields, sizeof fields / sizeof fields[0], &s, err, errlen);
     if (rc == 0) {
         const char *role = shoal_config_get(cfg, SH "role");
         if (role)
