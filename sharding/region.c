@@ -8,6 +8,7 @@
     outermost callback returns, so an entity is never re-entered by a message it sent.
 */
 #include <string.h>
+#include <xxhash.h>
 
 #include "sharding_internal.h"
 #include "allocation.h"
@@ -949,13 +950,36 @@ static void route(shoal_region_t *r, bmsg_t *m, const char *shard)
         route_buffer(r, h, m);
 }
 
+/* The home of an entity's shard. With the default shard ids an array indexed by shard number
+   finds it without formatting and hashing a string per message (homes are never freed before
+   the region). */
+static home_t *home_of(shoal_region_t *r, const char *eid)
+{
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    if (r->s.shard_id) {
+        shard_of(r, eid, shard);
+        return home_get(r, shard);
+    }
+    uint32_t n = r->s.number_of_shards ? r->s.number_of_shards : 1;
+    uint64_t idx = XXH3_64bits(eid, strlen(eid)) % n;
+    if (!r->home_by_num) {
+        r->home_by_num = calloc(n, sizeof *r->home_by_num);
+        if (!r->home_by_num)
+            abort();
+    }
+    home_t *h = r->home_by_num[idx];
+    if (!h) {
+        shoal_sharding_default_shard_id(eid, n, shard);
+        h = r->home_by_num[idx] = home_get(r, shard);
+    }
+    return h;
+}
+
 /* Entry for messages made here (API, inbound queue, deferred): 0 or SHOAL_EBUFFER. */
 static int route_new(shoal_region_t *r, const char *eid, uint8_t flags, uint64_t ask_id,
                      const void *data, size_t len)
 {
-    char shard[SHOAL_SHARD_ID_MAX + 1];
-    shard_of(r, eid, shard);
-    home_t *h = home_get(r, shard);
+    home_t *h = home_of(r, eid);
     int d = r->stopped ? 0 : try_direct(r, h, eid, flags, NULL, ask_id, data, len);
     if (d > 0)
         return 0;
@@ -2154,6 +2178,7 @@ void region_free(shoal_region_t *r)
     coordinator_free(&r->coord);
     life_end(&r->life);
     region_queries_free(r);
+    free(r->home_by_num);
     zhashx_destroy(&r->homes);
     zhashx_destroy(&r->shards);
     for (ask_t *a = r->asks_oldest; a;) {

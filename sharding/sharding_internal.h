@@ -192,6 +192,7 @@ struct shoal_region {
     shoal_replicator_t *rep; /* the role's: the user's, or one the node's sharding owns */
 
     zhashx_t *homes;  /* shard id -> home_t */
+    home_t **home_by_num; /* default shard ids: shard number -> home (same objects) */
     zhashx_t *shards; /* shard id -> shard_t (hosted here) */
     size_t buffered;
     size_t buffer_logged; /* tenths of the buffer already reported */

@@ -6,6 +6,10 @@
       ddata-dump DIR --compact OUT              compacted copy of the store (mdb_env_copy2)
       ddata-dump --node ENDPOINT [--role R] [--metrics]
       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]
+      ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]
+      ddata-dump --node ENDPOINT --sharding [TYPE] [--role R] [--entities] [--json]
+                                                what sharding keeps for an entity type (or the
+                                                types found): see "Sharding" below
 
     The store is read straight through liblmdb (MDB_RDONLY, so it is safe while a node runs), not
     through durable/'s API: this tool must keep working on stores the library itself refuses. Its
@@ -16,8 +20,9 @@
     store mode reads in a forked child that writes its report to a pipe; the parent prints the
     report only when the child exits normally.
 
-    Exit codes: 0 ok; 1 differences (--compare), a missing key (--key) or a refused request;
-    2 usage, or a missing, foreign, newer or corrupt store; 3 the node cannot be reached.
+    Exit codes: 0 ok; 1 differences (--compare), a missing key (--key), no state of the type
+    (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store;
+    3 the node cannot be reached.
 */
 #include "ddata.h"
 #include "membership.h"
@@ -28,6 +33,7 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +64,14 @@ static void usage(FILE *f)
             "       ddata-dump DIR --salvage OUT | --compact OUT\n"
             "       ddata-dump --node ENDPOINT [--role R] [--metrics]\n"
             "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
+            "       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]\n"
+            "       ddata-dump --node ENDPOINT --sharding [TYPE] [--role R] [--entities] [--json]\n"
             "       ddata-dump --help\n"
-            "Exit codes: 0 ok; 1 differences, missing key or refused request; 2 usage or a bad\n"
-            "store; 3 node unreachable.\n");
+            "--sharding TYPE: the type's coordinator state (shard, home, epoch term.counter),\n"
+            "regions, remembered entities per shard (--entities: their ids), all-shards set and\n"
+            "daemon workers; without TYPE (last, or before another option): the types found.\n"
+            "Exit codes: 0 ok; 1 differences, missing key or type, or refused request; 2 usage\n"
+            "or a bad store; 3 node unreachable.\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -187,6 +198,737 @@ static void entry_free(entry_t *e)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Sharding: the keys sharding/ keeps in its role's replicator, shown per entity type
+ * (sharding.h, THE COORDINATOR'S STATE; remember.c; daemon.c):
+ *   coord-<type>               LWWMap: "s/<shard>" -> home node id ("" = unallocated) at
+ *                              timestamp = allocation epoch (term << 32 | counter); "r/<node>" ->
+ *                              "region", "proxy" or "" (gone). Not durable: only a live node
+ *                              has it.
+ *   shard-<type>-<shard>-<k>   ORSet of the shard's remembered entity ids (k = 0..4)
+ *   shard-<type>-all-shards    GSet of the shards that have remembered entities
+ *   daemon-<type>-workers      LWWRegister: the worker count of a sharded daemon process
+ * The same report comes from a store (in the child) and from a node: both first collect the
+ * decoded values of the keys with these prefixes.
+ */
+#define COORD_PREFIX "coord-"
+#define SHARD_PREFIX "shard-"
+#define DAEMON_PREFIX "daemon-"
+#define ALL_SHARDS_SUFFIX "-all-shards"
+#define WORKERS_SUFFIX "-workers"
+#define CELL_MAX 40
+
+typedef struct {
+    char *key;
+    shoal_crdt_t *value; /* NULL: deleted or undecodable */
+    bool deleted;
+    char *error; /* undecodable: why */
+} skey_t;
+
+typedef struct {
+    skey_t *v;
+    size_t n, cap;
+} skeys_t;
+
+/* Room for one more element of `size` bytes in *arr. */
+static void grow(void *arr_p, size_t n, size_t *cap, size_t size)
+{
+    void **arr = arr_p;
+    if (n < *cap)
+        return;
+    size_t want = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, want * size);
+    if (!p)
+        abort();
+    *arr = p;
+    *cap = want;
+}
+
+static char *xstrndup(const void *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (!d)
+        abort();
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool has_suffix(const char *s, size_t len, const char *suffix)
+{
+    size_t sl = strlen(suffix);
+    return len >= sl && memcmp(s + len - sl, suffix, sl) == 0;
+}
+
+/* Keys sharding may have written; they are C strings (a NUL inside: not one of them). */
+static bool sharding_key(const void *key, size_t len)
+{
+    static const char *const prefixes[] = {COORD_PREFIX, SHARD_PREFIX, DAEMON_PREFIX};
+    if (memchr(key, 0, len))
+        return false;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (len > strlen(prefixes[i]) && !memcmp(key, prefixes[i], strlen(prefixes[i])))
+            return true;
+    return false;
+}
+
+/* Takes value (may be NULL). */
+static void skeys_add(skeys_t *s, const void *key, size_t klen, shoal_crdt_t *value, bool deleted,
+                      const char *error)
+{
+    grow(&s->v, s->n, &s->cap, sizeof *s->v);
+    skey_t *k = &s->v[s->n++];
+    k->key = xstrndup(key, klen);
+    k->value = value;
+    k->deleted = deleted;
+    k->error = error ? xstrndup(error, strlen(error)) : NULL;
+}
+
+static void skeys_free(skeys_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].key);
+        free(s->v[i].error);
+        shoal_crdt_destroy(&s->v[i].value);
+    }
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* The type a key names without ambiguity (coord-T, shard-T-all-shards, daemon-T-workers), or
+   NULL. "shard-T-S-k" is left out: a '-' in T or S makes it ambiguous, and a type with
+   remembered entities has its all-shards key anyway. */
+static char *key_type(const char *k)
+{
+    size_t len = strlen(k);
+    if (has_prefix(k, COORD_PREFIX))
+        return xstrndup(k + strlen(COORD_PREFIX), len - strlen(COORD_PREFIX));
+    if (has_prefix(k, SHARD_PREFIX) && has_suffix(k, len, ALL_SHARDS_SUFFIX) &&
+        len > strlen(SHARD_PREFIX) + strlen(ALL_SHARDS_SUFFIX))
+        return xstrndup(k + strlen(SHARD_PREFIX),
+                        len - strlen(SHARD_PREFIX) - strlen(ALL_SHARDS_SUFFIX));
+    if (has_prefix(k, DAEMON_PREFIX) && has_suffix(k, len, WORKERS_SUFFIX) &&
+        len > strlen(DAEMON_PREFIX) + strlen(WORKERS_SUFFIX))
+        return xstrndup(k + strlen(DAEMON_PREFIX),
+                        len - strlen(DAEMON_PREFIX) - strlen(WORKERS_SUFFIX));
+    return NULL;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The types found, sorted, without repeats (the caller frees each and the array). */
+static char **sharding_types(const skeys_t *keys, size_t *n)
+{
+    char **t = calloc(keys->n + 1, sizeof *t);
+    if (!t)
+        abort();
+    size_t k = 0;
+    for (size_t i = 0; i < keys->n; i++) {
+        char *type = key_type(keys->v[i].key);
+        if (type)
+            t[k++] = type;
+    }
+    qsort(t, k, sizeof *t, str_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (u && strcmp(t[u - 1], t[i]) == 0)
+            free(t[i]);
+        else
+            t[u++] = t[i];
+    }
+    *n = u;
+    return t;
+}
+
+static void strs_free(char **s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i]);
+    free(s);
+}
+
+/* Shard ids in numeric order when both are numbers (the default shard ids), else byte order. */
+static int shard_cmp(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    bool na = la && strspn(a, "0123456789") == la, nb = lb && strspn(b, "0123456789") == lb;
+    if (na && nb) {
+        while (la > 1 && *a == '0')
+            a++, la--;
+        while (lb > 1 && *b == '0')
+            b++, lb--;
+        if (la != lb)
+            return la < lb ? -1 : 1;
+    } else if (na != nb) {
+        return na ? -1 : 1;
+    }
+    return strcmp(a, b);
+}
+
+typedef struct {
+    char *shard;
+    char *home; /* "" = unallocated */
+    int64_t epoch;
+} alloc_row_t;
+
+typedef struct {
+    char *node;
+    char *kind; /* "region", "proxy", "" = gone */
+    int64_t epoch;
+} region_row_t;
+
+typedef struct {
+    char *shard;
+    char **ids;
+    size_t n, cap;
+} remembered_t;
+
+/* Everything one entity type has in the replicator. */
+typedef struct {
+    const char *type;
+    bool coord; /* coord-<type> holds an LWWMap */
+    alloc_row_t *allocs;
+    size_t n_allocs, cap_allocs;
+    region_row_t *regions;
+    size_t n_regions, cap_regions;
+    remembered_t *rem;
+    size_t n_rem, cap_rem, n_entities;
+    bool has_all;
+    char **all;
+    size_t n_all, cap_all;
+    bool has_daemon;
+    char *daemon; /* the register's value */
+    char **problems; /* "<key>: what is wrong" */
+    size_t n_problems, cap_problems;
+} sview_t;
+
+static void problem(sview_t *v, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void problem(sview_t *v, const char *key, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    shoal_buf_t b = {0};
+    shoal_buf_printf(&b, "%s: %s", key, what);
+    grow(&v->problems, v->n_problems, &v->cap_problems, sizeof *v->problems);
+    v->problems[v->n_problems++] = xstrndup(b.data, b.len);
+    shoal_buf_free(&b);
+}
+
+static void sview_free(sview_t *v)
+{
+    for (size_t i = 0; i < v->n_allocs; i++) {
+        free(v->allocs[i].shard);
+        free(v->allocs[i].home);
+    }
+    for (size_t i = 0; i < v->n_regions; i++) {
+        free(v->regions[i].node);
+        free(v->regions[i].kind);
+    }
+    for (size_t i = 0; i < v->n_rem; i++) {
+        free(v->rem[i].shard);
+        strs_free(v->rem[i].ids, v->rem[i].n);
+    }
+    free(v->allocs);
+    free(v->regions);
+    free(v->rem);
+    strs_free(v->all, v->n_all);
+    free(v->daemon);
+    strs_free(v->problems, v->n_problems);
+    memset(v, 0, sizeof *v);
+}
+
+static int coord_entry(const void *key, size_t klen, const shoal_crdt_t *value, void *arg)
+{
+    sview_t *v = arg;
+    size_t vlen = 0;
+    const char *val = shoal_lwwreg_value(value, &vlen);
+    int64_t ts = shoal_lwwreg_timestamp(value);
+    const char *k = key;
+    if (klen > 2 && !memcmp(k, "s/", 2)) {
+        grow(&v->allocs, v->n_allocs, &v->cap_allocs, sizeof *v->allocs);
+        alloc_row_t *a = &v->allocs[v->n_allocs++];
+        a->shard = xstrndup(k + 2, klen - 2);
+        a->home = xstrndup(val ? val : "", val ? vlen : 0);
+        a->epoch = ts;
+    } else if (klen > 2 && !memcmp(k, "r/", 2)) {
+        grow(&v->regions, v->n_regions, &v->cap_regions, sizeof *v->regions);
+        region_row_t *r = &v->regions[v->n_regions++];
+        r->node = xstrndup(k + 2, klen - 2);
+        r->kind = xstrndup(val ? val : "", val ? vlen : 0);
+        r->epoch = ts;
+    }
+    return 0;
+}
+
+typedef struct {
+    char ***arr;
+    size_t *n, *cap;
+} str_sink_t;
+
+static int collect_elem(const void *elem, size_t len, void *arg)
+{
+    str_sink_t *s = arg;
+    grow(s->arr, *s->n, s->cap, sizeof **s->arr);
+    (*s->arr)[(*s->n)++] = xstrndup(elem, len);
+    return 0;
+}
+
+static int alloc_cmp(const void *a, const void *b)
+{
+    return shard_cmp(((const alloc_row_t *)a)->shard, ((const alloc_row_t *)b)->shard);
+}
+
+static int region_cmp(const void *a, const void *b)
+{
+    return strcmp(((const region_row_t *)a)->node, ((const region_row_t *)b)->node);
+}
+
+static int rem_cmp(const void *a, const void *b)
+{
+    return shard_cmp(((const remembered_t *)a)->shard, ((const remembered_t *)b)->shard);
+}
+
+static int shard_str_cmp(const void *a, const void *b)
+{
+    return shard_cmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A value that is not what sharding writes there: noted as a problem; false then. */
+static bool expect(sview_t *v, const skey_t *k, const char *type_name)
+{
+    if (k->deleted)
+        problem(v, k->key, "deleted");
+    else if (!k->value)
+        problem(v, k->key, "UNDECODABLE (%s)", k->error ? k->error : "?");
+    else if (shoal_crdt_type(k->value) != shoal_type_by_name(type_name))
+        problem(v, k->key, "a %s, not the %s sharding writes",
+                shoal_type_name(shoal_crdt_type(k->value)), type_name);
+    else
+        return true;
+    return false;
+}
+
+/* shard-<type>-<shard>-<k>: the shard, or NULL. A key of a longer type ("<type>-x") that the
+   keys name elsewhere belongs to that type. */
+static char *remember_shard(const char *key, const char *type, char **types, size_t n_types)
+{
+    size_t plen = strlen(SHARD_PREFIX) + strlen(type) + 1, len = strlen(key);
+    if (len <= plen || !has_prefix(key, SHARD_PREFIX) ||
+        strncmp(key + strlen(SHARD_PREFIX), type, strlen(type)) != 0 || key[plen - 1] != '-' ||
+        has_suffix(key, len, ALL_SHARDS_SUFFIX))
+        return NULL;
+    const char *dash = strrchr(key + plen, '-');
+    if (!dash || dash == key + plen || !dash[1] ||
+        strspn(dash + 1, "0123456789") != strlen(dash + 1))
+        return NULL;
+    for (size_t i = 0; i < n_types; i++) {
+        size_t tl = strlen(types[i]);
+        if (tl > strlen(type) && strncmp(types[i], type, strlen(type)) == 0 &&
+            types[i][strlen(type)] == '-' &&
+            strncmp(key + strlen(SHARD_PREFIX), types[i], tl) == 0 &&
+            key[strlen(SHARD_PREFIX) + tl] == '-')
+            return NULL;
+    }
+    return xstrndup(key + plen, (size_t)(dash - (key + plen)));
+}
+
+static void sview_build(sview_t *v, const skeys_t *keys, const char *type, char **types,
+                        size_t n_types)
+{
+    memset(v, 0, sizeof *v);
+    v->type = type;
+    shoal_buf_t name = {0};
+    for (size_t i = 0; i < keys->n; i++) {
+        const skey_t *k = &keys->v[i];
+        shoal_buf_reset(&name);
+        shoal_buf_printf(&name, COORD_PREFIX "%s", type);
+        if (!strcmp(k->key, shoal_buf_cstr(&name))) {
+            if (expect(v, k, "LWWMap")) {
+                v->coord = true;
+                shoal_ormap_foreach(k->value, coord_entry, v);
+            }
+            continue;
+        }
+        shoal_buf_reset(&name);
+        shoal_buf_printf(&name, SHARD_PREFIX "%s" ALL_SHARDS_SUFFIX, type);
+        if (!strcmp(k->key, shoal_buf_cstr(&name))) {
+            if (expect(v, k, "GSet")) {
+                v->has_all = true;
+                str_sink_t s = {&v->all, &v->n_all, &v->cap_all};
+                shoal_gset_foreach(k->value, collect_elem, &s);
+            }
+            continue;
+        }
+        shoal_buf_reset(&name);
+        shoal_buf_printf(&name, DAEMON_PREFIX "%s" WORKERS_SUFFIX, type);
+        if (!strcmp(k->key, shoal_buf_cstr(&name))) {
+            if (expect(v, k, "LWWRegister")) {
+                size_t len = 0;
+                const char *val = shoal_lwwreg_value(k->value, &len);
+                v->has_daemon = true;
+                v->daemon = xstrndup(val ? val : "", val ? len : 0);
+            }
+            continue;
+        }
+        char *shard = remember_shard(k->key, type, types, n_types);
+        if (!shard)
+            continue;
+        if (!expect(v, k, "ORSet")) {
+            free(shard);
+            continue;
+        }
+        remembered_t *r = NULL;
+        for (size_t j = v->n_rem; j-- > 0 && !r;) /* a shard's keys sort together: look back */
+            if (!strcmp(v->rem[j].shard, shard))
+                r = &v->rem[j];
+        if (r) {
+            free(shard);
+        } else {
+            grow(&v->rem, v->n_rem, &v->cap_rem, sizeof *v->rem);
+            r = &v->rem[v->n_rem++];
+            memset(r, 0, sizeof *r);
+            r->shard = shard;
+        }
+        str_sink_t s = {&r->ids, &r->n, &r->cap};
+        shoal_orset_foreach(k->value, collect_elem, &s);
+    }
+    shoal_buf_free(&name);
+    qsort(v->allocs, v->n_allocs, sizeof *v->allocs, alloc_cmp);
+    qsort(v->regions, v->n_regions, sizeof *v->regions, region_cmp);
+    qsort(v->rem, v->n_rem, sizeof *v->rem, rem_cmp);
+    qsort(v->all, v->n_all, sizeof *v->all, shard_str_cmp);
+    for (size_t j = 0; j < v->n_rem; j++) {
+        remembered_t *r = &v->rem[j];
+        /* an id sits in one key of its shard; a repeat would be counted twice */
+        qsort(r->ids, r->n, sizeof *r->ids, str_cmp);
+        size_t u = 0;
+        for (size_t i = 0; i < r->n; i++) {
+            if (u && !strcmp(r->ids[u - 1], r->ids[i]))
+                free(r->ids[i]);
+            else
+                r->ids[u++] = r->ids[i];
+        }
+        r->n = u;
+        v->n_entities += u;
+    }
+}
+
+static bool sview_empty(const sview_t *v)
+{
+    return !v->coord && !v->n_rem && !v->has_all && !v->has_daemon && !v->n_problems;
+}
+
+static size_t live_regions(const sview_t *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v->n_regions; i++)
+        n += v->regions[i].kind[0] != 0;
+    return n;
+}
+
+/* An allocation epoch as term.counter (the coordinator's term << 32 | counter). */
+static void epoch_text(shoal_buf_t *out, int64_t ts)
+{
+    if (ts <= 0)
+        shoal_buf_printf(out, "%lld", (long long)ts);
+    else
+        shoal_buf_printf(out, "%llu.%llu", (unsigned long long)((uint64_t)ts >> 32),
+                         (unsigned long long)((uint64_t)ts & 0xffffffffu));
+}
+
+static int cell_width(int w, const char *s)
+{
+    int n = (int)strlen(s);
+    return n > w ? (n < CELL_MAX ? n : CELL_MAX) : w;
+}
+
+typedef struct {
+    bool json;
+    bool entities; /* list the remembered ids */
+    bool online;   /* read from a node (else from a store) */
+    const char *role;
+} sopts_t;
+
+static void sview_text(shoal_buf_t *out, const sview_t *v, const sopts_t *o)
+{
+    LIT(out, "sharding ");
+    shoal_buf_append_quoted(out, v->type, strlen(v->type));
+    LIT(out, ", replicator ");
+    shoal_buf_append_quoted(out, o->role, strlen(o->role));
+    LIT(out, ":\n");
+    if (v->coord) {
+        shoal_buf_printf(out, "coordinator (" COORD_PREFIX "%s): %zu shards, %zu regions\n",
+                         v->type, v->n_allocs, live_regions(v));
+        int ws = 5, wh = 4;
+        for (size_t i = 0; i < v->n_allocs; i++) {
+            ws = cell_width(ws, v->allocs[i].shard);
+            wh = cell_width(wh, v->allocs[i].home[0] ? v->allocs[i].home : "(unallocated)");
+        }
+        if (v->n_allocs)
+            shoal_buf_printf(out, "  %-*s  %-*s  %s\n", ws, "SHARD", wh, "HOME", "EPOCH");
+        for (size_t i = 0; i < v->n_allocs; i++) {
+            const alloc_row_t *a = &v->allocs[i];
+            shoal_buf_printf(out, "  %-*s  %-*s  ", ws, a->shard, wh,
+                             a->home[0] ? a->home : "(unallocated)");
+            epoch_text(out, a->epoch);
+            LIT(out, "\n");
+        }
+        int wn = 6;
+        for (size_t i = 0; i < v->n_regions; i++)
+            wn = cell_width(wn, v->regions[i].node);
+        if (v->n_regions)
+            shoal_buf_printf(out, "  %-*s  %-6s  %s\n", wn, "REGION", "KIND", "EPOCH");
+        for (size_t i = 0; i < v->n_regions; i++) {
+            const region_row_t *r = &v->regions[i];
+            shoal_buf_printf(out, "  %-*s  %-6s  ", wn, r->node, r->kind[0] ? r->kind : "gone");
+            epoch_text(out, r->epoch);
+            LIT(out, "\n");
+        }
+    } else if (o->online) {
+        shoal_buf_printf(out,
+                         "no coordinator state: " COORD_PREFIX "%s is not on this node (no "
+                         "coordinator has written it yet, or the type runs in another role)\n",
+                         v->type);
+    } else {
+        shoal_buf_printf(out,
+                         "no coordinator state: " COORD_PREFIX "%s is not stored here (it is not "
+                         "durable; ask a live node with --node)\n",
+                         v->type);
+    }
+    if (v->n_rem) {
+        shoal_buf_printf(out, "remembered entities: %zu in %zu shards\n", v->n_entities, v->n_rem);
+        int ws = 5;
+        for (size_t i = 0; i < v->n_rem; i++)
+            ws = cell_width(ws, v->rem[i].shard);
+        shoal_buf_printf(out, "  %-*s  %s\n", ws, "SHARD",
+                         o->entities ? "ENTITIES  IDS" : "ENTITIES");
+        for (size_t i = 0; i < v->n_rem; i++) {
+            const remembered_t *r = &v->rem[i];
+            if (o->entities && r->n)
+                shoal_buf_printf(out, "  %-*s  %-8zu", ws, r->shard, r->n);
+            else
+                shoal_buf_printf(out, "  %-*s  %zu", ws, r->shard, r->n);
+            for (size_t j = 0; o->entities && j < r->n; j++) {
+                LIT(out, j ? " " : "  ");
+                key_text(out, r->ids[j], strlen(r->ids[j]));
+            }
+            LIT(out, "\n");
+        }
+    } else {
+        LIT(out, "no remembered entities\n");
+    }
+    if (v->has_all) {
+        shoal_buf_printf(out, "all-shards (" SHARD_PREFIX "%s" ALL_SHARDS_SUFFIX "): %zu shards",
+                         v->type, v->n_all);
+        for (size_t i = 0; i < v->n_all; i++) {
+            LIT(out, i ? " " : ": ");
+            key_text(out, v->all[i], strlen(v->all[i]));
+        }
+        LIT(out, "\n");
+    }
+    if (v->has_daemon) {
+        shoal_buf_printf(out, "daemon workers (" DAEMON_PREFIX "%s" WORKERS_SUFFIX "): ", v->type);
+        key_text(out, v->daemon, strlen(v->daemon));
+        LIT(out, "\n");
+    }
+    if (v->n_problems) {
+        shoal_buf_printf(out, "problems: %zu\n", v->n_problems);
+        for (size_t i = 0; i < v->n_problems; i++)
+            shoal_buf_printf(out, "  %s\n", v->problems[i]);
+    }
+}
+
+static void json_cstr(shoal_buf_t *out, const char *s)
+{
+    json_str(out, s, strlen(s));
+}
+
+static void json_epoch(shoal_buf_t *out, int64_t ts)
+{
+    LIT(out, "\"epoch\":");
+    shoal_buf_t e = {0};
+    epoch_text(&e, ts);
+    json_str(out, e.data, e.len);
+    shoal_buf_free(&e);
+    shoal_buf_printf(out, ",\"timestamp\":%lld", (long long)ts);
+}
+
+/* The worker count as a number; a value that is no count, as the string it is. */
+static void json_workers(shoal_buf_t *out, const sview_t *v)
+{
+    size_t len = v->has_daemon ? strlen(v->daemon) : 0;
+    if (!v->has_daemon)
+        LIT(out, "null");
+    else if (len && len < 10 && strspn(v->daemon, "0123456789") == len)
+        shoal_buf_printf(out, "%lu", strtoul(v->daemon, NULL, 10));
+    else
+        json_cstr(out, v->daemon);
+}
+
+static void sview_json(shoal_buf_t *out, const sview_t *v, const sopts_t *o)
+{
+    LIT(out, "{\"role\":");
+    json_cstr(out, o->role);
+    LIT(out, ",\"type\":");
+    json_cstr(out, v->type);
+    LIT(out, ",\"coordinator\":");
+    if (v->coord) {
+        LIT(out, "{\"shards\":[");
+        for (size_t i = 0; i < v->n_allocs; i++) {
+            LIT(out, i ? ",{\"shard\":" : "{\"shard\":");
+            json_cstr(out, v->allocs[i].shard);
+            LIT(out, ",\"home\":");
+            if (v->allocs[i].home[0])
+                json_cstr(out, v->allocs[i].home);
+            else
+                LIT(out, "null");
+            LIT(out, ",");
+            json_epoch(out, v->allocs[i].epoch);
+            LIT(out, "}");
+        }
+        LIT(out, "],\"regions\":[");
+        for (size_t i = 0; i < v->n_regions; i++) {
+            LIT(out, i ? ",{\"node\":" : "{\"node\":");
+            json_cstr(out, v->regions[i].node);
+            LIT(out, ",\"kind\":");
+            json_cstr(out, v->regions[i].kind[0] ? v->regions[i].kind : "gone");
+            LIT(out, ",");
+            json_epoch(out, v->regions[i].epoch);
+            LIT(out, "}");
+        }
+        LIT(out, "]}");
+    } else {
+        LIT(out, "null");
+    }
+    shoal_buf_printf(out, ",\"remembered\":{\"entities\":%zu,\"shards\":[", v->n_entities);
+    for (size_t i = 0; i < v->n_rem; i++) {
+        LIT(out, i ? ",{\"shard\":" : "{\"shard\":");
+        json_cstr(out, v->rem[i].shard);
+        shoal_buf_printf(out, ",\"entities\":%zu", v->rem[i].n);
+        if (o->entities) {
+            LIT(out, ",\"ids\":[");
+            for (size_t j = 0; j < v->rem[i].n; j++) {
+                if (j)
+                    LIT(out, ",");
+                json_cstr(out, v->rem[i].ids[j]);
+            }
+            LIT(out, "]");
+        }
+        LIT(out, "}");
+    }
+    LIT(out, "]},\"all_shards\":");
+    if (v->has_all) {
+        LIT(out, "[");
+        for (size_t i = 0; i < v->n_all; i++) {
+            if (i)
+                LIT(out, ",");
+            json_cstr(out, v->all[i]);
+        }
+        LIT(out, "]");
+    } else {
+        LIT(out, "null");
+    }
+    LIT(out, ",\"daemon_workers\":");
+    json_workers(out, v);
+    LIT(out, ",\"problems\":[");
+    for (size_t i = 0; i < v->n_problems; i++) {
+        if (i)
+            LIT(out, ",");
+        json_cstr(out, v->problems[i]);
+    }
+    LIT(out, "]}\n");
+}
+
+/* The report of one type (type NULL: the types found). Nothing of the type: exit 1. */
+static int sharding_report(const skeys_t *keys, const char *type, const sopts_t *o,
+                           const char *where, shoal_buf_t *out)
+{
+    size_t n_types = 0;
+    char **types = sharding_types(keys, &n_types);
+    int ex = EXIT_OK, wt = 4;
+    if (type) {
+        sview_t v;
+        sview_build(&v, keys, type, types, n_types);
+        if (sview_empty(&v)) {
+            fprintf(stderr, "ddata-dump: no sharding state of type \"%s\" in %s, replicator \"%s\"",
+                    type, where, o->role);
+            for (size_t i = 0; i < n_types; i++)
+                fprintf(stderr, "%s%s", i ? ", " : " (types found: ", types[i]);
+            fprintf(stderr, "%s\n", n_types ? ")" : "");
+            ex = EXIT_DIFF;
+        } else if (o->json) {
+            sview_json(out, &v, o);
+        } else {
+            sview_text(out, &v, o);
+        }
+        sview_free(&v);
+        strs_free(types, n_types);
+        return ex;
+    }
+    if (o->json) {
+        LIT(out, "{\"role\":");
+        json_cstr(out, o->role);
+        LIT(out, ",\"types\":[");
+    } else if (n_types) {
+        LIT(out, "sharding types in replicator ");
+        shoal_buf_append_quoted(out, o->role, strlen(o->role));
+        shoal_buf_printf(out, ": %zu\n", n_types);
+        for (size_t i = 0; i < n_types; i++)
+            wt = cell_width(wt, types[i]);
+        shoal_buf_printf(out, "  %-*s  %-22s  %-24s  %s\n", wt, "TYPE", "COORDINATOR",
+                         "REMEMBERED", "DAEMON");
+    }
+    for (size_t i = 0; i < n_types; i++) {
+        sview_t v;
+        sview_build(&v, keys, types[i], types, n_types);
+        if (o->json) {
+            LIT(out, i ? ",{\"type\":" : "{\"type\":");
+            json_cstr(out, types[i]);
+            shoal_buf_printf(out, ",\"coordinator\":%s", v.coord ? "true" : "false");
+            if (v.coord)
+                shoal_buf_printf(out, ",\"shards\":%zu,\"regions\":%zu", v.n_allocs,
+                                 live_regions(&v));
+            shoal_buf_printf(out, ",\"remembered_entities\":%zu,\"remembered_shards\":%zu",
+                             v.n_entities, v.n_rem);
+            LIT(out, ",\"daemon_workers\":");
+            json_workers(out, &v);
+            LIT(out, "}");
+        } else {
+            char coord[64] = "-", rem[64] = "-";
+            if (v.coord)
+                snprintf(coord, sizeof coord, "%zu shards, %zu regions", v.n_allocs,
+                         live_regions(&v));
+            if (v.n_rem)
+                snprintf(rem, sizeof rem, "%zu in %zu shards", v.n_entities, v.n_rem);
+            shoal_buf_printf(out, "  %-*s  %-22s  %-24s  %s\n", wt, types[i], coord, rem,
+                             v.has_daemon ? v.daemon : "-");
+        }
+        sview_free(&v);
+    }
+    if (o->json) {
+        LIT(out, "]}\n");
+    } else if (!n_types) {
+        LIT(out, "no sharding keys in replicator ");
+        shoal_buf_append_quoted(out, o->role, strlen(o->role));
+        LIT(out, "\n");
+        ex = EXIT_DIFF;
+    }
+    strs_free(types, n_types);
+    return ex;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The store (runs in the child)
  */
 typedef struct {
@@ -195,6 +937,10 @@ typedef struct {
     bool json;
     const char *salvage;
     const char *compact;
+    bool sharding;             /* --sharding [TYPE] */
+    const char *sharding_type; /* NULL: list the types */
+    bool entities;
+    const char *role; /* of --sharding */
 } store_opts_t;
 
 static int store_fail(const char *dir, const char *what, int rc)
@@ -529,6 +1275,48 @@ static int salvage(MDB_env *src, MDB_txn *txn, const db_list_t *dbs, const store
     return EXIT_OK;
 }
 
+/* --sharding over the role's database. */
+static int store_sharding(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o,
+                          shoal_buf_t *out)
+{
+    char name[4200];
+    snprintf(name, sizeof name, DB_PREFIX "%s", o->role);
+    bool listed = false;
+    for (size_t d = 0; d < dbs->n && !listed; d++)
+        listed = strcmp(dbs->names[d], name) == 0;
+    MDB_dbi dbi;
+    if (!listed || mdb_dbi_open(txn, name, 0, &dbi) != 0) {
+        fprintf(stderr, "ddata-dump: %s: no replicator \"%s\" in this store\n", o->dir, o->role);
+        return EXIT_DIFF;
+    }
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc != 0)
+        return store_fail(o->dir, "cannot read", rc);
+    skeys_t keys = {0};
+    MDB_val k, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (!sharding_key(k.mv_data, k.mv_size))
+            continue;
+        entry_t e;
+        entry_read(&e, &v);
+        skeys_add(&keys, k.mv_data, k.mv_size, e.value, e.deleted, e.error);
+        e.value = NULL; /* kept in keys */
+        entry_free(&e);
+    }
+    mdb_cursor_close(cur);
+    int ex;
+    if (rc != MDB_NOTFOUND) {
+        ex = store_fail(o->dir, "the store is corrupt", rc);
+    } else {
+        sopts_t so = {o->json, o->entities, false, o->role};
+        ex = sharding_report(&keys, o->sharding_type, &so, o->dir, out);
+    }
+    skeys_free(&keys);
+    return ex;
+}
+
 static int read_store(const store_opts_t *o, shoal_buf_t *out)
 {
     MDB_env *env;
@@ -579,6 +1367,8 @@ static int read_store(const store_opts_t *o, shoal_buf_t *out)
             }
         } else if (o->salvage) {
             ex = salvage(env, txn, &dbs, o, format, out);
+        } else if (o->sharding) {
+            ex = store_sharding(txn, &dbs, o, out);
         } else {
             ex = dump(txn, &dbs, o, format, out);
         }
@@ -1028,6 +1818,53 @@ static int node_mode(const char *ep, const char *role, bool want_metrics)
     return ex;
 }
 
+/* --sharding against a node: its sharding keys, read with LOCAL consistency. */
+static int node_sharding(const char *ep, const char *role, const char *type, bool json,
+                         bool entities)
+{
+    shoal_client_t *c;
+    int ex = connect_node(ep, &c);
+    if (ex)
+        return ex;
+    node_keys_t names;
+    int rc = fetch_keys(c, role, &names);
+    if (rc < 0) {
+        ex = request_failed(ep, "keys", rc);
+        shoal_client_destroy(&c);
+        return ex;
+    }
+    skeys_t keys = {0};
+    shoal_consistency_t local = {.level = SHOAL_LOCAL};
+    for (size_t i = 0; i < names.n && ex == EXIT_OK; i++) {
+        const char *key = names.keys[i].key;
+        if (!sharding_key(key, strlen(key)))
+            continue;
+        shoal_crdt_t *v = NULL;
+        rc = shoal_client_get(c, role, key, &local, &v);
+        if (rc == 0 && v)
+            skeys_add(&keys, key, strlen(key), v, false, NULL);
+        else if (rc == SHOAL_EDELETED)
+            skeys_add(&keys, key, strlen(key), NULL, true, NULL);
+        else if (rc == SHOAL_ETIMEOUT || rc == SHOAL_EIO || rc == SHOAL_ESTOPPED)
+            ex = request_failed(ep, "get", rc);
+        else if (rc != SHOAL_ENOTFOUND && rc != 0) /* not found: removed since the listing */
+            skeys_add(&keys, key, strlen(key), NULL, false, shoal_strerror(rc));
+        else
+            shoal_crdt_destroy(&v);
+    }
+    node_keys_free(&names);
+    shoal_client_destroy(&c);
+    if (ex == EXIT_OK) {
+        shoal_buf_t out = {0};
+        sopts_t so = {json, entities, true, role};
+        ex = sharding_report(&keys, type, &so, ep, &out);
+        fwrite(out.data ? out.data : (uint8_t *)"", 1, out.len, stdout);
+        shoal_buf_free(&out);
+    }
+    skeys_free(&keys);
+    return ex;
+}
+
 /* What one node holds for one key. */
 typedef enum { HELD_NONE = 0, HELD_VALUE, HELD_DELETED, HELD_ERROR } held_t;
 typedef struct {
@@ -1175,6 +2012,13 @@ int main(int argc, char **argv)
             want_metrics = true;
         } else if (!strcmp(a, "--compare")) {
             compare = true;
+        } else if (!strcmp(a, "--sharding")) {
+            /* the type is optional: an argument that is no option is taken as the type */
+            so.sharding = true;
+            if (has_next && argv[i + 1][0] != '-')
+                so.sharding_type = argv[++i];
+        } else if (!strcmp(a, "--entities")) {
+            so.entities = true;
         } else if (has_next && !strcmp(a, "--key")) {
             so.key = argv[++i];
         } else if (has_next && !strcmp(a, "--salvage")) {
@@ -1196,19 +2040,30 @@ int main(int argc, char **argv)
     }
     int ex;
     int modes = (node != NULL) + compare + (n_eps > 0 && !compare);
-    bool store_opts = so.key || so.json || so.salvage || so.compact;
-    if (modes != 1 || (compare && n_eps < 2) || (!compare && n_eps > 1) ||
-        ((node || compare) && store_opts) || (want_metrics && !node) ||
-        (!node && !compare && (!!so.key + !!so.salvage + !!so.compact > 1 ||
-                               (so.json && (so.salvage || so.compact))))) {
+    /* --json goes with --sharding on a node too; the other store options only with a store */
+    bool store_opts = so.key || (so.json && !so.sharding) || so.salvage || so.compact;
+    if (so.sharding && !node && !compare && n_eps == 0 && so.sharding_type) {
+        fprintf(stderr, "ddata-dump: --sharding took \"%s\" as the type; name the store "
+                        "first (ddata-dump DIR --sharding [TYPE]) or use --node\n",
+                so.sharding_type);
+        ex = EXIT_BAD;
+    } else if (modes != 1 || (compare && n_eps < 2) || (!compare && n_eps > 1) ||
+               ((node || compare) && store_opts) || (want_metrics && !node) ||
+               (so.sharding && (compare || want_metrics || so.key || so.salvage || so.compact)) ||
+               (so.entities && !so.sharding) ||
+               (!node && !compare && (!!so.key + !!so.salvage + !!so.compact > 1 ||
+                                      (so.json && (so.salvage || so.compact))))) {
         usage(stderr);
         ex = EXIT_BAD;
+    } else if (node && so.sharding) {
+        ex = node_sharding(node, role, so.sharding_type, so.json, so.entities);
     } else if (node) {
         ex = node_mode(node, role, want_metrics);
     } else if (compare) {
         ex = compare_mode(eps, n_eps, role);
     } else {
         so.dir = eps[0];
+        so.role = role;
         ex = store_mode(&so);
     }
     free(eps);

@@ -4,8 +4,10 @@
     two in-process nodes (--node, --metrics, --compare). Checks the listing, --key, --json,
     --salvage (garbage gone, the rest kept), --compact (same listing), the refusals (foreign,
     newer, missing, truncated: exit 2, no crash) and the node exit codes (differences: 1,
-    unreachable: 3). The tool is a release program (`scons check` builds it); without it the tests
-    are skipped. */
+    unreachable: 3). --sharding: over a store holding the keys sharding writes (built with the
+    ddata API as coordinator.c, remember.c and daemon.c build them), and against a live node
+    running sharding with remembered entities. The tool is a release program (`scons check`
+    builds it); without it the tests are skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "shards.h"
 #include "tools.h"
 #include "ddata.h"
 #include "replicator.pb-c.h"
@@ -311,6 +314,253 @@ static void test_truncated(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Sharding's keys
+ */
+#define NODE_A "127.0.0.1:2552:7"
+#define NODE_B "127.0.0.1:2553:9"
+#define NODE_GONE "127.0.0.1:2554:1"
+#define EPOCH(term, counter) ((int64_t)((uint64_t)(term) << 32 | (counter)))
+
+static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg)
+{
+    (void)current;
+    (void)v;
+    (void)len;
+    return *(const int64_t *)arg;
+}
+
+/* One LWWMap entry at the coordinator's epoch, as coordinator.c writes it. */
+static void coord_put(shoal_crdt_t *m, const char *key, const char *value, int64_t epoch)
+{
+    const shoal_node_t *me = shoal_node_intern(NODE_A);
+    assert_int_equal(shoal_lwwmap_put(m, me, key, strlen(key), value, strlen(value), fixed_clock,
+                                      &epoch),
+                     0);
+}
+
+static shoal_crdt_t *orset_of(const char *const *ids, size_t n)
+{
+    const shoal_node_t *me = shoal_node_intern(NODE_A);
+    shoal_crdt_t *s = shoal_orset_new();
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(shoal_orset_add(s, me, ids[i], strlen(ids[i])), 0);
+    return s;
+}
+
+static shoal_crdt_t *gset_of(const char *const *elems, size_t n)
+{
+    shoal_crdt_t *s = shoal_gset_new();
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(shoal_gset_add(s, elems[i], strlen(elems[i])), 0);
+    return s;
+}
+
+/* Type "counter": coordinator state (shards 1 and 12 allocated, 4 unallocated; a region, a proxy
+   and a gone region), remembered entities in shards 1 (over two of its keys) and 12, the
+   all-shards set, a daemon worker count. Type "counter-x" (a name that extends "counter"): only
+   remembered entities, so it has no coordinator state, as in any real store. Type "broken": an
+   all-shards key of the wrong type. Role "blue": a daemon of its own. */
+static void make_sharding_store(const char *dir)
+{
+    mkdir(dir, 0755);
+    MDB_env *env;
+    assert_int_equal(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    mdb_env_set_mapsize(env, 16u << 20);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+    MDB_txn *txn;
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    MDB_dbi dbi;
+    assert_int_equal(mdb_dbi_open(txn, "meta", MDB_CREATE, &dbi), 0);
+    put_raw(txn, dbi, "format", "shoal-durable 1", strlen("shoal-durable 1"));
+    assert_int_equal(mdb_dbi_open(txn, "ddata:", MDB_CREATE, &dbi), 0);
+
+    shoal_crdt_t *m = shoal_lwwmap_new();
+    coord_put(m, "r/" NODE_A, "region", EPOCH(5, 1));
+    coord_put(m, "r/" NODE_B, "proxy", EPOCH(5, 2));
+    coord_put(m, "s/1", NODE_A, EPOCH(5, 3));
+    coord_put(m, "s/12", NODE_A, EPOCH(5, 4));
+    coord_put(m, "s/4", NODE_A, EPOCH(5, 5));
+    coord_put(m, "s/4", "", EPOCH(6, 1)); /* its region went: unallocated at a newer epoch */
+    coord_put(m, "r/" NODE_GONE, "region", EPOCH(5, 6));
+    coord_put(m, "r/" NODE_GONE, "", EPOCH(6, 2));
+    put_value(txn, dbi, "coord-counter", m);
+
+    static const char *const s1a[] = {"alice", "bob"}, *const s1b[] = {"carol"},
+                             *const s12[] = {"dave"}, *const x7[] = {"zed"},
+                             *const all[] = {"1", "12"}, *const xall[] = {"7"};
+    put_value(txn, dbi, "shard-counter-1-0", orset_of(s1a, 2));
+    put_value(txn, dbi, "shard-counter-1-3", orset_of(s1b, 1));
+    put_value(txn, dbi, "shard-counter-12-2", orset_of(s12, 1));
+    put_value(txn, dbi, "shard-counter-all-shards", gset_of(all, 2));
+    put_value(txn, dbi, "shard-counter-x-7-0", orset_of(x7, 1));
+    put_value(txn, dbi, "shard-counter-x-all-shards", gset_of(xall, 1));
+    shoal_crdt_t *w = shoal_lwwreg_new();
+    assert_int_equal(shoal_lwwreg_set(w, shoal_node_intern(NODE_A), "4", 1, NULL, NULL), 0);
+    put_value(txn, dbi, "daemon-counter-workers", w);
+    shoal_crdt_t *c = shoal_gcounter_new();
+    assert_int_equal(shoal_gcounter_increment(c, shoal_node_intern(NODE_A), 1), 0);
+    put_value(txn, dbi, "shard-broken-all-shards", c);
+    c = shoal_gcounter_new();
+    assert_int_equal(shoal_gcounter_increment(c, shoal_node_intern(NODE_A), 1), 0);
+    put_value(txn, dbi, "hits", c); /* not sharding's */
+
+    assert_int_equal(mdb_dbi_open(txn, "ddata:blue", MDB_CREATE, &dbi), 0);
+    w = shoal_lwwreg_new();
+    assert_int_equal(shoal_lwwreg_set(w, shoal_node_intern(NODE_A), "9", 1, NULL, NULL), 0);
+    put_value(txn, dbi, "daemon-pinger-workers", w);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* A line of text that, its runs of spaces made single and leading ones dropped, starts with
+   `want` (is `want`, when that ends in a newline). */
+static bool has_row(const char *text, const char *want)
+{
+    char line[1024];
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        size_t n = 0;
+        bool space = false;
+        for (const char *c = p; *c && *c != '\n' && n + 2 < sizeof line; c++) {
+            if (*c == ' ') {
+                space = true;
+                continue;
+            }
+            if (space && n)
+                line[n++] = ' ';
+            space = false;
+            line[n++] = *c;
+        }
+        line[n] = 0;
+        size_t wl = strlen(want);
+        bool whole = wl && want[wl - 1] == '\n';
+        if (strncmp(line, want, wl - whole) == 0 && (!whole || line[wl - 1] == 0))
+            return true;
+    }
+    return false;
+}
+
+static void must_have_row(const char *text, const char *want)
+{
+    if (!has_row(text, want)) {
+        print_message("expected a row \"%s\" in:\n%s\n", want, text);
+        fail();
+    }
+}
+
+static void test_sharding_store(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char dir[300], args[700];
+    path(dir, sizeof dir, "shards");
+    make_sharding_store(dir);
+
+    snprintf(args, sizeof args, "'%s' --sharding counter", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "sharding \"counter\", replicator \"\":\n");
+    must_contain(out, "coordinator (coord-counter): 3 shards, 2 regions\n");
+    must_have_row(out, "SHARD HOME EPOCH");
+    must_have_row(out, "1 " NODE_A " 5.3");
+    must_have_row(out, "12 " NODE_A " 5.4");
+    must_have_row(out, "4 (unallocated) 6.1");
+    /* numeric order of shard ids: 1, 4, 12 */
+    char *r1 = strstr(out, "  1  "), *r4 = strstr(out, "  4  "), *r12 = strstr(out, "  12  ");
+    assert_true(r1 && r4 && r12 && r1 < r4 && r4 < r12);
+    must_have_row(out, NODE_A " region 5.1");
+    must_have_row(out, NODE_B " proxy 5.2");
+    must_have_row(out, NODE_GONE " gone 6.2");
+    must_contain(out, "remembered entities: 4 in 2 shards\n");
+    must_have_row(out, "1 3\n");
+    must_have_row(out, "12 1\n");
+    must_contain(out, "all-shards (shard-counter-all-shards): 2 shards: 1 12\n");
+    must_contain(out, "daemon workers (daemon-counter-workers): 4\n");
+    must_not_contain(out, "alice"); /* ids only with --entities */
+    must_not_contain(out, "zed");   /* counter-x's, not counter's */
+    must_not_contain(out, "x-7");
+
+    snprintf(args, sizeof args, "'%s' --sharding counter --entities", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_have_row(out, "1 3 alice bob carol");
+    must_have_row(out, "12 1 dave");
+
+    snprintf(args, sizeof args, "'%s' --sharding counter --json --entities", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "{\"role\":\"\",\"type\":\"counter\",\"coordinator\":{\"shards\":[");
+    must_contain(out, "{\"shard\":\"1\",\"home\":\"" NODE_A "\",\"epoch\":\"5.3\",\"timestamp\":");
+    char ts[64];
+    snprintf(ts, sizeof ts, "\"epoch\":\"6.1\",\"timestamp\":%lld}", (long long)EPOCH(6, 1));
+    must_contain(out, ts);
+    must_contain(out, "{\"shard\":\"4\",\"home\":null,");
+    must_contain(out, "{\"node\":\"" NODE_B "\",\"kind\":\"proxy\",\"epoch\":\"5.2\"");
+    must_contain(out, "{\"node\":\"" NODE_GONE "\",\"kind\":\"gone\"");
+    must_contain(out, "\"remembered\":{\"entities\":4,\"shards\":[{\"shard\":\"1\",\"entities\":3,"
+                      "\"ids\":[\"alice\",\"bob\",\"carol\"]},{\"shard\":\"12\",\"entities\":1,"
+                      "\"ids\":[\"dave\"]}]}");
+    must_contain(out, "\"all_shards\":[\"1\",\"12\"],\"daemon_workers\":4,\"problems\":[]}\n");
+
+    /* a type with remembered entities only: the coordinator's state is not durable */
+    snprintf(args, sizeof args, "'%s' --sharding counter-x", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "no coordinator state: coord-counter-x is not stored here (it is not "
+                      "durable; ask a live node with --node)");
+    must_contain(out, "remembered entities: 1 in 1 shards\n");
+    must_have_row(out, "7 1\n");
+    snprintf(args, sizeof args, "'%s' --sharding counter-x --json", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "\"coordinator\":null,");
+    must_contain(out, "\"daemon_workers\":null");
+
+    /* a key of the wrong type is reported, not misread */
+    snprintf(args, sizeof args, "'%s' --sharding broken", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "shard-broken-all-shards: a GCounter, not the GSet sharding writes");
+
+    /* the types found */
+    snprintf(args, sizeof args, "'%s' --sharding", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "sharding types in replicator \"\": 3\n");
+    must_have_row(out, "broken - - -");
+    must_have_row(out, "counter 3 shards, 2 regions 4 in 2 shards 4");
+    must_have_row(out, "counter-x - 1 in 1 shards -");
+    snprintf(args, sizeof args, "'%s' --sharding --json", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "{\"type\":\"counter\",\"coordinator\":true,\"shards\":3,\"regions\":2,"
+                      "\"remembered_entities\":4,\"remembered_shards\":2,\"daemon_workers\":4}");
+
+    /* another role's replicator */
+    snprintf(args, sizeof args, "'%s' --role blue --sharding pinger", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "sharding \"pinger\", replicator \"blue\":\n");
+    must_contain(out, "daemon workers (daemon-pinger-workers): 9\n");
+
+    /* nothing of the type, no such role: exit 1 */
+    snprintf(args, sizeof args, "'%s' --sharding nosuch", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    must_contain(out, "no sharding state of type \"nosuch\"");
+    must_contain(out, "(types found: broken, counter, counter-x)");
+    snprintf(args, sizeof args, "'%s' --role red --sharding counter", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    must_contain(out, "no replicator \"red\"");
+    path(dir, sizeof dir, "store"); /* the other tests' store: no sharding keys */
+    snprintf(args, sizeof args, "'%s' --sharding", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    must_contain(out, "no sharding keys in replicator \"\"");
+
+    /* usage: the type taken for the store, --sharding with modes it does not go with */
+    snprintf(args, sizeof args, "--sharding '%s'", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 2);
+    must_contain(out, "name the store first");
+    snprintf(args, sizeof args, "'%s' --sharding counter --key x", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "'%s' --entities", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 2);
+    assert_int_equal(run_tool("--compare tcp://127.0.0.1:1 tcp://127.0.0.1:2 --sharding", out,
+                              sizeof out),
+                     2);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Running nodes
  */
 /* The table row of `key`, its cells joined by single spaces, must be `want`. */
@@ -405,6 +655,75 @@ static void test_nodes(void **state)
     tcluster_stop(&cl);
 }
 
+static char live_ids[3][32];
+
+static bool all_live(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < 3; k++)
+        if (trec_get(TSHARD_TYPE, live_ids[k]).live != 1)
+            return false;
+    return true;
+}
+
+/* A live node with sharding and remembered entities: the coordinator's state (in no store: it is
+   not durable) shows each entity's shard with this node as its home. */
+static void test_sharding_node(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    shoal_sharding_settings_t s;
+    tshard_settings(&s);
+    s.number_of_shards = 10;
+    s.remember_entities = true;
+    tsnode_opts_t o = {.sharding = &s, .seed = -1};
+    tsnode_start(0, &o);
+    tsnode_wait_up(1u, 15000);
+    tsnode_wait_registered(1u, 0, 1, 15000);
+    tshard_pick_ids("dump", 10, 3, live_ids);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(shoal_region_start_entity(tsn[0].r, live_ids[k]), 0);
+    /* an entity starts only after its shard's allocation and its id are written */
+    assert_true(wait_until(all_live, NULL, 15000));
+
+    const char *self = shoal_node_id(shoal_system_self(tsn[0].sys));
+    char args[1200], row[600];
+    snprintf(args, sizeof args, "--node %s --sharding " TSHARD_TYPE,
+             shoal_system_endpoint(tsn[0].sys));
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "sharding \"" TSHARD_TYPE "\", replicator \"\":\n");
+    must_contain(out, "coordinator (coord-" TSHARD_TYPE "): 3 shards, 1 regions\n");
+    snprintf(row, sizeof row, "%s region ", self);
+    must_have_row(out, row);
+    must_contain(out, "remembered entities: 3 in 3 shards\n");
+    for (int k = 0; k < 3; k++) {
+        char shard[SHOAL_SHARD_ID_MAX + 1];
+        shoal_region_shard_of(tsn[0].r, live_ids[k], shard);
+        snprintf(row, sizeof row, "%s %s ", shard, self); /* shard, home, epoch */
+        must_have_row(out, row);
+        snprintf(row, sizeof row, "%s 1\n", shard); /* shard, remembered entities */
+        must_have_row(out, row);
+    }
+    must_contain(out, "all-shards (shard-" TSHARD_TYPE "-all-shards): 3 shards");
+
+    snprintf(args, sizeof args, "--node %s --sharding " TSHARD_TYPE " --json --entities",
+             shoal_system_endpoint(tsn[0].sys));
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    snprintf(row, sizeof row, "\"home\":\"%s\"", self);
+    must_contain(out, row);
+    for (int k = 0; k < 3; k++) {
+        snprintf(row, sizeof row, "\"ids\":[\"%s\"]", live_ids[k]);
+        must_contain(out, row);
+    }
+
+    snprintf(args, sizeof args, "--node %s --sharding", shoal_system_endpoint(tsn[0].sys));
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_have_row(out, TSHARD_TYPE " 3 shards, 1 regions 3 in 3 shards -");
+    snprintf(args, sizeof args, "--node %s --sharding nosuch", shoal_system_endpoint(tsn[0].sys));
+    assert_int_equal(run_tool(args, out, sizeof out), 1);
+    must_contain(out, "(types found: " TSHARD_TYPE ")");
+}
+
 static void test_unreachable(void **state)
 {
     (void)state;
@@ -449,7 +768,9 @@ int main(void)
         cmocka_unit_test(test_salvage_and_compact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_sharding_store),
         cmocka_unit_test_teardown(test_nodes, tcluster_teardown),
+        cmocka_unit_test_teardown(test_sharding_node, tsnode_teardown),
         cmocka_unit_test(test_unreachable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
