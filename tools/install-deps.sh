@@ -13,7 +13,7 @@ PACKAGES="
   libcmocka-dev
   clang libclang-rt-14-dev valgrind
   serf
-  redis-server redis-tools
+  redis-server redis-tools libhiredis-dev
 "
 
 SUDO=""
