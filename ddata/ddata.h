@@ -406,6 +406,14 @@ struct shoal_type {
     bool (*needs_pruning_from)(const shoal_crdt_t *self, const shoal_node_t *removed);
     int (*prune)(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
     int (*prune_cleanup)(shoal_crdt_t *self, const shoal_node_t *removed);
+
+    /* Optional. A replica asked to acknowledge a write (Update with WriteTo/Majority/All) first
+       asks the type whether it takes `incoming` (a full value or a delta) on top of `current`:
+       nonzero refuses it unmerged, and the writer's update fails at once with that status
+       (SHOAL_ESTALE for a writer that lost its right to write, as sharding's entity state
+       refuses an old shard owner). Gossip and read repair merge without asking: refusing them
+       would break convergence. */
+    int (*admit)(const shoal_crdt_t *current, const shoal_crdt_t *incoming);
 };
 
 /* Registers a type (the vtable must live for the process). Thread-safe; registering the same
@@ -669,6 +677,7 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
 #define SHOAL_EDELETED  -30 /* the key was deleted */
 #define SHOAL_EMODIFY   -31 /* the modify function failed (the value is unchanged) */
 #define SHOAL_ESTORE    -32 /* the durable store failed */
+#define SHOAL_ESTALE    -33 /* a replica's admit check refused the write (a stale writer) */
 
 typedef enum {
     SHOAL_LOCAL = 0,
@@ -773,6 +782,9 @@ int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *nod
    (membership's gossip). The receiver merges it and, when its own state had something the push
    lacked, pushes its state back (push-pull). SHOAL_ENOTFOUND when the key has no value here. */
 int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to);
+/* The local replica's value of a key (borrowed: valid until the node thread changes it), NULL
+   when missing, deleted or not loaded yet. Node thread only; no copy, no round trip. */
+const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key);
 /* Nodes counted toward majorities, this one included; 0 while loading. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 
@@ -827,6 +839,7 @@ typedef struct {
     uint64_t gossip_rounds, status_sent, digests_compared, chunks_sent, chunks_received;
     uint64_t write_timeouts, read_timeouts, store_failures, pruning_performed, tombstones_collected;
     uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key, dropped_stale;
+    uint64_t writes_refused; /* writes a type's admit check refused here */
     uint64_t store_retries; /* writes of durable keys retried after the store failed */
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);

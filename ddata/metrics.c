@@ -176,6 +176,7 @@ static const reason_t repl_drops[] = {
     {"wrong_type", REPL(dropped_wrong_type)},
     {"collected_key", REPL(dropped_collected_key)},
     {"stale", REPL(dropped_stale)},
+    {"refused", REPL(writes_refused)},
 };
 
 static uint64_t at(const void *stats, size_t off)

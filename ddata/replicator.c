@@ -600,6 +600,11 @@ int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
         if (e->value && shoal_crdt_needs_pruning_from(e->value, p->removed))
             shoal_crdt_prune_cleanup(e->value, p->removed);
     }
+    if (r->admitting && e->value && e->value->type->admit &&
+        (rc = e->value->type->admit(e->value, in)) != 0) {
+        r->stats.writes_refused++;
+        goto cleanup;
+    }
     if (!e->value) {
         e->value = in;
         in = NULL;
@@ -694,6 +699,12 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
         }
         if (!e->type)
             e->type = e->value->type;
+    }
+    if (delta && r->admitting && e->value->type->admit &&
+        (rc = e->value->type->admit(e->value, delta)) != 0) {
+        r->stats.writes_refused++;
+        shoal_crdt_destroy(&delta);
+        return rc;
     }
     if (delta) {
         /* clean the removed nodes' parts out of a delta that still carries them */
@@ -1399,6 +1410,14 @@ int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *nod
     r->removed[r->n_removed].at_ms = shoal_now_ms();
     r->n_removed++;
     return 0;
+}
+
+const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key)
+{
+    if (!r || !key || r->loading || !shoal_system_on_thread(r->sys))
+        return NULL;
+    entry_t *e = repl_entry(r, key, strlen(key));
+    return e && !e->deleted ? e->value : NULL;
 }
 
 size_t shoal_replicator_replica_count(shoal_replicator_t *r)

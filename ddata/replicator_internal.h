@@ -216,6 +216,7 @@ struct shoal_replicator {
        is sent to peers until this node has synced (received a peer's side of an anti-entropy
        exchange, see repl_synced). */
     bool unsynced;
+    bool admitting; /* the merge in progress is a write to acknowledge: run the type's admit */
     uint64_t durable_marker_ttl_ms;
 
     int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load, t_retry;

@@ -672,7 +672,9 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
             r->stats.dropped_malformed++;
             return;
         }
+        r->admitting = m->req != 0;
         rc = repl_apply_delta(r, from, m->delta);
+        r->admitting = false;
         if (rc == SHOAL_EAGAIN) {
             if (m->req)
                 send_ack(r, from, m->req, 0, true);
@@ -680,7 +682,9 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         }
     } else {
         r->stats.full_state_received++;
+        r->admitting = m->req != 0;
         rc = repl_merge_envelope(r, m->key, strlen(m->key), m->envelope, from);
+        r->admitting = false;
     }
     if (rc < 0) {
         if (m->req)
@@ -735,8 +739,9 @@ static void on_write_ack(shoal_replicator_t *r, const shoal_node_t *from,
         /* the peer could not take it (store failure, type conflict, deleted there): it does not
            count; it is not retried either, the deadline decides */
         o->answered[i] = true;
-        if (m->status == SHOAL_EDELETED && o->needed > 0) {
-            write_complete(r, o, SHOAL_EDELETED);
+        if ((m->status == SHOAL_EDELETED || m->status == SHOAL_ESTALE) && o->needed > 0) {
+            /* deleted there, or the writer lost its right to write: no replica will take it */
+            write_complete(r, o, (int)m->status);
         }
         return;
     }

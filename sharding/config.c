@@ -32,6 +32,7 @@ typedef shoal_sharding_settings_t settings_t;
 #define MS32(path, f)   SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_MS32, f, uint32_t)
 #define U32(path, f)    SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_U32, f, uint32_t)
 #define DOUBLE(path, f) SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_DOUBLE, f, double)
+#define BOOL(path, f)   SHOAL_CFG_FIELD(settings_t, path, SHOAL_CFG_BOOL, f, bool)
 
 static const shoal_cfg_field_t fields[] = {
     U32(SH "number-of-shards", number_of_shards),
@@ -51,6 +52,11 @@ static const shoal_cfg_field_t fields[] = {
     U32(LSA "max-simultaneous-rebalance", allocation.max_simultaneous_rebalance),
     U32(SH "consistent-hashing-allocation-strategy/rebalance-limit",
         allocation.hashing_rebalance_limit),
+    BOOL(SH "entity-state/enabled", entity_state),
+    MS32(SH "entity-state/write-timeout", state_write_timeout_ms),
+    BOOL(SH "entity-state/write-all", state_write_all),
+    U32(SH "entity-state/write-majority-plus", state_write_majority_plus),
+    MS32(SH "entity-state/tombstone-ttl", state_tombstone_ttl_ms),
 };
 
 /* coordinator-state/{write,read}-majority-plus: a whole number, or "all" (Akka's Int.MaxValue)

@@ -711,8 +711,8 @@ static void region_terminated(coordinator_t *co, creg_t *c)
         } else {
             broadcast_home(co, shard);
             region_moved_event(co->r, shard, node, NULL);
-            if (co->r->s.remember_entities)
-                remembered_shard(shard, co); /* its entities come back without a message */
+            if (co->r->s.remember_entities || state_eager(co->r))
+                remembered_shard(shard, co); /* its entities (reminders) come back unasked */
         }
     }
     zlistx_destroy(&moved);
@@ -1034,7 +1034,7 @@ static void check_recovered(coordinator_t *co, int64_t now)
         co->recovered = true;
         co->rebalance_soon = true;
         /* remembered entities come back by themselves: their shards are allocated eagerly */
-        if (co->r->s.remember_entities)
+        if (co->r->s.remember_entities || state_eager(co->r))
             remember_all_shards(co->r, remembered_shard, co, co->life);
         try_waiting(co);
     }

@@ -341,6 +341,13 @@ static void send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_i
                    shoal_node_id(to), shoal_strerror(rc));
 }
 
+void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                       const void *data, size_t len)
+{
+    if (ask_id)
+        send_reply(r, to, ask_id, status, data, len);
+}
+
 void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
                         const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id)
 {
@@ -384,6 +391,7 @@ shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t statu
     memcpy(e->id, eid, n + 1);
     e->status = status;
     zhashx_insert(s->entities, e->id, e);
+    state_entity_created(e);
     return e;
 }
 
@@ -393,6 +401,7 @@ void entity_run_start(shoal_entity_t *e)
     e->status = E_RUNNING;
     e->started = true;
     r->stats.entities_started++;
+    state_entity_starting(e);
     if (r->fns.start) {
         e->depth++;
         r->sh->depth++;
@@ -409,9 +418,30 @@ static shoal_entity_t *entity_start(shard_t *s, const char *eid)
     return e;
 }
 
+/* For reminders: the running entity, started when absent (NULL while it starts or stops). */
+shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
+{
+    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    if (e)
+        return e->status == E_RUNNING ? e : NULL;
+    if (remember_on(s->r) && !remember_known(s, eid)) {
+        e = entity_create(s, eid, E_STARTING);
+        remember_add(s, eid);
+        return NULL;
+    }
+    return entity_start(s, eid);
+}
+
 /* The entity is gone: its stop callback, then what waited for it goes on (to a new incarnation
    while the shard is active, else wherever the shard is going). */
 static void entity_finish(shoal_entity_t *e)
+{
+    if (state_entity_hold(e))
+        return; /* its saves are in flight: it finishes when they are in */
+    entity_finish_now(e);
+}
+
+void entity_finish_now(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
@@ -433,6 +463,7 @@ static void entity_finish(shoal_entity_t *e)
             remember_schedule_restart(s, e->id); /* stopped on its own: it comes back */
     }
     bqueue_t waiting = e->waiting;
+    state_entity_free(e);
     free(e);
     bmsg_t *m;
     while ((m = bq_pop(&waiting))) {
@@ -454,8 +485,8 @@ static void entity_after_callback(shoal_entity_t *e)
         entity_finish(e);
 }
 
-static void entity_receive(shoal_entity_t *e, const void *data, size_t len,
-                           const shoal_node_t *origin, uint64_t ask_id)
+void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
+                        const shoal_node_t *origin, uint64_t ask_id)
 {
     shoal_region_t *r = e->shard->r;
     shoal_sender_t saved = e->sender;
@@ -481,7 +512,7 @@ static void entity_begin_stop(shoal_entity_t *e, bool passivating)
     e->passivating = passivating;
     e->stopping_since = shoal_now_ms();
     if (r->s.stop_message) {
-        entity_receive(e, r->s.stop_message, r->s.stop_message_len, NULL, 0);
+        entity_receive_msg(e, r->s.stop_message, r->s.stop_message_len, NULL, 0);
     } else {
         e->stop_now = true;
         entity_after_callback(e);
@@ -492,8 +523,9 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
                           const shoal_node_t *origin, uint64_t ask_id, const void *data,
                           size_t len)
 {
-    if (s->recovering) {
-        /* the remembered entities are being read: everything waits, in order */
+    if (s->recovering || state_shard_waiting(s)) {
+        /* the remembered entities or the stored states are being read: everything waits, in
+           order */
         bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
@@ -520,7 +552,11 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
             send_reply(r, origin, ask_id, 0, NULL, 0);
         return;
     }
-    entity_receive(e, data, len, origin, ask_id);
+    if (flags & ENV_RELIABLE) {
+        state_reliable_deliver(e, data, len, origin, ask_id);
+        return;
+    }
+    entity_receive_msg(e, data, len, origin, ask_id);
 }
 
 void entity_deliver_waiting(shoal_entity_t *e)
@@ -539,7 +575,8 @@ void entity_deliver_waiting(shoal_entity_t *e)
 void shard_deliver_pending(shard_t *s)
 {
     bmsg_t *m;
-    while (!s->recovering && s->status == SH_ACTIVE && (m = bq_pop(&s->pending))) {
+    while (!s->recovering && !state_shard_waiting(s) && s->status == SH_ACTIVE &&
+           (m = bq_pop(&s->pending))) {
         deliver_local(s->r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
         free(m);
     }
@@ -568,12 +605,16 @@ shoal_sender_t shoal_entity_sender(const shoal_entity_t *e)
 
 int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
 {
+    /* a reliable message's reply goes with its confirmation, once its save is in */
+    if (e && e->depth && (!len || data) && state_capture_reply(e, data, len))
+        return 0;
     if (!e || !e->depth || !e->sender.ask_id)
         return SHOAL_EINVAL;
     shoal_sender_t to = e->sender;
     e->sender.ask_id = 0; /* one reply per ask */
     return shoal_region_reply(e->shard->r, &to, data, len);
 }
+
 
 int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len)
 {
@@ -695,6 +736,7 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;
     remember_shard_started(s);
+    state_shard_started(s);
     if (auto_passivation(r)) {
         s->pass = passivator_new(&r->s.passivation, shard_limit(r));
         relimit(r);
@@ -711,6 +753,7 @@ static void shard_free(shard_t *s)
         s->r->stats.dead_letters[SHOAL_DL_SHARD_FAILED]++;
         free(m);
     }
+    state_shard_free(s);
     remember_shard_free(s);
     passivator_destroy(&s->pass);
     zhashx_destroy(&s->entities);
@@ -763,11 +806,15 @@ static void shard_begin_stop(shard_t *s, bool graceful)
     shoal_buf_t snap = {0};
     for (size_t k = 0; k < i; k++) {
         shoal_entity_t *e = all[k];
-        if (graceful && r->fns.hand_over) {
+        if (graceful && r->fns.hand_over && e->status == E_RUNNING) {
             shoal_buf_reset(&snap);
+            e->depth++;
             r->sh->depth++;
             r->fns.hand_over(e, e->state, &snap, r->arg);
             r->sh->depth--;
+            e->depth--;
+            /* the snapshot is saved as its state: the next home's read finds it */
+            state_handover(e, snap.data, snap.len);
         }
     }
     shoal_buf_free(&snap);
@@ -785,6 +832,7 @@ static void shard_begin_stop(shard_t *s, bool graceful)
             e->status = E_STOPPING;
             e->shard->maybe_stopping = true;
             e->stop_now = true;
+            e->forced = true;
             if (e->depth == 0)
                 entity_finish(e);
         }
@@ -1361,6 +1409,7 @@ static void shards_tick(shoal_region_t *r, int64_t now)
                     continue;
                 r->stats.entities_forced++;
                 es[q]->passivating = false;
+                es[q]->forced = true;
                 entity_finish(es[q]);
             }
             s->batch = false;
@@ -1390,8 +1439,11 @@ static void shards_tick(shoal_region_t *r, int64_t now)
             s->maybe_stopping = any || nl == 16;
             for (size_t q = 0; q < nl; q++) {
                 r->stats.entities_forced++;
+                late[q]->forced = true;
                 entity_finish(late[q]);
             }
+            if (s->status == SH_ACTIVE)
+                state_tick(s, now);
         }
     }
     free(all);
@@ -1451,6 +1503,7 @@ static void region_tick(shoal_region_t *r, int64_t now)
         daemon_tick(r, now);
     if (r->coord)
         coordinator_tick(r->coord);
+    producers_tick(r, now);
     drain_deferred(r);
 }
 
@@ -1755,10 +1808,10 @@ static int drain_inbound(shoal_system_t *sys, void *arg)
             region_dead_letter(r, SHOAL_DL_BUFFER_FULL, eid, data, h.len, NULL, 0);
             continue;
         }
-        uint8_t flags = h.op == 3 ? ENV_START : 0;
-        int rc = submit(r, eid, flags, data, h.len, h.timeout_ms, h.op == 2 ? h.done : NULL,
-                        h.arg);
-        if (rc < 0 && h.op == 2 && h.done)
+        uint8_t flags = h.op == 3 ? ENV_START : h.op == 5 ? ENV_RELIABLE : 0;
+        bool asks = h.op == 2 || h.op == 5;
+        int rc = submit(r, eid, flags, data, h.len, h.timeout_ms, asks ? h.done : NULL, h.arg);
+        if (rc < 0 && asks && h.done)
             h.done(r, rc, NULL, 0, h.arg);
     }
     shoal_buf_free(&q);
@@ -1855,6 +1908,18 @@ int shoal_region_ask(shoal_region_t *r, const char *entity_id, const void *msg, 
     if (shoal_system_on_thread(r->sys))
         return submit(r, eid, 0, msg, len, timeout_ms, done, arg);
     return enqueue_inbound(r, 2, eid, msg, len, timeout_ms, done, arg);
+}
+
+int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
+                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
+{
+    if (!r || !done || !eid_ok(eid) || (len && !msg))
+        return SHOAL_EINVAL;
+    if (!msg_fits(r, len))
+        return SHOAL_ETOOBIG;
+    if (shoal_system_on_thread(r->sys))
+        return submit(r, eid, flags, msg, len, timeout_ms, done, arg);
+    return enqueue_inbound(r, flags & ENV_RELIABLE ? 5 : 2, eid, msg, len, timeout_ms, done, arg);
 }
 
 int shoal_region_start_entity(shoal_region_t *r, const char *entity_id)
@@ -2148,6 +2213,7 @@ void region_stop(shoal_region_t *r)
     if (r->stopped)
         return;
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
+    producers_region_stopped(r);
     r->stopped = true;
     pthread_mutex_lock(&r->qlock);
     r->closed = true;

@@ -372,7 +372,7 @@ void remember_schedule_restart(shard_t *s, const char *eid)
 
 void remember_tick(shard_t *s, int64_t now)
 {
-    if (!s->life)
+    if (!s->remembered) /* remember-entities off (s->life may be entity state's) */
         return;
     if (s->recovering) {
         if (s->writes_in_flight == 0 && s->retry_at > 0 && now >= s->retry_at)

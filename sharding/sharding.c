@@ -53,6 +53,8 @@ void shoal_sharding_settings_default(shoal_sharding_settings_t *s)
     s->recovery_number_of_entities = 5;
     s->shard_failure_backoff_ms = 10000;
     s->entity_restart_backoff_ms = 10000;
+    s->state_write_timeout_ms = 5000;
+    s->state_tombstone_ttl_ms = 10u * 24 * 3600 * 1000;
 }
 
 void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)
@@ -257,6 +259,8 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
         *err = SHOAL_EINVAL;
         return NULL;
     }
+    /* its replicas decode wherever they arrive: every node registers sharding's types */
+    shoal_sharding_register_types();
     shoal_sharding_t *sh = calloc(1, sizeof *sh);
     if (!sh)
         abort();

@@ -226,6 +226,20 @@ typedef struct {
     uint32_t recovery_number_of_entities;  /* ...number-of-entities, 5 */
     uint32_t shard_failure_backoff_ms;     /* shard-failure-backoff, 10 s */
     uint32_t entity_restart_backoff_ms;    /* entity-restart-backoff, 10 s */
+    /* entity-state: each entity may keep its state as bytes in the role's replicator (one
+       EntityStateMap key per shard, "shard-<type>-estate:<shard>", durable with the "shard-*"
+       keys), read before the entity's start, written with shoal_entity_save. Also needed by
+       reminders and at-least-once delivery (shoal_producer_*). */
+    bool entity_state;                     /* entity-state.enabled, off */
+    uint32_t state_write_timeout_ms;       /* entity-state.write-timeout, 5 s */
+    uint32_t state_write_majority_plus;    /* entity-state.write-majority-plus, 0: a save is
+                                              acknowledged by a majority (min-cap
+                                              majority-min-cap); the recovery read takes
+                                              read-majority-plus (5) more, i.e. every member
+                                              up to 11 nodes */
+    bool state_write_all;                  /* entity-state.write-all: WriteAll instead */
+    uint32_t state_tombstone_ttl_ms;       /* entity-state.tombstone-ttl: a deleted state is
+                                              forgotten at a shard's next move after this, 10 d */
     /* The replicator of the role to keep the coordinator's state in; NULL = sharding starts one
        (role `role`, Akka's sharding overrides: durable keys "shard-*", max-delta-elements 5,
        prefer-oldest) that follows the cluster. */
@@ -279,6 +293,99 @@ int shoal_entity_passivate(shoal_entity_t *e);
 /* Stops the entity now (after a stop message, or on its own); its stop callback runs when the
    current callback returns. */
 int shoal_entity_stop(shoal_entity_t *e);
+
+/* ---------------------------------------------------------------------------------------------
+ * Entity state (settings.entity_state; sharding/state.c)
+ *
+ * An entity keeps its state as bytes in the role's replicator, grouped per shard in one key
+ * ("shard-<type>-estate:<shard>", an EntityStateMap: entity id -> (epoch, seq, bytes)), so a
+ * million entities are a thousand keys, updated by one-entry deltas. When a shard starts, its
+ * new owner (allocation epoch E) first raises the key's FENCE to E (WriteMajority plus), then
+ * reads it (ReadMajority plus, prefer-oldest), then adopts what it read: every entry is
+ * re-stamped (E, 0), so whatever an older owner writes later loses the merge, and a replica that
+ * has seen the fence refuses an older owner's write outright (its save fails with SHOAL_ESTALE).
+ * The shard's messages wait until this is done; each entity then starts with its stored state.
+ *
+ * Overlap: a save is acknowledged by w = N/2 + 1 (+ write-majority-plus) of the role's N
+ * members; a shard's recovery read asks r = min(N', N'/2 + 1 + read-majority-plus) of the N'
+ * members at that time: all of them up to 11 nodes with the default plus of 5. The two meet as
+ * long as one member that acknowledged the save is still there, so up to w - 1 = N/2 members
+ * may leave (crash, be downed and removed) between a save and the recovery read (for N <= 11;
+ * larger clusters: while w + r > N). The save does not wait for min-cap: in a small cluster
+ * that would make every save a WriteAll, stalled by any unreachable member.
+ */
+/* Registers sharding's replicated types (the EntityStateMap) with ddata, so that a program that
+   reads sharding's keys without running sharding (ddata-dump, a test) decodes them. Idempotent;
+   shoal_sharding_new calls it. */
+int shoal_sharding_register_types(void);
+/* The stored state of the entity (in start, and afterwards: it follows shoal_entity_save);
+   NULL with *len 0 when it has none. Valid until the next save or the end of the callback. */
+const void *shoal_entity_stored(const shoal_entity_t *e, size_t *len);
+/* How the state came: 0 none, 1 read from the replicator, 2 a hand-over snapshot. */
+int shoal_entity_state_origin(const shoal_entity_t *e);
+/* A save (or a delete, a reminder) is acknowledged (status 0) or failed (SHOAL_ETIMEOUT,
+   SHOAL_ESTALE: this node no longer owns the shard, SHOAL_ESTORE, SHOAL_ESTOPPED). Runs on the
+   node thread while the entity still runs: an entity does not stop while a save of it is in
+   flight. After a failed save the entity is restarted from its stored state (its in-memory
+   state may hold what was not stored) unless the callback saved again. */
+typedef void (shoal_save_done_fn)(shoal_entity_t *e, void *state, int status, void *arg);
+/* Stores the entity's new state (whole, at most 16 MiB). Saves of one entity are applied in
+   order. From the entity's callbacks (node thread). */
+int shoal_entity_save(shoal_entity_t *e, const void *data, size_t len, shoal_save_done_fn *done,
+                      void *arg);
+/* Saves, then replies `reply` to the current sender once the save is acknowledged (or fails the
+   ask with the save's error). In receive. */
+int shoal_entity_save_reply(shoal_entity_t *e, const void *data, size_t len, const void *reply,
+                            size_t rlen);
+/* Deletes the entity's state for good (and its reminders): the next message starts it fresh. */
+int shoal_entity_delete_state(shoal_entity_t *e, shoal_save_done_fn *done, void *arg);
+
+/* Reminders: durable timers. `msg` comes back to the entity in receive about delay_ms from now,
+   at least once, even if it was passivated or its node died in between (its shard is started
+   where it now lives); shoal_entity_reminder tells the id then. Scheduling an id again replaces
+   it. Kept in the shard's state key (the type needs entity_state). */
+#define SHOAL_REMINDER_ID_MAX 64
+int shoal_entity_remind(shoal_entity_t *e, const char *reminder_id, uint64_t delay_ms,
+                        const void *msg, size_t len, shoal_save_done_fn *done, void *arg);
+int shoal_entity_cancel_reminder(shoal_entity_t *e, const char *reminder_id);
+/* In receive: the id of the reminder being delivered, else NULL. */
+const char *shoal_entity_reminder(const shoal_entity_t *e);
+
+/* At-least-once delivery (Akka's reliable delivery for sharding). A producer numbers its
+   messages per entity (1, 2, ...) and resends every message not yet confirmed, in order, until
+   the entity confirms it; the entity's stored state keeps, per producer, the last number it
+   processed, so a repeat is confirmed without being processed again (with durable entity state:
+   effectively once). A message is confirmed once the entity's save that follows it is
+   acknowledged (when receive saves nothing, the layer saves the numbers alone); the entity's
+   reply (shoal_entity_reply) goes back with the confirmation. Per entity at most `window`
+   messages are unconfirmed: send refuses more (SHOAL_EBUFFER), so a slow entity slows its
+   producers. The entity keeps the last numbers of its 64 most recent producers: a producer
+   gone quiet for longer than 64 others sends anew (use a fresh producer id per producer
+   incarnation, as the producer id names one sequence). */
+typedef struct shoal_producer shoal_producer_t;
+/* A message is confirmed (status 0, the entity's reply) or given up (SHOAL_ESTOPPED when the
+   producer is destroyed). Node thread. */
+typedef void (shoal_delivered_fn)(shoal_producer_t *p, const char *entity_id, uint64_t seq,
+                                  int status, const void *reply, size_t len, void *arg);
+typedef struct {
+    uint32_t window;           /* unconfirmed messages per entity, 100 */
+    uint32_t resend_ms;        /* resend when unconfirmed this long, 1 s */
+    size_t max_bytes;          /* all unconfirmed payloads of the producer, 64 MiB */
+} shoal_producer_settings_t;
+void shoal_producer_settings_default(shoal_producer_settings_t *s);
+/* A producer for the entities of r's type; producer_id at most 64 bytes. Any thread. */
+shoal_producer_t *shoal_producer_new(shoal_region_t *r, const char *producer_id,
+                                     const shoal_producer_settings_t *s, shoal_delivered_fn *fn,
+                                     void *arg, int *err);
+/* Sends; *seq gets the message's number. 0, SHOAL_EBUFFER (window or bytes full: try after a
+   confirmation), SHOAL_EINVAL. Any thread. */
+int shoal_producer_send(shoal_producer_t *p, const char *entity_id, const void *msg, size_t len,
+                        uint64_t *seq);
+/* Messages sent and not yet confirmed. Any thread. */
+size_t shoal_producer_pending(shoal_producer_t *p);
+/* Gives up what is unconfirmed (delivered fn with SHOAL_ESTOPPED) and frees. Any thread but the
+   node's. NULL-safe. */
+void shoal_producer_destroy(shoal_producer_t **p);
 
 /* ---------------------------------------------------------------------------------------------
  * Sharding on a node, and regions
@@ -417,6 +524,10 @@ typedef struct {
     uint64_t handoffs, fences_sent;
     uint64_t remember_writes, remember_failures, entities_recovered;
     uint64_t passivations; /* automatic (idle, limit); explicit ones are the entities' own */
+    /* entity state */
+    uint64_t state_saves, state_save_failures, state_stale_refused, state_loads,
+        state_load_failures, handover_snapshots, handover_bytes, reminders_fired,
+        reliable_processed, reliable_duplicates, reliable_out_of_order;
     uint64_t dead_letters[SHOAL_DL_REASONS];
     /* coordinator */
     uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,

@@ -23,6 +23,7 @@ enum {
 #define ENV_ASK       0x01u /* carries an ask id */
 #define ENV_ORIGIN    0x02u /* carries the asking node (forwarded by a region that is not it) */
 #define ENV_START     0x04u /* StartEntity: no payload */
+#define ENV_RELIABLE  0x08u /* at-least-once: payload = u8 producer id len | id | u64 seq (LE) | msg */
 
 typedef struct {
     uint8_t flags;
@@ -99,10 +100,13 @@ void life_end(life_t **l);
 
 typedef struct shard shard_t;
 
+struct ent_state; /* state.c: an entity's saves, producers seen, reliable message in hand */
+
 /* Kept small: an idle entity costs this, its table entry and its id (entities_per_gib). */
 struct shoal_entity {
     shard_t *shard;
     void *state;
+    struct ent_state *st;  /* entity-state types only */
     shoal_sender_t sender; /* of the message being received */
     bqueue_t waiting;      /* messages that arrived while it was stopping */
     int64_t stopping_since;
@@ -110,6 +114,7 @@ struct shoal_entity {
     bool started;          /* its start callback ran (so its stop callback is due) */
     bool passivating;      /* stopping at its own request: what waits goes to a new incarnation */
     bool stop_now;         /* shoal_entity_stop was called: stop when the callback returns */
+    bool forced;           /* stopping by force: no waiting for its saves */
     int depth;             /* callbacks of this entity on the stack */
     char id[];             /* NUL-terminated; the key of the shard's table (not copied) */
 };
@@ -150,6 +155,14 @@ struct shard {
     int write_attempts;          /* failed remember writes in a row */
     bool maybe_stopping;         /* some entity may be E_STOPPING (the tick looks for laggards) */
     zhashx_t *restart_at;        /* id -> int64_t*: stopped without passivating, restart then */
+    /* entity state (state.c) */
+    bool state_loading;          /* fence, read, adopt: messages wait in `pending` */
+    uint64_t state_seq;          /* the last seq of this owner's writes (epoch, seq) */
+    int64_t state_retry_at;
+    uint8_t state_phase;
+    bool state_noted;            /* in shard-<type>-all-shards (so it starts after a full stop) */
+    struct reminder *reminders;  /* pending reminders of the shard's entities */
+    size_t n_reminders, cap_reminders;
 };
 
 /* The region's view of a shard's home. */
@@ -250,6 +263,7 @@ struct shoal_region {
     int64_t shutdown_deadline, shutdown_sent_at;
     struct waiter *waiters; /* shoal_region_shutdown callers and the shutdown phase */
     bool stopped;
+    struct shoal_producer *producers; /* producers of this type on this node (node thread) */
     shoal_region_stats_t stats;
 };
 
@@ -325,6 +339,45 @@ void remember_tick(shard_t *s, int64_t now);
 /* The coordinator: the shards that have remembered entities, allocated eagerly. */
 void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
                          life_t *life);
+
+/* state.c: entity state, reminders, the entity side of at-least-once delivery */
+bool state_on(const shoal_region_t *r);
+/* A shard starts here: fence, read, adopt (messages wait meanwhile). */
+void state_shard_started(shard_t *s);
+void state_shard_free(shard_t *s);
+bool state_shard_waiting(const shard_t *s); /* messages must wait (loading) */
+void state_entity_created(shoal_entity_t *e);
+/* Before the start callback: the stored state and producers seen. */
+void state_entity_starting(shoal_entity_t *e);
+/* entity_finish asks: true = not yet (saves in flight; it finishes when they are in). */
+bool state_entity_hold(shoal_entity_t *e);
+void state_entity_free(shoal_entity_t *e);
+/* The hand-over snapshot of an entity stopping for a handoff: saved as its state. */
+void state_handover(shoal_entity_t *e, const void *snap, size_t len);
+/* An ENV_RELIABLE message for a running entity. */
+void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
+                            const shoal_node_t *origin, uint64_t ask_id);
+/* A reply inside receive of a reliable message: kept until its save is in. True = taken. */
+bool state_capture_reply(shoal_entity_t *e, const void *data, size_t len);
+void state_tick(shard_t *s, int64_t now);
+/* The coordinator allocates shards with state eagerly (reminders must fire). */
+bool state_eager(const shoal_region_t *r);
+
+/* region.c, for state.c */
+void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
+                        const shoal_node_t *origin, uint64_t ask_id);
+shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid);
+void entity_finish_now(shoal_entity_t *e);
+void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                       const void *data, size_t len);
+void shard_note_all_shards(shard_t *s, bool *noted);
+/* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
+int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
+                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+
+/* producer.c */
+void producers_tick(shoal_region_t *r, int64_t now);
+void producers_region_stopped(shoal_region_t *r);
 
 /* daemon.c */
 void daemon_tick(shoal_region_t *r, int64_t now);

@@ -92,7 +92,7 @@ int wire_parse_envelope(const uint8_t *data, size_t len, envelope_t *out)
     if (len < 1 + 4 + 1)
         return SHOAL_EDECODE;
     out->flags = data[at++];
-    if (out->flags & ~(ENV_ASK | ENV_ORIGIN | ENV_START))
+    if (out->flags & ~(ENV_ASK | ENV_ORIGIN | ENV_START | ENV_RELIABLE))
         return SHOAL_EDECODE;
     out->type_hash = get_u32(data + at);
     at += 4;

@@ -26,6 +26,8 @@
 */
 #include "ddata.h"
 #include "membership.h"
+#include "sharding.h"
+#include "estate.h" /* sharding's EntityStateMap, read for --sharding */
 
 #include "client.pb-c.h"
 #include "replicator.pb-c.h"
@@ -207,6 +209,8 @@ static void entry_free(entry_t *e)
  *   shard-<type>-<shard>-<k>   ORSet of the shard's remembered entity ids (k = 0..4)
  *   shard-<type>-all-shards    GSet of the shards that have remembered entities
  *   daemon-<type>-workers      LWWRegister: the worker count of a sharded daemon process
+ *   shard-<type>-estate:<shard> EntityStateMap (sharding/estate.c): entity id -> stored state
+ *                              at (epoch, seq); "\x01<id>\0<reminder>" -> a reminder
  * The same report comes from a store (in the child) and from a node: both first collect the
  * decoded values of the keys with these prefixes.
  */
@@ -215,6 +219,7 @@ static void entry_free(entry_t *e)
 #define DAEMON_PREFIX "daemon-"
 #define ALL_SHARDS_SUFFIX "-all-shards"
 #define WORKERS_SUFFIX "-workers"
+#define ESTATE_MARK "-estate:"
 #define CELL_MAX 40
 
 typedef struct {
@@ -311,6 +316,9 @@ static char *key_type(const char *k)
         len > strlen(SHARD_PREFIX) + strlen(ALL_SHARDS_SUFFIX))
         return xstrndup(k + strlen(SHARD_PREFIX),
                         len - strlen(SHARD_PREFIX) - strlen(ALL_SHARDS_SUFFIX));
+    const char *es = has_prefix(k, SHARD_PREFIX) ? strstr(k, ESTATE_MARK) : NULL;
+    if (es && es > k + strlen(SHARD_PREFIX))
+        return xstrndup(k + strlen(SHARD_PREFIX), (size_t)(es - k) - strlen(SHARD_PREFIX));
     if (has_prefix(k, DAEMON_PREFIX) && has_suffix(k, len, WORKERS_SUFFIX) &&
         len > strlen(DAEMON_PREFIX) + strlen(WORKERS_SUFFIX))
         return xstrndup(k + strlen(DAEMON_PREFIX),
@@ -390,6 +398,21 @@ typedef struct {
     size_t n, cap;
 } remembered_t;
 
+typedef struct {
+    char *id;
+    uint64_t epoch, seq;
+    size_t bytes;
+} estate_row_t;
+
+/* One shard's stored entity states. */
+typedef struct {
+    char *shard;
+    uint64_t fence;
+    size_t entities, reminders, deleted, bytes;
+    estate_row_t *ids; /* --entities */
+    size_t n_ids, cap_ids;
+} estate_shard_t;
+
 /* Everything one entity type has in the replicator. */
 typedef struct {
     const char *type;
@@ -405,6 +428,8 @@ typedef struct {
     size_t n_all, cap_all;
     bool has_daemon;
     char *daemon; /* the register's value */
+    estate_shard_t *es; /* entity state, by shard */
+    size_t n_es, cap_es, es_entities, es_reminders, es_bytes;
     char **problems; /* "<key>: what is wrong" */
     size_t n_problems, cap_problems;
 } sview_t;
@@ -439,6 +464,13 @@ static void sview_free(sview_t *v)
         free(v->rem[i].shard);
         strs_free(v->rem[i].ids, v->rem[i].n);
     }
+    for (size_t i = 0; i < v->n_es; i++) {
+        free(v->es[i].shard);
+        for (size_t j = 0; j < v->es[i].n_ids; j++)
+            free(v->es[i].ids[j].id);
+        free(v->es[i].ids);
+    }
+    free(v->es);
     free(v->allocs);
     free(v->regions);
     free(v->rem);
@@ -519,6 +551,44 @@ static bool expect(sview_t *v, const skey_t *k, const char *type_name)
     return false;
 }
 
+static int estate_entry(const void *key, size_t klen, const estate_entry_t *e, void *arg)
+{
+    estate_shard_t *x = arg;
+    const uint8_t *k = key;
+    x->bytes += klen + e->len;
+    if (e->deleted) {
+        x->deleted++;
+        return 0;
+    }
+    if (klen && k[0] == 0x01) {
+        x->reminders++;
+        return 0;
+    }
+    x->entities++;
+    grow(&x->ids, x->n_ids, &x->cap_ids, sizeof *x->ids);
+    estate_row_t *r = &x->ids[x->n_ids++];
+    r->id = xstrndup(key, klen);
+    r->epoch = e->epoch;
+    r->seq = e->seq;
+    r->bytes = e->len;
+    return 0;
+}
+
+static int es_cmp(const void *a, const void *b)
+{
+    return shard_cmp(((const estate_shard_t *)a)->shard, ((const estate_shard_t *)b)->shard);
+}
+
+/* shard-<type>-estate:<shard>: the shard, or NULL. */
+static char *estate_shard(const char *key, const char *type)
+{
+    size_t pl = strlen(SHARD_PREFIX), tl = strlen(type), ml = strlen(ESTATE_MARK);
+    if (!has_prefix(key, SHARD_PREFIX) || strncmp(key + pl, type, tl) != 0 ||
+        strncmp(key + pl + tl, ESTATE_MARK, ml) != 0 || !key[pl + tl + ml])
+        return NULL;
+    return xstrndup(key + pl + tl + ml, strlen(key + pl + tl + ml));
+}
+
 /* shard-<type>-<shard>-<k>: the shard, or NULL. A key of a longer type ("<type>-x") that the
    keys name elsewhere belongs to that type. */
 static char *remember_shard(const char *key, const char *type, char **types, size_t n_types)
@@ -581,6 +651,23 @@ static void sview_build(sview_t *v, const skeys_t *keys, const char *type, char 
             }
             continue;
         }
+        char *eshard = estate_shard(k->key, type);
+        if (eshard) {
+            if (expect(v, k, "EntityStateMap")) {
+                grow(&v->es, v->n_es, &v->cap_es, sizeof *v->es);
+                estate_shard_t *x = &v->es[v->n_es++];
+                memset(x, 0, sizeof *x);
+                x->shard = eshard;
+                x->fence = estate_fence(k->value);
+                estate_foreach(k->value, estate_entry, x);
+                v->es_entities += x->entities;
+                v->es_reminders += x->reminders;
+                v->es_bytes += x->bytes;
+            } else {
+                free(eshard);
+            }
+            continue;
+        }
         char *shard = remember_shard(k->key, type, types, n_types);
         if (!shard)
             continue;
@@ -608,6 +695,7 @@ static void sview_build(sview_t *v, const skeys_t *keys, const char *type, char 
     qsort(v->regions, v->n_regions, sizeof *v->regions, region_cmp);
     qsort(v->rem, v->n_rem, sizeof *v->rem, rem_cmp);
     qsort(v->all, v->n_all, sizeof *v->all, shard_str_cmp);
+    qsort(v->es, v->n_es, sizeof *v->es, es_cmp);
     for (size_t j = 0; j < v->n_rem; j++) {
         remembered_t *r = &v->rem[j];
         /* an id sits in one key of its shard; a repeat would be counted twice */
@@ -626,7 +714,7 @@ static void sview_build(sview_t *v, const skeys_t *keys, const char *type, char 
 
 static bool sview_empty(const sview_t *v)
 {
-    return !v->coord && !v->n_rem && !v->has_all && !v->has_daemon && !v->n_problems;
+    return !v->coord && !v->n_rem && !v->has_all && !v->has_daemon && !v->n_problems && !v->n_es;
 }
 
 static size_t live_regions(const sview_t *v)
@@ -728,6 +816,31 @@ static void sview_text(shoal_buf_t *out, const sview_t *v, const sopts_t *o)
     } else {
         LIT(out, "no remembered entities\n");
     }
+    if (v->n_es) {
+        shoal_buf_printf(out,
+                         "entity state (" SHARD_PREFIX "%s" ESTATE_MARK "<shard>): %zu entities, "
+                         "%zu reminders, %zu bytes in %zu shards\n",
+                         v->type, v->es_entities, v->es_reminders, v->es_bytes, v->n_es);
+        int ws = 5;
+        for (size_t i = 0; i < v->n_es; i++)
+            ws = cell_width(ws, v->es[i].shard);
+        shoal_buf_printf(out, "  %-*s  %-8s  %-9s  %-7s  %-10s  %s\n", ws, "SHARD", "ENTITIES",
+                         "REMINDERS", "DELETED", "BYTES", "FENCE");
+        for (size_t i = 0; i < v->n_es; i++) {
+            const estate_shard_t *x = &v->es[i];
+            shoal_buf_printf(out, "  %-*s  %-8zu  %-9zu  %-7zu  %-10zu  ", ws, x->shard,
+                             x->entities, x->reminders, x->deleted, x->bytes);
+            epoch_text(out, (int64_t)x->fence);
+            LIT(out, "\n");
+            for (size_t j = 0; o->entities && j < x->n_ids; j++) {
+                LIT(out, "    ");
+                key_text(out, x->ids[j].id, strlen(x->ids[j].id));
+                shoal_buf_printf(out, "  %zu bytes  at ", x->ids[j].bytes);
+                epoch_text(out, (int64_t)x->ids[j].epoch);
+                shoal_buf_printf(out, "/%llu\n", (unsigned long long)x->ids[j].seq);
+            }
+        }
+    }
     if (v->has_all) {
         shoal_buf_printf(out, "all-shards (" SHARD_PREFIX "%s" ALL_SHARDS_SUFFIX "): %zu shards",
                          v->type, v->n_all);
@@ -822,6 +935,33 @@ static void sview_json(shoal_buf_t *out, const sview_t *v, const sopts_t *o)
                 if (j)
                     LIT(out, ",");
                 json_cstr(out, v->rem[i].ids[j]);
+            }
+            LIT(out, "]");
+        }
+        LIT(out, "}");
+    }
+    shoal_buf_printf(out,
+                     "]},\"entity_state\":{\"entities\":%zu,\"reminders\":%zu,\"bytes\":%zu,"
+                     "\"shards\":[",
+                     v->es_entities, v->es_reminders, v->es_bytes);
+    for (size_t i = 0; i < v->n_es; i++) {
+        const estate_shard_t *x = &v->es[i];
+        LIT(out, i ? ",{\"shard\":" : "{\"shard\":");
+        json_cstr(out, x->shard);
+        shoal_buf_printf(out, ",\"entities\":%zu,\"reminders\":%zu,\"deleted\":%zu,\"bytes\":%zu,",
+                         x->entities, x->reminders, x->deleted, x->bytes);
+        LIT(out, "\"fence\":{");
+        json_epoch(out, (int64_t)x->fence);
+        LIT(out, "}");
+        if (o->entities) {
+            LIT(out, ",\"ids\":[");
+            for (size_t j = 0; j < x->n_ids; j++) {
+                LIT(out, j ? ",{\"id\":" : "{\"id\":");
+                json_cstr(out, x->ids[j].id);
+                shoal_buf_printf(out, ",\"bytes\":%zu,\"seq\":%llu,", x->ids[j].bytes,
+                                 (unsigned long long)x->ids[j].seq);
+                json_epoch(out, (int64_t)x->ids[j].epoch);
+                LIT(out, "}");
             }
             LIT(out, "]");
         }
@@ -1992,6 +2132,7 @@ static int compare_mode(char **eps, int n, const char *role)
  */
 int main(int argc, char **argv)
 {
+    shoal_sharding_register_types(); /* entity states decode and render like any value */
     store_opts_t so = {0};
     const char *node = NULL, *role = "";
     bool want_metrics = false, compare = false;

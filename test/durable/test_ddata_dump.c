@@ -20,6 +20,7 @@
 #include "tools.h"
 #include "ddata.h"
 #include "replicator.pb-c.h"
+#include "../../sharding/estate.h"
 
 #include <lmdb.h>
 #include <stdio.h>
@@ -395,6 +396,15 @@ static void make_sharding_store(const char *dir)
     put_value(txn, dbi, "shard-counter-all-shards", gset_of(all, 2));
     put_value(txn, dbi, "shard-counter-x-7-0", orset_of(x7, 1));
     put_value(txn, dbi, "shard-counter-x-all-shards", gset_of(xall, 1));
+    /* entity state of shard 12: two entities, one reminder, one deleted */
+    shoal_sharding_register_types();
+    shoal_crdt_t *es = estate_new();
+    estate_raise_fence(es, EPOCH(5, 4));
+    assert_int_equal(estate_put(es, "dave", 4, EPOCH(5, 4), 2, "state-of-dave", 13), 0);
+    assert_int_equal(estate_put(es, "erin", 4, EPOCH(5, 4), 3, "e", 1), 0);
+    assert_int_equal(estate_put(es, "\x01" "dave\0r1", 8, EPOCH(5, 4), 4, "12345678m", 9), 0);
+    assert_int_equal(estate_delete(es, "fred", 4, EPOCH(5, 4), 5, 1000), 0);
+    put_value(txn, dbi, "shard-counter-estate:12", es);
     shoal_crdt_t *w = shoal_lwwreg_new();
     assert_int_equal(shoal_lwwreg_set(w, shoal_node_intern(NODE_A), "4", 1, NULL, NULL), 0);
     put_value(txn, dbi, "daemon-counter-workers", w);
@@ -475,6 +485,9 @@ static void test_sharding_store(void **state)
     must_have_row(out, "12 1\n");
     must_contain(out, "all-shards (shard-counter-all-shards): 2 shards: 1 12\n");
     must_contain(out, "daemon workers (daemon-counter-workers): 4\n");
+    must_contain(out, "entity state (shard-counter-estate:<shard>): 2 entities, 1 reminders, ");
+    must_have_row(out, "12 2 1 1 ");
+    must_not_contain(out, "state-of");
     must_not_contain(out, "alice"); /* ids only with --entities */
     must_not_contain(out, "zed");   /* counter-x's, not counter's */
     must_not_contain(out, "x-7");
@@ -483,6 +496,8 @@ static void test_sharding_store(void **state)
     assert_int_equal(run_tool(args, out, sizeof out), 0);
     must_have_row(out, "1 3 alice bob carol");
     must_have_row(out, "12 1 dave");
+    must_have_row(out, "dave 13 bytes at 5.4/2");
+    must_have_row(out, "erin 1 bytes at 5.4/3");
 
     snprintf(args, sizeof args, "'%s' --sharding counter --json --entities", dir);
     assert_int_equal(run_tool(args, out, sizeof out), 0);
@@ -497,6 +512,8 @@ static void test_sharding_store(void **state)
     must_contain(out, "\"remembered\":{\"entities\":4,\"shards\":[{\"shard\":\"1\",\"entities\":3,"
                       "\"ids\":[\"alice\",\"bob\",\"carol\"]},{\"shard\":\"12\",\"entities\":1,"
                       "\"ids\":[\"dave\"]}]}");
+    must_contain(out, "\"entity_state\":{\"entities\":2,\"reminders\":1,");
+    must_contain(out, "{\"id\":\"dave\",\"bytes\":13,\"seq\":2,\"epoch\":\"5.4\"");
     must_contain(out, "\"all_shards\":[\"1\",\"12\"],\"daemon_workers\":4,\"problems\":[]}\n");
 
     /* a type with remembered entities only: the coordinator's state is not durable */

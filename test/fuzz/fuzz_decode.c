@@ -7,6 +7,7 @@
 */
 #include "ddata.h"
 #include "ddata.pb-c.h"
+#include "sharding.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,13 @@ static const char *const names[][2] = {
     {"gset", "GSet"}, {"orset", "ORSet"}, {"orset_delta", "ORSetDelta"}, {"ormap", "ORMap"},
     {"ormultimap", "ORMultiMap"}, {"lwwregister", "LWWRegister"}, {"lwwmap", "LWWMap"},
     {"pncountermap", "PNCounterMap"}, {"flag", "Flag"}, {"ormap_delta", "ORMapDelta"},
+    {"estate", "EntityStateMap"},
 };
 
 static uint32_t target_tag(void)
 {
     const char *t = STR(FUZZ_TARGET);
+    shoal_sharding_register_types(); /* sharding's EntityStateMap, for it and the envelope */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(t, names[i][0]) == 0)
             return shoal_type_tag(shoal_type_by_name(names[i][1]));
