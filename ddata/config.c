@@ -380,6 +380,12 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SH "entity-recovery-constant-rate-strategy/frequency", K_DURATION, CFG_POSITIVE),
     KEPT32(SH "entity-recovery-constant-rate-strategy/number-of-entities", K_UINT, CFG_POSITIVE),
     KEEP(SH "event-sourced-remember-entities-store/max-updates-per-write", K_UINT, 0),
+    /* Shoal's entity state (sharding/state.c): no Akka counterpart */
+    KEEP(SH "entity-state/enabled", K_BOOL, 0),
+    KEPT32(SH "entity-state/write-timeout", K_DURATION, CFG_POSITIVE),
+    KEEP(SH "entity-state/write-all", K_BOOL, 0),
+    KEPT32(SH "entity-state/write-majority-plus", K_UINT, 0),
+    KEPT32(SH "entity-state/tombstone-ttl", K_DURATION, CFG_POSITIVE),
     /* The coordinator's singleton: Akka's cluster.singleton keys (role is not used while
        coordinator-singleton-role-override is on) */
     KEEP(SH "coordinator-singleton/singleton-name", K_STRING, 0),

@@ -57,6 +57,12 @@ echo "\$ replicated-map put $p1 needs-all x all   -> timed out, as it must with 
 echo "OK: every acknowledged write is readable from the survivors"
 
 echo
+echo "== payments: payment flows as sharded entities with stored state; a node is killed mid-run =="
+kill -9 $pids 2>/dev/null || true
+pids=""
+"$bin/payments" --payments 1000 2>"$dir/payments.log" || { echo "FAIL: payments"; tail -n 30 "$dir/payments.log"; exit 1; }
+
+echo
 echo "== cluster membership: members join through a seed; one is killed, one leaves =="
 kill -9 $pids 2>/dev/null || true
 pids=""

@@ -76,7 +76,8 @@ static void assert_same(const shoal_sharding_settings_t *a, const shoal_sharding
     SAME(allocation.hashing_rebalance_limit), SAME(allocation.custom.allocate);
     SAME(allocation.custom.rebalance), SAME(allocation.custom.arg), SAME(stop_message);
     SAME(stop_message_len), SAME(shard_id), SAME(shard_id_arg), SAME(entity_id);
-    SAME(entity_id_arg), SAME(replicator);
+    SAME(entity_id_arg), SAME(replicator), SAME(entity_state), SAME(state_write_timeout_ms);
+    SAME(state_write_all), SAME(state_write_majority_plus), SAME(state_tombstone_ttl_ms);
 #undef SAME
 }
 
@@ -176,7 +177,13 @@ static const char full_file[] =
     "                majority-min-cap = 3\n"
     "            allocation-strategy = consistent-hashing\n"
     "            consistent-hashing-allocation-strategy\n"
-    "                rebalance-limit = 6\n";
+    "                rebalance-limit = 6\n"
+    "            entity-state\n"
+    "                enabled = on\n"
+    "                write-timeout = 7 s\n"
+    "                write-all = on\n"
+    "                write-majority-plus = 2\n"
+    "                tombstone-ttl = 2 d\n";
 
 static void test_full_file_fills_every_field(void **state)
 {
@@ -205,6 +212,11 @@ static void test_full_file_fills_every_field(void **state)
     expected.allocation.rebalance_threshold = 2;
     expected.allocation.max_simultaneous_rebalance = 4;
     expected.allocation.hashing_rebalance_limit = 6;
+    expected.entity_state = true;
+    expected.state_write_timeout_ms = 7000;
+    expected.state_write_all = true;
+    expected.state_write_majority_plus = 2;
+    expected.state_tombstone_ttl_ms = 2u * 24 * 3600 * 1000;
     assert_same(&s, &expected);
 
     /* the same file from disk; filling twice gives the same values */
