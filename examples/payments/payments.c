@@ -769,5 +769,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "payments: --payments between 50 and 1000000\n");
         return 2;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
     return run_driver(n, quick, bench, keep);
 }
