@@ -445,6 +445,8 @@ void entity_finish_now(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
+    if (s->n_timers)
+        timers_entity_gone(e); /* its in-memory timers die with it */
     zhashx_delete(s->entities, e->id);
     if (s->pass)
         passivator_remove(s->pass, e->id);
@@ -1444,6 +1446,8 @@ static void shards_tick(shoal_region_t *r, int64_t now)
             }
             if (s->status == SH_ACTIVE)
                 state_tick(s, now);
+            if (s->status == SH_ACTIVE && s->n_timers)
+                timers_tick(s, now);
         }
     }
     free(all);

@@ -348,8 +348,14 @@ int shoal_entity_delete_state(shoal_entity_t *e, shoal_save_done_fn *done, void 
 int shoal_entity_remind(shoal_entity_t *e, const char *reminder_id, uint64_t delay_ms,
                         const void *msg, size_t len, shoal_save_done_fn *done, void *arg);
 int shoal_entity_cancel_reminder(shoal_entity_t *e, const char *reminder_id);
-/* In receive: the id of the reminder being delivered, else NULL. */
+/* In receive: the id of the reminder (or timer) being delivered, else NULL. */
 const char *shoal_entity_reminder(const shoal_entity_t *e);
+/* Timers that need not survive (Akka's timers): `msg` comes back to this incarnation after
+   delay_ms (shoal_entity_reminder names it in receive); they are gone when it stops (passivated,
+   moved, crashed). Starting an id again replaces it. Any entity type. */
+int shoal_entity_start_timer(shoal_entity_t *e, const char *timer_id, uint32_t delay_ms,
+                             const void *msg, size_t len);
+int shoal_entity_cancel_timer(shoal_entity_t *e, const char *timer_id);
 
 /* At-least-once delivery (Akka's reliable delivery for sharding). A producer numbers its
    messages per entity (1, 2, ...) and resends every message not yet confirmed, in order, until

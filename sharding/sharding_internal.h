@@ -163,6 +163,8 @@ struct shard {
     bool state_noted;            /* in shard-<type>-all-shards (so it starts after a full stop) */
     struct reminder *reminders;  /* pending reminders of the shard's entities */
     size_t n_reminders, cap_reminders;
+    struct mtimer *timers;       /* in-memory timers of its running entities */
+    size_t n_timers, cap_timers;
 };
 
 /* The region's view of a shard's home. */
@@ -263,6 +265,7 @@ struct shoal_region {
     int64_t shutdown_deadline, shutdown_sent_at;
     struct waiter *waiters; /* shoal_region_shutdown callers and the shutdown phase */
     bool stopped;
+    const char *timer_firing; /* id of the in-memory timer being delivered */
     struct shoal_producer *producers; /* producers of this type on this node (node thread) */
     shoal_region_stats_t stats;
 };
@@ -360,6 +363,9 @@ void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
 /* A reply inside receive of a reliable message: kept until its save is in. True = taken. */
 bool state_capture_reply(shoal_entity_t *e, const void *data, size_t len);
 void state_tick(shard_t *s, int64_t now);
+/* In-memory timers: fired from the shard's tick (any type), dropped with their entity. */
+void timers_tick(shard_t *s, int64_t now);
+void timers_entity_gone(shoal_entity_t *e);
 /* The coordinator allocates shards with state eagerly (reminders must fire). */
 bool state_eager(const shoal_region_t *r);
 

@@ -843,7 +843,97 @@ int shoal_entity_cancel_reminder(shoal_entity_t *e, const char *reminder_id)
 
 const char *shoal_entity_reminder(const shoal_entity_t *e)
 {
-    return e && e->st ? e->st->reminder : NULL;
+    if (!e)
+        return NULL;
+    if (e->st && e->st->reminder)
+        return e->st->reminder;
+    return e->depth ? e->shard->r->timer_firing : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * In-memory timers (any type): a list per shard, checked every tick, dropped with the entity
+ */
+typedef struct mtimer {
+    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    char id[SHOAL_REMINDER_ID_MAX + 1];
+    int64_t due; /* monotonic ms */
+    uint8_t *msg;
+    size_t len;
+} mtimer_t;
+
+static void timer_remove(shard_t *s, size_t i)
+{
+    free(s->timers[i].msg);
+    s->timers[i] = s->timers[--s->n_timers];
+}
+
+int shoal_entity_start_timer(shoal_entity_t *e, const char *timer_id, uint32_t delay_ms,
+                             const void *msg, size_t len)
+{
+    size_t il = timer_id ? strlen(timer_id) : 0;
+    if (!e || !shoal_system_on_thread(e->shard->r->sys) || il == 0 ||
+        il > SHOAL_REMINDER_ID_MAX || (len && !msg))
+        return SHOAL_EINVAL;
+    if (e->status != E_RUNNING)
+        return SHOAL_ESTOPPED;
+    shard_t *s = e->shard;
+    shoal_entity_cancel_timer(e, timer_id);
+    if (s->n_timers == s->cap_timers) {
+        s->cap_timers = s->cap_timers ? 2 * s->cap_timers : 8;
+        s->timers = realloc(s->timers, s->cap_timers * sizeof *s->timers);
+        if (!s->timers)
+            abort();
+    }
+    mtimer_t *t = &s->timers[s->n_timers++];
+    snprintf(t->eid, sizeof t->eid, "%s", e->id);
+    snprintf(t->id, sizeof t->id, "%s", timer_id);
+    t->due = shoal_now_ms() + delay_ms;
+    t->msg = dup_bytes(msg, len);
+    t->len = len;
+    return 0;
+}
+
+int shoal_entity_cancel_timer(shoal_entity_t *e, const char *timer_id)
+{
+    if (!e || !timer_id)
+        return SHOAL_EINVAL;
+    shard_t *s = e->shard;
+    for (size_t i = 0; i < s->n_timers; i++)
+        if (!strcmp(s->timers[i].eid, e->id) && !strcmp(s->timers[i].id, timer_id)) {
+            timer_remove(s, i);
+            return 0;
+        }
+    return SHOAL_ENOTFOUND;
+}
+
+void timers_entity_gone(shoal_entity_t *e)
+{
+    shard_t *s = e->shard;
+    for (size_t i = 0; i < s->n_timers; i++)
+        if (!strcmp(s->timers[i].eid, e->id))
+            timer_remove(s, i--);
+}
+
+void timers_tick(shard_t *s, int64_t now)
+{
+    for (size_t i = 0; i < s->n_timers && s->status == SH_ACTIVE;) {
+        if (s->timers[i].due > now) {
+            i++;
+            continue;
+        }
+        mtimer_t t = s->timers[i]; /* the slot goes first: the receive may start it again */
+        s->timers[i] = s->timers[--s->n_timers];
+        shoal_entity_t *e = zhashx_lookup(s->entities, t.eid);
+        if (e && e->status == E_RUNNING) {
+            shoal_region_t *r = s->r;
+            const char *outer = r->timer_firing;
+            r->timer_firing = t.id;
+            entity_receive_msg(e, t.msg, t.len, NULL, 0);
+            r->timer_firing = outer;
+        }
+        free(t.msg);
+        i = 0; /* the list may have changed under the receive */
+    }
 }
 
 static int collect_reminder(const void *key, size_t klen, const estate_entry_t *en, void *arg)
@@ -1127,6 +1217,11 @@ bool state_shard_waiting(const shard_t *s)
 
 void state_shard_free(shard_t *s)
 {
+    for (size_t i = 0; i < s->n_timers; i++)
+        free(s->timers[i].msg);
+    free(s->timers);
+    s->timers = NULL;
+    s->n_timers = s->cap_timers = 0;
     free(s->reminders);
     s->reminders = NULL;
     s->n_reminders = s->cap_reminders = 0;

@@ -10,6 +10,8 @@
                          applied), seq > last + 1 is an order error (counted);
       "get"              answers "<balance> <last> <fired> <origin>";
       "remind:<id>:<ms>" schedules a reminder "fired", answers once it is written;
+      "timer:<id>:<ms>"  starts an in-memory timer;
+      "delete"           deletes its state for good and passivates;
       "passivate"        shoal_entity_passivate.
     Every node's entities note in a table where they run and what they processed.
 */
@@ -186,7 +188,23 @@ static void acct_receive(shoal_entity_t *e, void *state, const void *msg, size_t
         }
         return;
     }
+    if (sscanf(m, "timer:%31[^:]:%u", id, &ms) == 2) {
+        int rc = shoal_entity_start_timer(e, id, ms, "tick", 4);
+        shoal_entity_reply(e, rc == 0 ? "ok" : "failed", rc == 0 ? 2 : 6);
+        return;
+    }
     if (strcmp(m, "passivate") == 0) {
+        shoal_entity_passivate(e);
+        return;
+    }
+    if (strcmp(m, "delete") == 0) {
+        /* forget the state for good, then go: the next message starts afresh */
+        kept_t *kp = calloc(1, sizeof *kp);
+        kp->to = shoal_entity_sender(e);
+        if (shoal_entity_delete_state(e, remind_written, kp) != 0) {
+            free(kp);
+            shoal_entity_reply(e, "failed", 6);
+        }
         shoal_entity_passivate(e);
         return;
     }
@@ -552,6 +570,30 @@ static void test_reminders(void **state)
     assert_true(wait_until(fired_once, id, 40000));
     arec_t a = rec_get(id);
     assert_true(a.fired_node != 2);
+
+    /* in-memory timers: one fires while its entity runs; one whose entity passivated does not */
+    assert_int_equal(ask(0, "tim-1", "timer:t:200", r, sizeof r, 20000), 0);
+    assert_string_equal(r, "ok");
+    assert_true(wait_until(fired_once, "tim-1", 10000));
+    assert_int_equal(ask(0, "tim-2", "timer:t:1500", r, sizeof r, 20000), 0);
+    assert_int_equal(shoal_region_tell(ar[0], "tim-2", "passivate", 9), 0);
+    assert_int_equal(ask(0, "tim-3", "timer:t:2500", r, sizeof r, 20000), 0);
+    assert_true(wait_until(fired_once, "tim-3", 15000)); /* a later one, on the same nodes */
+    assert_int_equal(rec_get("tim-2").fired, 0);
+
+    /* a deleted state is gone for good: the next incarnation starts with nothing */
+    assert_int_equal(ask(0, "del-1", "add:5", r, sizeof r, 20000), 0);
+    int origin = -1;
+    assert_int_equal(balance_of(0, "del-1", &origin), 5);
+    assert_int_equal(ask(0, "del-1", "delete", r, sizeof r, 20000), 0);
+    assert_string_equal(r, "ok");
+    int64_t until = shoal_now_ms() + 20000 * tscale();
+    while (rec_get("del-1").starts < 2 && shoal_now_ms() < until) {
+        balance_of(0, "del-1", NULL); /* starts it again once the passivation is done */
+        usleep(50 * 1000);
+    }
+    assert_int_equal(balance_of(0, "del-1", &origin), 0);
+    assert_int_equal(origin, 0);
 }
 
 /* At-least-once delivery through a crash: every message confirmed, none processed twice. */
