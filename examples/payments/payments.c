@@ -384,6 +384,9 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
         shoal_durable_settings_t ds;
         shoal_durable_settings_default(&ds);
         ds.dir = data;
+        /* many small steps a second: one LMDB commit per 100 ms, not per step (a step lives on
+           the other nodes meanwhile: WriteMajority acknowledged it) */
+        ds.write_behind_ms = 100;
         char e[256];
         n->durable = shoal_durable_open(&ds, e, sizeof e);
         if (!n->durable) {

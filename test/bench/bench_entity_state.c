@@ -49,14 +49,17 @@ static void die(const char *what)
 
 /* --- the types -------------------------------------------------------------------------------- */
 typedef struct {
-    shoal_buf_t mem; /* "plain" keeps its state here */
+    shoal_buf_t mem;    /* "plain" keeps its state here */
+    double started;     /* bench_now() at its start: which incarnation answers */
 } ent_t;
 
 static void *ent_start(shoal_entity_t *e, void *arg)
 {
     (void)e;
     (void)arg;
-    return calloc(1, sizeof(ent_t));
+    ent_t *x = calloc(1, sizeof(ent_t));
+    x->started = bench_now();
+    return x;
 }
 
 static void ent_receive(shoal_entity_t *e, void *state, const void *msg, size_t len, void *arg)
@@ -79,8 +82,8 @@ static void ent_receive(shoal_entity_t *e, void *state, const void *msg, size_t 
             shoal_entity_stored(e, &n);
         else
             n = x->mem.len;
-        char r[64];
-        int k = snprintf(r, sizeof r, "%zu %d", n, shoal_entity_state_origin(e));
+        char r[96];
+        int k = snprintf(r, sizeof r, "%zu %d %.6f", n, shoal_entity_state_origin(e), x->started);
         shoal_entity_reply(e, r, (size_t)k);
     }
 }
@@ -217,6 +220,8 @@ static void cluster_stop(void)
 /* --- asks with a window ----------------------------------------------------------------------- */
 typedef struct {
     int inflight, done, failed, origin2;
+    double since;      /* a "get" answered by an incarnation started after this counts as new */
+    char fresh[1000];  /* entity k answered from a new incarnation */
 } window_t;
 
 static window_t win;
@@ -224,29 +229,46 @@ static window_t win;
 static void on_reply(shoal_region_t *r, int status, const void *reply, size_t len, void *arg)
 {
     (void)r;
-    (void)arg;
     if (status == 0) {
         __atomic_add_fetch(&win.done, 1, __ATOMIC_SEQ_CST);
-        if (len >= 2 && ((const char *)reply)[len - 1] == '2' && ((const char *)reply)[len - 2] == ' ')
-            __atomic_add_fetch(&win.origin2, 1, __ATOMIC_SEQ_CST);
+        char b[96];
+        size_t n = len < sizeof b - 1 ? len : sizeof b - 1;
+        memcpy(b, reply, n);
+        b[n] = 0;
+        size_t sz;
+        int origin;
+        double started;
+        intptr_t k = (intptr_t)arg;
+        if (k > 0 && sscanf(b, "%zu %d %lf", &sz, &origin, &started) == 3 &&
+            started >= win.since && !win.fresh[k - 1]) {
+            win.fresh[k - 1] = 1;
+            if (origin == 2)
+                __atomic_add_fetch(&win.origin2, 1, __ATOMIC_SEQ_CST);
+        }
     } else {
         __atomic_add_fetch(&win.failed, 1, __ATOMIC_SEQ_CST);
     }
     __atomic_sub_fetch(&win.inflight, 1, __ATOMIC_SEQ_CST);
 }
 
-static void ask_windowed(shoal_region_t *r, const char *id, const void *msg, size_t len, int window)
+static void ask_windowed_k(shoal_region_t *r, const char *id, const void *msg, size_t len,
+                           int window, intptr_t k)
 {
     while (__atomic_load_n(&win.inflight, __ATOMIC_SEQ_CST) >= window)
         sched_yield();
     __atomic_add_fetch(&win.inflight, 1, __ATOMIC_SEQ_CST);
     int rc;
-    while ((rc = shoal_region_ask(r, id, msg, len, 30000, on_reply, NULL)) == SHOAL_EBUFFER)
+    while ((rc = shoal_region_ask(r, id, msg, len, 30000, on_reply, (void *)k)) == SHOAL_EBUFFER)
         sched_yield();
     if (rc != 0) {
         __atomic_sub_fetch(&win.inflight, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&win.failed, 1, __ATOMIC_SEQ_CST);
     }
+}
+
+static void ask_windowed(shoal_region_t *r, const char *id, const void *msg, size_t len, int window)
+{
+    ask_windowed_k(r, id, msg, len, window, 0);
 }
 
 static void drain(double seconds)
@@ -323,14 +345,25 @@ static double handoff(shoal_region_t **rs, const char *shard, uint64_t *bytes)
     shoal_system_stats(sys[owner], &before);
     memset(&win, 0, sizeof win);
     double t0 = bench_now();
+    win.since = t0;
     const char *one[] = {shard};
     if (shoal_region_stop_shards(rs[0], one, 1) != 0)
         die("StopShards");
-    for (int k = 0; k < 1000; k++) {
-        snprintf(id, sizeof id, "%s.%d", shard, k);
-        ask_windowed(rs[0], id, "get", 3, 1000);
+    /* until every entity has answered from its next incarnation (gets that reach the old one
+       before the handoff starts are asked again) */
+    int fresh = 0;
+    while (fresh < 1000 && bench_now() - t0 < 60) {
+        for (int k = 0; k < 1000; k++) {
+            if (win.fresh[k])
+                continue;
+            snprintf(id, sizeof id, "%s.%d", shard, k);
+            ask_windowed_k(rs[0], id, "get", 3, 1000, k + 1);
+        }
+        drain(60);
+        fresh = 0;
+        for (int k = 0; k < 1000; k++)
+            fresh += win.fresh[k];
     }
-    drain(60);
     double ms = (bench_now() - t0) * 1000;
     shoal_system_stats(sys[owner], &after);
     *bytes = after.bytes_out - before.bytes_out;
