@@ -61,7 +61,7 @@ struct ent_state {
     const shoal_node_t *cur_origin;
     uint64_t cur_ask;
     shoal_buf_t reply;
-    unsigned gen_before;
+    struct save *confirm_w; /* the last save carrying its confirmation (until that is done) */
     const char *reminder; /* in receive of a reminder */
 };
 
@@ -211,7 +211,7 @@ static bool entity_stored(const shoal_entity_t *e, stored_t *out)
 /* ---------------------------------------------------------------------------------------------
  * Writes: one update of the shard's key per save, stamped (epoch, next seq)
  */
-typedef struct {
+typedef struct save {
     life_t *life;              /* the shard's */
     shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete) */
     uint64_t inc;
@@ -303,6 +303,8 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         region_send_reply(r, w->ato, w->aask, status, status == 0 ? w->areply : NULL,
                           status == 0 ? w->areply_len : 0);
     shoal_entity_t *e = w->e ? zhashx_lookup(s->entities, w->e->id) : NULL;
+    if (e && e->st && e->st->confirm_w == w)
+        e->st->confirm_w = NULL;
     if (e != w->e || !e || !e->st || e->st->inc != w->inc) {
         /* the entity is gone (stopped by force): nothing to tell it */
         if (w->confirm && status == 0)
@@ -397,6 +399,7 @@ static void attach_confirm(struct ent_state *st, save_t *w)
     w->cask = st->cur_ask;
     w->creply = dup_bytes(st->reply.data, st->reply.len);
     w->creply_len = st->reply.len;
+    st->confirm_w = w;
 }
 
 static int entity_check(const shoal_entity_t *e)
@@ -730,8 +733,15 @@ void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
     if (!e || !e->st || e->st->inc != inc)
         return; /* stopped inside: unconfirmed, the producer sends it again */
     st = e->st;
-    if (st->gen == gen)
+    if (st->gen == gen) {
         resave(e); /* receive saved nothing: the producer's number alone, the state as it is */
+    } else if (st->confirm_w && st->reply.len) {
+        /* a reply given after the save: the confirmation (not sent yet) carries it */
+        struct save *w = st->confirm_w;
+        free(w->creply);
+        w->creply = dup_bytes(st->reply.data, st->reply.len);
+        w->creply_len = st->reply.len;
+    }
     st->in_reliable = false;
 }
 

@@ -165,10 +165,14 @@ static void acct_receive(shoal_entity_t *e, void *state, const void *msg, size_t
         rec(shoal_entity_id(e))->processed++;
         pthread_mutex_unlock(&mu);
         acct_store(e, a, out, sizeof out, &olen);
-        if (shoal_entity_sender(e).ask_id)
+        if (shoal_entity_sender(e).ask_id) {
             shoal_entity_save_reply(e, out, olen, "ok", 2);
-        else
+        } else {
             shoal_entity_save(e, out, olen, NULL, NULL);
+            /* a tell has no one to answer, but a producer's message does: its confirmation
+               carries this, given after the save */
+            shoal_entity_reply(e, "applied", 7);
+        }
         return;
     }
     if (strcmp(m, "get") == 0) {
@@ -598,7 +602,7 @@ static void test_reminders(void **state)
 
 /* At-least-once delivery through a crash: every message confirmed, none processed twice. */
 typedef struct {
-    int confirmed, failed;
+    int confirmed, failed, replies, bad_replies;
 } pstat_t;
 
 static pstat_t pst;
@@ -609,9 +613,11 @@ static void delivered(shoal_producer_t *p, const char *eid, uint64_t seq, int st
     (void)p;
     (void)eid;
     (void)seq;
-    (void)reply;
-    (void)len;
     (void)arg;
+    if (status == 0 && reply && len)
+        __atomic_add_fetch(len == 7 && !memcmp(reply, "applied", 7) ? &pst.replies
+                                                                   : &pst.bad_replies,
+                           1, __ATOMIC_SEQ_CST);
     if (status == 0)
         __atomic_add_fetch(&pst.confirmed, 1, __ATOMIC_SEQ_CST);
     else
@@ -652,6 +658,9 @@ static void test_at_least_once_through_crash(void **state)
         usleep(20 * 1000);
     assert_int_equal(shoal_producer_pending(p), 0);
     assert_int_equal(__atomic_load_n(&pst.confirmed, __ATOMIC_SEQ_CST), sent);
+    /* the entity's reply (given after its save) came back with confirmations */
+    assert_true(__atomic_load_n(&pst.replies, __ATOMIC_SEQ_CST) > 0);
+    assert_int_equal(__atomic_load_n(&pst.bad_replies, __ATOMIC_SEQ_CST), 0);
     for (int k = 0; k < IDS; k++) {
         long b = balance_of(0, ids[k], NULL);
         if (b != EACH)
