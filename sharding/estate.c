@@ -7,53 +7,91 @@
     merge stays a join: deleted over live, then the longer data, then memcmp, then the later
     deletion time.
 
-    Entries live in one array sorted by key (memcmp, shorter first on a common prefix): lookups
-    are binary searches, merges and encodings are linear walks, and a shard's states (a thousand
-    entities, say) stay one allocation. An insert moves the tail (memmove), which at 10,000
-    entries is still a few microseconds.
+    Layout: a sorted array of pointers to entries (one allocation each: header, key, data), in
+    key order (memcmp, the shorter first on a common prefix). Chosen over a hash because three
+    hot paths want key order: the canonical encoding (digests and equality are of the encoding),
+    merges (a linear walk of two sorted arrays: two 1,000-entry maps merge in ~2,000 steps) and
+    estate_foreach_prefix (a shard's reminders are one contiguous run, found by binary search).
+    Lookups are binary searches (O(log n)); an insert moves pointers only (8 bytes an entry:
+    40 KB on average at 10,000 entries, a few microseconds), never the entries themselves.
 
     Deltas are values of the type itself holding the changed entries and the fence, so
     merge_delta is merge and their order does not matter (delta_causal false).
 
-    Payload (little-endian, canonical: entries in key order):
+    Payload: format 2 is the protobuf message shoal.sharding.EntityStateMap (proto/estate.proto).
+    Format 1 was a fixed little-endian layout; its first byte is always 0x01, which no protobuf
+    message starts with (field number 0), so decode tells the two apart and still reads stores
+    and peers of format 1:
       u8 1 | u64 fence | u32 n | n x (u16 klen | key | u64 epoch | u64 seq | u8 deleted |
                                        i64 deleted_unix_ms | u32 len | data)
 */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "estate.h"
+#include "estate.pb-c.h"
 
-#define FORMAT 1
+#define FORMAT         2 /* protobuf payload (estate.proto) */
+#define LEGACY_FORMAT  1 /* the fixed layout above, read only */
+#define RENDER_ENTRIES 50
 
 typedef struct {
-    uint8_t *key;
-    uint32_t klen;
     uint64_t epoch, seq;
+    int64_t deleted_ms; /* 0 unless deleted */
+    uint32_t len;       /* data bytes */
+    uint16_t klen;      /* 1..ESTATE_KEY_MAX */
     bool deleted;
-    int64_t deleted_ms;
-    uint8_t *data;
-    uint32_t len;
+    uint8_t bytes[]; /* the key, then the data */
 } ent_t;
+
+#define KEY(e)  ((e)->bytes)
+#define DATA(e) ((e)->bytes + (e)->klen)
 
 typedef struct {
     shoal_crdt_t base;
     uint64_t fence;
-    ent_t *e;
+    ent_t **e; /* ascending by key */
     size_t n, cap;
+    size_t payload;      /* sum of key and data bytes, for estate_bytes */
     shoal_crdt_t *delta; /* pending delta (NULL: none) */
 } esmap_t;
 
 #define M(x)  ((esmap_t *)(x))
 #define CM(x) ((const esmap_t *)(x))
 
+/* Allocation failure aborts (STYLE: return codes are for real failures). */
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
         abort();
     return p;
+}
+
+static ent_t *ent_new(const void *key, size_t klen, uint64_t epoch, uint64_t seq, bool deleted,
+                      int64_t deleted_ms, const void *data, size_t len)
+{
+    ent_t *e = xmalloc(sizeof *e + klen + len);
+    e->epoch = epoch;
+    e->seq = seq;
+    e->deleted = deleted;
+    e->deleted_ms = deleted_ms;
+    e->klen = (uint16_t)klen;
+    e->len = (uint32_t)len;
+    memcpy(KEY(e), key, klen);
+    if (len)
+        memcpy(DATA(e), data, len);
+    return e;
+}
+
+static ent_t *ent_dup(const ent_t *e)
+{
+    size_t n = sizeof *e + e->klen + e->len;
+    ent_t *c = xmalloc(n);
+    memcpy(c, e, n);
+    return c;
 }
 
 static shoal_crdt_t *es_create(void)
@@ -75,51 +113,49 @@ int estate_register(void)
     return shoal_type_register(&estate_type);
 }
 
-static void ent_free(ent_t *e)
-{
-    free(e->key);
-    free(e->data);
-}
-
 static void es_destroy(shoal_crdt_t *self)
 {
     esmap_t *m = M(self);
     for (size_t i = 0; i < m->n; i++)
-        ent_free(&m->e[i]);
+        free(m->e[i]);
     free(m->e);
     if (m->delta)
         es_destroy(m->delta);
     free(m);
 }
 
-static void ent_copy(ent_t *dst, const ent_t *src)
+static void reserve(esmap_t *m, size_t need)
 {
-    *dst = *src;
-    dst->key = xmalloc(src->klen);
-    memcpy(dst->key, src->key, src->klen);
-    dst->data = NULL;
-    if (src->len) {
-        dst->data = xmalloc(src->len);
-        memcpy(dst->data, src->data, src->len);
-    }
+    if (need <= m->cap)
+        return;
+    size_t cap = m->cap ? m->cap : 8;
+    while (cap < need)
+        cap *= 2;
+    ent_t **e = realloc(m->e, cap * sizeof *e);
+    if (!e)
+        abort();
+    m->e = e;
+    m->cap = cap;
 }
 
+/* The value only: a clone has no pending delta (like the other value types, e.g. LWWRegister). */
 static shoal_crdt_t *es_clone(const shoal_crdt_t *self)
 {
     const esmap_t *m = CM(self);
     esmap_t *c = M(es_create());
     c->fence = m->fence;
-    c->cap = m->n;
-    c->n = m->n;
-    c->e = m->n ? xmalloc(m->n * sizeof *c->e) : NULL;
+    reserve(c, m->n);
     for (size_t i = 0; i < m->n; i++)
-        ent_copy(&c->e[i], &m->e[i]);
+        c->e[i] = ent_dup(m->e[i]);
+    c->n = m->n;
+    c->payload = m->payload;
     return &c->base;
 }
 
 static int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-    int c = memcmp(a, b, al < bl ? al : bl);
+    size_t n = al < bl ? al : bl;
+    int c = n ? memcmp(a, b, n) : 0;
     if (c)
         return c;
     return al < bl ? -1 : al > bl ? 1 : 0;
@@ -131,7 +167,7 @@ static size_t find(const esmap_t *m, const void *key, size_t klen, bool *found)
     size_t lo = 0, hi = m->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = key_cmp(m->e[mid].key, m->e[mid].klen, key, klen);
+        int c = key_cmp(KEY(m->e[mid]), m->e[mid]->klen, key, klen);
         if (c == 0) {
             *found = true;
             return mid;
@@ -145,7 +181,7 @@ static size_t find(const esmap_t *m, const void *key, size_t klen, bool *found)
     return lo;
 }
 
-/* > 0 when a wins over b. */
+/* > 0 when a wins over b, < 0 when b wins, 0 when they are the same entry. */
 static int ent_order(const ent_t *a, const ent_t *b)
 {
     if (a->epoch != b->epoch)
@@ -156,7 +192,7 @@ static int ent_order(const ent_t *a, const ent_t *b)
         return a->deleted ? 1 : -1;
     if (a->len != b->len)
         return a->len > b->len ? 1 : -1;
-    int c = a->len ? memcmp(a->data, b->data, a->len) : 0;
+    int c = a->len ? memcmp(DATA(a), DATA(b), a->len) : 0;
     if (c)
         return c > 0 ? 1 : -1;
     if (a->deleted_ms != b->deleted_ms)
@@ -164,36 +200,36 @@ static int ent_order(const ent_t *a, const ent_t *b)
     return 0;
 }
 
-static void insert_at(esmap_t *m, size_t at, ent_t *e)
+static size_t ent_payload(const ent_t *e)
 {
-    if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 8;
-        ent_t *n = realloc(m->e, m->cap * sizeof *n);
-        if (!n)
-            abort();
-        m->e = n;
-    }
-    memmove(&m->e[at + 1], &m->e[at], (m->n - at) * sizeof *m->e);
-    m->e[at] = *e;
-    m->n++;
+    return (size_t)e->klen + e->len;
 }
 
-/* Takes e (owned) into m if it wins; true when m changed. */
-static bool absorb(esmap_t *m, ent_t *e)
+/* Puts e (owned) at index `at`: over the entry there when found, else inserted before it. */
+static void place(esmap_t *m, size_t at, bool found, ent_t *e)
+{
+    if (found) {
+        m->payload -= ent_payload(m->e[at]);
+        free(m->e[at]);
+    } else {
+        reserve(m, m->n + 1);
+        memmove(&m->e[at + 1], &m->e[at], (m->n - at) * sizeof *m->e);
+        m->n++;
+    }
+    m->e[at] = e;
+    m->payload += ent_payload(e);
+}
+
+/* Takes e (owned) into m if it wins over what m holds for its key (or m holds nothing). */
+static void absorb(esmap_t *m, ent_t *e)
 {
     bool found;
-    size_t at = find(m, e->key, e->klen, &found);
-    if (!found) {
-        insert_at(m, at, e);
-        return true;
+    size_t at = find(m, KEY(e), e->klen, &found);
+    if (found && ent_order(e, m->e[at]) <= 0) {
+        free(e);
+        return;
     }
-    if (ent_order(e, &m->e[at]) > 0) {
-        ent_free(&m->e[at]);
-        m->e[at] = *e;
-        return true;
-    }
-    ent_free(e);
-    return false;
+    place(m, at, found, e);
 }
 
 static int es_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
@@ -202,41 +238,45 @@ static int es_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
     const esmap_t *o = CM(other);
     if (o->fence > m->fence)
         m->fence = o->fence;
-    /* both sorted: a linear merge into a new array when other brings many keys */
-    if (o->n > 16 && o->n * 4 > m->n) {
-        size_t alloc = m->n + o->n;
-        ent_t *out = xmalloc(alloc * sizeof *out);
-        size_t i = 0, j = 0, k = 0;
-        while (i < m->n || j < o->n) {
-            int c = i == m->n   ? 1
-                    : j == o->n ? -1
-                                : key_cmp(m->e[i].key, m->e[i].klen, o->e[j].key, o->e[j].klen);
-            if (c < 0) {
-                out[k++] = m->e[i++];
-            } else if (c > 0) {
-                ent_copy(&out[k++], &o->e[j++]);
-            } else {
-                if (ent_order(&o->e[j], &m->e[i]) > 0) {
-                    ent_free(&m->e[i]);
-                    ent_copy(&out[k++], &o->e[j]);
-                } else {
-                    out[k++] = m->e[i];
-                }
-                i++;
-                j++;
-            }
+    if (o->n <= 16 || o->n * 4 <= m->n) {
+        /* a few entries (a delta, usually): a lookup each; only winners are copied */
+        for (size_t j = 0; j < o->n; j++) {
+            bool found;
+            size_t at = find(m, KEY(o->e[j]), o->e[j]->klen, &found);
+            if (!found || ent_order(o->e[j], m->e[at]) > 0)
+                place(m, at, found, ent_dup(o->e[j]));
         }
-        free(m->e);
-        m->e = out;
-        m->n = k;
-        m->cap = alloc;
         return 0;
     }
-    for (size_t j = 0; j < o->n; j++) {
-        ent_t c;
-        ent_copy(&c, &o->e[j]);
-        absorb(m, &c);
+    /* many: both sorted, one linear walk into a new pointer array */
+    size_t cap = m->n + o->n, i = 0, j = 0, k = 0;
+    ent_t **out = xmalloc(cap * sizeof *out);
+    while (i < m->n || j < o->n) {
+        int c = i == m->n   ? 1
+                : j == o->n ? -1
+                            : key_cmp(KEY(m->e[i]), m->e[i]->klen, KEY(o->e[j]), o->e[j]->klen);
+        if (c < 0) {
+            out[k++] = m->e[i++];
+        } else if (c > 0) {
+            out[k] = ent_dup(o->e[j++]);
+            m->payload += ent_payload(out[k++]);
+        } else {
+            if (ent_order(o->e[j], m->e[i]) > 0) {
+                m->payload -= ent_payload(m->e[i]);
+                free(m->e[i]);
+                out[k] = ent_dup(o->e[j]);
+                m->payload += ent_payload(out[k++]);
+            } else {
+                out[k++] = m->e[i];
+            }
+            i++;
+            j++;
+        }
     }
+    free(m->e);
+    m->e = out;
+    m->n = k;
+    m->cap = cap;
     return 0;
 }
 
@@ -247,11 +287,10 @@ static esmap_t *delta_of(esmap_t *m)
     return M(m->delta);
 }
 
+/* A local change of entry e, for the pending delta. */
 static void record(esmap_t *m, const ent_t *e)
 {
-    ent_t c;
-    ent_copy(&c, e);
-    absorb(delta_of(m), &c);
+    absorb(delta_of(m), ent_dup(e));
 }
 
 static const shoal_crdt_t *es_delta(const shoal_crdt_t *self)
@@ -291,36 +330,24 @@ int estate_raise_fence(shoal_crdt_t *m, uint64_t epoch)
 }
 
 static int es_write(shoal_crdt_t *m, const void *key, size_t klen, uint64_t epoch, uint64_t seq,
-                 bool deleted, int64_t now, const void *data, size_t len)
+                    bool deleted, int64_t now, const void *data, size_t len)
 {
+    if (!m)
+        return SHOAL_EINVAL;
     if (!is_es(m))
         return SHOAL_ETYPE;
     if (!key || klen == 0 || klen > ESTATE_KEY_MAX || (len && !data))
         return SHOAL_EINVAL;
     if (len > ESTATE_DATA_MAX)
         return SHOAL_ETOOBIG;
-    ent_t e = {0};
-    e.klen = (uint32_t)klen;
-    e.key = xmalloc(klen);
-    memcpy(e.key, key, klen);
-    e.epoch = epoch;
-    e.seq = seq;
-    e.deleted = deleted;
-    e.deleted_ms = deleted ? now : 0;
-    e.len = (uint32_t)len;
-    if (len) {
-        e.data = xmalloc(len);
-        memcpy(e.data, data, len);
-    }
     esmap_t *mm = M(m);
     bool found;
     size_t at = find(mm, key, klen, &found);
-    if (found && (mm->e[at].epoch > epoch || (mm->e[at].epoch == epoch && mm->e[at].seq >= seq))) {
-        ent_free(&e);
-        return SHOAL_ESTALE;
-    }
-    record(mm, &e);
-    absorb(mm, &e);
+    if (found && (mm->e[at]->epoch > epoch || (mm->e[at]->epoch == epoch && mm->e[at]->seq >= seq)))
+        return SHOAL_ESTALE; /* not newer than what the key holds */
+    ent_t *e = ent_new(key, klen, epoch, seq, deleted, deleted ? now : 0, data, len);
+    record(mm, e);
+    place(mm, at, found, e);
     return 0;
 }
 
@@ -342,7 +369,7 @@ static void to_entry(const ent_t *e, estate_entry_t *out)
     out->seq = e->seq;
     out->deleted = e->deleted;
     out->deleted_unix_ms = e->deleted_ms;
-    out->data = e->data;
+    out->data = e->len ? DATA(e) : NULL;
     out->len = e->len;
 }
 
@@ -354,7 +381,7 @@ int estate_get(const shoal_crdt_t *m, const void *key, size_t klen, estate_entry
     size_t at = find(CM(m), key, klen, &found);
     if (!found)
         return SHOAL_ENOTFOUND;
-    to_entry(&CM(m)->e[at], out);
+    to_entry(CM(m)->e[at], out);
     return 0;
 }
 
@@ -363,18 +390,19 @@ int estate_foreach_prefix(const shoal_crdt_t *m, const void *prefix, size_t plen
                                     void *arg),
                           void *arg)
 {
-    if (!is_es(m) || !fn)
+    if (!is_es(m) || !fn || (plen && !prefix))
         return SHOAL_EINVAL;
     const esmap_t *mm = CM(m);
     bool found;
+    /* the keys with the prefix are one run, starting where the prefix itself would go */
     size_t i = plen ? find(mm, prefix, plen, &found) : 0;
     for (; i < mm->n; i++) {
-        const ent_t *e = &mm->e[i];
-        if (plen && (e->klen < plen || memcmp(e->key, prefix, plen) != 0))
+        const ent_t *e = mm->e[i];
+        if (plen && (e->klen < plen || memcmp(KEY(e), prefix, plen) != 0))
             break;
         estate_entry_t x;
         to_entry(e, &x);
-        int rc = fn(e->key, e->klen, &x, arg);
+        int rc = fn(KEY(e), e->klen, &x, arg);
         if (rc)
             return rc;
     }
@@ -393,6 +421,11 @@ size_t estate_count(const shoal_crdt_t *m)
     return is_es(m) ? CM(m)->n : 0;
 }
 
+/* Only entries older than `epoch` are adopted: an entry already at `epoch` (or newer) was written
+   by this owner (or a newer one) and re-stamping it to (epoch, 0) would move it backwards. For
+   the same reason only adopted tombstones are collected: every later write of this owner is at
+   `epoch` and beats them, whereas forgetting a tombstone of the owner's own epoch could let a
+   replica's copy of it win over a later write with a smaller seq. */
 size_t estate_restamp(shoal_crdt_t *m, uint64_t epoch, int64_t drop_deleted_before_unix_ms)
 {
     if (!is_es(m))
@@ -401,9 +434,10 @@ size_t estate_restamp(shoal_crdt_t *m, uint64_t epoch, int64_t drop_deleted_befo
     estate_raise_fence(m, epoch);
     size_t k = 0, n = 0;
     for (size_t i = 0; i < mm->n; i++) {
-        ent_t *e = &mm->e[i];
+        ent_t *e = mm->e[i];
         if (e->epoch < epoch && e->deleted && e->deleted_ms < drop_deleted_before_unix_ms) {
-            ent_free(e); /* a tombstone old enough to forget */
+            mm->payload -= ent_payload(e); /* a tombstone old enough to forget */
+            free(e);
             continue;
         }
         if (e->epoch < epoch) {
@@ -412,49 +446,154 @@ size_t estate_restamp(shoal_crdt_t *m, uint64_t epoch, int64_t drop_deleted_befo
             record(mm, e);
             n++;
         }
-        mm->e[k++] = *e;
+        mm->e[k++] = e;
     }
     mm->n = k;
     return n;
 }
 
+/* Refuses what carries an entry older than current's fence, unless current holds that very
+   entry already: a full state carries every entry, including adopted ones between the raise of
+   the fence and the re-stamp, and what a replica holds already is no news from a stale owner. */
 int estate_admit(const shoal_crdt_t *current, const shoal_crdt_t *incoming)
 {
     if (!is_es(current) || !is_es(incoming))
         return 0;
     const esmap_t *c = CM(current), *in = CM(incoming);
     /* an entry older than the fence is news only from an older owner (the owner of the fence
-       re-stamped everything it adopted); one this replica holds already, as a full state
-       carries, is not */
+       re-stamped everything it adopted) */
     for (size_t j = 0; j < in->n; j++) {
-        const ent_t *e = &in->e[j];
+        const ent_t *e = in->e[j];
         if (e->epoch >= c->fence)
             continue;
         bool found;
-        size_t at = find(c, e->key, e->klen, &found);
-        if (!found || ent_order(e, &c->e[at]) != 0)
+        size_t at = find(c, KEY(e), e->klen, &found);
+        if (!found || ent_order(e, c->e[at]) != 0)
             return SHOAL_ESTALE;
     }
     return 0;
 }
 
+/* Memory held (the serialized size is close: ~30 bytes of framing an entry instead of ~40). */
 size_t estate_bytes(const shoal_crdt_t *m)
 {
     if (!is_es(m))
         return 0;
-    size_t b = 13;
-    for (size_t i = 0; i < CM(m)->n; i++)
-        b += 2 + CM(m)->e[i].klen + 29 + 4 + CM(m)->e[i].len;
-    return b;
+    const esmap_t *mm = CM(m);
+    return sizeof *mm + mm->cap * sizeof *mm->e + mm->n * sizeof(ent_t) + mm->payload;
 }
 
 /* --- encoding --------------------------------------------------------------------------------- */
-static void put_le(shoal_buf_t *out, uint64_t v, int n)
+static int es_encode(const shoal_crdt_t *self, shoal_buf_t *out)
 {
-    uint8_t b[8];
-    for (int i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    shoal_buf_append(out, b, (size_t)n);
+    const esmap_t *m = CM(self);
+    Shoal__Sharding__EntityStateMap msg = SHOAL__SHARDING__ENTITY_STATE_MAP__INIT;
+    Shoal__Sharding__EntityStateEntry *ents = NULL;
+    msg.fence = m->fence;
+    if (m->n) {
+        ents = xmalloc(m->n * sizeof *ents);
+        msg.entries = xmalloc(m->n * sizeof *msg.entries);
+        msg.n_entries = m->n;
+    }
+    for (size_t i = 0; i < m->n; i++) {
+        const ent_t *e = m->e[i];
+        shoal__sharding__entity_state_entry__init(&ents[i]);
+        /* protobuf-c only reads these; the casts drop const for its struct */
+        ents[i].key.data = (uint8_t *)KEY(e);
+        ents[i].key.len = e->klen;
+        ents[i].epoch = e->epoch;
+        ents[i].seq = e->seq;
+        ents[i].deleted = e->deleted;
+        ents[i].deleted_unix_ms = e->deleted_ms;
+        ents[i].data.data = e->len ? (uint8_t *)DATA(e) : NULL;
+        ents[i].data.len = e->len;
+        msg.entries[i] = &ents[i];
+    }
+    size_t len = shoal__sharding__entity_state_map__get_packed_size(&msg);
+    shoal_buf_reserve(out, len);
+    out->len += shoal__sharding__entity_state_map__pack(&msg, out->data + out->len);
+    free(msg.entries);
+    free(ents);
+    return 0;
+}
+
+/* Appends an entry read from input, after checking it against the type's rules and the
+   canonical order; SHOAL_EDECODE when it breaks one. */
+static int add_decoded(esmap_t *m, const uint8_t *key, size_t klen, uint64_t epoch, uint64_t seq,
+                       bool deleted, int64_t deleted_ms, const uint8_t *data, size_t len)
+{
+    if (klen == 0 || klen > ESTATE_KEY_MAX || len > ESTATE_DATA_MAX)
+        return SHOAL_EDECODE;
+    if ((deleted && len) || (!deleted && deleted_ms))
+        return SHOAL_EDECODE; /* a tombstone has no data; a live entry no deletion time */
+    if (m->n && key_cmp(KEY(m->e[m->n - 1]), m->e[m->n - 1]->klen, key, klen) >= 0)
+        return SHOAL_EDECODE; /* unsorted or repeated: not canonical */
+    reserve(m, m->n + 1);
+    m->e[m->n++] = ent_new(key, klen, epoch, seq, deleted, deleted_ms, data, len);
+    m->payload += klen + len;
+    return 0;
+}
+
+/* protobuf-c's allocations while it unpacks (a message, a key and a data buffer an entry) come
+   from chunks freed at once: it about halves the time to decode 10,000 entries, compared with
+   a malloc and a free for each. */
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    max_align_t mem[];
+} chunk_t;
+
+static void *arena_alloc(void *data, size_t size)
+{
+    chunk_t **head = data;
+    size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    chunk_t *c = *head;
+    if (!c || c->cap - c->used < size) {
+        size_t cap = size > 60000 ? size : 60000; /* big data gets a chunk of its own */
+        c = xmalloc(sizeof *c + cap);
+        c->used = 0;
+        c->cap = cap;
+        if (*head && size > 60000) { /* keep filling the current small chunk afterwards */
+            c->next = (*head)->next;
+            (*head)->next = c;
+        } else {
+            c->next = *head;
+            *head = c;
+        }
+    }
+    void *p = (char *)c->mem + c->used;
+    c->used += size;
+    return p;
+}
+
+static void arena_free(void *data, void *p)
+{
+    (void)data;
+    (void)p; /* all at once, in decode_pb */
+}
+
+static int decode_pb(const uint8_t *p, size_t len, esmap_t *m)
+{
+    chunk_t *chunks = NULL;
+    ProtobufCAllocator arena = {arena_alloc, arena_free, &chunks};
+    Shoal__Sharding__EntityStateMap *msg =
+        shoal__sharding__entity_state_map__unpack(&arena, len, p);
+    int rc = msg ? 0 : SHOAL_EDECODE;
+    if (msg) {
+        m->fence = msg->fence;
+        reserve(m, msg->n_entries);
+    }
+    for (size_t i = 0; msg && i < msg->n_entries && rc == 0; i++) {
+        const Shoal__Sharding__EntityStateEntry *e = msg->entries[i];
+        rc = add_decoded(m, e->key.data, e->key.len, e->epoch, e->seq, e->deleted,
+                         e->deleted_unix_ms, e->data.data, e->data.len);
+    }
+    while (chunks) {
+        chunk_t *next = chunks->next;
+        free(chunks);
+        chunks = next;
+    }
+    return rc;
 }
 
 static uint64_t get_le(const uint8_t *p, int n)
@@ -465,53 +604,25 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-static int es_encode(const shoal_crdt_t *self, shoal_buf_t *out)
+/* Format 1 (see the top of the file). */
+static int decode_legacy(const uint8_t *p, size_t len, esmap_t *m)
 {
-    const esmap_t *m = CM(self);
-    uint8_t f = FORMAT;
-    shoal_buf_reserve(out, estate_bytes(self));
-    shoal_buf_append(out, &f, 1);
-    put_le(out, m->fence, 8);
-    put_le(out, m->n, 4);
-    for (size_t i = 0; i < m->n; i++) {
-        const ent_t *e = &m->e[i];
-        put_le(out, e->klen, 2);
-        shoal_buf_append(out, e->key, e->klen);
-        put_le(out, e->epoch, 8);
-        put_le(out, e->seq, 8);
-        uint8_t d = e->deleted;
-        shoal_buf_append(out, &d, 1);
-        put_le(out, (uint64_t)e->deleted_ms, 8);
-        put_le(out, e->len, 4);
-        if (e->len)
-            shoal_buf_append(out, e->data, e->len);
-    }
-    return 0;
-}
-
-static int es_decode(const uint8_t *p, size_t len, int depth, shoal_crdt_t **out)
-{
-    (void)depth;
-    if (len < 13 || p[0] != FORMAT)
-        return len && p[0] > FORMAT ? SHOAL_EVERSION : SHOAL_EDECODE;
-    esmap_t *m = M(es_create());
+    if (len < 13)
+        return SHOAL_EDECODE;
     m->fence = get_le(p + 1, 8);
     uint64_t n = get_le(p + 9, 4);
     size_t at = 13;
     /* every entry takes at least 32 bytes: a count beyond what the input holds is a lie */
-    if (n > (len - at) / 32 + 1)
-        goto bad;
-    m->cap = (size_t)n;
-    m->e = n ? calloc((size_t)n, sizeof *m->e) : NULL;
-    if (n && !m->e)
-        abort();
+    if (n > (len - at) / 32)
+        return SHOAL_EDECODE;
+    reserve(m, (size_t)n);
     for (uint64_t i = 0; i < n; i++) {
         if (len - at < 2)
-            goto bad;
+            return SHOAL_EDECODE;
         size_t kl = (size_t)get_le(p + at, 2);
         at += 2;
-        if (kl == 0 || kl > ESTATE_KEY_MAX || len - at < kl + 29)
-            goto bad;
+        if (len - at < kl || len - at - kl < 29)
+            return SHOAL_EDECODE;
         const uint8_t *key = p + at;
         at += kl;
         uint64_t epoch = get_le(p + at, 8), seq = get_le(p + at + 8, 8);
@@ -519,65 +630,54 @@ static int es_decode(const uint8_t *p, size_t len, int depth, shoal_crdt_t **out
         int64_t dms = (int64_t)get_le(p + at + 17, 8);
         size_t dl = (size_t)get_le(p + at + 25, 4);
         at += 29;
-        if (del > 1 || dl > ESTATE_DATA_MAX || (del && dl) || (!del && dms) || len - at < dl)
-            goto bad;
-        if (m->n && key_cmp(m->e[m->n - 1].key, m->e[m->n - 1].klen, key, kl) >= 0)
-            goto bad; /* unsorted or repeated: not canonical */
-        ent_t *e = &m->e[m->n++];
-        e->klen = (uint32_t)kl;
-        e->key = xmalloc(kl);
-        memcpy(e->key, key, kl);
-        e->epoch = epoch;
-        e->seq = seq;
-        e->deleted = del;
-        e->deleted_ms = dms;
-        e->len = (uint32_t)dl;
-        if (dl) {
-            e->data = xmalloc(dl);
-            memcpy(e->data, p + at, dl);
-        }
+        if (del > 1 || len - at < dl)
+            return SHOAL_EDECODE;
+        int rc = add_decoded(m, key, kl, epoch, seq, del, dms, p + at, dl);
+        if (rc)
+            return rc;
         at += dl;
     }
-    if (at != len)
-        goto bad;
+    return at == len ? 0 : SHOAL_EDECODE;
+}
+
+static int es_decode(const uint8_t *p, size_t len, int depth, shoal_crdt_t **out)
+{
+    (void)depth; /* holds no nested values */
+    if (len && !p)
+        return SHOAL_EINVAL;
+    esmap_t *m = M(es_create());
+    int rc = len && p[0] == LEGACY_FORMAT ? decode_legacy(p, len, m) : decode_pb(p, len, m);
+    if (rc) {
+        es_destroy(&m->base);
+        return rc;
+    }
     *out = &m->base;
     return 0;
-bad:
-    es_destroy(&m->base);
-    return SHOAL_EDECODE;
 }
 
-static void render_bytes(shoal_buf_t *out, const uint8_t *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (d[i] >= 0x20 && d[i] < 0x7f && d[i] != '"' && d[i] != '\\')
-            shoal_buf_append(out, &d[i], 1);
-        else
-            shoal_buf_printf(out, "\\x%02x", d[i]);
-    }
-}
-
+/* EntityStateMap{fence=E, n=N, entries: "key"@epoch.seq(Nb)[deleted], ...}: the first 50. */
 static int es_render(const shoal_crdt_t *self, shoal_buf_t *out)
 {
     const esmap_t *m = CM(self);
-    shoal_buf_printf(out, "EntityStateMap{fence=%" PRIx64 ", n=%zu, entries: ", m->fence, m->n);
-    for (size_t i = 0; i < m->n && i < 50; i++) {
-        const ent_t *e = &m->e[i];
-        shoal_buf_printf(out, "%s\"", i ? ", " : "");
-        render_bytes(out, e->key, e->klen);
-        shoal_buf_printf(out, "\"@%" PRIx64 ".%" PRIu64 "(%ub)%s", e->epoch, e->seq, e->len,
+    shoal_buf_printf(out, "EntityStateMap{fence=%" PRIu64 ", n=%zu, entries: ", m->fence, m->n);
+    for (size_t i = 0; i < m->n && i < RENDER_ENTRIES; i++) {
+        const ent_t *e = m->e[i];
+        if (i)
+            shoal_buf_append(out, ", ", 2);
+        shoal_buf_append_quoted(out, KEY(e), e->klen); /* \xNN for what is not printable */
+        shoal_buf_printf(out, "@%" PRIu64 ".%" PRIu64 "(%" PRIu32 "b)%s", e->epoch, e->seq, e->len,
                          e->deleted ? "[deleted]" : "");
     }
-    if (m->n > 50)
-        shoal_buf_printf(out, ", ...");
-    shoal_buf_printf(out, "}");
+    if (m->n > RENDER_ENTRIES)
+        shoal_buf_append(out, ", ...", 5);
+    shoal_buf_append(out, "}", 1);
     return 0;
 }
 
 const shoal_type_t estate_type = {
     .name = "EntityStateMap",
     .tag = ESTATE_TAG,
-    .format_version = 1,
+    .format_version = FORMAT,
     .delta_type = &estate_type,
     .delta_causal = false,
     .has_pruning = false,
