@@ -15,6 +15,14 @@
     Lookups are binary searches (O(log n)); an insert moves pointers only (8 bytes an entry:
     40 KB on average at 10,000 entries, a few microseconds), never the entries themselves.
 
+    FLOOR. A new owner re-stamps everything it keeps with its epoch E and raises the floor to E:
+    every entry of an older epoch is then forgotten, on every replica as the floor reaches it (a
+    max-register, like the fence). That is how collected tombstones (and anything a stale owner
+    wrote that the new one never adopted) leave the cluster for good rather than coming back by
+    gossip. Dropping every entry below a max-register threshold after the join keeps merge a join:
+    a key's winner has the largest epoch of its versions, so if it falls below the floor all of
+    them do.
+
     Deltas are values of the type itself holding the changed entries and the fence, so
     merge_delta is merge and their order does not matter (delta_causal false).
 
@@ -52,6 +60,7 @@ typedef struct {
 typedef struct {
     shoal_crdt_t base;
     uint64_t fence;
+    uint64_t floor;  /* <= fence: no entry of an older epoch is held */
     ent_t **e; /* ascending by key */
     size_t n, cap;
     size_t payload;      /* sum of key and data bytes, for estate_bytes */
@@ -144,6 +153,7 @@ static shoal_crdt_t *es_clone(const shoal_crdt_t *self)
     const esmap_t *m = CM(self);
     esmap_t *c = M(es_create());
     c->fence = m->fence;
+    c->floor = m->floor;
     reserve(c, m->n);
     for (size_t i = 0; i < m->n; i++)
         c->e[i] = ent_dup(m->e[i]);
@@ -232,15 +242,45 @@ static void absorb(esmap_t *m, ent_t *e)
     place(m, at, found, e);
 }
 
+/* Forgets the entries below the floor (after the floor rose). */
+static void collect_below_floor(esmap_t *m)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->e[i]->epoch < m->floor) {
+            m->payload -= ent_payload(m->e[i]);
+            free(m->e[i]);
+        } else {
+            m->e[k++] = m->e[i];
+        }
+    }
+    m->n = k;
+}
+
+static int es_merge_entries(esmap_t *m, const esmap_t *o);
+
 static int es_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
 {
     esmap_t *m = M(self);
     const esmap_t *o = CM(other);
     if (o->fence > m->fence)
         m->fence = o->fence;
+    bool rose = o->floor > m->floor;
+    if (rose)
+        m->floor = o->floor;
+    int rc = es_merge_entries(m, o);
+    if (rose)
+        collect_below_floor(m);
+    return rc;
+}
+
+static int es_merge_entries(esmap_t *m, const esmap_t *o)
+{
     if (o->n <= 16 || o->n * 4 <= m->n) {
         /* a few entries (a delta, usually): a lookup each; only winners are copied */
         for (size_t j = 0; j < o->n; j++) {
+            if (o->e[j]->epoch < m->floor)
+                continue; /* forgotten here */
             bool found;
             size_t at = find(m, KEY(o->e[j]), o->e[j]->klen, &found);
             if (!found || ent_order(o->e[j], m->e[at]) > 0)
@@ -258,6 +298,10 @@ static int es_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
         if (c < 0) {
             out[k++] = m->e[i++];
         } else if (c > 0) {
+            if (o->e[j]->epoch < m->floor) {
+                j++; /* forgotten here */
+                continue;
+            }
             out[k] = ent_dup(o->e[j++]);
             m->payload += ent_payload(out[k++]);
         } else {
@@ -341,6 +385,8 @@ static int es_write(shoal_crdt_t *m, const void *key, size_t klen, uint64_t epoc
     if (len > ESTATE_DATA_MAX)
         return SHOAL_ETOOBIG;
     esmap_t *mm = M(m);
+    if (epoch < mm->floor)
+        return SHOAL_ESTALE; /* an epoch this map has forgotten */
     bool found;
     size_t at = find(mm, key, klen, &found);
     if (found && (mm->e[at]->epoch > epoch || (mm->e[at]->epoch == epoch && mm->e[at]->seq >= seq)))
@@ -449,6 +495,13 @@ size_t estate_restamp(shoal_crdt_t *m, uint64_t epoch, int64_t drop_deleted_befo
         mm->e[k++] = e;
     }
     mm->n = k;
+    /* everything kept is at `epoch` or newer now: older versions elsewhere are forgotten */
+    if (epoch > mm->floor) {
+        mm->floor = epoch;
+        esmap_t *d = delta_of(mm);
+        if (epoch > d->floor)
+            d->floor = epoch;
+    }
     return n;
 }
 
@@ -490,6 +543,7 @@ static int es_encode(const shoal_crdt_t *self, shoal_buf_t *out)
     Shoal__Sharding__EntityStateMap msg = SHOAL__SHARDING__ENTITY_STATE_MAP__INIT;
     Shoal__Sharding__EntityStateEntry *ents = NULL;
     msg.fence = m->fence;
+    msg.floor = m->floor;
     if (m->n) {
         ents = xmalloc(m->n * sizeof *ents);
         msg.entries = xmalloc(m->n * sizeof *msg.entries);
@@ -581,12 +635,15 @@ static int decode_pb(const uint8_t *p, size_t len, esmap_t *m)
     int rc = msg ? 0 : SHOAL_EDECODE;
     if (msg) {
         m->fence = msg->fence;
+        m->floor = msg->floor; /* (a delta may carry the floor without the fence) */
         reserve(m, msg->n_entries);
     }
     for (size_t i = 0; msg && i < msg->n_entries && rc == 0; i++) {
         const Shoal__Sharding__EntityStateEntry *e = msg->entries[i];
-        rc = add_decoded(m, e->key.data, e->key.len, e->epoch, e->seq, e->deleted,
-                         e->deleted_unix_ms, e->data.data, e->data.len);
+        rc = e->epoch < m->floor /* canonical: nothing below the floor is held */
+                 ? SHOAL_EDECODE
+                 : add_decoded(m, e->key.data, e->key.len, e->epoch, e->seq, e->deleted,
+                               e->deleted_unix_ms, e->data.data, e->data.len);
     }
     while (chunks) {
         chunk_t *next = chunks->next;
@@ -659,7 +716,10 @@ static int es_decode(const uint8_t *p, size_t len, int depth, shoal_crdt_t **out
 static int es_render(const shoal_crdt_t *self, shoal_buf_t *out)
 {
     const esmap_t *m = CM(self);
-    shoal_buf_printf(out, "EntityStateMap{fence=%" PRIu64 ", n=%zu, entries: ", m->fence, m->n);
+    shoal_buf_printf(out, "EntityStateMap{fence=%" PRIu64 ", ", m->fence);
+    if (m->floor)
+        shoal_buf_printf(out, "floor=%" PRIu64 ", ", m->floor);
+    shoal_buf_printf(out, "n=%zu, entries: ", m->n);
     for (size_t i = 0; i < m->n && i < RENDER_ENTRIES; i++) {
         const ent_t *e = m->e[i];
         if (i)

@@ -347,6 +347,41 @@ static void test_delta(void **state)
 /* ---------------------------------------------------------------------------------------------
  * Re-stamping and admitting
  */
+/* A tombstone the new owner collects at its re-stamp does not come back from a replica that
+   still holds it (nor does an older live version of the key), in either merge direction. */
+static void test_collected_stays_collected(void **state)
+{
+    (void)state;
+    shoal_crdt_t *a = estate_new(), *b = NULL;
+    assert_int_equal(estate_put(a, "gone", 4, 1, 1, "old", 3), 0);
+    shoal_crdt_t *stale = shoal_crdt_clone(a); /* a replica that saw only the live version */
+    assert_int_equal(estate_delete(a, "gone", 4, 1, 2, 1000), 0);
+    assert_int_equal(estate_put(a, "kept", 4, 1, 3, "k", 1), 0);
+    b = shoal_crdt_clone(a); /* a replica holding the tombstone */
+    /* the owner of epoch 2 adopts, collecting tombstones deleted before t = 2000 */
+    assert_int_equal(estate_restamp(a, 2, 2000), 1);
+    estate_entry_t e;
+    assert_int_equal(estate_get(a, "gone", 4, &e), SHOAL_ENOTFOUND);
+    shoal_crdt_t *ab = shoal_crdt_clone(a), *ba = shoal_crdt_clone(b);
+    assert_int_equal(shoal_crdt_merge(ab, b), 0);
+    assert_int_equal(shoal_crdt_merge(ba, a), 0);
+    assert_int_equal(shoal_crdt_merge(ab, stale), 0);
+    assert_int_equal(shoal_crdt_merge(ba, stale), 0);
+    shoal_crdt_t *vs[] = {ab, ba};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(estate_get(vs[i], "gone", 4, &e), SHOAL_ENOTFOUND);
+        assert_int_equal(estate_get(vs[i], "kept", 4, &e), 0);
+        assert_int_equal(e.epoch, 2);
+        assert_int_equal(estate_count(vs[i]), 1);
+    }
+    assert_true(shoal_crdt_equal(ab, ba));
+    /* and a write of an epoch below the floor is refused */
+    assert_int_equal(estate_put(ab, "late", 4, 1, 9, "x", 1), SHOAL_ESTALE);
+    shoal_crdt_t *all[] = {a, b, stale, ab, ba};
+    for (int i = 0; i < 5; i++)
+        shoal_crdt_destroy(&all[i]);
+}
+
 static void test_restamp(void **state)
 {
     (void)state;
@@ -972,6 +1007,7 @@ int main(void)
         cmocka_unit_test(test_foreach_order_and_prefix),
         cmocka_unit_test(test_delta),
         cmocka_unit_test(test_restamp),
+        cmocka_unit_test(test_collected_stays_collected),
         cmocka_unit_test(test_admit_refuses_stale_owner),
         cmocka_unit_test(test_ties),
         cmocka_unit_test(test_big_maps),
