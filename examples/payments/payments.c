@@ -1,9 +1,10 @@
 /*  payments — payment flows as sharded entities that survive a node being killed (the seeds'
     payment-flow resiliency article).
 
-      payments [--payments N] [--short] [--bench] [--keep]     the whole run (the driver)
-      payments --node --bind EP --seed EP --data DIR            one payment node (the driver
-                                                               starts three of these)
+      payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] [--keep]
+                                                    the whole run (the driver)
+      payments --node --bind EP --seed EP --data DIR
+                                                    one payment node (the driver starts them)
 
     THE FLOW of a payment is an entity of type "payment" (entity id = payment id) whose every step
     is stored as its entity state in the role's replicator, durable in LMDB on each node:
@@ -20,20 +21,30 @@
     runs the sanctions entity: nobody addresses a node.
 
     THE RUN: the driver is a member of the cluster itself (role "client": it hosts nothing, its
-    regions are proxies) and starts three node processes (role "pay"). It sends N payments; one in
-    25 is a payment the sanctions service never answers (its deadline must fail it). Halfway it
-    kills one node with SIGKILL: the split-brain resolver (keep-majority) downs it, its shards
-    move to the survivors, which read the flows' stored states and go on. Meanwhile it keeps
-    asking a sample of flows for their status, to measure how long the killed node's flows were
-    unavailable. At the end it checks: every payment reached a final state (none stuck); every
-    settled payment is in exactly one ledger exactly once, with the right total; the payments
-    that failed are exactly those the sanctions service ignored. Exit 0 only then.
+    regions are proxies) and starts N node processes (role "pay", 3 by default). It first touches
+    every ledger, every sanctions checker and one id of every payment shard, so that all three
+    types are placed while every node is up, and picks the node to kill: the one hosting the most
+    ledger shards. Then it sends the payments, R a second (400; --short: 400 payments at 200 a
+    second; --bench: as fast as the producer takes them); one in 25 is a payment the sanctions
+    service never answers (its deadline must fail it). Once half of the requests are confirmed it
+    kills that node with SIGKILL: the split-brain resolver (keep-majority) downs it, its shards
+    move to the survivors, which read the flows' (and ledgers') stored states and go on. A thread
+    keeps asking 40 of its flows (confirmed before the kill) for their status: the first answer
+    of the last one is how long the killed node's flows were unavailable, and each must answer
+    with a stored step. At the end it checks: every payment reached a final state (none stuck);
+    every settled payment is in exactly one ledger exactly once, no other payment is in any, and
+    the totals are right; the payments that failed are exactly those the sanctions service
+    ignored. Exit 0 only then. --bench adds a BENCH line: payments settled per second (first
+    request to last settlement, the kill included) beside stateless ask round trips through the
+    same cluster, measured before the payments.
 */
 #include "durable.h"
 #include "sharding.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +56,7 @@
 
 #define ROLE "pay"
 #define LEDGERS 8
+#define PAY_SHARDS 30
 #define BLOCKED_EVERY 25 /* payment k with k % 25 == 7: the sanctions service never answers */
 #define DEADLINE_MS 15000
 #define RETRY_MS 1000
@@ -233,9 +245,12 @@ static void *nothing_start(shoal_entity_t *e, void *arg)
 static void sanctions_receive(shoal_entity_t *e, void *state, const void *msg, size_t len,
                               void *arg)
 {
-    (void)e;
     (void)state;
     (void)arg;
+    if (len == 4 && !memcmp(msg, "ping", 4)) {
+        shoal_entity_reply(e, "pong", 4); /* the driver's baseline: a round trip, no state */
+        return;
+    }
     char pid[256];
     if (len < 7 || len - 6 >= sizeof pid || memcmp(msg, "check:", 6) != 0)
         return;
@@ -302,6 +317,10 @@ static void ledger_receive(shoal_entity_t *e, void *state, const void *msg, size
         shoal_entity_save(e, b.data, b.len, NULL, NULL);
         shoal_buf_free(&b);
         shoal_region_tell(payments_r, pid, "settled-ack", 11);
+    } else if (!strcmp(m, "count")) {
+        char b[96];
+        int bl = snprintf(b, sizeof b, "%ld %ld %ld", l->count, l->sum, l->dups);
+        shoal_entity_reply(e, b, (size_t)bl);
     } else if (!strcmp(m, "totals")) {
         shoal_buf_t b = {0};
         shoal_buf_printf(&b, "%ld %ld %ld", l->count, l->sum, l->dups);
@@ -404,7 +423,7 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
     if (!n->sh)
         return -1;
     shoal_sharding_settings_t s;
-    type_settings(&s, 30, true, n->rep);
+    type_settings(&s, PAY_SHARDS, true, n->rep);
     payments_r = shoal_region_start(n->sh, "payment", &s, &flow_fns, NULL, &err);
     type_settings(&s, LEDGERS, true, n->rep);
     ledger_r = shoal_region_start(n->sh, "ledger", &s, &ledger_fns, NULL, &err);
@@ -463,19 +482,39 @@ static int run_node(const char *bind, const char *seed, const char *data)
 /* ---------------------------------------------------------------------------------------------
  * The driver
  */
-typedef struct {
-    int confirmed, failed;
-} dstat_t;
-static dstat_t ds;
+#define MAX_NODES   7
+#define PROBES      40  /* flows of the killed node asked for their status until they answer */
+#define PING_WINDOW 256 /* asks in flight for the baseline */
+
+static int n_total;       /* payments in this run */
+static int64_t t_start;   /* when the first payment was sent */
+static int *confirmed_at; /* per payment: ms after t_start its request was confirmed, -1 = not */
+static int n_confirmed;
+
+/* "pay-K" -> K, -1 when it is not one of this run's payments */
+static int payment_index(const char *pid)
+{
+    if (strncmp(pid, "pay-", 4) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    long k = strtol(pid + 4, &end, 10);
+    if (errno || end == pid + 4 || *end || k < 0 || k >= n_total)
+        return -1;
+    return (int)k;
+}
 
 static void delivered(shoal_producer_t *p, const char *eid, uint64_t seq, int status,
                       const void *reply, size_t len, void *arg)
 {
-    (void)p, (void)eid, (void)seq, (void)reply, (void)len, (void)arg;
-    if (status == 0)
-        __atomic_add_fetch(&ds.confirmed, 1, __ATOMIC_SEQ_CST);
-    else
-        __atomic_add_fetch(&ds.failed, 1, __ATOMIC_SEQ_CST);
+    (void)p, (void)seq, (void)reply, (void)len, (void)arg;
+    if (status != 0)
+        return; /* given up: only when the producer is destroyed, at the end */
+    int k = payment_index(eid), unset = -1;
+    /* count a payment once, whatever the producer does */
+    if (k >= 0 && __atomic_compare_exchange_n(&confirmed_at[k], &unset, (int)(now_ms() - t_start),
+                                              false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        __atomic_add_fetch(&n_confirmed, 1, __ATOMIC_SEQ_CST);
 }
 
 static int members_up(node_t *n)
@@ -505,6 +544,182 @@ static int status_of(const char *pid, char *out, size_t cap, uint32_t timeout_ms
     return rc;
 }
 
+/* The ledgers' settled payments (count, sum, repeats ignored), -1 when one does not answer. */
+static long ledgers_count(long *sum, long *dups, uint32_t timeout_ms)
+{
+    long count = 0, s = 0, d = 0;
+    for (int k = 0; k < LEDGERS; k++) {
+        char lid[32];
+        snprintf(lid, sizeof lid, "ledger-%d", k);
+        shoal_buf_t b = {0};
+        int rc = shoal_region_ask_sync(ledger_r, lid, "count", 5, timeout_ms, &b);
+        long c = 0, cs = 0, cd = 0;
+        bool ok = rc == 0 && sscanf(shoal_buf_cstr(&b), "%ld %ld %ld", &c, &cs, &cd) == 3;
+        shoal_buf_free(&b);
+        if (!ok)
+            return -1;
+        count += c, s += cs, d += cd;
+    }
+    if (sum)
+        *sum = s;
+    if (dups)
+        *dups = d;
+    return count;
+}
+
+/* --- the killed node: when the driver saw it go, and when its flows answered again --- */
+static const shoal_node_t *victim_node;
+static int64_t t_kill, t_unreachable, t_removed;
+
+static void on_member(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c, (void)arg;
+    const shoal_node_t *v = __atomic_load_n(&victim_node, __ATOMIC_ACQUIRE);
+    if (!v || !ev->member || ev->member->node != v)
+        return;
+    int64_t zero = 0, *at = NULL;
+    if (ev->kind == SHOAL_EV_UNREACHABLE)
+        at = &t_unreachable;
+    else if (ev->kind == SHOAL_EV_MEMBER_DOWNED || ev->kind == SHOAL_EV_MEMBER_REMOVED)
+        at = &t_removed;
+    if (at) /* the first time only */
+        __atomic_compare_exchange_n(at, &zero, now_ms(), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static int subscribe_members(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return shoal_cluster_subscribe(arg, on_member, NULL);
+}
+
+typedef struct {
+    char pid[32];
+    int64_t back; /* first answer after the kill (0: none yet) */
+    int inflight;
+    char state[16]; /* the step it answered with */
+} probe_t;
+static probe_t probes[PROBES];
+static int n_probes;
+
+static void probe_done(shoal_region_t *r, int status, const void *reply, size_t len, void *arg)
+{
+    (void)r;
+    probe_t *pr = arg;
+    if (status == 0 && !__atomic_load_n(&pr->back, __ATOMIC_ACQUIRE)) {
+        size_t n = len < sizeof pr->state - 1 ? len : sizeof pr->state - 1;
+        memcpy(pr->state, reply, n);
+        pr->state[n] = 0;
+        char *sp = strchr(pr->state, ' ');
+        if (sp)
+            *sp = 0;
+        __atomic_store_n(&pr->back, now_ms(), __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&pr->inflight, 0, __ATOMIC_RELEASE);
+}
+
+/* Asks the probed flows for their status, each with one ask in flight at a time, until every one
+   has answered (or 90 s): an answer is the moment that flow was available again. A thread of its
+   own, so that the driver's sending does not delay the measurement. */
+static void *probe_main(void *arg)
+{
+    (void)arg;
+    while (now_ms() - t_kill < 90000) {
+        int left = 0;
+        for (int i = 0; i < n_probes; i++) {
+            probe_t *pr = &probes[i];
+            if (__atomic_load_n(&pr->back, __ATOMIC_ACQUIRE))
+                continue;
+            left++;
+            if (__atomic_load_n(&pr->inflight, __ATOMIC_ACQUIRE))
+                continue;
+            __atomic_store_n(&pr->inflight, 1, __ATOMIC_RELEASE);
+            if (shoal_region_ask(payments_r, pr->pid, "status", 6, 1000, probe_done, pr) != 0)
+                __atomic_store_n(&pr->inflight, 0, __ATOMIC_RELEASE);
+        }
+        if (!left)
+            break;
+        sleep_ms(20);
+    }
+    /* the answers still in flight complete on the node thread: wait for them */
+    for (int i = 0; i < n_probes; i++)
+        while (__atomic_load_n(&probes[i].inflight, __ATOMIC_ACQUIRE))
+            sleep_ms(5);
+    return NULL;
+}
+
+/* --- the baseline: stateless ask round trips through the same cluster --- */
+static pthread_mutex_t ping_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ping_cv = PTHREAD_COND_INITIALIZER;
+static int ping_inflight, ping_ok;
+
+static void ping_done(shoal_region_t *r, int status, const void *reply, size_t len, void *arg)
+{
+    (void)r, (void)arg;
+    pthread_mutex_lock(&ping_mu);
+    ping_inflight--;
+    ping_ok += status == 0 && len == 4 && !memcmp(reply, "pong", 4);
+    pthread_cond_signal(&ping_cv);
+    pthread_mutex_unlock(&ping_mu);
+}
+
+/* n asks to the sanctions checkers (no state, no save), at most PING_WINDOW in flight: answered
+   asks per second, or 0 when some failed */
+static double ask_rate(int n)
+{
+    int64_t t = now_ms();
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&ping_mu);
+        while (ping_inflight >= PING_WINDOW)
+            pthread_cond_wait(&ping_cv, &ping_mu); /* every ask completes: done runs once */
+        ping_inflight++;
+        pthread_mutex_unlock(&ping_mu);
+        char cid[32];
+        snprintf(cid, sizeof cid, "checker%d", i % LEDGERS);
+        if (shoal_region_ask(sanctions_r, cid, "ping", 4, 5000, ping_done, NULL) != 0) {
+            pthread_mutex_lock(&ping_mu);
+            ping_inflight--;
+            pthread_mutex_unlock(&ping_mu);
+        }
+    }
+    pthread_mutex_lock(&ping_mu);
+    while (ping_inflight > 0)
+        pthread_cond_wait(&ping_cv, &ping_mu);
+    int ok = ping_ok;
+    pthread_mutex_unlock(&ping_mu);
+    int64_t ms = now_ms() - t;
+    printf("baseline: %d stateless asks (%d answered) in %lld ms, at most %d in flight\n", n, ok,
+           (long long)ms, PING_WINDOW);
+    return ok == n ? n / ((ms > 0 ? ms : 1) / 1000.0) : 0;
+}
+
+/* --- which node hosts what --- */
+typedef struct {
+    int pay, ledger, sanctions;
+} hosted_t;
+
+/* Adds each payment node's shard count of r's type to hosted (the field at `field`); keeps the
+   stats in *keep when keep is not NULL. Nodes are told apart by port (base + 1 + index). */
+static int count_shards(shoal_region_t *r, int base, int n_nodes, hosted_t *hosted, size_t field,
+                        shoal_sharding_stats_t *keep)
+{
+    shoal_sharding_stats_t st;
+    int rc = -1;
+    for (int attempt = 0; attempt < 3 && rc != 0; attempt++)
+        rc = shoal_region_cluster_stats(r, 3000, &st);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < st.n_regions; i++) {
+        int idx = (int)shoal_node_port(st.regions[i].region) - base - 1;
+        if (idx >= 0 && idx < n_nodes && !st.regions[i].failed)
+            *(int *)((char *)&hosted[idx] + field) += (int)st.regions[i].n_shards;
+    }
+    if (keep)
+        *keep = st;
+    else
+        shoal_sharding_stats_free(&st);
+    return 0;
+}
+
 static char self_path[4096];
 
 static pid_t spawn_node(int port, const char *seed, const char *data, const char *log)
@@ -522,13 +737,116 @@ static pid_t spawn_node(int port, const char *seed, const char *data, const char
     return pid;
 }
 
-static int run_driver(int n_payments, bool quick, bool bench, bool keep)
+/* The node to kill, chosen before the payments start (its shards are placed by then, see the
+   warm-up): the one hosting the most ledger shards (then sanctions, then payment shards), so that
+   every kind of entity loses its home. */
+typedef struct {
+    int index;         /* 0-based; the output counts from 1 */
+    bool known;        /* the stats answered */
+    hosted_t hosted;   /* what it hosts */
+    char **pay_shards; /* its payment shards */
+    size_t n_pay_shards;
+} victim_t;
+
+static void plan_victim(int base, int n_nodes, victim_t *v)
+{
+    hosted_t hosted[MAX_NODES];
+    memset(hosted, 0, sizeof hosted);
+    memset(v, 0, sizeof *v);
+    shoal_sharding_stats_t pst = {0};
+    v->known = count_shards(ledger_r, base, n_nodes, hosted, offsetof(hosted_t, ledger), NULL) == 0;
+    v->known = v->known && count_shards(sanctions_r, base, n_nodes, hosted,
+                                        offsetof(hosted_t, sanctions), NULL) == 0;
+    v->known = v->known &&
+               count_shards(payments_r, base, n_nodes, hosted, offsetof(hosted_t, pay), &pst) == 0;
+    v->index = n_nodes - 1;
+    for (int i = n_nodes - 1; v->known && i >= 0; i--) {
+        const hosted_t *a = &hosted[i], *b = &hosted[v->index];
+        if (a->ledger > b->ledger ||
+            (a->ledger == b->ledger &&
+             (a->sanctions > b->sanctions || (a->sanctions == b->sanctions && a->pay > b->pay))))
+            v->index = i;
+    }
+    v->hosted = hosted[v->index];
+    for (size_t i = 0; v->known && i < pst.n_regions; i++) {
+        const shoal_region_state_t *r = &pst.regions[i];
+        if ((int)shoal_node_port(r->region) - base - 1 != v->index)
+            continue;
+        __atomic_store_n(&victim_node, r->region, __ATOMIC_RELEASE);
+        v->pay_shards = calloc(r->n_shards + 1, sizeof *v->pay_shards);
+        for (size_t j = 0; j < r->n_shards; j++)
+            v->pay_shards[v->n_pay_shards++] = strdup(r->shards[j].id);
+    }
+    if (v->known)
+        shoal_sharding_stats_free(&pst);
+}
+
+static void victim_free(victim_t *v)
+{
+    for (size_t j = 0; j < v->n_pay_shards; j++)
+        free(v->pay_shards[j]);
+    free(v->pay_shards);
+}
+
+/* The probes: flows on the victim (any flow when its shards are unknown) whose request was
+   confirmed before the kill, spread over the payments sent so far. */
+static void pick_probes(const victim_t *v, int sent)
+{
+    int *cand = malloc(sizeof *cand * (size_t)(sent + 1)), nc = 0;
+    for (int k = 0; k <= sent; k++) {
+        if (__atomic_load_n(&confirmed_at[k], __ATOMIC_SEQ_CST) < 0)
+            continue;
+        char pid[32], shard[SHOAL_SHARD_ID_MAX + 1];
+        snprintf(pid, sizeof pid, "pay-%d", k);
+        shoal_region_shard_of(payments_r, pid, shard);
+        bool on_victim = !v->known;
+        for (size_t j = 0; j < v->n_pay_shards && !on_victim; j++)
+            on_victim = !strcmp(v->pay_shards[j], shard);
+        if (on_victim)
+            cand[nc++] = k;
+    }
+    n_probes = nc < PROBES ? nc : PROBES;
+    for (int i = 0; i < n_probes; i++)
+        snprintf(probes[i].pid, sizeof probes[i].pid, "pay-%d",
+                 cand[(int)((long)i * nc / n_probes)]);
+    free(cand);
+}
+
+/* Kills the victim once half of the requests are confirmed (flows at every step then), says what
+   it hosted, and starts the clock of its flows' unavailability. */
+static void kill_victim(const victim_t *v, int sent, const pid_t *kids)
+{
+    kill(kids[v->index], SIGKILL);
+    waitpid(kids[v->index], NULL, 0);
+    t_kill = now_ms();
+    int confirmed = __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST);
+    pick_probes(v, sent);
+    printf("after %d requests confirmed: payment node %d killed with SIGKILL", confirmed,
+           v->index + 1);
+    if (v->known)
+        printf("; it hosted %d payment, %d ledger and %d sanctions shards\n", v->hosted.pay,
+               v->hosted.ledger, v->hosted.sanctions);
+    else
+        printf("; which shards it hosted is unknown (the stats query failed)\n");
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_driver(int n_payments, int n_nodes, int rate, bool bench, bool keep)
 {
     if (readlink("/proc/self/exe", self_path, sizeof self_path - 1) < 0)
         return 1;
     char dir[] = "/tmp/shoal-payments-XXXXXX";
     if (!mkdtemp(dir))
         return 1;
+    n_total = n_payments;
+    confirmed_at = malloc(sizeof *confirmed_at * (size_t)n_payments);
+    for (int k = 0; k < n_payments; k++)
+        confirmed_at[k] = -1;
     int base = 20000 + (int)(getpid() % 11000);
     char seed[64];
     snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", base);
@@ -537,41 +855,81 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
         fprintf(stderr, "payments: the driver's node did not start\n");
         return 1;
     }
-    pid_t kids[3];
-    for (int i = 0; i < 3; i++) {
+    /* membership events come on the node thread */
+    if (shoal_system_call(drv.sys, subscribe_members, drv.cl) <= 0) {
+        fprintf(stderr, "payments: cannot follow the cluster's members\n");
+        return 1;
+    }
+    pid_t kids[MAX_NODES];
+    for (int i = 0; i < n_nodes; i++) {
         char data[300], log[300];
         snprintf(data, sizeof data, "%s/node%d", dir, i + 1);
         snprintf(log, sizeof log, "%s/node%d.log", dir, i + 1);
         kids[i] = spawn_node(base + 1 + i, seed, data, log);
     }
     int64_t until = now_ms() + 30000;
-    while (members_up(&drv) < 4 && now_ms() < until)
+    while (members_up(&drv) < n_nodes + 1 && now_ms() < until)
         sleep_ms(50);
     const char *types[] = {"payment", "ledger", "sanctions"};
     while (!shoal_sharding_healthy(drv.sh, types, 3) && now_ms() < until)
         sleep_ms(50);
-    if (members_up(&drv) < 4) {
-        fprintf(stderr, "payments: the three nodes did not come up (logs in %s)\n", dir);
-        for (int i = 0; i < 3; i++)
+    /* touch every ledger and checker, so that their shards are placed while every node is up
+       (the kill then takes some of them too) */
+    bool warm = false;
+    while (!warm && now_ms() < until) {
+        warm = ledgers_count(NULL, NULL, 2000) == 0;
+        for (int i = 0; warm && i < LEDGERS; i++) {
+            char cid[32];
+            shoal_buf_t b = {0};
+            snprintf(cid, sizeof cid, "checker%d", i);
+            warm = shoal_region_ask_sync(sanctions_r, cid, "ping", 4, 2000, &b) == 0;
+            shoal_buf_free(&b);
+        }
+    }
+    /* and one flow id of every payment shard (a status ask stores nothing), so that the
+       victim's shards are known before the payments start */
+    for (uint32_t sh = 0; warm && sh < PAY_SHARDS; sh++) {
+        char id[32], shard[SHOAL_SHARD_ID_MAX + 1], want[16], st[96];
+        snprintf(want, sizeof want, "%u", sh);
+        bool found = false;
+        for (int j = 0; j < 100000 && !found; j++) {
+            snprintf(id, sizeof id, "warm-%d", j);
+            shoal_region_shard_of(payments_r, id, shard);
+            found = !strcmp(shard, want);
+        }
+        warm = !found || status_of(id, st, sizeof st, 5000) == 0;
+    }
+    if (members_up(&drv) < n_nodes + 1 || !warm) {
+        fprintf(stderr, "payments: the %d nodes did not come up (logs in %s)\n", n_nodes, dir);
+        for (int i = 0; i < n_nodes; i++)
             kill(kids[i], SIGKILL);
         return 1;
     }
-    printf("cluster: the driver (role client) and 3 payment nodes (role pay), LMDB under %s\n", dir);
+    printf("cluster: the driver (role client) and %d payment nodes (role pay), LMDB under %s\n",
+           n_nodes, dir);
+    double base_rate = bench ? ask_rate(n_payments > 20000 ? n_payments : 20000) : 0;
+    victim_t victim;
+    plan_victim(base, n_nodes, &victim);
+    bool killed = false;
     int err = 0;
     shoal_producer_settings_t ps;
     shoal_producer_settings_default(&ps);
     ps.resend_ms = 700;
-    shoal_producer_t *p = shoal_producer_new(payments_r, "driver-requests", &ps, delivered, NULL,
-                                             &err);
+    shoal_producer_t *p =
+        shoal_producer_new(payments_r, "driver-requests", &ps, delivered, NULL, &err);
     if (!p)
         return 1;
-    /* a sample of flows asked for their status through the run */
-    enum { SAMPLE = 60 };
-    int64_t t0 = now_ms(), t_kill = 0, killed_first_fail = 0, killed_back = 0;
-    int victim = 2;
+    pthread_t prober;
+    bool probing = false;
+    int kill_at = n_payments / 2;
     long expect_sum = 0;
     int expect_blocked = 0;
+    t_start = now_ms();
     for (int k = 0; k < n_payments; k++) {
+        /* payments arrive over time (rate a second), so that some are on their way at the kill */
+        int64_t due = rate > 0 ? t_start + (int64_t)k * 1000 / rate : 0;
+        if (due > now_ms())
+            sleep_ms((int)(due - now_ms()));
         char pid[32], m[32];
         snprintf(pid, sizeof pid, "pay-%d", k);
         long amount = 100 + (k * 37) % 900;
@@ -587,42 +945,33 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
             fprintf(stderr, "payments: send: %s\n", shoal_strerror(rc));
             return 1;
         }
-        if (k == n_payments / 2) {
-            kill(kids[victim], SIGKILL);
-            waitpid(kids[victim], NULL, 0);
-            t_kill = now_ms();
-            printf("after %d payments: payment node %d killed with SIGKILL\n", k, victim + 1);
-        }
-        if (t_kill && !killed_back && k % 20 == 0) {
-            /* which sample flows answer now? the first failure after the kill starts the clock */
-            for (int j = 0; j < SAMPLE && !killed_back; j += 7) {
-                char st[96], sp[32];
-                snprintf(sp, sizeof sp, "pay-%d", j);
-                int rc2 = status_of(sp, st, sizeof st, 300);
-                if (rc2 != 0 && !killed_first_fail)
-                    killed_first_fail = now_ms();
-            }
+        if (!killed && __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) >= kill_at) {
+            kill_victim(&victim, k, kids);
+            killed = true;
         }
     }
-    int64_t t_sent = now_ms();
-    /* the killed node's flows: available again when every sample flow answers */
-    while (t_kill && !killed_back && now_ms() - t_kill < 60000) {
-        bool all = true;
-        for (int j = 0; j < SAMPLE && all; j++) {
-            char st[96], sp[32];
-            snprintf(sp, sizeof sp, "pay-%d", j);
-            all = status_of(sp, st, sizeof st, 500) == 0;
-        }
-        if (all)
-            killed_back = now_ms();
-        else
-            sleep_ms(50);
-    }
+    /* unpaced, sending only queues in the producer: the kill waits for half of them confirmed */
+    until = now_ms() + 60000;
+    while (!killed && __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) < kill_at && now_ms() < until)
+        sleep_ms(1);
+    if (!killed)
+        kill_victim(&victim, n_payments - 1, kids);
+    probing = n_probes > 0 && pthread_create(&prober, NULL, probe_main, NULL) == 0;
     until = now_ms() + 90000;
     while (shoal_producer_pending(p) > 0 && now_ms() < until)
         sleep_ms(20);
     int64_t t_confirmed = now_ms();
+    /* every settlement in a ledger (the failed ones never get there) */
+    int64_t t_settled = 0;
+    until = now_ms() + DEADLINE_MS + 60000;
+    while (!t_settled && now_ms() < until) {
+        if (ledgers_count(NULL, NULL, 500) >= n_payments - expect_blocked)
+            t_settled = now_ms();
+        else
+            sleep_ms(50);
+    }
     /* every flow final: settled, or failed at its deadline */
+    char *final = calloc((size_t)n_payments, 1);
     int settled = 0, failed = 0, stuck = 0, wrong_fail = 0, unanswered = 0;
     until = now_ms() + DEADLINE_MS + 60000;
     for (int k = 0; k < n_payments; k++) {
@@ -630,8 +979,8 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
         snprintf(pid, sizeof pid, "pay-%d", k);
         for (;;) {
             int rc = status_of(pid, st, sizeof st, 2000);
-            bool final = rc == 0 && (!strncmp(st, "settled", 7) || !strncmp(st, "failed", 6));
-            if (final || now_ms() > until) {
+            bool is_final = rc == 0 && (!strncmp(st, "settled", 7) || !strncmp(st, "failed", 6));
+            if (is_final || now_ms() > until) {
                 if (rc != 0)
                     unanswered++;
                 break;
@@ -640,10 +989,12 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
         }
         if (!strncmp(st, "settled", 7)) {
             settled++;
+            final[k] = 'S';
             if (is_blocked(pid))
                 wrong_fail++;
         } else if (!strncmp(st, "failed", 6)) {
             failed++;
+            final[k] = 'F';
             if (!is_blocked(pid))
                 wrong_fail++;
         } else {
@@ -653,72 +1004,104 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
         }
     }
     int64_t t_final = now_ms();
+    /* the ledgers' ids, payment by payment: each settled payment exactly once, no other */
     long ledger_count = 0, ledger_sum = 0, ledger_dups = 0;
-    int ledger_errors = 0, doubles = 0;
-    char *all_ids = calloc(1, 1);
+    int ledger_errors = 0, doubles = 0, unknown_ids = 0, missing = 0, extra = 0;
+    unsigned char *seen = calloc((size_t)n_payments, 1);
     for (int k = 0; k < LEDGERS; k++) {
         char lid[32];
         snprintf(lid, sizeof lid, "ledger-%d", k);
         shoal_buf_t b = {0};
         if (shoal_region_ask_sync(ledger_r, lid, "totals", 6, 5000, &b) != 0) {
             ledger_errors++;
+            shoal_buf_free(&b);
             continue;
         }
-        shoal_buf_append(&b, "", 1);
+        char *text = (char *)shoal_buf_cstr(&b);
         long c = 0, s = 0, d = 0;
         int off = 0;
-        sscanf((char *)b.data, "%ld %ld %ld%n", &c, &s, &d, &off);
-        ledger_count += c;
-        ledger_sum += s;
-        ledger_dups += d;
-        /* no id in two ledgers */
-        char *ids = strdup((char *)b.data + off);
-        for (char *t = strtok(ids, " "); t; t = strtok(NULL, " ")) {
-            char needle[64];
-            snprintf(needle, sizeof needle, " %s ", t);
-            if (strstr(all_ids, needle))
-                doubles++;
-            size_t l = strlen(all_ids);
-            all_ids = realloc(all_ids, l + strlen(t) + 3);
-            snprintf(all_ids + l, strlen(t) + 3, " %s ", t);
+        if (sscanf(text, "%ld %ld %ld%n", &c, &s, &d, &off) != 3) {
+            ledger_errors++;
+            shoal_buf_free(&b);
+            continue;
         }
-        free(ids);
+        ledger_count += c, ledger_sum += s, ledger_dups += d;
+        char *save = NULL;
+        for (char *t = strtok_r(text + off, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+            int i = payment_index(t);
+            if (i < 0)
+                unknown_ids++;
+            else if (seen[i]++ == 1)
+                doubles++;
+        }
         shoal_buf_free(&b);
     }
-    free(all_ids);
+    for (int k = 0; k < n_payments; k++) {
+        missing += final[k] == 'S' && seen[k] != 1;
+        extra += final[k] != 'S' && seen[k] != 0;
+    }
+    /* the probed flows of the killed node: when each answered again, from which step */
+    int probes_back = 0, lost = 0;
+    int64_t back_ms[PROBES];
+    if (probing)
+        pthread_join(prober, NULL);
+    for (int i = 0; i < n_probes; i++) {
+        int64_t b = __atomic_load_n(&probes[i].back, __ATOMIC_ACQUIRE);
+        if (!b)
+            continue;
+        back_ms[probes_back++] = b - t_kill;
+        if (!strcmp(probes[i].state, "new")) {
+            lost++; /* confirmed before the kill, yet without a stored step */
+            fprintf(stderr, "payments: %s came back without its stored state\n", probes[i].pid);
+        }
+    }
+    qsort(back_ms, (size_t)probes_back, sizeof *back_ms, cmp_i64);
     printf("payments: %d sent from the driver's node (at-least-once), %d confirmed\n", n_payments,
-           ds.confirmed);
+           n_confirmed);
     printf("final: %d settled, %d failed (sanctions deadline), %d stuck, %d unanswered\n", settled,
            failed, stuck, unanswered);
     printf("ledgers: %ld payments, total %ld (expected %d, %ld), %ld repeated settlements "
            "ignored, %d ids in two ledgers\n",
-           ledger_count, ledger_sum, n_payments - expect_blocked, expect_sum, ledger_dups,
-           doubles);
-    if (t_kill)
-        printf("unavailable: the killed node's flows answered again %lld ms after the kill "
-               "(first failed status at +%lld ms)\n",
-               (long long)(killed_back - t_kill),
-               (long long)(killed_first_fail ? killed_first_fail - t_kill : 0));
-    double secs = (t_final - t0) / 1000.0;
-    printf("time: %.1f s to send, %.1f s until confirmed, %.1f s until all final\n",
-           (t_sent - t0) / 1000.0, (t_confirmed - t0) / 1000.0, secs);
-    bool ok = stuck == 0 && unanswered == 0 && wrong_fail == 0 &&
-              ds.confirmed == n_payments && settled == n_payments - expect_blocked &&
-              failed == expect_blocked && ledger_count == settled && ledger_sum == expect_sum &&
-              doubles == 0 && ledger_errors == 0 && killed_back > 0;
+           ledger_count, ledger_sum, n_payments - expect_blocked, expect_sum, ledger_dups, doubles);
+    printf("per payment: %d settled ones not in the ledgers exactly once, %d others in a ledger, "
+           "%d unknown ids\n",
+           missing, extra, unknown_ids);
+    {
+        if (probes_back == n_probes && n_probes > 0)
+            printf("unavailable: the killed node's flows (%d probed) answered again %lld ms after "
+                   "the kill (median %lld ms), %d without their stored state",
+                   n_probes, (long long)back_ms[n_probes - 1], (long long)back_ms[n_probes / 2],
+                   lost);
+        else
+            printf("unavailable: %d of the killed node's %d probed flows never answered again",
+                   n_probes - probes_back, n_probes);
+        printf("; node %d seen unreachable at +%lld ms, removed at +%lld ms\n", victim.index + 1,
+               (long long)(t_unreachable ? t_unreachable - t_kill : -1),
+               (long long)(t_removed ? t_removed - t_kill : -1));
+    }
+    printf("time: %.1f s until every request was confirmed, %.1f s until every settlement, "
+           "%.1f s until all final (%d s sanctions deadline)\n",
+           (t_confirmed - t_start) / 1000.0, t_settled ? (t_settled - t_start) / 1000.0 : -1.0,
+           (t_final - t_start) / 1000.0, DEADLINE_MS / 1000);
+    bool ok = stuck == 0 && unanswered == 0 && wrong_fail == 0 && n_confirmed == n_payments &&
+              settled == n_payments - expect_blocked && failed == expect_blocked &&
+              ledger_count == settled && ledger_sum == expect_sum && doubles == 0 && missing == 0 &&
+              extra == 0 && unknown_ids == 0 && ledger_errors == 0 && t_settled > 0 &&
+              n_probes > 0 && probes_back == n_probes && lost == 0;
     if (bench) {
-        /* settled per second over the run, the kill included; baseline: the same flows' first
-           step alone (requests confirmed per second) */
-        double rate = settled / ((t_final - t0 - DEADLINE_MS) / 1000.0);
-        double base_rate = n_payments / ((t_confirmed - t0) / 1000.0);
+        /* settled per second from the first request to the last settlement, the kill included;
+           baseline: stateless ask round trips through the same cluster, before the payments */
+        double settled_rate = t_settled > t_start ? settled / ((t_settled - t_start) / 1000.0) : 0;
         printf("BENCH name=payments_settled_per_s value=%.1f unit=ops/s baseline=%.1f "
                "ratio=%.4f\n",
-               rate, base_rate, base_rate > 0 ? rate / base_rate : 0);
+               settled_rate, base_rate, base_rate > 0 ? settled_rate / base_rate : 0);
     }
+    free(final);
+    free(seen);
     shoal_producer_destroy(&p);
     node_stop(&drv);
-    for (int i = 0; i < 3; i++)
-        if (i != victim) {
+    for (int i = 0; i < n_nodes; i++)
+        if (i != victim.index) {
             kill(kids[i], SIGTERM);
             waitpid(kids[i], NULL, 0);
         }
@@ -734,13 +1117,29 @@ static int run_driver(int n_payments, bool quick, bool bench, bool keep)
     } else {
         printf("FAIL: see above (node logs in %s)\n", dir);
     }
-    (void)quick;
+    victim_free(&victim);
+    free(confirmed_at);
     return ok ? 0 : 1;
+}
+
+/* A whole decimal number in [lo, hi], or a message and false. */
+static bool number_arg(const char *opt, const char *text, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "payments: %s takes a number between %ld and %ld, not \"%s\"\n", opt, lo,
+                hi, text);
+        return false;
+    }
+    *out = (int)v;
+    return true;
 }
 
 int main(int argc, char **argv)
 {
-    int n = 2000;
+    int n = 2000, nodes = 3, rate = -1;
     bool node = false, quick = false, bench = false, keep = false;
     const char *bind = NULL, *seed = NULL, *data = NULL;
     for (int i = 1; i < argc; i++) {
@@ -752,26 +1151,35 @@ int main(int argc, char **argv)
             bench = true;
         else if (!strcmp(argv[i], "--keep"))
             keep = true;
-        else if (!strcmp(argv[i], "--payments") && i + 1 < argc)
-            n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--bind") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--payments") && i + 1 < argc) {
+            if (!number_arg("--payments", argv[++i], 50, 1000000, &n))
+                return 2;
+        } else if (!strcmp(argv[i], "--rate") && i + 1 < argc) {
+            /* 0: unpaced */
+            if (!number_arg("--rate", argv[++i], 0, 1000000, &rate))
+                return 2;
+        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
+            /* three at least: keep-majority keeps the side with two of three when one is killed */
+            if (!number_arg("--nodes", argv[++i], 3, MAX_NODES, &nodes))
+                return 2;
+        } else if (!strcmp(argv[i], "--bind") && i + 1 < argc)
             bind = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = argv[++i];
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
         else {
-            fprintf(stderr, "usage: payments [--payments N] [--short] [--bench] [--keep]\n"
-                            "       payments --node --bind EP --seed EP --data DIR\n");
+            fprintf(stderr,
+                    "usage: payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] "
+                    "[--keep]\n"
+                    "       payments --node --bind EP --seed EP --data DIR\n");
             return 2;
         }
     }
     if (node)
         return bind && seed ? run_node(bind, seed, data) : 2;
-    if (n < 50 || n > 1000000) {
-        fprintf(stderr, "payments: --payments between 50 and 1000000\n");
-        return 2;
-    }
+    if (rate < 0) /* not given: 400 a second (the short run 200), the benchmark unpaced */
+        rate = bench ? 0 : quick ? 200 : 400;
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
-    return run_driver(n, quick, bench, keep);
+    return run_driver(n, nodes, rate, bench, keep);
 }

@@ -2,8 +2,8 @@
     runs the release examples next to this program (build/bin) with --bench, each of which prints
     its own BENCH line with a baseline measured in the same run:
       payments_settled_per_s  payments settled per second over a run of 2,000 with one of three
-                              payment nodes killed (SIGKILL) halfway; baseline: the rate at which
-                              the same run's requests were confirmed (their first step stored)
+                              payment nodes killed (SIGKILL) halfway; baseline: stateless ask
+                              round trips through the same cluster (256 in flight), same run
       judge_events_per_s      game events judged per second (read from Redis Streams, routed to
                               judge entities, state saved) while a node joins and another leaves;
                               baseline: raw XADD + XREAD of the same Redis in the same run

@@ -1,9 +1,11 @@
 /*  test_examples.c — the seeds' applications in their short form, run as a user runs them
     (build/bin/<example>, a release build, which `scons check` builds too), their summaries read.
 
-    payments --short: 400 payment flows on three node processes, one killed with SIGKILL halfway;
-    every payment must end settled exactly once (ledger totals equal) or failed at its sanctions
-    deadline (exactly the ones the simulated sanctions service ignores), none stuck.
+    payments --short: 400 payment flows on three node processes, the one hosting the most ledger
+    shards killed with SIGKILL once half of the requests are confirmed; every payment must end
+    settled exactly once (each id in one ledger once, totals equal) or failed at its sanctions
+    deadline (exactly the ones the simulated sanctions service ignores), none stuck, and the
+    killed node's flows must answer again from their stored state.
     session-judge --short: game events from Redis Streams (redis-server, which the example starts)
     judged per game while judge nodes come and go.
 */
@@ -44,7 +46,11 @@ static void test_payments(void **state)
     must_contain(out, "final: 384 settled, 16 failed (sanctions deadline), 0 stuck, 0 unanswered");
     must_contain(out, "ledgers: 384 payments, total 207356 (expected 384, 207356)");
     must_contain(out, ", 0 ids in two ledgers");
-    must_contain(out, "payment node 3 killed with SIGKILL");
+    must_contain(out, " killed with SIGKILL; it hosted ");
+    must_contain(out, "per payment: 0 settled ones not in the ledgers exactly once, 0 others in a "
+                      "ledger, 0 unknown ids");
+    must_contain(out, "(40 probed) answered again ");
+    must_contain(out, ", 0 without their stored state");
     must_contain(out, "\nOK: every payment settled exactly once");
     assert_int_equal(rc, 0);
 }
