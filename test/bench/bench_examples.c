@@ -48,7 +48,7 @@ int main(void)
     self[n] = 0;
     const char *dir = dirname(self);
     int rc = run(dir, "payments --payments 2000 --bench");
-    rc |= run(dir, "session-judge --games 200 --events 100 --bench");
+    rc |= run(dir, "session-judge --games 500 --events-per-game 200 --bench");
     if (rc)
         bench_note("an example failed: see its summary above");
     return rc;

@@ -6,8 +6,7 @@
     settled exactly once (each id in one ledger once, totals equal) or failed at its sanctions
     deadline (exactly the ones the simulated sanctions service ignores), none stuck, and the
     killed node's flows must answer again from their stored state.
-    session-judge --short: game events from Redis Streams (redis-server, which the example starts)
-    judged per game while judge nodes come and go.
+    (session-judge has a test of its own: test_session_judge.c.)
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,29 +54,11 @@ static void test_payments(void **state)
     assert_int_equal(rc, 0);
 }
 
-/* session-judge --short: 3,600 game events over 8 Redis streams, a judge node joins and another
-   leaves while they flow; every game judged completely, in order, by one judge at a time. */
-static void test_session_judge(void **state)
-{
-    (void)state;
-    char path[4096];
-    if (!ttool_find("session-judge", path, sizeof path))
-        fail_msg("build/bin/session-judge is missing: scons check builds the examples");
-    int rc = ttool_run(path, "--short", out, OUT_CAP);
-    must_contain(out, "events: 3600 written, 3600 judged");
-    must_contain(out, "order: 0 gaps, 0 games incomplete, 0 overlapping judge incarnations");
-    must_contain(out, "judge node 4 starts and joins");
-    must_contain(out, "judge node 1 leaves");
-    must_contain(out, "\nOK: every game judged by one judge at a time");
-    assert_int_equal(rc, 0);
-}
-
 int main(void)
 {
     out = calloc(1, OUT_CAP);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_payments),
-        cmocka_unit_test(test_session_judge),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(out);
