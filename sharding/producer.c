@@ -17,8 +17,6 @@
 
 #include "sharding_internal.h"
 
-#define PRODUCER_ID_MAX 64
-
 typedef struct pmsg {
     struct pmsg *next;
     uint64_t seq;
@@ -37,7 +35,7 @@ typedef struct {
 struct shoal_producer {
     shoal_region_t *r;
     shoal_system_t *sys; /* outlives the region */
-    char id[PRODUCER_ID_MAX + 1];
+    char id[SHOAL_PRODUCER_ID_MAX + 1];
     uint8_t idlen;
     shoal_producer_settings_t s;
     shoal_delivered_fn *fn;
@@ -173,7 +171,6 @@ static void ack_done(shoal_region_t *r, int status, const void *reply, size_t le
     }
     pent_t *e = zhashx_lookup(p->ents, x->eid);
     pmsg_t *done = NULL, **tail = &done;
-    size_t n = 0;
     if (e && status == 0) {
         /* cumulative: everything up to it is processed */
         while (e->head && e->head->seq <= x->seq) {
@@ -187,7 +184,6 @@ static void ack_done(shoal_region_t *r, int status, const void *reply, size_t le
             m->next = NULL;
             *tail = m;
             tail = &m->next;
-            n++;
         }
     } else if (e && e->head && e->head->seq == x->seq) {
         e->head->sent_at = 0; /* the first unconfirmed failed: all of them again, next tick */
@@ -202,7 +198,6 @@ static void ack_done(shoal_region_t *r, int status, const void *reply, size_t le
         free(m);
         m = next;
     }
-    (void)n;
     free(x);
 }
 
@@ -240,7 +235,7 @@ shoal_producer_t *shoal_producer_new(shoal_region_t *r, const char *producer_id,
 {
     int e = 0;
     size_t idlen = producer_id ? strlen(producer_id) : 0;
-    if (!r || !fn || idlen == 0 || idlen > PRODUCER_ID_MAX || !r->s.entity_state)
+    if (!r || !fn || idlen == 0 || idlen > SHOAL_PRODUCER_ID_MAX || !r->s.entity_state)
         e = SHOAL_EINVAL;
     if (e) {
         if (err)
@@ -287,7 +282,7 @@ int shoal_producer_send(shoal_producer_t *p, const char *entity_id, const void *
     size_t el = entity_id ? strlen(entity_id) : 0;
     if (!p || el == 0 || el > SHOAL_ENTITY_ID_MAX || (len && !msg))
         return SHOAL_EINVAL;
-    size_t flen = 1 + p->idlen + 8 + len;
+    size_t flen = 1 + p->idlen + 8 + len; /* wire_reliable's frame */
     pthread_mutex_lock(&p->mu);
     if (p->dead || p->region_gone) {
         pthread_mutex_unlock(&p->mu);
@@ -314,12 +309,10 @@ int shoal_producer_send(shoal_producer_t *p, const char *entity_id, const void *
     m->seq = ++e->next_seq;
     m->sent_at = shoal_now_ms();
     m->len = flen;
-    m->data[0] = p->idlen;
-    memcpy(m->data + 1, p->id, p->idlen);
-    for (int i = 0; i < 8; i++)
-        m->data[1 + p->idlen + i] = (uint8_t)(m->seq >> (8 * i));
-    if (len)
-        memcpy(m->data + 1 + p->idlen + 8, msg, len);
+    shoal_buf_t frame = {0};
+    wire_reliable(&frame, p->id, p->idlen, m->seq, msg, len);
+    memcpy(m->data, frame.data, flen);
+    shoal_buf_free(&frame);
     if (e->tail)
         e->tail->next = m;
     else

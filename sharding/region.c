@@ -1907,11 +1907,7 @@ int shoal_region_ask(shoal_region_t *r, const char *entity_id, const void *msg, 
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     if (!r || !done || (len && !msg) || resolve_eid(r, entity_id, msg, len, eid) != 0)
         return SHOAL_EINVAL;
-    if (!msg_fits(r, len))
-        return SHOAL_ETOOBIG;
-    if (shoal_system_on_thread(r->sys))
-        return submit(r, eid, 0, msg, len, timeout_ms, done, arg);
-    return enqueue_inbound(r, 2, eid, msg, len, timeout_ms, done, arg);
+    return region_ask_flags(r, eid, 0, msg, len, timeout_ms, done, arg);
 }
 
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,

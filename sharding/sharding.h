@@ -379,7 +379,9 @@ typedef struct {
     size_t max_bytes;          /* all unconfirmed payloads of the producer, 64 MiB */
 } shoal_producer_settings_t;
 void shoal_producer_settings_default(shoal_producer_settings_t *s);
-/* A producer for the entities of r's type; producer_id at most 64 bytes. Any thread. */
+#define SHOAL_PRODUCER_ID_MAX 64
+/* A producer for the entities of r's type; producer_id at most SHOAL_PRODUCER_ID_MAX bytes. Any
+   thread. */
 shoal_producer_t *shoal_producer_new(shoal_region_t *r, const char *producer_id,
                                      const shoal_producer_settings_t *s, shoal_delivered_fn *fn,
                                      void *arg, int *err);

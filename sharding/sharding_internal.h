@@ -55,6 +55,20 @@ Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len);
 void wire_control_free(Shoal__Sharding__Control *m);
 /* The stable hash naming a type in envelopes. */
 uint32_t wire_type_hash(const char *type_name);
+/* Little-endian u64, as every hand-coded field of sharding's bytes. */
+void wire_put_u64(shoal_buf_t *b, uint64_t v);
+uint64_t wire_get_u64(const uint8_t *p);
+/* The payload of an ENV_RELIABLE message: u8 producer id len | id | u64 seq | msg. */
+typedef struct {
+    const char *producer; /* not NUL-terminated: plen */
+    size_t plen;
+    uint64_t seq;
+    const uint8_t *msg;
+    size_t len;
+} reliable_t;
+void wire_reliable(shoal_buf_t *out, const char *producer, size_t plen, uint64_t seq,
+                   const void *msg, size_t len);
+int wire_parse_reliable(const uint8_t *data, size_t len, reliable_t *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Buffered messages
@@ -376,7 +390,6 @@ shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid);
 void entity_finish_now(shoal_entity_t *e);
 void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
                        const void *data, size_t len);
-void shard_note_all_shards(shard_t *s, bool *noted);
 /* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
                      size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);

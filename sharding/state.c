@@ -34,11 +34,10 @@
 #define STORED_VERSION 1
 #define STORED_HANDOVER 0x01
 #define PRODUCERS_MAX 64
-#define PRODUCER_ID_MAX 64
 #define REMINDER_MARK 0x01
 
 typedef struct {
-    char id[PRODUCER_ID_MAX + 1];
+    char id[SHOAL_PRODUCER_ID_MAX + 1];
     uint8_t len;
     uint64_t last;  /* processed (in memory; stored with the save that follows it) */
     uint64_t acked; /* stored (its save acknowledged) */
@@ -56,7 +55,7 @@ struct ent_state {
     uint64_t clock;
     /* the reliable message being received */
     bool in_reliable;
-    char cur_pid[PRODUCER_ID_MAX + 1];
+    char cur_pid[SHOAL_PRODUCER_ID_MAX + 1];
     uint64_t cur_seq;
     const shoal_node_t *cur_origin;
     uint64_t cur_ask;
@@ -125,20 +124,6 @@ static int64_t unix_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Stored bytes
  */
@@ -162,7 +147,7 @@ static int stored_parse(const uint8_t *d, size_t len, stored_t *out)
         if (at >= len)
             return SHOAL_EDECODE;
         size_t l = d[at];
-        if (l == 0 || l > PRODUCER_ID_MAX || at + 1 + l + 8 > len)
+        if (l == 0 || l > SHOAL_PRODUCER_ID_MAX || at + 1 + l + 8 > len)
             return SHOAL_EDECODE;
         at += 1 + l + 8;
     }
@@ -180,11 +165,10 @@ static void stored_build(shoal_buf_t *out, const struct ent_state *st, uint8_t f
     uint8_t h[3] = {STORED_VERSION, flags, (uint8_t)(st ? st->n_seen : 0)};
     shoal_buf_append(out, h, 3);
     for (size_t i = 0; st && i < st->n_seen; i++) {
-        uint8_t l = st->seen[i].len, n[8];
+        uint8_t l = st->seen[i].len;
         shoal_buf_append(out, &l, 1);
         shoal_buf_append(out, st->seen[i].id, l);
-        put_u64(n, st->seen[i].last);
-        shoal_buf_append(out, n, 8);
+        wire_put_u64(out, st->seen[i].last);
     }
     if (len)
         shoal_buf_append(out, user, len);
@@ -226,7 +210,7 @@ typedef struct save {
     uint8_t *key, *data;
     /* a reliable message confirmed by this save */
     bool confirm;
-    char pid[PRODUCER_ID_MAX + 1];
+    char pid[SHOAL_PRODUCER_ID_MAX + 1];
     uint64_t cseq;
     const shoal_node_t *corigin;
     uint64_t cask;
@@ -413,34 +397,44 @@ static int entity_check(const shoal_entity_t *e)
     return 0;
 }
 
-static int save_user(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
-                     shoal_save_done_fn *done, void *arg, save_t **out)
+/* The write of the entity's own bytes (its producers' numbers in front), not issued yet: the
+   caller fills in what happens when it is done, then issue(). NULL with *rc on bad use. */
+static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
+                            int *rc)
 {
-    int rc = entity_check(e);
-    if (rc < 0)
-        return rc;
-    if (len && !data)
-        return SHOAL_EINVAL;
-    if (len > ESTATE_DATA_MAX - 4096)
-        return SHOAL_ETOOBIG;
+    *rc = entity_check(e);
+    if (*rc == 0 && len && !data)
+        *rc = SHOAL_EINVAL;
+    if (*rc == 0 && len > ESTATE_DATA_MAX - 4096)
+        *rc = SHOAL_ETOOBIG;
+    if (*rc < 0)
+        return NULL;
     shoal_buf_t b = {0};
     stored_build(&b, e->st, flags, data, len);
     save_t *w = save_new(e, e->id, strlen(e->id));
     w->data = b.data; /* taken over */
     w->len = b.len;
-    w->done = done;
-    w->arg = arg;
     if (e->st->in_reliable)
         attach_confirm(e->st, w);
-    if (out)
-        *out = w;
+    return w;
+}
+
+static int save_user(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
+                     shoal_save_done_fn *done, void *arg)
+{
+    int rc;
+    save_t *w = save_prepare(e, flags, data, len, &rc);
+    if (!w)
+        return rc;
+    w->done = done;
+    w->arg = arg;
     return issue(e->shard, w);
 }
 
 int shoal_entity_save(shoal_entity_t *e, const void *data, size_t len, shoal_save_done_fn *done,
                       void *arg)
 {
-    return save_user(e, 0, data, len, done, arg, NULL);
+    return save_user(e, 0, data, len, done, arg);
 }
 
 int shoal_entity_save_reply(shoal_entity_t *e, const void *data, size_t len, const void *reply,
@@ -455,21 +449,14 @@ int shoal_entity_save_reply(shoal_entity_t *e, const void *data, size_t len, con
             shoal_buf_append(&e->st->reply, reply, rlen);
         return shoal_entity_save(e, data, len, NULL, NULL);
     }
-    save_t *w = NULL;
-    shoal_sender_t to = e->sender;
-    /* the answer is filled in before the update can complete: issue() may call save_done at
-       once on a failure, so fill it first through a pre-built record */
-    int rc = entity_check(e);
-    if (rc < 0)
+    int rc;
+    save_t *w = save_prepare(e, 0, data, len, &rc);
+    if (!w)
         return rc;
-    shoal_buf_t b = {0};
-    stored_build(&b, e->st, 0, data, len);
-    w = save_new(e, e->id, strlen(e->id));
-    w->data = b.data;
-    w->len = b.len;
+    /* filled in before issue(): a failure there completes the save at once */
     w->answer = true;
-    w->ato = to.node;
-    w->aask = to.ask_id;
+    w->ato = e->sender.node;
+    w->aask = e->sender.ask_id;
     w->areply = dup_bytes(reply, rlen);
     w->areply_len = rlen;
     return issue(e->shard, w);
@@ -542,7 +529,7 @@ static void load_seen(shoal_entity_t *e, const stored_t *sd)
         x->len = p[0];
         memcpy(x->id, p + 1, x->len);
         x->id[x->len] = 0;
-        x->last = x->acked = get_u64(p + 1 + x->len);
+        x->last = x->acked = wire_get_u64(p + 1 + x->len);
         x->used = ++st->clock;
         p += 1 + x->len + 8;
     }
@@ -619,7 +606,7 @@ void state_handover(shoal_entity_t *e, const void *snap, size_t len)
     if (!e->st || !len)
         return;
     shoal_region_t *r = e->shard->r;
-    if (save_user(e, STORED_HANDOVER, snap, len, NULL, NULL, NULL) == 0) {
+    if (save_user(e, STORED_HANDOVER, snap, len, NULL, NULL) == 0) {
         r->stats.handover_snapshots++;
         r->stats.handover_bytes += len;
     }
@@ -678,7 +665,7 @@ static void resave(shoal_entity_t *e)
     bool have = entity_stored(e, &sd);
     /* copy: the save changes the value the pointers are into */
     void *user = have && sd.user_len ? dup_bytes(sd.user, sd.user_len) : NULL;
-    save_user(e, have ? sd.flags : 0, user, have ? sd.user_len : 0, NULL, NULL, NULL);
+    save_user(e, have ? sd.flags : 0, user, have ? sd.user_len : 0, NULL, NULL);
     free(user);
 }
 
@@ -686,16 +673,16 @@ void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
                             const shoal_node_t *origin, uint64_t ask_id)
 {
     shoal_region_t *r = e->shard->r;
-    const uint8_t *d = data;
-    if (!e->st || len < 1 || d[0] == 0 || d[0] > PRODUCER_ID_MAX || len < 1u + d[0] + 8u) {
+    reliable_t rm;
+    if (!e->st || wire_parse_reliable(data, len, &rm) != 0) {
         region_dead_letter(r, SHOAL_DL_MALFORMED, e->id, data, len, origin, ask_id);
         return;
     }
-    size_t plen = d[0];
-    const char *pid = (const char *)d + 1;
-    uint64_t seq = get_u64(d + 1 + plen);
-    const uint8_t *msg = d + 1 + plen + 8;
-    size_t mlen = len - 1 - plen - 8;
+    size_t plen = rm.plen;
+    const char *pid = rm.producer;
+    uint64_t seq = rm.seq;
+    const uint8_t *msg = rm.msg;
+    size_t mlen = rm.len;
     struct ent_state *st = e->st;
     seen_t *p = seen_find(st, pid, plen);
     uint64_t last = p ? p->last : 0;
@@ -818,13 +805,12 @@ int shoal_entity_remind(shoal_entity_t *e, const char *reminder_id, uint64_t del
     size_t klen = reminder_key(e->id, reminder_id, key);
     save_t *w = save_new(e, key, klen);
     int64_t due = unix_ms() + (int64_t)delay_ms;
-    w->len = 8 + len;
-    w->data = malloc(w->len);
-    if (!w->data)
-        abort();
-    put_u64(w->data, (uint64_t)due);
+    shoal_buf_t b = {0};
+    wire_put_u64(&b, (uint64_t)due);
     if (len)
-        memcpy(w->data + 8, msg, len);
+        shoal_buf_append(&b, msg, len);
+    w->data = b.data; /* taken over */
+    w->len = b.len;
     w->done = done;
     w->arg = arg;
     reminder_t *m = reminder_add(s, e->id, reminder_id);
@@ -964,7 +950,7 @@ static int collect_reminder(const void *key, size_t klen, const estate_entry_t *
     memcpy(rid, nul + 1, rl);
     rid[rl] = 0;
     reminder_t *m = reminder_add(s, eid, rid);
-    m->due_ms = (int64_t)get_u64(en->data);
+    m->due_ms = (int64_t)wire_get_u64(en->data);
     m->epoch = en->epoch;
     m->seq = en->seq;
     return 0;
@@ -1012,13 +998,11 @@ static void fire(shard_t *s, size_t i)
     }
 }
 
-void state_tick(shard_t *s, int64_t now_mono)
+void state_tick(shard_t *s, int64_t now)
 {
-    (void)now_mono;
     shoal_region_t *r = s->r;
     if (!state_on(r) || s->status != SH_ACTIVE)
         return;
-    int64_t now = shoal_now_ms();
     if (s->state_loading) {
         if (s->state_retry_at && now >= s->state_retry_at) {
             s->state_retry_at = 0;
@@ -1200,8 +1184,7 @@ void state_shard_started(shard_t *s)
 {
     shoal_region_t *r = s->r;
     if (!state_on(r))
-        return;
-    estate_register();
+        return; /* (the type is registered by shoal_sharding_new) */
     if (!s->life)
         s->life = life_new(s);
     s->state_loading = true;

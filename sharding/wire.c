@@ -26,6 +26,11 @@ static void put_u64(shoal_buf_t *b, uint64_t v)
     put_u32(b, (uint32_t)(v >> 32));
 }
 
+void wire_put_u64(shoal_buf_t *b, uint64_t v)
+{
+    put_u64(b, v);
+}
+
 static uint32_t get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -34,6 +39,34 @@ static uint32_t get_u32(const uint8_t *p)
 static uint64_t get_u64(const uint8_t *p)
 {
     return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+uint64_t wire_get_u64(const uint8_t *p)
+{
+    return get_u64(p);
+}
+
+void wire_reliable(shoal_buf_t *out, const char *producer, size_t plen, uint64_t seq,
+                   const void *msg, size_t len)
+{
+    uint8_t l = (uint8_t)plen;
+    shoal_buf_append(out, &l, 1);
+    shoal_buf_append(out, producer, plen);
+    put_u64(out, seq);
+    if (len)
+        shoal_buf_append(out, msg, len);
+}
+
+int wire_parse_reliable(const uint8_t *data, size_t len, reliable_t *out)
+{
+    if (len < 1 || data[0] == 0 || data[0] > SHOAL_PRODUCER_ID_MAX || len < 1u + data[0] + 8u)
+        return SHOAL_EDECODE;
+    out->producer = (const char *)data + 1;
+    out->plen = data[0];
+    out->seq = get_u64(data + 1 + out->plen);
+    out->msg = data + 1 + out->plen + 8;
+    out->len = len - 1 - out->plen - 8;
+    return 0;
 }
 
 uint32_t wire_type_hash(const char *type_name)

@@ -423,25 +423,30 @@ static void make_sharding_store(const char *dir)
     mdb_env_close(env);
 }
 
-/* A line of text that, its runs of spaces made single and leading ones dropped, starts with
-   `want` (is `want`, when that ends in a newline). */
+/* The line at p with its runs of spaces made single and leading ones dropped, into line. */
+static void squeeze_line(const char *p, char *line, size_t cap)
+{
+    size_t n = 0;
+    bool space = false;
+    for (const char *c = p; *c && *c != '\n' && n + 2 < cap; c++) {
+        if (*c == ' ') {
+            space = true;
+            continue;
+        }
+        if (space && n)
+            line[n++] = ' ';
+        space = false;
+        line[n++] = *c;
+    }
+    line[n] = 0;
+}
+
+/* A line of text that, squeezed, starts with `want` (is `want`, when that ends in a newline). */
 static bool has_row(const char *text, const char *want)
 {
     char line[1024];
     for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        size_t n = 0;
-        bool space = false;
-        for (const char *c = p; *c && *c != '\n' && n + 2 < sizeof line; c++) {
-            if (*c == ' ') {
-                space = true;
-                continue;
-            }
-            if (space && n)
-                line[n++] = ' ';
-            space = false;
-            line[n++] = *c;
-        }
-        line[n] = 0;
+        squeeze_line(p, line, sizeof line);
         size_t wl = strlen(want);
         bool whole = wl && want[wl - 1] == '\n';
         if (strncmp(line, want, wl - whole) == 0 && (!whole || line[wl - 1] == 0))
@@ -588,19 +593,7 @@ static void check_row(const char *text, const char *key, const char *want)
     for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         if (strncmp(p, key, kl) != 0 || p[kl] != ' ')
             continue;
-        size_t n = 0;
-        bool space = false;
-        for (const char *c = p; *c && *c != '\n' && n + 2 < sizeof line; c++) {
-            if (*c == ' ') {
-                space = true;
-                continue;
-            }
-            if (space && n)
-                line[n++] = ' ';
-            space = false;
-            line[n++] = *c;
-        }
-        line[n] = 0;
+        squeeze_line(p, line, sizeof line);
         if (strcmp(line, want) != 0) {
             print_message("row \"%s\", expected \"%s\" in:\n%s\n", line, want, text);
             fail();
