@@ -7,6 +7,7 @@
     forgot the client (restart, idle sweep) answers WHO: the client handshakes again and sends
     the request once more.
 */
+#include "curve.h"
 #include "transport.h"
 
 #include <czmq.h>
@@ -118,6 +119,15 @@ static int handshake(shoal_client_t *c, int64_t deadline)
 
 shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int *err)
 {
+    const char *cert = getenv("SHOAL_CURVE_CERT"), *allow = getenv("SHOAL_CURVE_ALLOW");
+    if (cert && cert[0] && allow && allow[0])
+        return shoal_client_new_curve(endpoint, timeout_ms, cert, allow, err);
+    return shoal_client_new_curve(endpoint, timeout_ms, NULL, NULL, err);
+}
+
+shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
+                                       const char *cert_file, const char *allow_dir, int *err)
+{
     int dummy;
     if (!err)
         err = &dummy;
@@ -142,6 +152,19 @@ shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int 
         zmq_setsockopt(dealer, ZMQ_IPV6, &v, sizeof v);
     int64_t maxmsg = (int64_t)CLIENT_MAX_FRAME;
     zmq_setsockopt(dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (cert_file || allow_dir) {
+        /* the keys are copied into the socket: the certificate is not kept */
+        shoal_curve_t *curve = NULL;
+        int rc = shoal_curve_new("client", cert_file, allow_dir, false, &curve);
+        if (rc == 0)
+            rc = shoal_curve_client(curve, dealer, endpoint);
+        shoal_curve_destroy(&curve);
+        if (rc != 0) {
+            zmq_close(dealer);
+            *err = rc;
+            return NULL;
+        }
+    }
     if (zmq_connect(dealer, endpoint) != 0) {
         zmq_close(dealer);
         *err = SHOAL_EIO;

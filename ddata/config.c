@@ -226,6 +226,9 @@ static const cfg_key_t cfg_keys[] = {
         set_size),
     SYS("advanced/outbound-message-queue-size", K_UINT, CFG_POSITIVE, INT_MAX, peer_send_hwm, int,
         set_int),
+    /* Shoal's own: CURVE (ddata.h, SECURITY); a path is read when the node starts */
+    SYS("curve/certificate", K_STRING, 0, 0, curve_cert, const char *, set_str),
+    SYS("curve/allow-list", K_STRING, 0, 0, curve_allow_dir, const char *, set_str),
 
     /* Distributed data: shoal/cluster/distributed-data/... -> shoal_replicator_settings_t */
     KEEP(DD "name", K_STRING, 0), /* the replicator actor's name: no actors here */

@@ -468,6 +468,20 @@ int shoal_type_register(const shoal_type_t *type);
  * shoal_system_on_peer adds a listener (several may listen); registering a NULL handler for a
  * kind removes it.
  *
+ * SECURITY. With curve_cert and curve_allow_dir set, every socket the node owns speaks CURVE
+ * (ZeroMQ's encryption and authentication, libsodium underneath): its ROUTER is a CURVE server
+ * that admits only keys whose public certificate is in the allow-list directory; its DEALERs
+ * authenticate with the node's key and check the server key of the node they reach, taken from
+ * the directory's certificate whose `endpoint` metadata names that endpoint (shoal-keygen writes
+ * it) or learned from the member's record (shoal_system_learn_key). ZeroMQ asks one handler per
+ * context; the process has one, which keeps each node's allow-list apart (ZAP domains), so
+ * several nodes of one process admit different keys. A refused key, a client without CURVE and a
+ * failed handshake are logged (rate-limited) and counted (auth_refused, handshakes_failed). The
+ * directory is re-read when it changes (looked at once a second) or on shoal_system_allow_reload;
+ * a key taken off it is refused from the next connection on. Upper layers that own sockets
+ * (membership's heartbeat) secure them with shoal_system_secure_socket. Clients
+ * (shoal_client_new) use SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW the same way.
+ *
  * FAULTS. shoal_system_fault replaces the fault set earlier for the same endpoint; a fault for
  * one endpoint overrides the NULL (every peer) fault in the directions it names. `cut` drops
  * every frame to and from that peer, handshakes and acks included; drop, duplicate and delay act
@@ -483,6 +497,8 @@ int shoal_type_register(const shoal_type_t *type);
 #define SHOAL_EIO       -27 /* socket error (bind, connect) */
 #define SHOAL_EKIND     -28 /* no handler for that message kind (a client request's error reply) */
 #define SHOAL_EREFUSED  -29 /* the node refused the handshake (wrong address, quarantined) */
+#define SHOAL_EKEY      -34 /* CURVE: a certificate or allow-list cannot be read, or no public key
+                               is known for the endpoint */
 
 typedef struct shoal_system shoal_system_t;
 
@@ -504,6 +520,12 @@ typedef struct {
     uint32_t handshake_retry_ms;
     /* Bound on calls and posts waiting for the node thread. */
     uint32_t max_pending_calls;
+    /* CURVE (see SECURITY below): the node's certificate (zcert format; the secret part is read
+       from curve_cert + "_secret") and the allow-list directory of member public certificates.
+       Both NULL: plain transport, for development (logged at start). Defaults come from the
+       environment variables SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW. */
+    const char *curve_cert;
+    const char *curve_allow_dir;
 } shoal_system_settings_t;
 
 void shoal_system_settings_default(shoal_system_settings_t *s);
@@ -582,6 +604,22 @@ int shoal_system_timer_cancel(shoal_system_t *sys, int timer_id);
 /* Monotonic milliseconds, as the node's timers see them. */
 int64_t shoal_now_ms(void);
 
+/* CURVE (SECURITY above). Makes a socket an upper layer owns a CURVE server (server: before
+   bind) or a client of the node at `peer_node_endpoint` (before connect), with this node's key
+   and allow-list. 0 without doing anything when the node runs plain; SHOAL_EKEY when no key is
+   known for the peer. Thread-safe. */
+int shoal_system_secure_socket(shoal_system_t *sys, void *zmq_sock, bool server,
+                               const char *peer_node_endpoint);
+/* True when the node runs CURVE. */
+bool shoal_system_secure(const shoal_system_t *sys);
+/* The node's public key (Z85, 40 characters), or NULL when plain. Thread-safe. */
+const char *shoal_system_public_key(const shoal_system_t *sys);
+/* Remembers the public key (Z85) of the member listening at `endpoint`, to connect to it; it
+   does not admit that key. Thread-safe. */
+int shoal_system_learn_key(shoal_system_t *sys, const char *endpoint, const char *public_z85);
+/* Re-reads the allow-list directory now; the number of keys on it. Thread-safe. */
+int shoal_system_allow_reload(shoal_system_t *sys);
+
 /* Fault injection (tests): applies to frames between this node and `peer_endpoint` (NULL = every
    peer), on the node's every socket. drop and duplicate are probabilities in [0,1]. */
 typedef enum { SHOAL_FAULT_IN = 1, SHOAL_FAULT_OUT = 2, SHOAL_FAULT_BOTH = 3 } shoal_fault_dir_t;
@@ -615,6 +653,10 @@ typedef struct {
     uint64_t send_eagain, send_notconn, gaps, lost_unacked, duplicates;
     uint64_t handshakes, peers;
     uint64_t handshakes_refused;
+    /* CURVE: connections the allow-list admitted and refused, handshakes that failed at the
+       ZeroMQ level on the ROUTER (a refused key, a client without CURVE, garbage), and the keys
+       on the allow-list */
+    uint64_t auth_admitted, auth_refused, handshakes_failed, allow_keys;
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
@@ -622,6 +664,11 @@ int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
    Not thread-safe: one thread per client. */
 typedef struct shoal_client shoal_client_t;
 shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int *err);
+/* A client that authenticates with CURVE: its certificate and the directory holding the node's
+   public certificate (with `endpoint` metadata). shoal_client_new does this with the environment
+   variables SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW when both are set. */
+shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
+                                       const char *cert_file, const char *allow_dir, int *err);
 void shoal_client_destroy(shoal_client_t **self_p);
 /* Sends a request and waits for its reply (replaces reply's contents). */
 int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, size_t len,

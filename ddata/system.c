@@ -24,6 +24,7 @@
     - Faults are applied where frames enter and leave the node's sockets, so one node's fault can
       partition it from a peer both ways even when both live in one process.
 */
+#include "curve.h"
 #include "transport.h"
 
 #include <czmq.h>
@@ -44,6 +45,8 @@
    check and starved its timers) */
 #define ROUTER_BYTE_BUDGET (1u << 20)
 #define DEALER_BUDGET   256   /* control frames read from one DEALER per turn */
+#define REDIAL_MIN_MS   250   /* first redial after a failed handshake, doubling up to: */
+#define REDIAL_MAX_MS   4000
 #define HOUSEKEEPING_MS 10000 /* how often idle client connections are swept */
 #define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
 #define LOG_INTERVAL_MS 1000  /* at most one log line per reason per second */
@@ -86,6 +89,10 @@ typedef struct peer {
     shoal_buf_t blocked;     /* one sealed frame ZeroMQ refused; sent before anything else */
     int64_t next_hello_ms, last_hello_ms;
     uint32_t hello_backoff_ms;
+    /* ZeroMQ gives up on a connection whose handshake failed (a CURVE key refused): the node
+       dials again itself, with a backoff, so a key put back on the list is admitted */
+    int64_t redial_ms;          /* 0: none due */
+    uint32_t redial_backoff_ms;
     fault_eff_t fout, fin;
 } peer_t;
 
@@ -151,6 +158,7 @@ enum {
     LOG_REFUSED,
     LOG_UNKNOWN_KIND,
     LOG_SEND,
+    LOG_HANDSHAKE,
     LOG_REASONS
 };
 
@@ -161,6 +169,8 @@ struct shoal_system {
     zactor_t *actor;
     pthread_t thread;
     void *router;
+    void *router_monitor; /* failed ZMTP/CURVE handshakes on the ROUTER */
+    shoal_curve_t *curve; /* NULL: plain transport */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop */
 
@@ -316,6 +326,8 @@ void shoal_system_settings_default(shoal_system_settings_t *s)
     s->ack_interval_ms = 100;
     s->handshake_retry_ms = 250;
     s->max_pending_calls = 10000;
+    s->curve_cert = getenv("SHOAL_CURVE_CERT");
+    s->curve_allow_dir = getenv("SHOAL_CURVE_ALLOW");
 }
 
 static void emit(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
@@ -1099,6 +1111,7 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
         zmq_msg_close(&ev);
         int64_t now = shoal_now_ms();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            p->redial_backoff_ms = 0;
             p->up = false;
             p->hello_backoff_ms = 1;
             send_hello(sys, p, now);
@@ -1106,7 +1119,61 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
             p->up = false;
             p->hello_backoff_ms = 1;
             p->next_hello_ms = now + sys->set.handshake_retry_ms;
+        } else {
+            p->up = false;
+            p->redial_backoff_ms = p->redial_backoff_ms ? p->redial_backoff_ms * 2 : REDIAL_MIN_MS;
+            if (p->redial_backoff_ms > REDIAL_MAX_MS)
+                p->redial_backoff_ms = REDIAL_MAX_MS;
+            p->redial_ms = now + p->redial_backoff_ms;
+            log_limited(sys, LOG_HANDSHAKE,
+                        "cannot %s with %s (ZeroMQ handshake failed, event 0x%x): %s",
+                        sys->curve ? "authenticate" : "connect", p->endpoint, event,
+                        sys->curve ? "is this node's key on its allow-list, and its key on ours?"
+                                   : "does it require CURVE?");
         }
+    }
+}
+
+#define HANDSHAKE_FAILED_EVENTS                                                                    \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+/* Failed handshakes on the ROUTER: a key the allow-list refused, a client without CURVE (or with
+   it, on a plain node), or bytes that are not ZMTP. Counted and logged with the address. */
+static void drain_router_monitor(shoal_system_t *sys)
+{
+    for (int n = 0; n < DEALER_BUDGET; n++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, sys->router_monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
+        zmq_msg_init(&addr);
+        char where[128] = "?";
+        if (zmq_msg_more(&ev) && zmq_msg_recv(&addr, sys->router_monitor, ZMQ_DONTWAIT) >= 0) {
+            size_t l = zmq_msg_size(&addr) < sizeof where - 1 ? zmq_msg_size(&addr)
+                                                               : sizeof where - 1;
+            memcpy(where, zmq_msg_data(&addr), l);
+            where[l] = 0;
+        }
+        zmq_msg_close(&addr);
+        zmq_msg_close(&ev);
+        if (!(event & HANDSHAKE_FAILED_EVENTS))
+            continue;
+        sys->stats.handshakes_failed++;
+        log_limited(sys, LOG_HANDSHAKE, "refused a connection on %s: %s (%" PRIu64 " so far)",
+                    where,
+                    event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "key not on the allow-list"
+                    : sys->curve ? "not a CURVE client (or not ZMTP)"
+                                 : "handshake failed (a CURVE client on a plain node?)",
+                    sys->stats.handshakes_failed);
     }
 }
 
@@ -1216,6 +1283,11 @@ static void periodic(shoal_system_t *sys)
     now = shoal_now_ms();
     for (size_t i = 0; i < sys->npeers; i++) {
         peer_t *p = sys->peers[i];
+        if (p->redial_ms && now >= p->redial_ms && !p->dead) {
+            p->redial_ms = 0;
+            zmq_disconnect(p->dealer, p->endpoint);
+            zmq_connect(p->dealer, p->endpoint);
+        }
         if (!p->up && !p->dead && now >= p->next_hello_ms)
             send_hello(sys, p, now);
     }
@@ -1223,6 +1295,7 @@ static void periodic(shoal_system_t *sys)
         send_acks(sys);
         sys->next_ack_ms = now + sys->set.ack_interval_ms;
     }
+    shoal_curve_tick(sys->curve, now);
     if (now >= sys->next_sweep_ms) {
         sweep_clients(sys, now);
         sys->next_sweep_ms = now + HOUSEKEEPING_MS;
@@ -1241,9 +1314,12 @@ static long next_timeout(shoal_system_t *sys)
             due = sys->timers[i]->due;
     if (sys->held_head && sys->held_head->due < due)
         due = sys->held_head->due;
-    for (size_t i = 0; i < sys->npeers; i++)
+    for (size_t i = 0; i < sys->npeers; i++) {
         if (!sys->peers[i]->up && sys->peers[i]->next_hello_ms < due)
             due = sys->peers[i]->next_hello_ms;
+        if (sys->peers[i]->redial_ms && sys->peers[i]->redial_ms < due)
+            due = sys->peers[i]->redial_ms;
+    }
     if (sys->ack_pending && sys->next_ack_ms < due)
         due = sys->next_ack_ms;
     return due <= now ? 0 : (long)(due - now);
@@ -1386,7 +1462,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
 {
     void *pipe_sock = zsock_resolve(pipe);
     while (!sys->terminated) {
-        size_t n = 3 + 2 * sys->npeers;
+        size_t n = 4 + 2 * sys->npeers;
         if (n > sys->items_cap) {
             sys->items = shoal_realloc(sys->items, n * sizeof *sys->items);
             sys->poll_peers = shoal_realloc(sys->poll_peers, n * sizeof *sys->poll_peers);
@@ -1396,6 +1472,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
         it[0] = (zmq_pollitem_t){pipe_sock, 0, ZMQ_POLLIN, 0};
         it[1] = (zmq_pollitem_t){NULL, sys->wake_fd, ZMQ_POLLIN, 0};
         it[2] = (zmq_pollitem_t){sys->router, 0, ZMQ_POLLIN, 0};
+        it[3] = (zmq_pollitem_t){sys->router_monitor, 0, ZMQ_POLLIN, 0};
         size_t np = sys->npeers;
         for (size_t i = 0; i < np; i++) {
             peer_t *p = sys->peers[i];
@@ -1403,10 +1480,10 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
             short ev = ZMQ_POLLIN;
             if (p->up && p->blocked.len)
                 ev |= ZMQ_POLLOUT; /* wake when the peer's queue has room again */
-            it[3 + 2 * i] = (zmq_pollitem_t){p->dealer, 0, ev, 0};
-            it[4 + 2 * i] = (zmq_pollitem_t){p->monitor, 0, ZMQ_POLLIN, 0};
+            it[4 + 2 * i] = (zmq_pollitem_t){p->dealer, 0, ev, 0};
+            it[5 + 2 * i] = (zmq_pollitem_t){p->monitor, 0, ZMQ_POLLIN, 0};
         }
-        int rc = zmq_poll(it, (int)(3 + 2 * np), next_timeout(sys));
+        int rc = zmq_poll(it, (int)(4 + 2 * np), next_timeout(sys));
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
@@ -1425,13 +1502,15 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
             run_calls(sys);
         if (it[2].revents & ZMQ_POLLIN)
             drain_router(sys);
+        if (it[3].revents & ZMQ_POLLIN)
+            drain_router_monitor(sys);
         for (size_t i = 0; i < np; i++) {
             peer_t *p = sys->poll_peers[i];
-            if (!p->dead && (it[4 + 2 * i].revents & ZMQ_POLLIN))
+            if (!p->dead && (it[5 + 2 * i].revents & ZMQ_POLLIN))
                 drain_monitor(sys, p);
-            if (!p->dead && (it[3 + 2 * i].revents & ZMQ_POLLIN))
+            if (!p->dead && (it[4 + 2 * i].revents & ZMQ_POLLIN))
                 drain_dealer(sys, p);
-            if (!p->dead && (it[3 + 2 * i].revents & ZMQ_POLLOUT))
+            if (!p->dead && (it[4 + 2 * i].revents & ZMQ_POLLOUT))
                 mark_dirty(sys, p);
         }
         periodic(sys);
@@ -1454,6 +1533,9 @@ static void actor_fn(zsock_t *pipe, void *arg)
     sys->npeers = 0;
     reap(sys);
     held_free_all(sys, NULL);
+    zmq_socket_monitor(sys->router, NULL, 0);
+    zmq_close(sys->router_monitor);
+    sys->router_monitor = NULL;
     zmq_close(sys->router);
     sys->router = NULL;
     pthread_mutex_lock(&sys->lock);
@@ -1509,28 +1591,51 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         return NULL;
     if (strncmp(s->endpoint, "tcp://", 6) != 0 && strncmp(s->endpoint, "ipc://", 6) != 0)
         return NULL;
+    bool has_cert = s->curve_cert && s->curve_cert[0];
+    bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
+    if (has_cert != has_allow) {
+        zsys_error("shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
+                   "is missing)",
+                   s->endpoint, has_cert ? "the allow-list" : "the certificate");
+        return NULL;
+    }
     void *ctx = shoal_zmq_context();
     if (!ctx) {
         *err = SHOAL_EIO;
         return NULL;
     }
+    shoal_curve_t *curve = NULL;
+    if (has_cert) {
+        int rc = shoal_curve_new(s->endpoint, s->curve_cert, s->curve_allow_dir, true, &curve);
+        if (rc != 0) {
+            *err = rc;
+            return NULL;
+        }
+    }
     shoal_system_t *sys = shoal_calloc(1, sizeof *sys);
     sys->set = *s;
+    sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
+    sys->curve = curve;
     sys->max_msg = (int64_t)s->max_frame_bytes * 4 + 65536;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
-    if (!sys->router) {
-        free(sys);
+    char rmon[64];
+    snprintf(rmon, sizeof rmon, "inproc://shoal-router-monitor-%p", (void *)sys);
+    if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0) ||
+        zmq_socket_monitor(sys->router, rmon, HANDSHAKE_FAILED_EVENTS) != 0 ||
+        !(sys->router_monitor = zmq_socket(ctx, ZMQ_PAIR)) ||
+        zmq_connect(sys->router_monitor, rmon) != 0) {
+        zsys_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
+                   zmq_strerror(errno));
         *err = SHOAL_EIO;
-        return NULL;
+        goto fail;
     }
+    set_int(sys->router_monitor, ZMQ_LINGER, 0);
     common_opts(sys, sys->router);
     set_int(sys->router, ZMQ_ROUTER_MANDATORY, 1); /* a reply to a gone client fails visibly */
     if (zmq_bind(sys->router, s->endpoint) != 0) {
         zsys_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
-        zmq_close(sys->router);
-        free(sys);
         *err = SHOAL_EIO;
-        return NULL;
+        goto fail;
     }
     char bound[SHOAL_ENDPOINT_MAX + 64];
     size_t blen = sizeof bound;
@@ -1540,20 +1645,16 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
         !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
         zsys_error("shoal: bound %s but cannot name the node after it", s->endpoint);
-        zmq_close(sys->router);
-        free(sys);
-        return NULL;
+        goto fail;
     }
     sys->endpoint = strdup(bound);
     sys->set.endpoint = sys->endpoint; /* the caller's string need not outlive the call */
     sys->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (sys->wake_fd < 0) {
-        zmq_close(sys->router);
-        free(sys->endpoint);
-        free(sys);
         *err = SHOAL_EIO;
-        return NULL;
+        goto fail;
     }
+    shoal_curve_rename(curve, shoal_node_id(sys->self));
     pthread_mutex_init(&sys->lock, NULL);
     pthread_mutex_init(&sys->faults_lock, NULL);
     pthread_cond_init(&sys->cond, NULL);
@@ -1568,19 +1669,34 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
        ZeroMQ asks for when a socket changes threads) */
     sys->actor = zactor_new(actor_fn, sys);
     if (!sys->actor) {
-        zmq_close(sys->router);
         close(sys->wake_fd);
         pthread_mutex_destroy(&sys->lock);
         pthread_mutex_destroy(&sys->faults_lock);
         pthread_cond_destroy(&sys->cond);
-        free(sys->endpoint);
-        free(sys);
         *err = SHOAL_EIO;
-        return NULL;
+        goto fail;
     }
-    zsys_info("%s: node started at %s", shoal_node_id(sys->self), sys->endpoint);
+    if (curve)
+        zsys_info("%s: node started at %s (CURVE, key %s, allow-list %s)",
+                  shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
+                  s->curve_allow_dir);
+    else
+        zsys_warning("%s: node started at %s with a PLAIN transport: traffic is neither "
+                     "encrypted nor authenticated (development only; see curve_cert)",
+                     shoal_node_id(sys->self), sys->endpoint);
     *err = 0;
     return sys;
+fail:
+    if (sys->router) {
+        zmq_socket_monitor(sys->router, NULL, 0);
+        zmq_close(sys->router);
+    }
+    if (sys->router_monitor)
+        zmq_close(sys->router_monitor);
+    shoal_curve_destroy(&sys->curve);
+    free(sys->endpoint);
+    free(sys);
+    return NULL;
 }
 
 void shoal_system_destroy(shoal_system_t **self_p)
@@ -1630,6 +1746,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     pthread_mutex_destroy(&sys->faults_lock);
     pthread_cond_destroy(&sys->cond);
     zsys_info("%s: node stopped", shoal_node_id(sys->self));
+    shoal_curve_destroy(&sys->curve);
     free(sys->endpoint);
     free(sys);
     *self_p = NULL;
@@ -1730,13 +1847,21 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
     set_int(dealer, ZMQ_SNDHWM, sys->set.peer_send_hwm);
     if (strchr(endpoint, '['))
         set_int(dealer, ZMQ_IPV6, 1);
+    if (sys->curve) {
+        int rc = shoal_curve_client(sys->curve, dealer, endpoint);
+        if (rc != 0) {
+            zmq_close(dealer);
+            return rc;
+        }
+    }
     /* the monitor is connected before the DEALER so that no connection event is missed */
     char mon[96];
     snprintf(mon, sizeof mon, "inproc://shoal-monitor-%p-%" PRIu64, (void *)sys,
              ++sys->monitor_seq);
     void *monitor = NULL;
-    if (zmq_socket_monitor(dealer, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) !=
-            0 ||
+    if (zmq_socket_monitor(dealer, mon,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                               HANDSHAKE_FAILED_EVENTS) != 0 ||
         !(monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0 ||
         zmq_connect(dealer, endpoint) != 0) {
         zsys_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
@@ -2031,6 +2156,8 @@ static int do_stats(shoal_system_t *sys, void *arg)
 {
     shoal_system_stats_t *out = arg;
     *out = sys->stats;
+    if (sys->curve)
+        shoal_curve_counts(sys->curve, &out->auth_admitted, &out->auth_refused, &out->allow_keys);
     out->peers = 0;
     for (size_t i = 0; i < sys->npeers; i++)
         if (sys->peers[i]->up)
@@ -2051,4 +2178,48 @@ int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out)
     if (!sys || !out)
         return SHOAL_EINVAL;
     return run_here_or_call(sys, do_stats, out);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * CURVE (curve.c does the work)
+ */
+int shoal_system_secure_socket(shoal_system_t *sys, void *zmq_sock, bool server,
+                               const char *peer_node_endpoint)
+{
+    if (!sys || !zmq_sock || (!server && !peer_node_endpoint))
+        return SHOAL_EINVAL;
+    if (!sys->curve)
+        return 0;
+    return server ? shoal_curve_server(sys->curve, zmq_sock)
+                  : shoal_curve_client(sys->curve, zmq_sock, peer_node_endpoint);
+}
+
+bool shoal_system_secure(const shoal_system_t *sys)
+{
+    return sys && sys->curve;
+}
+
+const char *shoal_system_public_key(const shoal_system_t *sys)
+{
+    return sys && sys->curve ? shoal_curve_public_txt(sys->curve) : NULL;
+}
+
+int shoal_system_learn_key(shoal_system_t *sys, const char *endpoint, const char *public_z85)
+{
+    uint8_t key[32];
+    if (!sys || !endpoint || !public_z85 || strlen(public_z85) != 40 ||
+        !zmq_z85_decode(key, public_z85))
+        return SHOAL_EINVAL;
+    if (!sys->curve)
+        return 0;
+    return shoal_curve_learn(sys->curve, endpoint, key);
+}
+
+int shoal_system_allow_reload(shoal_system_t *sys)
+{
+    if (!sys)
+        return SHOAL_EINVAL;
+    if (!sys->curve)
+        return 0;
+    return shoal_curve_reload(sys->curve);
 }

@@ -46,6 +46,8 @@ const char *shoal_strerror(int code)
         return "no handler for that message kind";
     case SHOAL_EREFUSED:
         return "handshake refused";
+    case SHOAL_EKEY:
+        return "CURVE certificate, allow-list or server key missing";
     case SHOAL_EDELETED:
         return "the key was deleted";
     case SHOAL_EMODIFY:

@@ -382,6 +382,12 @@ static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64
     zsock_set_rcvhwm(s, 256);
     zsock_set_reconnect_ivl(s, 100);
     zsock_set_reconnect_ivl_max(s, 1000);
+    /* CURVE with the node's key; the server key is the member's, found by its node endpoint */
+    if (l->a->sys && shoal_system_secure_socket(l->a->sys, zsock_resolve(s), false,
+                                                node_ep[0] ? node_ep : hb_ep) != 0) {
+        zsock_destroy(&s);
+        return NULL;
+    }
     if (zsock_connect(s, "%s", hb_ep) != 0) {
         zsys_warning("heartbeat %s: cannot connect to %s", l->a->endpoint, hb_ep);
         zsock_destroy(&s);
@@ -1090,6 +1096,13 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     zsock_set_linger(a->router, 0);
     zsock_set_sndhwm(a->router, 1000);
     zsock_set_rcvhwm(a->router, 1000);
+    /* the heartbeat socket admits the node's allow-list, like the node's own ROUTER */
+    if (s->sys && shoal_system_secure_socket(s->sys, zsock_resolve(a->router), true, NULL) != 0) {
+        zsock_destroy(&a->router);
+        free(a);
+        *err = SHOAL_EKEY;
+        return NULL;
+    }
     /* libzmq's wildcard (port 0 to the kernel) rather than czmq's '*', which scans upwards from
        49152 and so hands a just-freed port to the next actor at once */
     if (zmq_bind(zsock_resolve(a->router), s->bind_endpoint) != 0) {
