@@ -1,5 +1,6 @@
 #!/bin/sh
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
+# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -14,6 +15,7 @@ PACKAGES="
   clang libclang-rt-14-dev valgrind
   serf
   redis-server redis-tools libhiredis-dev
+  tshark
 "
 
 SUDO=""
