@@ -171,6 +171,7 @@ struct shoal_system {
     void *router;
     void *router_monitor; /* failed ZMTP/CURVE handshakes on the ROUTER */
     shoal_curve_t *curve; /* NULL: plain transport */
+    const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop */
 
@@ -620,6 +621,20 @@ static void reply_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
     router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
 }
 
+/* A peer that handshakes over CURVE uses its node's one key pair, so the key ZeroMQ
+   authenticated for the connection is also the server key of the node it names: remembered, a
+   seed can answer a joining node it has never met. */
+static void learn_hello_key(shoal_system_t *sys, const char *node_id, const char *z85)
+{
+    const char *last = strrchr(node_id, ':'); /* host:port:uid -> tcp://host:port */
+    uint8_t key[32];
+    if (!last || strlen(z85) != 40 || !zmq_z85_decode(key, z85))
+        return;
+    char ep[SHOAL_NODE_ID_MAX + 8];
+    snprintf(ep, sizeof ep, "tcp://%.*s", (int)(last - node_id), node_id);
+    shoal_curve_learn(sys->curve, ep, key);
+}
+
 static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
                      const shoal_frame_t *f)
 {
@@ -669,6 +684,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         reply_hello(sys, rid, rid_len, status, 0);
         return;
     }
+    if (sys->hello_user && !h.client)
+        learn_hello_key(sys, h.from, sys->hello_user);
     int64_t now = shoal_now_ms();
     inconn_t *c = shoal_hmap_get(&sys->inconns, rid, rid_len);
     bool resuming = strcmp(h.to_node, shoal_node_id(sys->self)) == 0;
@@ -935,8 +952,12 @@ static void drain_router(shoal_system_t *sys)
                 sys->stats.dropped_malformed++;
                 log_limited(sys, LOG_MALFORMED, "multipart message of %zu parts dropped", parts);
             } else {
-                process_frame(sys, zmq_msg_data(&rid), zmq_msg_size(&rid), zmq_msg_data(&body), len,
-                              false);
+                const uint8_t *d = zmq_msg_data(&body);
+                sys->hello_user = sys->curve && len >= 2 && d[1] == SHOAL_FT_HELLO
+                                      ? zmq_msg_gets(&body, "User-Id")
+                                      : NULL;
+                process_frame(sys, zmq_msg_data(&rid), zmq_msg_size(&rid), d, len, false);
+                sys->hello_user = NULL;
             }
         }
         zmq_msg_close(&body);

@@ -488,6 +488,11 @@ static void feed_replicators(shoal_cluster_t *c)
         shoal_replicator_add_peer(c->sysrepl, m->node, true, m->up_number);
         char ep[300];
         endpoint_of(m->node, ep, sizeof ep);
+        if (m->pubkey_len == 32) { /* CURVE: the member's server key, to reach it */
+            char z85[41];
+            if (zmq_z85_encode(z85, m->pubkey, 32))
+                shoal_system_learn_key(c->sys, ep, z85);
+        }
         shoal_system_connect(c->sys, ep);
     }
     for (size_t i = 0; i < c->n_followers; i++)
@@ -772,11 +777,21 @@ static void send_init_join(shoal_cluster_t *c)
     c->join_last_try = shoal_now_ms();
 }
 
+/* The node's CURVE public key (32 bytes) for its member record: how members it has never met
+   find the server key to reach it. false when the node runs plain. */
+static bool own_public_key(const shoal_cluster_t *c, uint8_t key[32])
+{
+    const char *z85 = shoal_system_public_key(c->sys);
+    return z85 && zmq_z85_decode(key, z85) != NULL;
+}
+
 static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
 {
     shoal_cluster_t *c = arg;
+    uint8_t key[32];
+    bool secure = own_public_key(c, key);
     return cstate_add_member(st, self, self, c->s.roles, c->s.n_roles, c->s.app_version,
-                             c->hb_endpoint, NULL, 0);
+                             c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0);
 }
 
 static void form_alone(shoal_cluster_t *c)
@@ -874,6 +889,11 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
     j.n_roles = c->s.n_roles;
     j.app_version = (char *)c->s.app_version;
     j.heartbeat_endpoint = c->hb_endpoint;
+    uint8_t key[32];
+    if (own_public_key(c, key)) {
+        j.public_key.data = key;
+        j.public_key.len = 32;
+    }
     shoal_replicator_add_peer(c->sysrepl, from, true, 0);
     cluster_send(c, from, K_JOIN, &j.base);
     zsys_info("%s: joining through %s", shoal_node_id(c->self), shoal_node_id(from));
