@@ -19,6 +19,7 @@
 
 struct shoal_client {
     void *dealer;
+    void *monitor; /* CURVE: the DEALER's failed handshakes (ZeroMQ would wait silently) */
     char *endpoint;
     uint32_t timeout_ms;
     const shoal_node_t *node;
@@ -56,6 +57,26 @@ static int recv_until(shoal_client_t *c, zmq_msg_t *m, int64_t deadline)
     }
 }
 
+/* Reads the monitor's events: true when a handshake failed. */
+static bool handshake_failed(shoal_client_t *c)
+{
+    bool failed = false;
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    while (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 0) {
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        failed |= (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) != 0;
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 0)
+            ;
+    }
+    zmq_msg_close(&ev);
+    return failed;
+}
+
 /* Sends a frame, retrying while ZeroMQ has no connection yet (ZMQ_IMMEDIATE). */
 static int send_until(shoal_client_t *c, const void *data, size_t len, int64_t deadline)
 {
@@ -64,8 +85,10 @@ static int send_until(shoal_client_t *c, const void *data, size_t len, int64_t d
             return SHOAL_EIO;
         if (shoal_now_ms() >= deadline)
             return SHOAL_ETIMEOUT;
-        zmq_pollitem_t it = {c->dealer, 0, ZMQ_POLLOUT, 0};
-        zmq_poll(&it, 1, 5);
+        zmq_pollitem_t it[2] = {{c->dealer, 0, ZMQ_POLLOUT, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
+        zmq_poll(it, c->monitor ? 2 : 1, 5);
+        if (c->monitor && (it[1].revents & ZMQ_POLLIN) && handshake_failed(c))
+            return SHOAL_EREFUSED; /* the node did not admit our key: it will not change */
     }
     return 0;
 }
@@ -152,6 +175,7 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
         zmq_setsockopt(dealer, ZMQ_IPV6, &v, sizeof v);
     int64_t maxmsg = (int64_t)CLIENT_MAX_FRAME;
     zmq_setsockopt(dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    void *monitor = NULL;
     if (cert_file || allow_dir) {
         /* the keys are copied into the socket: the certificate is not kept */
         shoal_curve_t *curve = NULL;
@@ -159,19 +183,37 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
         if (rc == 0)
             rc = shoal_curve_client(curve, dealer, endpoint);
         shoal_curve_destroy(&curve);
+        char mon[64];
+        snprintf(mon, sizeof mon, "inproc://shoal-client-monitor-%p", dealer);
+        if (rc == 0 && (zmq_socket_monitor(dealer, mon,
+                                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
+                        !(monitor = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0))
+            rc = SHOAL_EIO;
         if (rc != 0) {
+            if (monitor)
+                zmq_close(monitor);
+            zmq_socket_monitor(dealer, NULL, 0);
             zmq_close(dealer);
             *err = rc;
             return NULL;
         }
+        v = 0;
+        zmq_setsockopt(monitor, ZMQ_LINGER, &v, sizeof v);
     }
     if (zmq_connect(dealer, endpoint) != 0) {
+        if (monitor) {
+            zmq_socket_monitor(dealer, NULL, 0);
+            zmq_close(monitor);
+        }
         zmq_close(dealer);
         *err = SHOAL_EIO;
         return NULL;
     }
     shoal_client_t *c = shoal_calloc(1, sizeof *c);
     c->dealer = dealer;
+    c->monitor = monitor;
     c->endpoint = strdup(endpoint);
     c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
     c->next_request_id = 1;
@@ -190,6 +232,10 @@ void shoal_client_destroy(shoal_client_t **self_p)
     if (!self_p || !*self_p)
         return;
     shoal_client_t *c = *self_p;
+    if (c->monitor) {
+        zmq_socket_monitor(c->dealer, NULL, 0);
+        zmq_close(c->monitor);
+    }
     zmq_close(c->dealer);
     free(c->endpoint);
     shoal_buf_free(&c->out);

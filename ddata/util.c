@@ -45,7 +45,7 @@ const char *shoal_strerror(int code)
     case SHOAL_EKIND:
         return "no handler for that message kind";
     case SHOAL_EREFUSED:
-        return "handshake refused";
+        return "handshake refused (wrong address, quarantined, or our CURVE key not admitted)";
     case SHOAL_EKEY:
         return "CURVE certificate, allow-list or server key missing";
     case SHOAL_EDELETED:

@@ -267,8 +267,9 @@ static void test_members_talk_strangers_are_refused(void **state)
     assert_null(c);
     WAIT_STAT(&na, handshakes_failed, failed + 1);
     uint64_t refused = stats(&na).auth_refused;
-    c = shoal_client_new_curve(shoal_system_endpoint(na.sys), 800, s.cert, cdir, &err);
+    c = shoal_client_new_curve(shoal_system_endpoint(na.sys), 5000, s.cert, cdir, &err);
     assert_null(c);
+    assert_int_equal(err, SHOAL_EREFUSED); /* told at once, not after the timeout */
     WAIT_STAT(&na, auth_refused, refused + 1);
     /* a client with no key for the node fails at once, clearly */
     c = shoal_client_new_curve(shoal_system_endpoint(nb.sys), 800, cl.cert, cdir, &err);
