@@ -110,6 +110,15 @@ static const field_t node_fields[] = {
     {"shoal_node_handshakes_refused_total", "counter", "Handshakes this node refused.",
      NODE(handshakes_refused)},
     {"shoal_node_peers", "gauge", "Outbound peers connected now.", NODE(peers)},
+    {"shoal_node_auth_admitted_total", "counter", "CURVE connections the allow-list admitted.",
+     NODE(auth_admitted)},
+    {"shoal_node_auth_refused_total", "counter",
+     "CURVE connections refused: key not on the allow-list, or not CURVE.", NODE(auth_refused)},
+    {"shoal_node_handshakes_failed_total", "counter",
+     "ZeroMQ handshakes that failed on the node's socket (refused keys, plain clients, garbage).",
+     NODE(handshakes_failed)},
+    {"shoal_node_allow_list_keys", "gauge", "Keys on the CURVE allow-list (0 when plain).",
+     NODE(allow_keys)},
 };
 
 typedef struct {
