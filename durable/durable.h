@@ -21,8 +21,10 @@
     are lost if the process dies (shoal_durable_close flushes them; a crash does not). A batch
     whose commit fails (disk full, the map at map_max, an I/O error) stays in memory and is
     committed again, with the changes queued since, after 100 ms doubling up to 10 s (never
-    sooner than write_behind_ms): the window of loss lasts as long as the outage. Only the last
-    flush, in shoal_durable_close, drops what still fails (logged, counted in failures).
+    sooner than write_behind_ms): the window of loss lasts as long as the outage. Pending changes
+    are kept one per key (a later change of a key replaces the pending one), so during an outage
+    the memory they hold is bounded by the keys written, not by the number of writes. Only the
+    last flush, in shoal_durable_close, drops what still fails (logged, counted in failures).
     load() and compact() flush first, so they see every acknowledged change the store could
     take. In immediate mode a failed write is reported (done(arg, SHOAL_ESTORE)), and the
     replicator writes the key again with backoff until the store takes it.
@@ -32,6 +34,9 @@
     saying so (raise map_max, with shoal_durable_set_map_max on a running node, or free space:
     deleted keys' pages are reused). Keys are 1 to 511 bytes (LMDB's limit); others fail
     with SHOAL_ESTORE.
+    ACCESS. A directory that cannot be created or opened (no permission for the user running
+    the node, a read-only file system, a path that is not a directory) makes open fail with a
+    message saying which of these it is; nothing is served from it.
 
     CORRUPTION. LMDB keeps no checksums, and reading a mangled file can kill the process with
     SIGBUS or SIGSEGV. shoal_durable_check therefore reads the whole environment in a forked

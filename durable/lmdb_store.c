@@ -75,6 +75,12 @@ struct shoal_durable {
     pthread_cond_t pend_cond;
     pending_t *pend;
     size_t npend, pend_cap;
+    /* pend indexed by (store, key): slot = index + 1, 0 empty; open addressing, power-of-two
+       size, at most half full. A change of a key already pending replaces it in place, so the
+       queue holds at most one change per key: during a store outage (map at map_max, disk full)
+       it is bounded by the number of distinct keys written, not by the number of writes. */
+    size_t *pend_idx;
+    size_t pend_idx_cap;
     uint32_t retry_ms; /* delay before committing a failed batch again, 0 after a success
                           (under pend_lock: the write-behind thread reads it while waiting) */
     bool stopping;
@@ -261,6 +267,78 @@ static void pending_free(pending_t *p, size_t n)
     free(p);
 }
 
+static uint64_t pend_hash(const durable_store_t *st, const uint8_t *key, size_t klen)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(uintptr_t)st;
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+/* The slot of (st, key) in the index: the one naming it, or the empty one to use. Caller holds
+   pend_lock; the index has room (pend_reserve). */
+static size_t *pend_slot(shoal_durable_t *d, const durable_store_t *st, const uint8_t *key,
+                         size_t klen)
+{
+    size_t mask = d->pend_idx_cap - 1;
+    for (size_t i = (size_t)pend_hash(st, key, klen) & mask;; i = (i + 1) & mask) {
+        size_t *slot = &d->pend_idx[i];
+        if (*slot == 0)
+            return slot;
+        const pending_t *p = &d->pend[*slot - 1];
+        if (p->store == st && p->klen == klen && memcmp(p->key, key, klen) == 0)
+            return slot;
+    }
+}
+
+/* Room in the index and the array for one more change. */
+static void pend_reserve(shoal_durable_t *d)
+{
+    if ((d->npend + 1) * 2 > d->pend_idx_cap) {
+        size_t cap = d->pend_idx_cap ? d->pend_idx_cap * 2 : 512;
+        free(d->pend_idx);
+        d->pend_idx = calloc(cap, sizeof *d->pend_idx);
+        if (!d->pend_idx)
+            abort();
+        d->pend_idx_cap = cap;
+        for (size_t i = 0; i < d->npend; i++)
+            *pend_slot(d, d->pend[i].store, d->pend[i].key, d->pend[i].klen) = i + 1;
+    }
+    if (d->npend == d->pend_cap) {
+        size_t cap = d->pend_cap ? d->pend_cap * 2 : 256;
+        pending_t *np = realloc(d->pend, cap * sizeof *np);
+        if (!np)
+            abort();
+        d->pend = np;
+        d->pend_cap = cap;
+    }
+}
+
+/* Queues a change (caller holds pend_lock); one already pending for the key is replaced: only
+   the last change of a key reaches LMDB anyway. Takes p.key. */
+static void pend_add_locked(shoal_durable_t *d, pending_t p)
+{
+    pend_reserve(d);
+    size_t *slot = pend_slot(d, p.store, p.key, p.klen);
+    if (*slot) {
+        free(d->pend[*slot - 1].key);
+        d->pend[*slot - 1] = p;
+    } else {
+        d->pend[d->npend++] = p;
+        *slot = d->npend;
+    }
+}
+
+/* Empties the queue and its index without freeing the changes (caller holds pend_lock). */
+static void pend_reset_locked(shoal_durable_t *d)
+{
+    d->pend = NULL;
+    d->npend = d->pend_cap = 0;
+    free(d->pend_idx);
+    d->pend_idx = NULL;
+    d->pend_idx_cap = 0;
+}
+
 typedef struct {
     pending_t *p;
     size_t n;
@@ -280,7 +358,8 @@ static int batch_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
 }
 
 /* Puts a batch that failed back in front of the changes queued since (caller holds txn_lock):
-   they commit together, in order, so a later change of a key still wins. Returns the delay
+   they commit together, a change queued since replacing the batch's change of the same key, so
+   a later change of a key still wins and the queue keeps one change per key. Returns the delay
    before the next attempt. */
 static uint32_t requeue_locked(shoal_durable_t *d, batch_t *b)
 {
@@ -288,15 +367,17 @@ static uint32_t requeue_locked(shoal_durable_t *d, batch_t *b)
     d->retry_ms = !d->retry_ms ? RETRY_MIN_MS
                   : d->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : d->retry_ms * 2;
     uint32_t wait_ms = d->retry_ms > d->s.write_behind_ms ? d->retry_ms : d->s.write_behind_ms;
-    size_t n = b->n + d->npend;
-    pending_t *all = realloc(b->p, n * sizeof *all);
-    if (!all)
-        abort();
-    if (d->npend)
-        memcpy(all + b->n, d->pend, d->npend * sizeof *all);
-    free(d->pend);
-    d->pend = all;
-    d->npend = d->pend_cap = n;
+    pending_t *since = d->pend;
+    size_t n_since = d->npend;
+    pend_reset_locked(d);
+    for (size_t i = 0; i < b->n; i++)
+        pend_add_locked(d, b->p[i]);
+    for (size_t i = 0; i < n_since; i++)
+        pend_add_locked(d, since[i]);
+    free(b->p);
+    free(since);
+    b->p = NULL;
+    b->n = 0;
     pthread_mutex_unlock(&d->pend_lock);
     return wait_ms;
 }
@@ -309,8 +390,7 @@ static void flush_locked(shoal_durable_t *d, bool final)
 {
     pthread_mutex_lock(&d->pend_lock);
     batch_t b = {d->pend, d->npend};
-    d->pend = NULL;
-    d->npend = d->pend_cap = 0;
+    pend_reset_locked(d);
     pthread_mutex_unlock(&d->pend_lock);
     if (b.n == 0) {
         free(b.p);
@@ -393,15 +473,7 @@ static void st_store(void *ctx, const char *key, size_t klen, const void *data, 
         if (data && len)
             memcpy(p.key + klen, data, len);
         pthread_mutex_lock(&d->pend_lock);
-        if (d->npend == d->pend_cap) {
-            size_t cap = d->pend_cap ? d->pend_cap * 2 : 256;
-            pending_t *np = realloc(d->pend, cap * sizeof *np);
-            if (!np)
-                abort();
-            d->pend = np;
-            d->pend_cap = cap;
-        }
-        d->pend[d->npend++] = p;
+        pend_add_locked(d, p);
         pthread_mutex_unlock(&d->pend_lock);
     } else {
         one_write_t w = {st, key, klen, data ? data : NULL, data ? len : 0};
@@ -590,6 +662,28 @@ static bool env_exists(const char *dir)
  */
 typedef enum { CHK_OK = 0, CHK_FOREIGN, CHK_NEWER, CHK_CORRUPT, CHK_FAILED } chk_t;
 
+/* What to do when the directory cannot be created or opened for a reason other than its
+   content (errno values; LMDB passes them through). NULL when the files may be at fault. */
+static const char *access_hint(int rc)
+{
+    switch (rc) {
+    case EACCES:
+    case EPERM:
+        return "no permission: the user running the node must be able to enter, read and write "
+               "the directory and its files";
+    case EROFS:
+        return "the file system is read-only: the node needs a writable directory";
+    case ENOTDIR:
+    case EEXIST:
+        return "the path (or a parent) is not a directory: give a directory, created if missing";
+    case ENOSPC:
+    case EDQUOT:
+        return "no space left: free some, or use another file system";
+    default:
+        return NULL;
+    }
+}
+
 static void child_report(int fd, chk_t kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void child_report(int fd, chk_t kind, const char *fmt, ...)
 {
@@ -625,9 +719,11 @@ static void check_child(const char *dir, int fd)
     if (rc == 0)
         rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0600);
     if (rc != 0) {
+        const char *hint = access_hint(rc);
         child_report(fd, rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
                      rc == MDB_PAGE_NOTFOUND || rc == ENOENT ? CHK_CORRUPT : CHK_FAILED,
-                     "LMDB cannot open it: %s", mdb_strerror(rc));
+                     "LMDB cannot open it: %s%s%s", mdb_strerror(rc), hint ? "; " : "",
+                     hint ? hint : "");
         return;
     }
     MDB_txn *txn;
@@ -854,6 +950,7 @@ static void free_durable(shoal_durable_t *d)
         st = next;
     }
     pending_free(d->pend, d->npend);
+    free(d->pend_idx);
     pthread_mutex_destroy(&d->txn_lock);
     pthread_mutex_destroy(&d->pend_lock);
     pthread_cond_destroy(&d->pend_cond);
@@ -910,7 +1007,9 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
 {
     int rc = mkdir_p(dir);
     if (rc != 0) {
-        set_err(err, errlen, "durable store %s: cannot create the directory: %s", dir, strerror(rc));
+        const char *hint = access_hint(rc);
+        set_err(err, errlen, "durable store %s: cannot create the directory: %s%s%s", dir,
+                strerror(rc), hint ? "; " : "", hint ? hint : "");
         return NULL;
     }
     shoal_durable_t *d = xcalloc(1, sizeof *d);
@@ -934,8 +1033,12 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
     mdb_env_set_mapsize(d->env, d->map_size);
     rc = mdb_env_open(d->env, dir, MDB_NOTLS | (s->nosync ? MDB_NOSYNC : 0), 0600);
     if (rc != 0) {
-        set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; if the files are damaged, "
-                WAY_OUT, dir, mdb_strerror(rc));
+        if (access_hint(rc))
+            set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; %s", dir,
+                    mdb_strerror(rc), access_hint(rc));
+        else
+            set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; if the files are "
+                    "damaged, " WAY_OUT, dir, mdb_strerror(rc));
         free_durable(d);
         return NULL;
     }
