@@ -114,15 +114,26 @@ fi
 echo "OK: members joined, a killed member was removed, a leaving member exited, the rest stayed Up"
 
 echo
-echo "== kvstore: a durable replicated map (LMDB) on three members; one is killed and restarted =="
+echo "== kvstore: a durable replicated map (LMDB) on three members over CURVE; one is killed and restarted =="
 kill -9 $pids 2>/dev/null || true
 pids=""
 kb=$((base + 20)); [ $((kb + 2)) -lt 32000 ] || kb=$((base - 30))  # stay below 32000
 k1=$kb; k2=$((kb + 1)); k3=$((kb + 2))
 kv="$bin/kvstore"
 kseed="tcp://127.0.0.1:$k1"
+# CURVE: a key pair per member and one for the commands (the "ops" key); the allow-list holds
+# their public certificates, each member's with the endpoint where it listens
+mkdir -p "$dir/allow"
+for p in $k1 $k2 $k3; do
+    "$bin/shoal-keygen" "$dir/keys$p" --endpoint "tcp://127.0.0.1:$p" >/dev/null
+    cp "$dir/keys$p/node.cert" "$dir/allow/kv$p.cert"
+done
+"$bin/shoal-keygen" "$dir/ops" --name ops >/dev/null && cp "$dir/ops/ops.cert" "$dir/allow/"
+"$bin/shoal-keygen" "$dir/stranger" >/dev/null
+export SHOAL_CURVE_ALLOW="$dir/allow" SHOAL_CURVE_CERT="$dir/ops/ops.cert"
 # starts the kvstore node on port $1 (its LMDB store in $dir/kv$1), appending to its log
 start_kv() {
+    SHOAL_CURVE_CERT="$dir/keys$1/node.cert" \
     "$kv" node --bind "tcp://127.0.0.1:$1" --seed "$kseed" --data "$dir/kv$1" --fast >>"$dir/kv$1.log" 2>&1 &
     pids="$pids $!"
     kpid=$!
@@ -141,7 +152,15 @@ until_line() {
 start_kv $k1; kp1=$kpid; start_kv $k2; kp2=$kpid; start_kv $k3
 kvictim=$kpid
 wait_members $k1 3; wait_members $k2 3; wait_members $k3 3
-echo "three kvstore members Up (ports $k1 $k2 $k3; data in LMDB under $dir/kv<port>)"
+echo "three kvstore members Up (ports $k1 $k2 $k3; data in LMDB under $dir/kv<port>), over CURVE:"
+echo "    keys made by shoal-keygen; the allow-list $dir/allow holds the members' and the ops key"
+# a key that is not on the list is refused at once, and the node logs and counts it
+if SHOAL_CURVE_CERT="$dir/stranger/node.cert" "$kv" get $k1 color local >"$dir/stranger.txt" 2>&1; then
+    kfail "a client with a key not on the allow-list was answered"
+fi
+grep -q "is not on the allow-list" "$dir/kv$k1.log" || kfail "the refused key was not logged"
+echo "\$ SHOAL_CURVE_CERT=stranger.cert kvstore get $k1 color   -> $(tail -n 1 "$dir/stranger.txt")"
+echo "    node log: $(grep -m1 "is not on the allow-list" "$dir/kv$k1.log" | sed 's/^.*: refused/refused/')"
 "$kv" put $k1 color blue local || kfail "local write"
 echo "\$ kvstore put $k1 color blue local   -> ok (this replica now, the others by gossip)"
 "$kv" put $k2 shape circle majority || kfail "majority write"
@@ -210,4 +229,5 @@ for kp in $kp1 $kp2 $kp3; do
     wait "$kp" || kfail "a member exited with status $? after SIGTERM"
 done
 echo "SIGTERM: the three members left the cluster and exited 0"
-echo "OK: writes at local, majority and all were read back; with a member killed, majority reads and writes went on; restarted, it recovered its keys from LMDB and caught up by gossip; the replicas are equal"
+unset SHOAL_CURVE_ALLOW SHOAL_CURVE_CERT
+echo "OK: over CURVE, a stranger's key was refused; writes at local, majority and all were read back; with a member killed, majority reads and writes went on; restarted, it recovered its keys from LMDB and caught up by gossip; the replicas are equal"
