@@ -12,6 +12,8 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
 
 #define CLIENT_DEFAULT_TIMEOUT_MS 5000
 #define CLIENT_HELLO_RETRY_MS     200
@@ -183,8 +185,10 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
         if (rc == 0)
             rc = shoal_curve_client(curve, dealer, endpoint);
         shoal_curve_destroy(&curve);
+        static atomic_uint_fast64_t monitors; /* unique names: see system.c */
         char mon[64];
-        snprintf(mon, sizeof mon, "inproc://shoal-client-monitor-%p", dealer);
+        snprintf(mon, sizeof mon, "inproc://shoal-client-monitor-%" PRIu64,
+                 (uint64_t)atomic_fetch_add(&monitors, 1));
         if (rc == 0 && (zmq_socket_monitor(dealer, mon,
                                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |

@@ -29,6 +29,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -214,7 +215,6 @@ struct shoal_system {
     bool ack_pending;
     int64_t next_ack_ms, next_sweep_ms;
     uint64_t rng;
-    uint64_t monitor_seq;
     int64_t log_last[LOG_REASONS];
     uint64_t log_suppressed[LOG_REASONS];
     shoal_system_stats_t stats;
@@ -1587,6 +1587,15 @@ void *shoal_zmq_context(void)
     return zmq_ctx;
 }
 
+/* A process-wide counter names monitors, not a node's address: a node made where a destroyed
+   one was would find the old inproc names still bound (ZeroMQ unbinds asynchronously). */
+static void monitor_name(char *out, size_t cap)
+{
+    static atomic_uint_fast64_t monitors;
+    snprintf(out, cap, "inproc://shoal-monitor-%" PRIu64,
+             (uint64_t)atomic_fetch_add(&monitors, 1));
+}
+
 static void set_int(void *sock, int opt, int v)
 {
     zmq_setsockopt(sock, opt, &v, sizeof v);
@@ -1640,7 +1649,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->max_msg = (int64_t)s->max_frame_bytes * 4 + 65536;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     char rmon[64];
-    snprintf(rmon, sizeof rmon, "inproc://shoal-router-monitor-%p", (void *)sys);
+    monitor_name(rmon, sizeof rmon);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0) ||
         zmq_socket_monitor(sys->router, rmon, HANDSHAKE_FAILED_EVENTS) != 0 ||
         !(sys->router_monitor = zmq_socket(ctx, ZMQ_PAIR)) ||
@@ -1876,9 +1885,8 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
         }
     }
     /* the monitor is connected before the DEALER so that no connection event is missed */
-    char mon[96];
-    snprintf(mon, sizeof mon, "inproc://shoal-monitor-%p-%" PRIu64, (void *)sys,
-             ++sys->monitor_seq);
+    char mon[64];
+    monitor_name(mon, sizeof mon);
     void *monitor = NULL;
     if (zmq_socket_monitor(dealer, mon,
                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define KIND_TELL 100
@@ -167,6 +168,58 @@ static void raw_tell(void *arg, size_t n)
     pthread_join(th, NULL);
 }
 
+typedef struct {
+    const char *cert, *allow;
+} curve_t;
+
+/* Two nodes, A telling B 64-byte messages: their rate (reported against `baseline`). */
+static double shoal_rate(const curve_t *cv, double baseline)
+{
+    tell_t *t = calloc(1, sizeof *t);
+    shoal_system_settings_t s;
+    shoal_system_settings_default(&s);
+    s.endpoint = "tcp://127.0.0.1:0";
+    s.peer_send_hwm = 64;
+    s.curve_cert = cv ? cv->cert : NULL;
+    s.curve_allow_dir = cv ? cv->allow : NULL;
+    int err;
+    t->b = shoal_system_new(&s, &err);
+    t->a = t->b ? shoal_system_new(&s, &err) : NULL;
+    if (cv && t->a)
+        shoal_system_learn_key(t->a, shoal_system_endpoint(t->b), shoal_system_public_key(t->b));
+    if (!t->a || shoal_system_call(t->b, setup_b, t) != 0 ||
+        shoal_system_call(t->a, setup_a, t) != 0) {
+        fprintf(stderr, "cannot start nodes: %s\n", shoal_strerror(err));
+        exit(1);
+    }
+    t->to = shoal_system_self(t->b);
+    double deadline = bench_now() + 10;
+    while (!atomic_load(&t->up)) {
+        if (bench_now() > deadline)
+            exit(1);
+        pause_us(1000);
+    }
+    double rate = bench_rate(shoal_tell, t, 1.0, 3);
+    shoal_system_stats_t sa;
+    shoal_system_stats(t->a, &sa);
+    if (!cv) {
+        bench_report("transport_tell_64b", rate, "ops/s", baseline);
+        bench_note("raw libzmq DEALER->ROUTER, one zmq message per 64-byte message: %.0f msgs/s",
+                   baseline);
+    } else {
+        bench_report("transport_tell_64b_curve", rate, "ops/s", baseline);
+    }
+    bench_note("shoal%s: %" PRIu64 " messages in %" PRIu64 " frames (%.0f per frame), %" PRIu64
+               " EAGAIN retries; target ratio >= 0.5",
+               cv ? " (CURVE)" : "", sa.messages_out, sa.frames_out,
+               sa.frames_out ? (double)sa.messages_out / (double)sa.frames_out : 0.0,
+               sa.send_eagain);
+    shoal_system_destroy(&t->a);
+    shoal_system_destroy(&t->b);
+    free(t);
+    return rate;
+}
+
 int main(void)
 {
     zsys_init();
@@ -191,39 +244,26 @@ int main(void)
     zmq_close(r.router);
     zmq_ctx_term(r.ctx);
 
-    /* shoal */
-    tell_t *t = calloc(1, sizeof *t);
-    shoal_system_settings_t s;
-    shoal_system_settings_default(&s);
-    s.endpoint = "tcp://127.0.0.1:0";
-    s.peer_send_hwm = 64;
-    int err;
-    t->b = shoal_system_new(&s, &err);
-    t->a = t->b ? shoal_system_new(&s, &err) : NULL;
-    if (!t->a || shoal_system_call(t->b, setup_b, t) != 0 ||
-        shoal_system_call(t->a, setup_a, t) != 0) {
-        fprintf(stderr, "cannot start nodes: %s\n", shoal_strerror(err));
+    double plain = shoal_rate(NULL, raw);
+    /* the same over CURVE: the cost of encryption and authentication per message */
+    char dir[] = "/tmp/shoal-bench-curve-XXXXXX";
+    if (!mkdtemp(dir))
         return 1;
-    }
-    t->to = shoal_system_self(t->b);
-    double deadline = bench_now() + 10;
-    while (!atomic_load(&t->up)) {
-        if (bench_now() > deadline)
-            return 1;
-        pause_us(1000);
-    }
-    double rate = bench_rate(shoal_tell, t, 1.0, 3);
-    shoal_system_stats_t sa;
-    shoal_system_stats(t->a, &sa);
-    bench_report("transport_tell_64b", rate, "ops/s", raw);
-    bench_note("raw libzmq DEALER->ROUTER, one zmq message per 64-byte message: %.0f msgs/s", raw);
-    bench_note("shoal: %" PRIu64 " messages in %" PRIu64 " frames (%.0f per frame), %" PRIu64
-               " EAGAIN retries; target ratio >= 0.5",
-               sa.messages_out, sa.frames_out,
-               sa.frames_out ? (double)sa.messages_out / (double)sa.frames_out : 0.0,
-               sa.send_eagain);
-    shoal_system_destroy(&t->a);
-    shoal_system_destroy(&t->b);
-    free(t);
-    return 0;
+    char cert[128], allow[128], cmd[200];
+    snprintf(cert, sizeof cert, "%s/node.cert", dir);
+    snprintf(allow, sizeof allow, "%s/allow", dir);
+    mkdir(allow, 0700);
+    zcert_t *c = zcert_new();
+    zcert_save(c, cert);
+    char pub[200];
+    snprintf(pub, sizeof pub, "%s/node.cert", allow);
+    zcert_save_public(c, pub);
+    zcert_destroy(&c);
+    curve_t cv = {cert, allow};
+    double curve = shoal_rate(&cv, plain);
+    bench_note("CURVE: both nodes one key pair on the allow-list; baseline = the same run without "
+               "CURVE (%.0f msgs/s)", plain);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    (void)curve;
+    return system(cmd) == 0 ? 0 : 1;
 }
