@@ -111,9 +111,9 @@ static bool become(how_t how, const char *dir)
                getuid() == NOBODY;
     if (how == READ_ONLY_MOUNT)
         return unshare(CLONE_NEWNS) == 0 &&
-               mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-               mount(dir, dir, NULL, MS_BIND, NULL) == 0 &&
-               mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0;
+               mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) == 0 &&
+               mount(dir, dir, "none", MS_BIND, NULL) == 0 &&
+               mount("none", dir, "none", MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0;
     return true;
 }
 
@@ -402,6 +402,9 @@ static void test_write_behind_outage_keeps_one_change_per_key(void **state)
     w.puts = 100;
     assert_true(wait_until(all_put, &w, 15000)); /* the next retry is at most 10 s away */
     shoal_durable_close(&d);
+    /* no check child: czmq's context exists by now (the store logged the full map), and a child
+       forked after that reports it as definitely lost under valgrind when it _exits */
+    s.check_on_open = false;
     d = open_ok_or_fail(&s);
     st = shoal_durable_store(d, "");
     size_t n = 0;
