@@ -79,6 +79,16 @@ int shoal_sharding_register_types(void)
     return estate_register();
 }
 
+/* Registered when the library loads, not only in shoal_sharding_new: a program that hands
+   sharding its own replicator (settings.replicator, the usual way with a durable store) creates
+   it first, and the replicator loads its store right then. Without the type known at that moment
+   every stored entity state was skipped as undecodable, and a restart of the whole cluster lost
+   them all (found by the chaos suite: tools/chaos.py, "state-lost-after-full-restart"). */
+__attribute__((constructor)) static void register_types_at_load(void)
+{
+    shoal_sharding_register_types();
+}
+
 bool state_on(const shoal_region_t *r)
 {
     return r->s.entity_state && !r->proxy;

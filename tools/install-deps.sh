@@ -16,6 +16,7 @@ PACKAGES="
   serf
   redis-server redis-tools libhiredis-dev
   tshark
+  iproute2 iptables iputils-ping faketime
 "
 
 SUDO=""

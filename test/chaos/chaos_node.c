@@ -1,0 +1,603 @@
+/*  chaos-node — one node of the chaos suite (tools/chaos.py), run as its own process.
+
+      chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR --log FILE
+                 [--timing fast|generous] [--shards N] [--fault "DIR CUT DROP DUP DELAY PEER|*"]
+
+    A member of the cluster (joins through its seeds; split-brain resolver keep-majority, the
+    default), with the default replicator kept in an LMDB store in DIR (durable keys "chaos-*"
+    and sharding's "shard-*"), and sharding with one entity type, "acct", with entity state and
+    remember-entities on. It serves, as a node, the replicator's client requests (the workload's
+    GCounter / ORSet / LWWMap operations and reads) and the requests of chaos.h: a message sent to
+    an entity through this node's at-least-once producer (answered only once the entity confirmed
+    it), an entity's state, fault injection on the transport, and a few counters.
+
+    Every entity writes to the log FILE (O_APPEND, one write per line, so a SIGKILL loses nothing
+    that was written; CLOCK_MONOTONIC is the same clock for every process of the machine):
+      START  entity incarnation origin mono_ns
+      PROC   entity incarnation msgid start_ns end_ns     a message processed (receive entered /
+                                                          left, its save issued)
+      SAVED  entity incarnation msgid status mono_ns      that save acknowledged (0) or failed
+      DUP    entity incarnation msgid mono_ns             a message already in its state: skipped
+      STOP   entity incarnation mono_ns
+      NODE   index node-id pid mono_ns                    this process started
+    An incarnation ("I.PID.N") is unique per entity start. The entity's state is the list of the
+    message ids it processed (and its duplicate count), saved with shoal_entity_save before the
+    message is confirmed, so a message delivered again is recognised and skipped.
+
+    Exit: 0 after SIGTERM/SIGINT (graceful leave), 3 when the cluster stopped this node (downed,
+    removed: it must restart as a new incarnation to join again), 1 when it cannot start.
+*/
+#include "chaos.h"
+#include "durable.h"
+#include "sharding.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SEEDS 16
+#define STATE_ASK_TIMEOUT_MS 8000
+
+static volatile sig_atomic_t stop_requested;
+static int log_fd = -1;
+static int node_index;
+static unsigned long incarnations;
+static shoal_region_t *region;
+static shoal_producer_t *producer;
+static shoal_cluster_t *cluster;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One line per write(2): lines of concurrent processes (O_APPEND) never interleave. */
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(log_fd, line, (size_t)n) != n)
+        fprintf(stderr, "chaos-node: log write: %s\n", strerror(errno));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The entity: its state is "\nID\nID...\n" (the message ids processed) and a duplicate count.
+ * Stored as "chaos1 DUPS N" + the ids.
+ */
+typedef struct {
+    char inc[48];
+    shoal_buf_t ids; /* always starts with '\n'; each id followed by '\n' */
+    uint64_t n, dups;
+} acct_t;
+
+static void acct_encode(const acct_t *a, shoal_buf_t *out)
+{
+    shoal_buf_printf(out, "chaos1 %" PRIu64 " %" PRIu64, a->dups, a->n);
+    shoal_buf_append(out, a->ids.data, a->ids.len);
+}
+
+static void *acct_start(shoal_entity_t *e, void *type_arg)
+{
+    (void)type_arg;
+    acct_t *a = calloc(1, sizeof *a);
+    if (!a)
+        abort();
+    snprintf(a->inc, sizeof a->inc, "%d.%ld.%lu", node_index, (long)getpid(), ++incarnations);
+    shoal_buf_init(&a->ids);
+    size_t len = 0;
+    const char *s = shoal_entity_stored(e, &len);
+    const char *nl = s ? memchr(s, '\n', len) : NULL;
+    if (s && nl && sscanf(s, "chaos1 %" SCNu64 " %" SCNu64, &a->dups, &a->n) == 2)
+        shoal_buf_append(&a->ids, nl, len - (size_t)(nl - s));
+    else
+        shoal_buf_append(&a->ids, "\n", 1);
+    log_line("START %s %s %d %" PRIu64, shoal_entity_id(e), a->inc, shoal_entity_state_origin(e),
+             mono_ns());
+    return a;
+}
+
+typedef struct {
+    char entity[SHOAL_ENTITY_ID_MAX + 1];
+    char inc[48];
+    char msgid[128];
+} save_ctx_t;
+
+static void acct_saved(shoal_entity_t *e, void *state, int status, void *arg)
+{
+    (void)e, (void)state;
+    save_ctx_t *sc = arg;
+    log_line("SAVED %s %s %s %d %" PRIu64, sc->entity, sc->inc, sc->msgid, status, mono_ns());
+    free(sc);
+}
+
+static bool acct_has(const acct_t *a, const char *id, size_t len)
+{
+    char pat[136];
+    if (len + 2 >= sizeof pat)
+        return false;
+    pat[0] = '\n';
+    memcpy(pat + 1, id, len);
+    pat[len + 1] = '\n';
+    return memmem(a->ids.data, a->ids.len, pat, len + 2) != NULL;
+}
+
+static void acct_receive(shoal_entity_t *e, void *state, const void *msg, size_t len,
+                         void *type_arg)
+{
+    (void)type_arg;
+    acct_t *a = state;
+    uint64_t t0 = mono_ns();
+    const char *m = msg;
+    if (len > 2 && len < 2 + 120 && !memcmp(m, "m:", 2)) {
+        const char *id = m + 2;
+        size_t idlen = len - 2;
+        if (acct_has(a, id, idlen)) {
+            a->dups++;
+            log_line("DUP %s %s %.*s %" PRIu64, shoal_entity_id(e), a->inc, (int)idlen, id, t0);
+            shoal_entity_reply(e, "dup", 3);
+            return;
+        }
+        shoal_buf_append(&a->ids, id, idlen);
+        shoal_buf_append(&a->ids, "\n", 1);
+        a->n++;
+        shoal_buf_t b;
+        shoal_buf_init(&b);
+        acct_encode(a, &b);
+        save_ctx_t *sc = calloc(1, sizeof *sc);
+        if (!sc)
+            abort();
+        snprintf(sc->entity, sizeof sc->entity, "%s", shoal_entity_id(e));
+        snprintf(sc->inc, sizeof sc->inc, "%s", a->inc);
+        snprintf(sc->msgid, sizeof sc->msgid, "%.*s", (int)idlen, id);
+        int rc = shoal_entity_save(e, b.data, b.len, acct_saved, sc);
+        shoal_buf_free(&b);
+        if (rc != 0) {
+            log_line("SAVED %s %s %s %d %" PRIu64, sc->entity, sc->inc, sc->msgid, rc, mono_ns());
+            free(sc);
+        }
+        /* the reply rides with the confirmation, which waits for the save */
+        shoal_entity_reply(e, "ok", 2);
+        log_line("PROC %s %s %.*s %" PRIu64 " %" PRIu64, shoal_entity_id(e), a->inc, (int)idlen,
+                 id, t0, mono_ns());
+    } else if (len == 5 && !memcmp(m, "state", 5)) {
+        shoal_buf_t b;
+        shoal_buf_init(&b);
+        shoal_buf_printf(&b, "ok %" PRIu64 " %" PRIu64, a->dups, a->n);
+        shoal_buf_append(&b, a->ids.data, a->ids.len);
+        shoal_entity_reply(e, b.data, b.len);
+        shoal_buf_free(&b);
+    } else {
+        shoal_entity_reply(e, "err unknown message", 19);
+    }
+}
+
+static void acct_stop(shoal_entity_t *e, void *state, void *type_arg)
+{
+    (void)type_arg;
+    acct_t *a = state;
+    log_line("STOP %s %s %" PRIu64, shoal_entity_id(e), a->inc, mono_ns());
+    shoal_buf_free(&a->ids);
+    free(a);
+}
+
+static const shoal_entity_fns_t acct_fns = {acct_start, acct_receive, acct_stop, NULL};
+
+/* ---------------------------------------------------------------------------------------------
+ * Requests
+ */
+static void reply_text(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void reply_text(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                       const char *fmt, ...)
+{
+    char b[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    shoal_system_reply(sys, to, kind, b, n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+/* Sends waiting for their entity's confirmation (node thread only). */
+typedef struct pending {
+    struct pending *next;
+    char entity[SHOAL_ENTITY_ID_MAX + 1];
+    uint64_t seq;
+    shoal_reply_to_t to;
+} pending_t;
+static pending_t *pending;
+static shoal_system_t *node_sys;
+
+static void delivered(shoal_producer_t *p, const char *entity_id, uint64_t seq, int status,
+                      const void *reply, size_t len, void *arg)
+{
+    (void)p, (void)arg;
+    for (pending_t **pp = &pending; *pp; pp = &(*pp)->next) {
+        pending_t *q = *pp;
+        if (q->seq != seq || strcmp(q->entity, entity_id) != 0)
+            continue;
+        *pp = q->next;
+        if (status == 0)
+            reply_text(node_sys, &q->to, CHAOS_KIND_SEND, "ok %.*s", (int)(len < 64 ? len : 64),
+                       (const char *)reply);
+        else
+            reply_text(node_sys, &q->to, CHAOS_KIND_SEND, "err %s", shoal_strerror(status));
+        free(q);
+        return;
+    }
+}
+
+static void on_send(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                    const uint8_t *data, size_t len, void *arg)
+{
+    (void)arg;
+    const char *nl = memchr(data, '\n', len);
+    size_t elen = nl ? (size_t)(nl - (const char *)data) : 0;
+    size_t mlen = nl ? len - elen - 1 : 0;
+    if (!nl || elen == 0 || elen > SHOAL_ENTITY_ID_MAX || mlen == 0 || mlen > 120) {
+        reply_text(sys, to, kind, "err malformed");
+        return;
+    }
+    pending_t *q = calloc(1, sizeof *q);
+    if (!q)
+        abort();
+    memcpy(q->entity, data, elen);
+    char msg[128];
+    memcpy(msg, "m:", 2);
+    memcpy(msg + 2, nl + 1, mlen);
+    q->to = *to;
+    int rc = shoal_producer_send(producer, q->entity, msg, mlen + 2, &q->seq);
+    if (rc != 0) {
+        reply_text(sys, to, kind, "err %s", shoal_strerror(rc));
+        free(q);
+        return;
+    }
+    q->next = pending;
+    pending = q;
+}
+
+static void state_done(shoal_region_t *r, int status, const void *reply, size_t len, void *arg)
+{
+    (void)r;
+    shoal_reply_to_t *to = arg;
+    if (status == 0)
+        shoal_system_reply(node_sys, to, CHAOS_KIND_STATE, reply, len);
+    else
+        reply_text(node_sys, to, CHAOS_KIND_STATE, "err %s", shoal_strerror(status));
+    free(to);
+}
+
+static void on_state(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                     const uint8_t *data, size_t len, void *arg)
+{
+    (void)arg;
+    char entity[SHOAL_ENTITY_ID_MAX + 1];
+    if (len == 0 || len > SHOAL_ENTITY_ID_MAX || memchr(data, 0, len)) {
+        reply_text(sys, to, kind, "err malformed");
+        return;
+    }
+    memcpy(entity, data, len);
+    entity[len] = 0;
+    shoal_reply_to_t *copy = malloc(sizeof *copy);
+    if (!copy)
+        abort();
+    *copy = *to;
+    int rc = shoal_region_ask(region, entity, "state", 5, STATE_ASK_TIMEOUT_MS, state_done, copy);
+    if (rc != 0) {
+        reply_text(sys, to, kind, "err %s", shoal_strerror(rc));
+        free(copy);
+    }
+}
+
+static int parse_fault(const char *text, shoal_fault_t *f, char *peer, size_t peerlen)
+{
+    char dir[8], p[256];
+    int cut = 0;
+    unsigned delay = 0;
+    memset(f, 0, sizeof *f);
+    if (sscanf(text, "%7s %d %lf %lf %u %255s", dir, &cut, &f->drop, &f->duplicate, &delay, p) != 6)
+        return -1;
+    if (!strcmp(dir, "in"))
+        f->dir = SHOAL_FAULT_IN;
+    else if (!strcmp(dir, "out"))
+        f->dir = SHOAL_FAULT_OUT;
+    else if (!strcmp(dir, "both"))
+        f->dir = SHOAL_FAULT_BOTH;
+    else
+        return -1;
+    if (f->drop < 0 || f->drop > 1 || f->duplicate < 0 || f->duplicate > 1)
+        return -1;
+    f->cut = cut != 0;
+    f->delay_ms = delay;
+    snprintf(peer, peerlen, "%s", p);
+    return 0;
+}
+
+static void on_fault(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                     const uint8_t *data, size_t len, void *arg)
+{
+    (void)arg;
+    char text[320];
+    if (len >= sizeof text) {
+        reply_text(sys, to, kind, "err malformed");
+        return;
+    }
+    memcpy(text, data, len);
+    text[len] = 0;
+    int rc;
+    if (!strcmp(text, "heal")) {
+        rc = shoal_system_heal(sys);
+    } else {
+        shoal_fault_t f;
+        char peer[256];
+        if (parse_fault(text, &f, peer, sizeof peer) != 0) {
+            reply_text(sys, to, kind, "err malformed fault '%s'", text);
+            return;
+        }
+        rc = shoal_system_fault(sys, strcmp(peer, "*") ? peer : NULL, &f);
+    }
+    if (rc == 0)
+        reply_text(sys, to, kind, "ok");
+    else
+        reply_text(sys, to, kind, "err %s", shoal_strerror(rc));
+}
+
+static void on_info(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
+                    const uint8_t *data, size_t len, void *arg)
+{
+    (void)data, (void)len, (void)arg;
+    shoal_region_stats_t st;
+    memset(&st, 0, sizeof st);
+    shoal_region_stats(region, &st);
+    shoal_member_status_t s = shoal_cluster_self_status(cluster);
+    reply_text(sys, to, kind,
+               "ok\nnode %s\nstatus %s\nmay_act %d\nentities %" PRIu64 "\nshards %" PRIu64
+               "\nreliable_processed %" PRIu64 "\nreliable_duplicates %" PRIu64
+               "\nstate_save_failures %" PRIu64 "\nstate_stale_refused %" PRIu64
+               "\nentities_recovered %" PRIu64 "\nproducer_pending %zu\n",
+               shoal_node_id(shoal_system_self(sys)), s ? shoal_member_status_name(s) : "none",
+               shoal_cluster_may_act(cluster), st.entities, st.shards, st.reliable_processed,
+               st.reliable_duplicates, st.state_save_failures, st.state_stale_refused,
+               st.entities_recovered, shoal_producer_pending(producer));
+}
+
+static void on_up(shoal_cluster_t *c, void *arg)
+{
+    (void)arg;
+    shoal_system_t *sys = shoal_cluster_system(c);
+    printf("chaos-node %d: %s up\n", node_index, shoal_node_id(shoal_system_self(sys)));
+    fflush(stdout);
+}
+
+static int setup_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)arg;
+    node_sys = sys;
+    if (shoal_system_register_request(sys, CHAOS_KIND_SEND, on_send, NULL) < 0 ||
+        shoal_system_register_request(sys, CHAOS_KIND_STATE, on_state, NULL) < 0 ||
+        shoal_system_register_request(sys, CHAOS_KIND_FAULT, on_fault, NULL) < 0 ||
+        shoal_system_register_request(sys, CHAOS_KIND_INFO, on_info, NULL) < 0)
+        return SHOAL_EINVAL;
+    return shoal_cluster_on_up(cluster, on_up, NULL) < 0 ? SHOAL_EINVAL : 0;
+}
+
+static int apply_fault(shoal_system_t *sys, void *arg)
+{
+    shoal_fault_t f;
+    char peer[256];
+    if (parse_fault(arg, &f, peer, sizeof peer) != 0)
+        return SHOAL_EINVAL;
+    return shoal_system_fault(sys, strcmp(peer, "*") ? peer : NULL, &f);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Settings. "fast": the tests' timings (failure detection ~1-2 s, stable-after 2 s), for the
+ * release build in namespaces. "generous": slower detection and longer margins, so a sanitized
+ * build on a busy 2-core machine is not taken for dead (the smoke inside scons check).
+ */
+static void cluster_timing(shoal_cluster_settings_t *cs, bool generous)
+{
+    shoal_cluster_settings_fast(cs);
+    if (generous) {
+        cs->heartbeat_interval_ms = 500;
+        cs->acceptable_heartbeat_pause_ms = 6000;
+        cs->expected_response_after_ms = 2000;
+        cs->stable_after_ms = 6000;
+        cs->seed_node_timeout_ms = 3000;
+        cs->retry_unsuccessful_join_after_ms = 2000;
+        cs->gossip_time_to_live_ms = 6000;
+    } else {
+        cs->acceptable_heartbeat_pause_ms = 2000;
+        cs->stable_after_ms = 3000;
+    }
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
+                    "--data DIR --log FILE [--timing fast|generous] [--shards N] "
+                    "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *bind = NULL, *data = NULL, *logpath = NULL, *timing = "fast", *fault = NULL;
+    const char *seeds[MAX_SEEDS];
+    size_t n_seeds = 0;
+    unsigned shards = 20;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc)
+            return usage();
+        const char *v = argv[++i];
+        if (!strcmp(a, "--index"))
+            node_index = atoi(v);
+        else if (!strcmp(a, "--bind"))
+            bind = v;
+        else if (!strcmp(a, "--seed") && n_seeds < MAX_SEEDS)
+            seeds[n_seeds++] = v;
+        else if (!strcmp(a, "--data"))
+            data = v;
+        else if (!strcmp(a, "--log"))
+            logpath = v;
+        else if (!strcmp(a, "--timing"))
+            timing = v;
+        else if (!strcmp(a, "--shards"))
+            shards = (unsigned)atoi(v);
+        else if (!strcmp(a, "--fault"))
+            fault = v;
+        else
+            return usage();
+    }
+    if (!bind || !data || !logpath || shards == 0 ||
+        (strcmp(timing, "fast") && strcmp(timing, "generous")))
+        return usage();
+    if (n_seeds == 0)
+        seeds[n_seeds++] = bind;
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    log_fd = open(logpath, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (log_fd < 0) {
+        fprintf(stderr, "chaos-node: cannot open %s: %s\n", logpath, strerror(errno));
+        return 1;
+    }
+
+    /* The store first: a refused store stops us before we join anything. Immediate commits
+       without fsync: a SIGKILL loses nothing the kernel was given (the suite kills processes,
+       not the machine), and the node thread does not wait for the disk. */
+    shoal_durable_settings_t ds;
+    shoal_durable_settings_default(&ds);
+    ds.dir = data;
+    ds.nosync = true;
+    char err[512] = "";
+    shoal_durable_t *durable = shoal_durable_open(&ds, err, sizeof err);
+    if (!durable) {
+        fprintf(stderr, "chaos-node: cannot open the store: %s\n", err);
+        return 1;
+    }
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = bind;
+    int rc = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &rc);
+    if (!sys) {
+        fprintf(stderr, "chaos-node: cannot start a node at %s: %s\n", bind, shoal_strerror(rc));
+        shoal_durable_close(&durable);
+        return 1;
+    }
+    log_line("NODE %d %s %ld %" PRIu64, node_index, shoal_node_id(shoal_system_self(sys)),
+             (long)getpid(), mono_ns());
+    if (fault && (rc = shoal_system_call(sys, apply_fault, (void *)fault)) != 0) {
+        fprintf(stderr, "chaos-node: --fault '%s': %s\n", fault, shoal_strerror(rc));
+        shoal_system_destroy(&sys);
+        shoal_durable_close(&durable);
+        return 2;
+    }
+    static const char *const durable_keys[] = {"chaos-*", "shard-*"};
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    rs.role = "";
+    rs.durable_keys = durable_keys;
+    rs.n_durable_keys = 2;
+    rs.store = shoal_durable_store(durable, "");
+    shoal_cluster_settings_t cs;
+    cluster_timing(&cs, !strcmp(timing, "generous"));
+    cs.seed_nodes = seeds;
+    cs.n_seed_nodes = n_seeds;
+
+    shoal_replicator_t *rep = rs.store ? shoal_replicator_new(sys, &rs, &rc) : NULL;
+    cluster = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
+    shoal_sharding_t *sh = NULL;
+    if (cluster && shoal_cluster_follow(cluster, rep) == 0)
+        sh = shoal_sharding_new(cluster, &rc);
+    if (sh) {
+        shoal_sharding_settings_t s;
+        shoal_sharding_settings_fast(&s);
+        s.number_of_shards = shards;
+        s.entity_state = true;
+        s.remember_entities = true;
+        s.replicator = rep;
+        s.passivation.idle_timeout_ms = 0;
+        if (!strcmp(timing, "generous")) {
+            s.state_write_timeout_ms = 4000;
+            s.handoff_timeout_ms = 10000;
+            s.shard_start_timeout_ms = 5000;
+        } else {
+            s.state_write_timeout_ms = 3000;
+        }
+        region = shoal_region_start(sh, CHAOS_TYPE, &s, &acct_fns, NULL, &rc);
+    }
+    if (region) {
+        char pid[SHOAL_PRODUCER_ID_MAX + 1];
+        /* a fresh producer id per process: its numbers start again at 1 */
+        snprintf(pid, sizeof pid, "n%d-%s", node_index, shoal_node_id(shoal_system_self(sys)));
+        shoal_producer_settings_t ps;
+        shoal_producer_settings_default(&ps);
+        ps.resend_ms = 500;
+        producer = shoal_producer_new(region, pid, &ps, delivered, NULL, &rc);
+    }
+    if (!producer || (rc = shoal_system_call(sys, setup_on_node, NULL)) != 0) {
+        fprintf(stderr, "chaos-node: cannot start: %s\n", shoal_strerror(rc));
+        _exit(1); /* half-built: nothing to keep, the store is consistent at every commit */
+    }
+    fprintf(stderr, "chaos-node %d: %s at %s, data in %s\n", node_index,
+            shoal_node_id(shoal_system_self(sys)), bind, data);
+
+    while (!stop_requested && !shoal_cluster_terminated(cluster))
+        sleep_ms(50);
+    int exit_code = 0;
+    if (stop_requested) {
+        shoal_cluster_shutdown(cluster);
+        for (int waited = 0; !shoal_cluster_terminated(cluster) && waited < 15000; waited += 50)
+            sleep_ms(50);
+    } else {
+        fprintf(stderr, "chaos-node %d: the cluster stopped this node (downed or removed)\n",
+                node_index);
+        exit_code = 3;
+    }
+    shoal_producer_destroy(&producer);
+    shoal_sharding_destroy(&sh);
+    shoal_cluster_destroy(&cluster);
+    shoal_replicator_destroy(&rep);
+    shoal_system_destroy(&sys);
+    shoal_durable_close(&durable);
+    while (pending) {
+        pending_t *q = pending;
+        pending = q->next;
+        free(q);
+    }
+    close(log_fd);
+    return exit_code;
+}
