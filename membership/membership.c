@@ -169,10 +169,26 @@ const shoal_node_t *cluster_find_in(const cstate_t *st, const char *id)
     return best;
 }
 
+/* A loop stalled past stable-after (SIGSTOP, a swapped-out process, a debugger) may have been
+   downed meanwhile. The node tick notices it and freezes the node until fresh gossip says it is
+   still a member; but after a resume the loop reads its sockets before its timers run, so the
+   clock is read here as well: from the first message after the pause, nothing acts. */
+static bool stalled(const shoal_cluster_t *c)
+{
+    return c->frozen ||
+           (c->last_tick && shoal_now_ms() - c->last_tick > (int64_t)c->s.stable_after_ms &&
+            cstate_member(c->state, c->self));
+}
+
+bool shoal_cluster_paused(shoal_cluster_t *c)
+{
+    return c && stalled(c);
+}
+
 bool cluster_may_act(shoal_cluster_t *c)
 {
     shoal_member_status_t st = cluster_self_status(c);
-    return !c->frozen && !c->terminated && (st == SHOAL_MEMBER_UP || st == SHOAL_MEMBER_LEAVING);
+    return !stalled(c) && !c->terminated && (st == SHOAL_MEMBER_UP || st == SHOAL_MEMBER_LEAVING);
 }
 
 /* Sends now, or after the handshake with `to` (joining nodes are not connected yet). */

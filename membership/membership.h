@@ -218,6 +218,13 @@ shoal_member_status_t shoal_cluster_self_status(shoal_cluster_t *c);
    and not yet reassured by fresh gossip. Leaders, singletons and shard hosts check it. */
 bool shoal_cluster_may_act(shoal_cluster_t *c);
 
+/* True while this node's loop has been stalled longer than stable-after (SIGSTOP, swap, a
+   debugger) and fresh gossip has not yet confirmed it is still a member: it may have been downed
+   and replaced meanwhile, so it must process nothing for the cluster. Read against the clock, so it
+   holds from the first message after the stall, before any timer ran. Node thread; cheap (one
+   clock read): sharding asks it for every message it delivers. */
+bool shoal_cluster_paused(shoal_cluster_t *c);
+
 /* A snapshot of the cluster as this node sees it. Thread-safe; free with shoal_cluster_view_free. */
 typedef struct {
     shoal_member_t *members; /* in address order, Removed members left out */

@@ -525,9 +525,10 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
                           const shoal_node_t *origin, uint64_t ask_id, const void *data,
                           size_t len)
 {
-    if (s->recovering || state_shard_waiting(s)) {
-        /* the remembered entities or the stored states are being read: everything waits, in
-           order */
+    if (s->recovering || state_shard_waiting(s) || shoal_cluster_paused(r->sh->c)) {
+        /* the remembered entities or the stored states are being read, or this node was stalled
+           and does not know yet whether it is still a member (its shards may run elsewhere
+           now): everything waits, in order */
         bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
@@ -1383,6 +1384,7 @@ static void shards_tick(shoal_region_t *r, int64_t now)
     if (!n)
         return;
     bool idle_sweep = now >= r->idle_next;
+    bool paused = shoal_cluster_paused(r->sh->c);
     shard_t **all = calloc(n, sizeof *all);
     if (!all)
         abort();
@@ -1444,10 +1446,14 @@ static void shards_tick(shoal_region_t *r, int64_t now)
                 late[q]->forced = true;
                 entity_finish(late[q]);
             }
+            if (paused)
+                continue; /* no timer or reminder fires before the node knows it is a member */
             if (s->status == SH_ACTIVE)
                 state_tick(s, now);
             if (s->status == SH_ACTIVE && s->n_timers)
                 timers_tick(s, now);
+            if (s->status == SH_ACTIVE && s->pending.n)
+                shard_deliver_pending(s); /* held while the node was paused */
         }
     }
     free(all);

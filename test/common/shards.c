@@ -44,7 +44,7 @@ typedef struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static zhashx_t *recs;   /* "type/id" -> trec_t */
 static zhashx_t *shards; /* "type/shard" -> tshard_rec_t */
-static int double_entity, double_shard;
+static int double_entity, double_shard, paused_receipts;
 static int dl[TS_MAX][SHOAL_DL_REASONS];
 static int moves_to[TS_MAX];
 
@@ -98,7 +98,7 @@ void trec_reset(void)
     pthread_mutex_lock(&lock);
     zhashx_destroy(&recs);
     zhashx_destroy(&shards);
-    double_entity = double_shard = 0;
+    double_entity = double_shard = paused_receipts = 0;
     memset(dl, 0, sizeof dl);
     memset(moves_to, 0, sizeof moves_to);
     pthread_mutex_unlock(&lock);
@@ -127,6 +127,7 @@ ttotals_t trec_totals(void)
     pthread_mutex_lock(&lock);
     t.double_entity = double_entity;
     t.double_shard = double_shard;
+    t.paused_receipts = paused_receipts;
     if (recs)
         for (trec_t *r = zhashx_first(recs); r; r = zhashx_next(recs)) {
             t.order_errors += r->order_errors;
@@ -271,6 +272,14 @@ static void c_receive(shoal_entity_t *e, void *state, const void *msg, size_t le
     const char *bar = strchr(m, '|');
     if (bar)
         body = bar + 1;
+    if (strcmp(body, TSHARD_STOP) != 0 && t->node >= 0 && t->node < TS_MAX && tsn[t->node].cl &&
+        shoal_cluster_paused(tsn[t->node].cl)) {
+        pthread_mutex_lock(&lock);
+        paused_receipts++;
+        pthread_mutex_unlock(&lock);
+        fprintf(stderr, "shards: %s/%s got '%s' on node %d while it was paused\n", t->type, t->id,
+                m, t->node);
+    }
     char reply[512];
     if (strcmp(body, TSHARD_STOP) == 0) {
         pthread_mutex_lock(&lock);

@@ -120,6 +120,8 @@ long trec_last(const char *type, const char *id, const char *sender);
 typedef struct {
     int double_entity, double_shard, order_errors;
     int entities_started, entities_live;
+    int paused_receipts; /* messages an entity received while its node was paused (stalled past
+                            stable-after, not yet confirmed a member): must stay 0 */
 } ttotals_t;
 ttotals_t trec_totals(void);
 /* Live entities of `type` on node i. */

@@ -1218,6 +1218,62 @@ static void test_queries(void **state)
     assert_no_breach();
 }
 
+/* --- a node paused past stable-after processes nothing until it is confirmed a member -------- */
+
+static int busy_ms;
+static bool paused_at_resume;
+static int busy_loop(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    for (int64_t end = shoal_now_ms() + busy_ms; shoal_now_ms() < end;) {
+    }
+    /* resumed, before any timer ran (the node tick has not seen the gap yet): a message read
+       now must already find the node paused */
+    paused_at_resume = shoal_cluster_paused(arg);
+    return 0;
+}
+
+/* The host of an entity stalls (its loop busy, as after SIGSTOP or swap) past stable-after while
+   messages for the entity arrive in its sockets. Resumed, its loop reads them before any timer
+   runs; they must wait until fresh gossip confirms the node is still a member (it may have been
+   downed and its shards started elsewhere), and then arrive, none lost. */
+static void test_paused_node_processes_nothing(void **state)
+{
+    (void)state;
+    start_nodes(3, NULL);
+    tsnode_wait_registered(0x7, 0, 3, 15000);
+    char id[32] = "";
+    int host = -1;
+    for (int k = 0; k < 64 && host < 1; k++) {
+        snprintf(id, sizeof id, "paused%d", k);
+        char *who = ask_sync(0, id, "whoami");
+        assert_int_equal(sscanf(who, "%d", &host), 1);
+        free(who);
+    }
+    assert_true(host >= 1); /* not node 0, which sends */
+    shoal_cluster_settings_t cs = *shoal_cluster_settings(tsn[host].cl);
+    busy_ms = (int)cs.stable_after_ms + 1500;
+    shoal_cluster_stats_t before;
+    assert_int_equal(shoal_cluster_stats(tsn[host].cl, &before), 0);
+    paused_at_resume = false;
+    assert_int_equal(shoal_system_post(tsn[host].sys, busy_loop, tsn[host].cl), 0);
+    /* once the host's loop is surely busy, the messages go out: they wait in its socket */
+    struct timespec ts = {0, 200 * 1000000};
+    nanosleep(&ts, NULL);
+    char msg[32];
+    for (int k = 1; k <= 5; k++) {
+        snprintf(msg, sizeof msg, "p:%d", k);
+        assert_int_equal(tell(0, id, msg), 0);
+    }
+    wait_one(T, id, "p", 5, busy_ms + 30000);
+    shoal_cluster_stats_t after;
+    assert_int_equal(shoal_cluster_stats(tsn[host].cl, &after), 0);
+    assert_true(after.clock_gaps > before.clock_gaps); /* the stall was seen as one */
+    assert_true(paused_at_resume);
+    assert_int_equal(trec_totals().paused_receipts, 0);
+    assert_no_breach();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1229,6 +1285,7 @@ int main(void)
         cmocka_unit_test_teardown(test_buffer_overflow_reported, tsnode_teardown),
         cmocka_unit_test_teardown(test_min_nr_of_members, tsnode_teardown),
         cmocka_unit_test_teardown(test_entity_api, tsnode_teardown),
+        cmocka_unit_test_teardown(test_paused_node_processes_nothing, tsnode_teardown),
         cmocka_unit_test_teardown(test_ten_thousand_shards, tsnode_teardown),
         cmocka_unit_test_teardown(test_coordinator_failover, tsnode_teardown),
         cmocka_unit_test_teardown(test_queries, tsnode_teardown),
