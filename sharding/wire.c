@@ -158,6 +158,8 @@ int wire_parse_envelope(const uint8_t *data, size_t len, envelope_t *out)
             return SHOAL_EDECODE;
         out->origin = (const char *)data + at;
         at += out->origin_len;
+        if (!id_ok(out->origin, out->origin_len, 255))
+            return SHOAL_EDECODE; /* a node id is printable (a NUL would cut it short) */
         if (!(out->flags & ENV_ASK))
             return SHOAL_EDECODE; /* an origin only matters for a reply */
     }

@@ -22,7 +22,7 @@ static void envelope_round_trip(const uint8_t *data, size_t size)
     if (e.origin) {
         memcpy(origin, e.origin, e.origin_len);
         origin[e.origin_len] = 0;
-        o = shoal_node_intern(origin);
+        o = shoal_node_intern_n(e.origin, e.origin_len); /* as region_on_deliver does */
         if (!o || strcmp(shoal_node_id(o), origin) != 0)
             return; /* not a canonical node id: the receiver drops it */
     }
