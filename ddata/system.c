@@ -1108,6 +1108,32 @@ static void drain_dealer(shoal_system_t *sys, peer_t *p)
     }
 }
 
+/* Reads one event of a socket monitor (ZeroMQ sends the event and its address as two frames):
+   false when none is waiting. `where` (may be NULL) gets the address. */
+static bool monitor_event(void *monitor, uint16_t *event, char *where, size_t cap)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return false;
+    }
+    *event = 0;
+    if (zmq_msg_size(&ev) >= 2)
+        memcpy(event, zmq_msg_data(&ev), 2);
+    zmq_msg_init(&addr);
+    if (where && cap)
+        snprintf(where, cap, "?");
+    if (zmq_msg_more(&ev) && zmq_msg_recv(&addr, monitor, ZMQ_DONTWAIT) >= 0 && where && cap) {
+        size_t l = zmq_msg_size(&addr) < cap - 1 ? zmq_msg_size(&addr) : cap - 1;
+        memcpy(where, zmq_msg_data(&addr), l);
+        where[l] = 0;
+    }
+    zmq_msg_close(&addr);
+    zmq_msg_close(&ev);
+    return true;
+}
+
 /* Connection events of a DEALER. A new connection (first, or after the peer's ROUTER went away)
    is a new routing id on the peer's side, so the DEALER handshakes again at once: that is how a
    restarted peer is found even when nothing is being sent to it. While disconnected the peer is
@@ -1115,21 +1141,8 @@ static void drain_dealer(shoal_system_t *sys, peer_t *p)
    pipe ZeroMQ is about to drop. */
 static void drain_monitor(shoal_system_t *sys, peer_t *p)
 {
-    for (int n = 0; n < DEALER_BUDGET; n++) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, p->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2)
-            memcpy(&event, zmq_msg_data(&ev), 2);
-        zmq_msg_init(&addr);
-        if (zmq_msg_more(&ev))
-            zmq_msg_recv(&addr, p->monitor, ZMQ_DONTWAIT);
-        zmq_msg_close(&addr);
-        zmq_msg_close(&ev);
+    uint16_t event;
+    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, NULL, 0); n++) {
         int64_t now = shoal_now_ms();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             p->redial_backoff_ms = 0;
@@ -1163,29 +1176,11 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
    it, on a plain node), or bytes that are not ZMTP. Counted and logged with the address. */
 static void drain_router_monitor(shoal_system_t *sys)
 {
-    for (int n = 0; n < DEALER_BUDGET; n++) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, sys->router_monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
-        }
-        zmq_msg_init(&addr);
-        char where[128] = "?";
-        if (zmq_msg_more(&ev) && zmq_msg_recv(&addr, sys->router_monitor, ZMQ_DONTWAIT) >= 0) {
-            size_t l = zmq_msg_size(&addr) < sizeof where - 1 ? zmq_msg_size(&addr)
-                                                               : sizeof where - 1;
-            memcpy(where, zmq_msg_data(&addr), l);
-            where[l] = 0;
-        }
-        zmq_msg_close(&addr);
-        zmq_msg_close(&ev);
+    uint16_t event;
+    char where[128];
+    for (int n = 0; n < DEALER_BUDGET && monitor_event(sys->router_monitor, &event, where,
+                                                         sizeof where);
+         n++) {
         if (!(event & HANDSHAKE_FAILED_EVENTS))
             continue;
         sys->stats.handshakes_failed++;

@@ -59,23 +59,7 @@ static void make_key(key_t_ *k, const char *name)
     zcert_destroy(&c);
 }
 
-/* An allow-list directory holding the public certificates of `keys` (NULL-terminated). */
-static void make_allow(const char *dir, key_t_ **keys)
-{
-    mkdir(dir, 0700);
-    for (; *keys; keys++) {
-        char to[400];
-        snprintf(to, sizeof to, "%s/%s.cert", dir, (*keys)->name);
-        zcert_t *c = zcert_load((*keys)->cert);
-        assert_non_null(c);
-        zcert_t *pub = zcert_new_from(zcert_public_key(c), zcert_secret_key(c));
-        assert_int_equal(zcert_save_public(pub, to), 0);
-        zcert_destroy(&pub);
-        zcert_destroy(&c);
-    }
-}
-
-/* Writes k's public certificate into dir with `endpoint` metadata. */
+/* Writes k's public certificate into dir, with `endpoint` metadata when not NULL. */
 static void put_cert_with_endpoint(const char *dir, const key_t_ *k, const char *endpoint)
 {
     char to[400];
@@ -83,10 +67,19 @@ static void put_cert_with_endpoint(const char *dir, const key_t_ *k, const char 
     zcert_t *c = zcert_load(k->cert);
     assert_non_null(c);
     zcert_t *pub = zcert_new_from(zcert_public_key(c), zcert_secret_key(c));
-    zcert_set_meta(pub, "endpoint", "%s", endpoint);
+    if (endpoint)
+        zcert_set_meta(pub, "endpoint", "%s", endpoint);
     assert_int_equal(zcert_save_public(pub, to), 0);
     zcert_destroy(&pub);
     zcert_destroy(&c);
+}
+
+/* An allow-list directory holding the public certificates of `keys` (NULL-terminated). */
+static void make_allow(const char *dir, key_t_ **keys)
+{
+    mkdir(dir, 0700);
+    for (; *keys; keys++)
+        put_cert_with_endpoint(dir, *keys, NULL);
 }
 
 static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
