@@ -511,8 +511,11 @@ typedef struct {
     /* Largest frame the node sends or accepts, checked before decoding. Akka's default
        maximum-frame-size is 256 KiB. */
     size_t max_frame_bytes;
-    /* Messages a DEALER may queue for its peer (ZMQ_SNDHWM); past it sends fail with
-       SHOAL_EAGAIN. */
+    /* Frames a DEALER may queue for its peer (ZMQ_SNDHWM; a frame batches one loop turn's
+       messages, up to max_frame_bytes); past it sends fail with SHOAL_EAGAIN. So a stalled peer
+       costs this node at most peer_send_hwm x max_frame_bytes of queue (the defaults allow
+       250 MiB in theory; test_stalled_peer sees a few MB, since the replicator merges a key's
+       deltas per tick): lower it to bound memory more tightly. */
     int peer_send_hwm;
     /* How often a receiver acknowledges the sequence numbers it has seen. */
     uint32_t ack_interval_ms;
