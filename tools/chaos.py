@@ -263,6 +263,7 @@ class Nodes:
         self.expected_exit = set()
         self.exits = []      # (index, returncode, expected)
         self.starts = {i: 0 for i in range(1, args.nodes + 1)}
+        self.ended = {}      # pid -> CLOCK_MONOTONIC ns when the process was killed or seen gone
         self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
 
     def data(self, i):
@@ -305,9 +306,8 @@ class Nodes:
         p = self.procs.get(i)
         if p and p.poll() is None:
             self.expected_exit.add(i)
-            if i in self.paused:
-                os.kill(p.pid, signal.SIGCONT)
-            os.kill(p.pid, signal.SIGKILL)
+            self.ended[p.pid] = mono_ns()
+            os.kill(p.pid, signal.SIGKILL)  # a paused process dies too (SIGKILL needs no SIGCONT)
             p.wait()
             self.reap(i)
         self.paused.discard(i)
@@ -327,6 +327,7 @@ class Nodes:
     def reap(self, i):
         p = self.procs.get(i)
         if p and p.poll() is not None:
+            self.ended.setdefault(p.pid, mono_ns())
             expected = i in self.expected_exit
             self.exits.append((i, p.returncode, expected))
             self.expected_exit.discard(i)
@@ -493,7 +494,7 @@ def check_data(ops, snap, violations):
     return res
 
 
-def check_entities(ops, ev, snap, violations):
+def check_entities(ops, ev, snap, violations, ended):
     spans = {}     # entity -> inc -> [start, end, node]
     proc = {}      # (entity, msg) -> [(inc, line)]
     saved = {}     # (entity, inc, msg) -> status
@@ -521,16 +522,45 @@ def check_entities(ops, ev, snap, violations):
             saved[(w[1], w[2], w[3])] = int(w[4])
         elif k == 'START' and len(w) == 5:
             starts.setdefault(w[1], []).append(int(w[4]))
+    # Lifetimes: START to STOP, or to the end of the process when it died without a STOP
+    # (SIGKILL: the moment the suite killed it). Two incarnations whose lifetimes overlap may not
+    # both process a message inside the overlap: that is two instances of one entity at work.
+    life = {}      # (entity, inc) -> [start, end]
+    work = {}      # (entity, inc) -> [(t, line)]
+    for node, w, line in ev:
+        if w[0] == 'START' and len(w) == 5:
+            life[(w[1], w[2])] = [int(w[4]), None]
+        elif w[0] == 'STOP' and len(w) == 4 and (w[1], w[2]) in life:
+            life[(w[1], w[2])][1] = int(w[3])
+        elif w[0] == 'PROC' and len(w) == 6:
+            work.setdefault((w[1], w[2]), []).append((int(w[4]), line))
+        elif w[0] == 'DUP' and len(w) == 5:
+            work.setdefault((w[1], w[2]), []).append((int(w[4]), line))
+    for key, lv in life.items():
+        if lv[1] is None:
+            pid = int(key[1].split('.')[1])
+            lv[1] = ended.get(pid, 1 << 62)
+    by_entity = {}
+    for (ent, inc), lv in life.items():
+        by_entity.setdefault(ent, []).append((lv[0], lv[1], inc))
     overlaps = 0
-    for ent, incs in spans.items():
-        items = sorted(incs.items(), key=lambda kv: kv[1][0])
-        for (ia, a), (ib, b) in zip(items, items[1:]):
-            if b[0] < a[1]:
-                overlaps += 1
-                violations.append({'kind': 'entity-overlap', 'entity': ent, 'detail':
-                                   'incarnation %s (node %d) processed until %d while %s (node %d) '
-                                   'started processing at %d' % (ia, a[2], a[1], ib, b[2], b[0]),
-                                   'evidence': [a[3], a[4], b[3], b[4]]})
+    for ent, lst in by_entity.items():
+        lst.sort()
+        for x in range(len(lst)):
+            for y in range(x + 1, len(lst)):
+                a, b = lst[x], lst[y]
+                lo, hi = max(a[0], b[0]), min(a[1], b[1])
+                if lo >= hi:
+                    continue
+                wa = [(t, l) for t, l in work.get((ent, a[2]), []) if lo <= t <= hi]
+                wb = [(t, l) for t, l in work.get((ent, b[2]), []) if lo <= t <= hi]
+                if wa and wb:
+                    overlaps += 1
+                    if overlaps <= 20:
+                        violations.append({'kind': 'entity-overlap', 'entity': ent, 'detail':
+                                           'incarnations %s and %s were both alive from %d to %d ns '
+                                           'and both processed messages then' % (a[2], b[2], lo, hi),
+                                           'evidence': [l for _, l in (wa[:2] + wb[:2])]})
     twice = 0
     reprocessed = 0
     for (ent, msg), lst in proc.items():
@@ -862,7 +892,7 @@ def main():
         if args.smoke:
             log('full restart: not in the smoke (scons chaos runs it)')
             report['remembered'] = {'skipped': 'smoke'}
-            ents = check_entities(ops, read_entity_logs(run_dir, args.nodes), snap, violations)
+            ents = check_entities(ops, read_entity_logs(run_dir, args.nodes), snap, violations, nodes.ended)
             ents['acked_missing_after_full_restart'] = None
         else:
             restart_mark = mono_ns()
@@ -893,7 +923,7 @@ def main():
             else:
                 log('full restart: all %d remembered entities running again after %.1f s' %
                     (len(remembered), time.monotonic() - t2))
-            ents = check_entities(ops, ev, snap, violations)
+            ents = check_entities(ops, ev, snap, violations, nodes.ended)
             # the entities' durable state after the full restart: every acknowledged message still
             # there (the stores were loaded from LMDB; nothing of it lived only in memory)
             snap2 = {'entities': {}}
@@ -910,30 +940,43 @@ def main():
                 return all('ids' in st for st in snap2['entities'].values())
 
             wait_until(states_readable, converge_timeout, 1.0)
-            lost_after = 0
+            with open(os.path.join(run_dir, 'after-restart.json'), 'w') as f:
+                json.dump(snap2, f)
+            lost_after, unavailable, lost_in = 0, set(), set()
             for o in ops:
                 if o['op'] != 'send' or not o['ok']:
                     continue
                 st = snap2['entities'].get(o['entity'], {})
-                if 'ids' not in st or o['msg'] not in st['ids']:
+                if 'ids' not in st:
+                    unavailable.add(o['entity'])
+                elif o['msg'] not in st['ids']:
                     lost_after += 1
+                    lost_in.add(o['entity'])
             ents['acked_missing_after_full_restart'] = lost_after
+            ents['unavailable_after_full_restart'] = len(unavailable)
+            stale = []
+            for i in range(1, args.nodes + 1):
+                try:
+                    with open(os.path.join(run_dir, 'node%d.out' % i), errors='replace') as f:
+                        stale += [l.strip() for l in f if 'fencing its entity state failed (-33)' in l]
+                except OSError:
+                    pass
+            why = ('; %d shard starts refused by a stored entity-state fence (SHOAL_ESTALE)' %
+                   len(stale)) if stale else ''
             if lost_after:
-                ex = sorted(set(o['entity'] for o in ops if o['op'] == 'send' and o['ok']))[:3]
-                stale = []
-                for i in range(1, args.nodes + 1):
-                    try:
-                        with open(os.path.join(run_dir, 'node%d.out' % i), errors='replace') as f:
-                            stale += [l.strip() for l in f if 'fencing its entity state failed (-33)' in l]
-                    except OSError:
-                        pass
+                ex = sorted(lost_in)[:3]
                 violations.append({'kind': 'state-lost-after-full-restart', 'detail':
                                    '%d acknowledged entity messages not in the stored state after '
-                                   'every node restarted from its data directory%s' % (
-                                       lost_after, '; %d shard starts refused by a stored fence '
-                                       '(SHOAL_ESTALE)' % len(stale) if stale else ''),
+                                   'every node restarted from its data directory' % lost_after,
                                    'evidence': ['%s: %s' % (e, json.dumps(snap2['entities'].get(e))[:200])
-                                                for e in ex] + stale[:3]})
+                                                for e in ex]})
+            if unavailable:
+                violations.append({'kind': 'state-unavailable-after-full-restart', 'detail':
+                                   '%d entities with acknowledged messages did not answer with their '
+                                   'state within %d s of the full restart: %s%s' % (
+                                       len(unavailable), converge_timeout, sorted(unavailable)[:10], why),
+                                   'evidence': ['%s: %s' % (e, json.dumps(snap2['entities'].get(e)))
+                                                for e in sorted(unavailable)[:2]] + stale[:3]})
             tick()
 
         # totals

@@ -394,16 +394,16 @@ static int check_mode(bool entities)
         char entity[32];
         snprintf(entity, sizeof entity, "acct-%d", e);
         shoal_buf_printf(&b, "%s\"%s\":", e ? "," : "", entity);
-        bool done = false;
+        bool done = false, giveup = false;
         char last[128] = "no node answered";
-        for (int i = 0; i < n_nodes && !done; i++) {
+        for (int i = 0; i < n_nodes && !done && !giveup; i++) {
             if (!cl[i])
                 continue;
             shoal_buf_t reply;
             shoal_buf_init(&reply);
             uint16_t kind = 0;
             int rc = shoal_client_request(cl[i], CHAOS_KIND_STATE, entity, strlen(entity), &kind,
-                                          &reply, 10000);
+                                          &reply, 7000);
             const char *t = rc == 0 ? shoal_buf_cstr(&reply) : "";
             uint64_t dups = 0, n = 0;
             if (rc == 0 && sscanf(t, "ok %" SCNu64 " %" SCNu64, &dups, &n) == 2) {
@@ -426,7 +426,10 @@ static int check_mode(bool entities)
                 done = true;
             } else {
                 snprintf(last, sizeof last, "%s", rc ? shoal_strerror(rc) : t);
-                if (rc != 0) {
+                if (rc == 0) {
+                    giveup = true; /* the entity's shard did not answer: another node's ask
+                                      would not either (the shard lives in one place) */
+                } else {
                     shoal_client_destroy(&cl[i]);
                     int e2 = 0;
                     cl[i] = shoal_client_new(nodes[i], REQUEST_TIMEOUT_MS, &e2);

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #define MAX_SEEDS 16
-#define STATE_ASK_TIMEOUT_MS 8000
+#define STATE_ASK_TIMEOUT_MS 5000
 
 static volatile sig_atomic_t stop_requested;
 static int log_fd = -1;
