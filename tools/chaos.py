@@ -590,7 +590,7 @@ def check_entities(ops, ev, snap, violations, ended):
                 violations.append({'kind': 'acked-message-lost', 'entity': o['entity'], 'detail':
                                    'acknowledged message %s (through node %d) not in the stored state'
                                    % (o['msg'], o['node'])})
-    return {'incarnations': sum(len(v) for v in spans.values()), 'overlaps': overlaps,
+    return {'incarnations': len(life), 'overlaps': overlaps,
             'processed_twice': twice, 'reprocessed_after_failed_save': reprocessed - twice,
             'duplicates_skipped': dups, 'acked_sends': len(acked_sends),
             'acked_missing_from_state': missing, 'entities_started': sorted(starts)}
