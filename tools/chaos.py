@@ -953,6 +953,8 @@ def main():
                     lost_after += 1
                     lost_in.add(o['entity'])
             ents['acked_missing_after_full_restart'] = lost_after
+            report['remembered']['answering'] = sum(
+                1 for e in remembered if 'ids' in snap2['entities'].get(e, {}))
             ents['unavailable_after_full_restart'] = len(unavailable)
             stale = []
             for i in range(1, args.nodes + 1):
@@ -1009,8 +1011,10 @@ def main():
                                        ents['duplicates_skipped'], ents['acked_sends'],
                                        ents['acked_missing_from_state']))
         if not args.smoke:
-            log('remembered entities: %d of %d running again after a full restart' %
-                (report['remembered']['running_again'], report['remembered']['entities']))
+            log('remembered entities: %d of %d started again after a full restart, %d answering '
+                'with their state' % (report['remembered']['running_again'],
+                                      report['remembered']['entities'],
+                                      report['remembered'].get('answering', 0)))
         rc = 1 if violations else 0
     except KeyboardInterrupt:
         log('interrupted: cleaning up')
