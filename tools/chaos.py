@@ -425,7 +425,7 @@ def read_entity_logs(out, n):
         path = os.path.join(out, 'node%d.log' % i)
         if not os.path.exists(path):
             continue
-        with open(path) as f:
+        with open(path, errors='replace') as f:
             for line in f:
                 w = line.split()
                 if w:
@@ -1020,7 +1020,7 @@ def main():
         log('interrupted: cleaning up')
         report['error'] = 'interrupted'
         rc = 2
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+    except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
         log('run failed: %s' % e)
         report['error'] = str(e)
         rc = 2

@@ -167,16 +167,21 @@ static void acct_receive(shoal_entity_t *e, void *state, const void *msg, size_t
         snprintf(sc->entity, sizeof sc->entity, "%s", shoal_entity_id(e));
         snprintf(sc->inc, sizeof sc->inc, "%s", a->inc);
         snprintf(sc->msgid, sizeof sc->msgid, "%.*s", (int)idlen, id);
+        /* the log line's fields are copied first: a save that fails at once restarts the entity
+           inside the call, and `a` is gone when it returns */
+        char ent[SHOAL_ENTITY_ID_MAX + 1], inc[48], mid[128];
+        memcpy(ent, sc->entity, sizeof ent);
+        memcpy(inc, sc->inc, sizeof inc);
+        memcpy(mid, sc->msgid, sizeof mid);
+        /* the reply rides with the confirmation, which waits for the save */
+        shoal_entity_reply(e, "ok", 2);
         int rc = shoal_entity_save(e, b.data, b.len, acct_saved, sc);
         shoal_buf_free(&b);
         if (rc != 0) {
-            log_line("SAVED %s %s %s %d %" PRIu64, sc->entity, sc->inc, sc->msgid, rc, mono_ns());
+            log_line("SAVED %s %s %s %d %" PRIu64, ent, inc, mid, rc, mono_ns());
             free(sc);
         }
-        /* the reply rides with the confirmation, which waits for the save */
-        shoal_entity_reply(e, "ok", 2);
-        log_line("PROC %s %s %.*s %" PRIu64 " %" PRIu64, shoal_entity_id(e), a->inc, (int)idlen,
-                 id, t0, mono_ns());
+        log_line("PROC %s %s %s %" PRIu64 " %" PRIu64, ent, inc, mid, t0, mono_ns());
     } else if (len == 5 && !memcmp(m, "state", 5)) {
         shoal_buf_t b;
         shoal_buf_init(&b);
