@@ -38,6 +38,7 @@ removed at the end, on Ctrl-C and on failure, and stale ones of a crashed run at
 with the transport's fault injection, generous timers, 30 seconds, one fault of each kind.
 """
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -54,6 +55,7 @@ VETH_PREFIX = 'chaosv'
 SUBNET = '10.77.0.'
 HOST_IP = SUBNET + '254'
 NODE_PORT = 2552
+LOCK_FILE = '/run/shoal-chaos.lock'  # held by a namespace run: one at a time on a machine
 FAKETIME_LIBS = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
                  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
                  '/usr/lib/faketime/libfaketimeMT.so.1']
@@ -636,8 +638,22 @@ def main():
     log('seed %d (replay: tools/chaos.py --seed %d --time %d --nodes %d%s)' %
         (args.seed, args.seed, args.time, args.nodes, ' --smoke' if args.smoke else ''))
 
-    Net.cleanup_stale()
     mode = args.net
+    lock = None
+    if mode in ('auto', 'netns') and os.geteuid() == 0:
+        # the namespaces, bridge and rules are machine-wide: one run at a time owns them, and only
+        # that run removes what a crashed run left (a loopback run, the smoke, never touches them)
+        try:
+            lock = open(LOCK_FILE, 'w')
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if mode == 'netns':
+                log('another chaos run holds %s: wait for it, or use --net loopback' % LOCK_FILE)
+                return 2
+            log('another chaos run owns the namespaces (%s): this one uses loopback' % LOCK_FILE)
+            mode, lock = 'loopback', None
+        if lock:
+            Net.cleanup_stale()
     if mode in ('auto', 'netns'):
         why = Net.probe()
         if why:
