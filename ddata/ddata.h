@@ -581,6 +581,8 @@ typedef enum {
     SHOAL_PEER_RESTARTED = 2, /* a new incarnation answered at the endpoint; `old` was replaced */
     SHOAL_PEER_LOST = 3,      /* `count` messages sent to `node` were never acknowledged */
     SHOAL_PEER_GAP = 4,       /* `count` messages from `node` were missed (sequence gap) */
+    SHOAL_PEER_QUARANTINED = 5, /* `node` quarantined this incarnation (it removed us): said in
+                                   answer to a handshake or to frames it drops */
 } shoal_peer_event_t;
 typedef void (shoal_peer_fn)(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
                              const shoal_node_t *old, uint64_t count, void *arg);

@@ -108,6 +108,7 @@ typedef struct {
     uint64_t expected;   /* next sequence number expected */
     uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
+    int64_t told_quarantined_ms; /* when the sender was last told it is quarantined here */
     fault_eff_t fin, fout;
 } inconn_t;
 
@@ -790,6 +791,13 @@ static void on_data(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, con
         sys->stats.dropped_quarantined++;
         log_limited(sys, LOG_QUARANTINED, "frame from quarantined %s dropped",
                     shoal_node_id(c->node));
+        /* tell it (once a second): a removed incarnation that kept its connection through a
+           partition would otherwise run on as a zombie, never learning it was removed */
+        int64_t now = shoal_now_ms();
+        if (now - c->told_quarantined_ms >= 1000) {
+            c->told_quarantined_ms = now;
+            reply_hello(sys, rid, rid_len, SHOAL_HELLO_QUARANTINED, 0);
+        }
         return;
     }
     if (!released && c->fin.active) {
@@ -981,6 +989,8 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
                                                                : "malformed handshake");
         p->up = false;
         p->next_hello_ms = shoal_now_ms() + sys->set.handshake_retry_ms;
+        if (r->status == SHOAL_HELLO_QUARANTINED && node)
+            emit(sys, SHOAL_PEER_QUARANTINED, node, NULL, 0);
         return;
     }
     if (is_quarantined(sys, node)) {

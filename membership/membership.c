@@ -867,6 +867,21 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     (void)old;
     (void)count;
     shoal_cluster_t *c = arg;
+    if (ev == SHOAL_PEER_QUARANTINED) {
+        /* a member refuses this incarnation: the cluster removed it (downed while cut off, say)
+           and this node never saw it happen. Running on would make it a zombie whose entities
+           run beside their new owners: it stops like a downed node. */
+        const cmember_t *m = cstate_member(c->state, node);
+        if (m && m->status < SHOAL_MEMBER_DOWN && cstate_member(c->state, c->self) &&
+            !c->shutting_down) {
+            zsys_warning("%s: %s has quarantined this incarnation (the cluster removed it): "
+                         "stopping its cluster part",
+                         shoal_node_id(c->self), shoal_node_id(node));
+            c->stats.quarantined_by_peer++;
+            shutdown_start(c, SHOAL_SHUTDOWN_DOWNED);
+        }
+        return;
+    }
     if (ev != SHOAL_PEER_UP && ev != SHOAL_PEER_RESTARTED)
         return;
     pending_flush(c, node);

@@ -339,6 +339,7 @@ typedef struct {
     uint64_t joins_received, heartbeats_sent, heartbeats_received, indirect_probes;
     uint64_t unreachable_marked, reachable_marked, downed_by_sbr, leader_actions;
     uint64_t clock_gaps, loop_stalls;
+    uint64_t quarantined_by_peer; /* times a member said it quarantined this incarnation */
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 

@@ -43,6 +43,9 @@ static const struct {
      CS(downed_by_sbr)},
     {"shoal_cluster_leader_actions_total", "Leader actions performed.", CS(leader_actions)},
     {"shoal_cluster_clock_gaps_total", "Clock gaps detected (this node froze).", CS(clock_gaps)},
+    {"shoal_cluster_quarantined_by_peer_total",
+     "Times a member said it quarantined this incarnation (this node then stopped).",
+     CS(quarantined_by_peer)},
     {"shoal_cluster_loop_stalls_total", "Heartbeats refused because the node loop stalled.",
      CS(loop_stalls)},
 };

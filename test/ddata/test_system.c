@@ -51,6 +51,8 @@ typedef struct {
     uint64_t gap;
     shoal_reply_to_t later; /* a request answered from a timer */
     bool have_later;
+    int quarantined_by; /* SHOAL_PEER_QUARANTINED events */
+    const shoal_node_t *quarantined_by_node;
 } tnode_t;
 
 static void on_msg(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
@@ -94,6 +96,10 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     case SHOAL_PEER_GAP:
         t->gap_events++;
         t->gap += count;
+        break;
+    case SHOAL_PEER_QUARANTINED:
+        t->quarantined_by++;
+        t->quarantined_by_node = node;
         break;
     }
 }
@@ -663,6 +669,13 @@ static int do_quarantine(shoal_system_t *sys, void *arg)
     return shoal_system_quarantine(sys, arg);
 }
 
+static int has_been_quarantined(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    want_t *w = arg;
+    return (uint64_t)w->t->quarantined_by >= w->n;
+}
+
 static void test_quarantine_drops_frames(void **state)
 {
     (void)state;
@@ -676,6 +689,10 @@ static void test_quarantine_drops_frames(void **state)
     send_cmd_t sa = {shoal_system_self(b.sys), KIND_A, 0, 10, 8, 0, 0};
     assert_int_equal(shoal_system_call(a.sys, do_send, &sa), 0);
     WAIT_STAT(&b, dropped_quarantined, 1);
+    /* and the quarantined incarnation is told so, on the connection it kept */
+    want_t wq = {&a, 1};
+    assert_true(wait_until(&a, has_been_quarantined, &wq));
+    assert_ptr_equal(a.quarantined_by_node, shoal_system_self(b.sys));
     send_cmd_t sc = {shoal_system_self(b.sys), KIND_A, 0, 10, 8, 0, 0};
     assert_int_equal(shoal_system_call(c.sys, do_send, &sc), 0);
     want_t w = {&b, 10};
