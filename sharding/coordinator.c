@@ -82,24 +82,31 @@ static uint64_t next_epoch(coordinator_t *co)
     return co->term << 32 | ++co->counter;
 }
 
-/* An epoch seen in the state or reported by a region: a coordinator that runs again in the same
-   term (its node froze and came back as the oldest) must not hand out epochs it used before. */
-static void note_epoch(coordinator_t *co, uint64_t epoch)
+/* The epochs handed out from now on are past `epoch`. */
+static void pass_epoch(coordinator_t *co, uint64_t epoch)
 {
     if (epoch >> 32 > co->term) {
-        if (!co->warned_term) {
-            co->warned_term = true;
-            zsys_warning("%s: sharding %s: epoch %llx is from a term newer than this "
-                         "coordinator's (%llu): another coordinator was running",
-                         shoal_node_id(co->r->self), co->r->name, (unsigned long long)epoch,
-                         (unsigned long long)co->term);
-        }
-        /* stay ahead anyway: the newest allocation must keep winning */
         co->term = epoch >> 32;
         co->counter = (uint32_t)epoch;
     } else if (epoch >> 32 == co->term && (uint32_t)epoch > co->counter) {
         co->counter = (uint32_t)epoch;
     }
+}
+
+/* An epoch seen in the state or reported by a region: a coordinator that runs again in the same
+   term (its node froze and came back as the oldest) must not hand out epochs it used before. */
+static void note_epoch(coordinator_t *co, uint64_t epoch)
+{
+    if (epoch >> 32 > co->term && !co->warned_term) {
+        co->warned_term = true;
+        zsys_warning("%s: sharding %s: epoch %llx is from a term newer than this coordinator's "
+                     "(%llu): another coordinator was running, or this one passed a fence from "
+                     "before a full restart",
+                     shoal_node_id(co->r->self), co->r->name, (unsigned long long)epoch,
+                     (unsigned long long)co->term);
+    }
+    /* stay ahead anyway: the newest allocation must keep winning */
+    pass_epoch(co, epoch);
 }
 
 static void send_one(coordinator_t *co, const shoal_node_t *to,
@@ -791,6 +798,43 @@ static void on_register(coordinator_t *co, const shoal_node_t *from,
     try_waiting(co);
 }
 
+/* A region cannot fence the entity state of a shard it hosts: the stored fence is newer than the
+   allocation. If the coordinator's allocation is another, the region's copy is stale and learns
+   the home. If it is this very one, the fence outlived the coordinator's memory: the coordinator
+   state is not durable, so after every node was restarted epochs begin again at term 1 while the
+   durable entity states keep their fences. The shard is then allocated again to the same region
+   past the fence (a WriteMajority like any allocation, so a coordinator cut off from the majority
+   cannot do it). */
+static void on_shard_fenced(coordinator_t *co, const shoal_node_t *from,
+                            const Shoal__Sharding__ShardHome *h, uint64_t fenced_at)
+{
+    alloc_t *a = zhashx_lookup(co->allocs, h->shard);
+    if (!a || a->writing || zhashx_lookup(co->rebalancing, h->shard))
+        return; /* a new allocation is on its way */
+    if (a->node != from || a->epoch != h->epoch) {
+        if (a->node && a->epoch > h->epoch)
+            send_one(co, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES, h->shard, a->node,
+                     a->epoch, NULL, 0);
+        return;
+    }
+    if (fenced_at <= a->epoch)
+        return;
+    zsys_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
+              "allocation %llx (a fence from before every node restarted): allocating it again "
+              "to %s",
+              shoal_node_id(co->r->self), co->r->name, h->shard, (unsigned long long)fenced_at,
+              (unsigned long long)a->epoch, shoal_node_id(from));
+    pass_epoch(co, fenced_at);
+    set_alloc(co, a, from, next_epoch(co));
+    a->writing = true;
+    if (a->started)
+        co->unstarted++;
+    a->started = false;
+    co->stats.allocations++;
+    co->stats.fences_passed++;
+    batch_add(co, "s/", h->shard, shoal_node_id(from), (int64_t)a->epoch);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Messages
  */
@@ -821,6 +865,10 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
             allocate(co, m->shard, from);
         break;
     }
+    case SHOAL__SHARDING__CONTROL__KIND__SHARD_FENCED:
+        if (h0 && co->ready)
+            on_shard_fenced(co, from, h0, m->fenced_at);
+        break;
     case SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED: {
         alloc_t *a = zhashx_lookup(co->allocs, h0->shard);
         if (a && a->node == from && a->epoch == h0->epoch && !a->started) {
@@ -1283,4 +1331,5 @@ void coordinator_stats(coordinator_t *co, shoal_region_stats_t *out)
     out->state_writes = co->stats.state_writes;
     out->state_write_retries = co->stats.state_write_retries;
     out->state_reads = co->stats.state_reads;
+    out->fences_passed = co->stats.fences_passed;
 }

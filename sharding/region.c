@@ -912,6 +912,24 @@ static void ask_home(shoal_region_t *r, home_t *h)
     region_send_control(r, r->coord_node, &m);
 }
 
+void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
+                          uint64_t fenced_at)
+{
+    if (!r->registered || !r->coord_node)
+        return; /* the next failed fence tells it */
+    Shoal__Sharding__Control m;
+    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__SHARD_FENCED);
+    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
+    Shoal__Sharding__ShardHome *hp = &h;
+    h.shard = (char *)shard;
+    h.region = (char *)shoal_node_id(r->self);
+    h.epoch = epoch;
+    m.homes = &hp;
+    m.n_homes = 1;
+    m.fenced_at = fenced_at;
+    region_send_control(r, r->coord_node, &m);
+}
+
 /* Sends what a shard's buffer holds to its home, in order, while it can. */
 static void flush(shoal_region_t *r, home_t *h)
 {

@@ -500,6 +500,8 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
         F(handoffs, "counter", "Shards handed off from here"),
         F(allocations, "counter", "Shard allocations by the coordinator here"),
         F(shards_moved, "counter", "Shards moved by the coordinator here"),
+        F(fences_passed, "counter",
+          "Shards allocated again past an entity-state fence older than the coordinator's state"),
         F(buffered, "gauge", "Messages buffered now"),
         F(shards, "gauge", "Shards hosted here now"),
         F(entities, "gauge", "Entities running here now"),

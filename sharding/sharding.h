@@ -540,6 +540,8 @@ typedef struct {
     /* coordinator */
     uint64_t allocations, rebalance_rounds, shards_moved, state_writes, state_write_retries,
         state_reads;
+    uint64_t fences_passed; /* shards allocated again past a stored entity-state fence that
+                               outlived the coordinator's state (a restart of every node) */
     uint64_t shards, entities; /* now */
 } shoal_region_stats_t;
 int shoal_region_stats(shoal_region_t *r, shoal_region_stats_t *out);

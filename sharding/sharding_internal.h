@@ -324,6 +324,10 @@ int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Shardi
 int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
                      const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
                      const shoal_node_t *const *fences, size_t n_fences);
+/* The shard's stored entity state is fenced at an epoch newer than its allocation here: tells
+   the coordinator, which either reallocates it past the fence or answers with its newer home. */
+void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
+                          uint64_t fenced_at);
 /* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
 void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 /* query.c: cluster-wide queries (regions, stats) and their control messages */

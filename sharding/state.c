@@ -1039,6 +1039,7 @@ void state_tick(shard_t *s, int64_t now)
 typedef struct {
     life_t *life;
     uint64_t epoch;
+    uint64_t fenced_at; /* the stored fence that refused ours */
     bool stale;
 } load_t;
 
@@ -1056,6 +1057,7 @@ static int fence_modify(shoal_crdt_t *value, void *arg)
     load_t *x = arg;
     if (estate_fence(value) > x->epoch) {
         x->stale = true;
+        x->fenced_at = estate_fence(value);
         return SHOAL_ESTALE;
     }
     return estate_raise_fence(value, x->epoch);
@@ -1179,9 +1181,14 @@ static void fence_done(shoal_replicator_t *rep, int status, const char *key, voi
         return;
     }
     if (status != 0) {
+        uint64_t fenced_at = status == SHOAL_ESTALE ? x->fenced_at : 0;
         life_release(x->life);
         free(x);
         load_failed(s, "fencing", status);
+        /* a newer owner, or a fence older than the coordinator's memory (every node restarted:
+           epochs began again at term 1): the coordinator knows which */
+        if (fenced_at)
+            region_report_fenced(s->r, s->id, s->epoch, fenced_at);
         return;
     }
     shoal_consistency_t c = read_level(s->r);

@@ -258,6 +258,9 @@ Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len)
         case SHOAL__SHARDING__CONTROL__KIND__FENCE:
             ok = homes_ok(m, 1) && m->homes[0]->epoch != 0;
             break;
+        case SHOAL__SHARDING__CONTROL__KIND__SHARD_FENCED:
+            ok = homes_ok(m, 1) && m->homes[0]->epoch != 0 && m->fenced_at > m->homes[0]->epoch;
+            break;
         case SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS:
         case SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN:
         case SHOAL__SHARDING__CONTROL__KIND__REGIONS_REQ:

@@ -7,6 +7,10 @@ line, "N passed, N failed", that CI reads. Exit status 1 if anything failed.
 
 A test binary counts its cmocka cases; a fuzz target counts as one case. Each binary has a
 deadline (SHOAL_TEST_TIMEOUT seconds, default 900); output of failures is printed in full.
+
+With --fuzz-time (scons fuzz) every run is appended to test/fuzz/executions.tsv (date, target,
+seconds, executions, result), and the executions each target has reached across all the runs
+recorded there are printed at the end: the corpus and its ledger grow together in the repo.
 """
 import argparse
 import concurrent.futures
@@ -16,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ap = argparse.ArgumentParser()
@@ -48,6 +53,33 @@ def run_test(path):
     return path, passed, failed, out, rc, time.time() - t0
 
 
+LEDGER = os.path.join('test', 'fuzz', 'executions.tsv')
+ledger_lock = threading.Lock()
+
+
+def ledger_add(name, secs, execs, rc):
+    with ledger_lock:
+        new = not os.path.exists(LEDGER)
+        with open(LEDGER, 'a') as f:
+            if new:
+                f.write('# date\ttarget\tseconds\texecutions\tresult\n')
+            f.write('%s\t%s\t%.0f\t%d\t%s\n' % (time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+                                                 name, secs, execs, 'ok' if rc == 0 else
+                                                 'crash (exit %d)' % rc))
+
+
+def ledger_totals():
+    totals, crashes = {}, {}
+    if os.path.exists(LEDGER):
+        for line in open(LEDGER):
+            f = line.rstrip('\n').split('\t')
+            if line.startswith('#') or len(f) < 5:
+                continue
+            totals[f[1]] = totals.get(f[1], 0) + int(f[3])
+            crashes[f[1]] = crashes.get(f[1], 0) + (f[4] != 'ok')
+    return totals, crashes
+
+
 def run_fuzz(path):
     name = os.path.basename(path)[len('fuzz_'):]
     seeds = os.path.join('test', 'fuzz', 'corpus', name)
@@ -74,6 +106,8 @@ def run_fuzz(path):
             shutil.rmtree(tmp, ignore_errors=True)
     execs = re.findall(r'stat::number_of_executed_units:\s*(\d+)', out)
     summary = '%s executions' % (execs[-1] if execs else '?')
+    if args.fuzz_time:
+        ledger_add(name, time.time() - t0, int(execs[-1]) if execs else 0, rc)
     return path, (1 if rc == 0 else 0), (0 if rc == 0 else 1), out, rc, time.time() - t0, summary
 
 
@@ -92,5 +126,11 @@ with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         if failed:
             print(out[-20000:], flush=True)
 
+if args.fuzz_time:
+    totals, crashes = ledger_totals()
+    print('executions across the runs in %s:' % LEDGER)
+    for name in sorted(totals):
+        print('  %-16s %12d%s' % (name, totals[name],
+                                  '  (%d runs crashed)' % crashes[name] if crashes[name] else ''))
 print('%d passed, %d failed' % (total_pass, total_fail))
 sys.exit(1 if total_fail else 0)

@@ -405,6 +405,31 @@ void tsnode_start(int i, const tsnode_opts_t *o)
     }
 }
 
+shoal_replicator_t *tsnode_durable_replicator(int i, const char *dir, shoal_durable_t **durable)
+{
+    static const char *keys[] = {"shard-*"};
+    shoal_durable_settings_t ds;
+    shoal_durable_settings_default(&ds);
+    ds.dir = dir;
+    ds.nosync = true; /* the process keeps running: the page cache is enough */
+    char err[256];
+    *durable = shoal_durable_open(&ds, err, sizeof err);
+    if (!*durable)
+        fail_msg("node %d: durable store: %s", i, err);
+    shoal_replicator_settings_t rs;
+    tmember_data_settings(&rs);
+    rs.durable_keys = keys;
+    rs.n_durable_keys = 1;
+    rs.store = shoal_durable_store(*durable, "");
+    assert_non_null(rs.store);
+    int e = 0;
+    shoal_replicator_t *rep = shoal_replicator_new(tsn[i].sys, &rs, &e);
+    if (!rep)
+        fail_msg("node %d: replicator: %s", i, shoal_strerror(e));
+    assert_int_equal(shoal_cluster_follow(tsn[i].cl, rep), 0);
+    return rep;
+}
+
 void tsnode_stop(int i)
 {
     shoal_sharding_destroy(&tsn[i].sh);

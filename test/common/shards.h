@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 
+#include "durable.h"
 #include "sharding.h"
 
 #define TS_MAX       8
@@ -88,6 +89,12 @@ int tsnode_oldest(int viewer);
 /* Waits until every node in `mask` with a region reports healthy (registered with its
    coordinator) and node `asker`'s coordinator knows `regions` regions. */
 void tsnode_wait_registered(unsigned mask, int asker, size_t regions, int timeout_ms);
+
+/* A replicator for node i's regions (settings.replicator) on an LMDB store in `dir` (created;
+   durable keys "shard-*": the shards' list, remembered entities and entity states outlive a
+   restart of every node), following node i's cluster. *durable gets the store; close it after
+   destroying the replicator. Fails the test on error. */
+shoal_replicator_t *tsnode_durable_replicator(int i, const char *dir, shoal_durable_t **durable);
 
 /* Shards hosted by node i's region now (-1 on error). */
 int tsnode_shard_count(int i);

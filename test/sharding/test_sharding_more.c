@@ -99,25 +99,18 @@ static void xnode_start(int i, int seed, const xopts_t *o)
     tsnode_start(i, &to);
     tsn[i].arg.node = i;
 
+    if (o->lmdb) {
+        char dir[PATH_MAX];
+        node_dir(i, dir, sizeof dir);
+        xn[i].rep = tsnode_durable_replicator(i, dir, &xn[i].durable);
+        return;
+    }
     static const char *durable[] = {"shard-*"};
     shoal_replicator_settings_t rs;
     tmember_data_settings(&rs);
     rs.durable_keys = durable;
     rs.n_durable_keys = 1;
-    if (o->lmdb) {
-        char dir[PATH_MAX];
-        node_dir(i, dir, sizeof dir);
-        shoal_durable_settings_t ds;
-        shoal_durable_settings_default(&ds);
-        ds.dir = dir;
-        ds.nosync = true; /* the process keeps running: the page cache is enough */
-        char err[256];
-        xn[i].durable = shoal_durable_open(&ds, err, sizeof err);
-        if (!xn[i].durable)
-            fail_msg("node %d: durable store: %s", i, err);
-        rs.store = shoal_durable_store(xn[i].durable, "");
-        assert_non_null(rs.store);
-    } else if (o->memstore) {
+    if (o->memstore) {
         xn[i].mem = shoal_memstore_new();
         rs.store = xn[i].mem;
     }
