@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "ddata.h"
 #include "membership.h"
+#include "procs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,12 +53,7 @@ static atomic_bool running = true;
 
 static void kill_all(void)
 {
-    for (int i = 0; i < NODES; i++)
-        if (pids[i] > 0) {
-            kill(pids[i], SIGKILL);
-            waitpid(pids[i], NULL, 0);
-            pids[i] = 0;
-        }
+    tproc_kill_all(pids, NODES);
 }
 
 static void on_signal(int sig)
@@ -67,29 +63,6 @@ static void on_signal(int sig)
         if (pids[i] > 0)
             kill(pids[i], SIGKILL);
     _exit(1);
-}
-
-static int free_port(void)
-{
-    static int next;
-    if (!next)
-        next = 20000 + (int)((unsigned)getpid() * 7919u % 12000u);
-    for (int tries = 0; tries < 12000; tries++) {
-        int port = next;
-        next = next >= 32000 ? 20000 : next + 1;
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (s < 0)
-            return 0;
-        struct sockaddr_in a = {0};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)port);
-        int ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-        close(s);
-        if (ok)
-            return port;
-    }
-    return 0;
 }
 
 static pid_t start_member(int i)
@@ -117,23 +90,6 @@ static pid_t start_member(int i)
         _exit(127);
     }
     return pid;
-}
-
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            kb = strtol(line + 6, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kb;
 }
 
 typedef struct {
@@ -257,7 +213,7 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < NODES; i++)
-        ports[i] = free_port();
+        ports[i] = tfree_port();
 
     pids[0] = start_member(0);
     pids[1] = start_member(1);
@@ -299,7 +255,7 @@ int main(int argc, char **argv)
             next_churn += 1.5;
         }
     }
-    long before[2] = {rss_kb(pids[0]), rss_kb(pids[1])}, peak[2] = {before[0], before[1]};
+    long before[2] = {tproc_rss_kb(pids[0]), tproc_rss_kb(pids[1])}, peak[2] = {before[0], before[1]};
     bench_note("rss_churn: after %.0f s of warm-up: A %ld kB, B %ld kB; churning for %d s", warm,
                before[0], before[1], seconds);
     double start = bench_now(), next_sample = start + seconds / 10.0;
@@ -311,7 +267,7 @@ int main(int argc, char **argv)
             next_churn += 1.5;
         }
         for (int i = 0; i < 2; i++) {
-            long r = rss_kb(pids[i]);
+            long r = tproc_rss_kb(pids[i]);
             if (r < 0) {
                 fprintf(stderr, "bench_rss_churn: node %c is gone\n", 'A' + i);
                 return 1;
@@ -322,13 +278,13 @@ int main(int argc, char **argv)
         if (bench_now() >= next_sample && tenth < 10) {
             bench_note("rss_churn: %d/10: A %ld kB, B %ld kB; %d members Up; %llu starts, "
                        "%llu leaves, %llu kills",
-                       tenth, rss_kb(pids[0]), rss_kb(pids[1]), members_up(), (unsigned long long)starts,
+                       tenth, tproc_rss_kb(pids[0]), tproc_rss_kb(pids[1]), members_up(), (unsigned long long)starts,
                        (unsigned long long)leaves, (unsigned long long)kills);
             tenth++;
             next_sample += seconds / 10.0;
         }
     }
-    long after[2] = {rss_kb(pids[0]), rss_kb(pids[1])};
+    long after[2] = {tproc_rss_kb(pids[0]), tproc_rss_kb(pids[1])};
     atomic_store(&running, false);
     for (int i = 0; i < 2; i++)
         pthread_join(w[i].th, NULL);

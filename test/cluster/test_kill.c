@@ -31,39 +31,7 @@ static pid_t children[N];
 
 static void kill_children(void)
 {
-    for (int i = 0; i < N; i++)
-        if (children[i] > 0) {
-            kill(children[i], SIGKILL);
-            waitpid(children[i], NULL, 0);
-            children[i] = 0;
-        }
-}
-
-static pid_t spawn(const char *prog, int port, const int *peers, int n_peers, FILE **out)
-{
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        char args[N + 2][16];
-        char *argv[N + 3];
-        snprintf(args[0], 16, "%d", port);
-        argv[0] = (char *)prog;
-        argv[1] = args[0];
-        for (int i = 0; i < n_peers; i++) {
-            snprintf(args[i + 1], 16, "%d", peers[i]);
-            argv[i + 2] = args[i + 1];
-        }
-        argv[n_peers + 2] = NULL;
-        execv(prog, argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    *out = fdopen(fd[0], "r");
-    return pid;
+    tproc_kill_all(children, N);
 }
 
 static shoal_client_t *cl[N];
@@ -82,34 +50,12 @@ static shoal_client_op_t incr = {.type = "GCounter", .op = "increment", .n = 1};
 static void test_sigkill_during_majority_writes(void **state)
 {
     (void)state;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(n > 0);
-    self[n] = 0;
-    char prog[PATH_MAX + 16];
-    snprintf(prog, sizeof prog, "%s/prog_node", dirname(self));
-
     int ports[N];
-    for (int i = 0; i < N; i++)
-        ports[i] = tfree_port();
     pid_t pids[N];
     FILE *outs[N];
-    for (int i = 0; i < N; i++) {
-        int peers[N - 1], k = 0;
-        for (int j = 0; j < N; j++)
-            if (j != i)
-                peers[k++] = ports[j];
-        pids[i] = spawn(prog, ports[i], peers, N - 1, &outs[i]);
-        children[i] = pids[i];
-    }
-    for (int i = 0; i < N; i++) {
-        /* the node logs to stdout too: skip to its READY line */
-        char line[512];
-        bool ready = false;
-        while (!ready && fgets(line, sizeof line, outs[i]))
-            ready = strncmp(line, "READY ", 6) == 0;
-        assert_true(ready);
-    }
+    int started = tproc_start_mesh("prog_node", N, false, ports, pids, outs);
+    memcpy(children, pids, sizeof children);
+    assert_int_equal(started, 0);
     for (int i = 0; i < N; i++) {
         char ep[64];
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ports[i]);

@@ -52,13 +52,7 @@ static pid_t children[N];
 
 static void kill_children(void)
 {
-    for (int i = 0; i < N; i++)
-        if (children[i] > 0) {
-            kill(children[i], SIGCONT);
-            kill(children[i], SIGKILL);
-            waitpid(children[i], NULL, 0);
-            children[i] = 0;
-        }
+    tproc_kill_all(children, N);
 }
 
 static double now_s(void)
@@ -66,39 +60,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static pid_t spawn(const char *prog, int port, const int *peers, int n_peers, FILE **out)
-{
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        /* a small ASan quarantine: freed blocks held back would read as growth */
-        const char *asan = getenv("ASAN_OPTIONS");
-        char opts[1024];
-        snprintf(opts, sizeof opts, "%s%squarantine_size_mb=8", asan ? asan : "",
-                 asan && *asan ? ":" : "");
-        setenv("ASAN_OPTIONS", opts, 1);
-        char args[N + 2][16];
-        char *argv[N + 3];
-        snprintf(args[0], 16, "%d", port);
-        argv[0] = (char *)prog;
-        argv[1] = args[0];
-        for (int i = 0; i < n_peers; i++) {
-            snprintf(args[i + 1], 16, "%d", peers[i]);
-            argv[i + 2] = args[i + 1];
-        }
-        argv[n_peers + 2] = NULL;
-        execv(prog, argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    *out = fdopen(fd[0], "r");
-    return pid;
 }
 
 /* The node's stdout is a pipe nobody reads after READY: a thread drains it, so a node that logs
@@ -110,23 +71,6 @@ static void *drain(void *arg)
     while (fread(buf, 1, sizeof buf, f) > 0)
         ;
     return NULL;
-}
-
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            kb = strtol(line + 6, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kb;
 }
 
 static int ports[N];
@@ -224,33 +168,13 @@ static void test_stalled_peer_memory_bounded(void **state)
     e = getenv("SHOAL_STALL_VALUE_BYTES");
     if (e && atoi(e) >= 32 && atoi(e) <= VALUE_BYTES_MAX)
         value_bytes = (size_t)atoi(e);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(n > 0);
-    self[n] = 0;
-    char prog[PATH_MAX + 16];
-    snprintf(prog, sizeof prog, "%s/prog_node", dirname(self));
-
-    for (int i = 0; i < N; i++)
-        ports[i] = tfree_port();
     FILE *outs[N];
     pthread_t drains[N];
-    for (int i = 0; i < N; i++) {
-        int peers[N - 1], k = 0;
-        for (int j = 0; j < N; j++)
-            if (j != i)
-                peers[k++] = ports[j];
-        pids[i] = spawn(prog, ports[i], peers, N - 1, &outs[i]);
-        children[i] = pids[i];
-    }
-    for (int i = 0; i < N; i++) {
-        char line[512];
-        bool ready = false;
-        while (!ready && fgets(line, sizeof line, outs[i]))
-            ready = strncmp(line, "READY ", 6) == 0;
-        assert_true(ready);
+    int started = tproc_start_mesh("prog_node", N, true, ports, pids, outs);
+    memcpy(children, pids, sizeof children);
+    assert_int_equal(started, 0);
+    for (int i = 0; i < N; i++)
         assert_int_equal(pthread_create(&drains[i], NULL, drain, outs[i]), 0);
-    }
     for (int i = 0; i < N; i++) {
         char ep[64];
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ports[i]);
@@ -283,7 +207,7 @@ static void test_stalled_peer_memory_bounded(void **state)
     }
     long base[N];
     for (int i = 0; i < N; i++)
-        base[i] = rss_kb(pids[i]);
+        base[i] = tproc_rss_kb(pids[i]);
     print_message("warm-up: %llu majority writes, %llu/%llu/%llu local puts; RSS %ld/%ld/%ld kB\n",
                   (unsigned long long)acked, (unsigned long long)atomic_load(&loaders[0].ok),
                   (unsigned long long)atomic_load(&loaders[1].ok),
@@ -309,7 +233,7 @@ static void test_stalled_peer_memory_bounded(void **state)
         }
         if (now_s() >= next_sample) {
             for (int i = 0; i < 2; i++) {
-                last[i] = rss_kb(pids[i]);
+                last[i] = tproc_rss_kb(pids[i]);
                 if (last[i] > peak[i])
                     peak[i] = last[i];
             }

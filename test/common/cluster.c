@@ -306,28 +306,3 @@ bool t_converged(tcluster_t *c, const char *key)
     return true;
 }
 
-int tfree_port(void)
-{
-    /* below the kernel's ephemeral range (32768-60999): a port from there could be handed to
-       another socket (a heartbeat actor, an outgoing connection) before the process that is to
-       bind it starts, or while it restarts */
-    static unsigned next;
-    if (!next)
-        next = 20000 + (unsigned)(getpid() * 7919u % 12000u);
-    for (int tries = 0; tries < 12000; tries++) {
-        int port = (int)next;
-        next = next >= 32000 ? 20000 : next + 1;
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (s < 0)
-            return 0;
-        struct sockaddr_in a = {0};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)port);
-        int ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-        close(s);
-        if (ok)
-            return port;
-    }
-    return 0;
-}

@@ -8,6 +8,7 @@
 #define SHOAL_TEST_CLUSTER_H
 
 #include "ddata.h"
+#include "procs.h" /* tfree_port */
 
 #define TCLUSTER_MAX 8
 
@@ -37,9 +38,6 @@ void tcluster_stop(tcluster_t *c);
    test's own tcluster_stop; running nodes would make the process hang at exit). */
 int tcluster_teardown(void **state);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (for processes
-   that bind it, and bind it again when restarted). */
-int tfree_port(void);
 
 /* Polls pred(arg) until it returns true or timeout_ms (scaled by tscale) pass. */
 bool wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);

@@ -329,6 +329,17 @@ static void dregion_on(int i)
         fail_msg("node %d: region: %s", i, shoal_strerror(err));
 }
 
+/* Three nodes on LMDB (under droot) with a region each, registered. */
+static void dcluster_of3(void)
+{
+    for (int i = 0; i < 3; i++)
+        dnode_start(i, 0);
+    tsnode_wait_up(0x7, 20000);
+    for (int i = 0; i < 3; i++)
+        dregion_on(i);
+    wait_registered(3);
+}
+
 /* Sharding and membership first, then the replicator and its store, then the system. */
 static void dnode_stop(int i)
 {
@@ -472,12 +483,7 @@ static void test_state_after_full_restart(void **state)
     snprintf(droot, sizeof droot, "/tmp/shoal-estate-XXXXXX");
     if (!mkdtemp(droot))
         fail_msg("mkdtemp failed");
-    for (int i = 0; i < 3; i++)
-        dnode_start(i, 0);
-    tsnode_wait_up(0x7, 20000);
-    for (int i = 0; i < 3; i++)
-        dregion_on(i);
-    wait_registered(3);
+    dcluster_of3();
 
     char ids[12][32];
     for (int k = 0; k < 12; k++)
@@ -498,12 +504,7 @@ static void test_state_after_full_restart(void **state)
     n_recs = 0;
     pthread_mutex_unlock(&mu);
 
-    for (int i = 0; i < 3; i++)
-        dnode_start(i, 0);
-    tsnode_wait_up(0x7, 20000);
-    for (int i = 0; i < 3; i++)
-        dregion_on(i);
-    wait_registered(3);
+    dcluster_of3();
     /* in reverse: the shards allocated last before the stop are allocated first now */
     for (int k = 11; k >= 0; k--) {
         int origin = -1;
