@@ -1038,9 +1038,9 @@ static void test_coordinator_failover(void **state)
     size_t n_known = 0, n_lost = 0;
     for (int k = 0; k < 12; k++) {
         if (trec_get(T, ids[k]).node == 0)
-            snprintf(lost[n_lost++], 32, "%s", ids[k]);
+            memcpy(lost[n_lost++], ids[k], sizeof ids[k]);
         else
-            snprintf(known[n_known++], 32, "%s", ids[k]);
+            memcpy(known[n_known++], ids[k], sizeof ids[k]);
     }
     assert_true(n_known >= 6 && n_lost >= 3);
     const shoal_node_t *victim = shoal_system_self(tsn[0].sys);

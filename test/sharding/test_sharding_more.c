@@ -680,7 +680,7 @@ static void test_remembered_after_crash(void **state)
             }
         }
         if (passivated != k)
-            snprintf(moved[n_moved++], 32, "%s", ids[k]);
+            memcpy(moved[n_moved++], ids[k], sizeof ids[k]);
     }
     assert_true(passivated >= 0);
     assert_true(n_moved >= 2);
