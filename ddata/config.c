@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -480,9 +481,65 @@ struct shoal_config {
     cfg_blocks_t *blocks;
 };
 
+static bool path_has_wildcard(const char *path)
+{
+    return strstr(path, "/*/") != NULL || strcmp(path + strlen(path) - 2, "/*") == 0;
+}
+
+/* An index of the table, built once: every lookup of a setting (a hundred or more per loaded
+   file) would otherwise compare the path with each of the table's rows. Exact rows are sorted by
+   path for a binary search; the rows with a '*' segment are few and are matched in turn. */
+static struct {
+    pthread_once_t once;
+    bool wild[N_KEYS];
+    uint16_t exact[N_KEYS]; /* rows without '*', by path */
+    size_t n_exact;
+    uint16_t wild_rows[N_KEYS]; /* rows with '*', in table order */
+    size_t n_wild;
+} key_index = {.once = PTHREAD_ONCE_INIT};
+
+_Static_assert(N_KEYS < UINT16_MAX, "rows are indexed by uint16_t");
+
+static int cmp_row_path(const void *a, const void *b)
+{
+    const uint16_t *x = a, *y = b;
+    int c = strcmp(cfg_keys[*x].path, cfg_keys[*y].path);
+    return c != 0 ? c : (*x > *y) - (*x < *y); /* equal paths: first row first */
+}
+
+static void build_key_index(void)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        key_index.wild[i] = path_has_wildcard(cfg_keys[i].path);
+        if (key_index.wild[i])
+            key_index.wild_rows[key_index.n_wild++] = (uint16_t)i;
+        else
+            key_index.exact[key_index.n_exact++] = (uint16_t)i;
+    }
+    qsort(key_index.exact, key_index.n_exact, sizeof key_index.exact[0], cmp_row_path);
+}
+
 static bool has_wildcard(const cfg_key_t *k)
 {
-    return strstr(k->path, "/*/") != NULL || strcmp(k->path + strlen(k->path) - 2, "/*") == 0;
+    pthread_once(&key_index.once, build_key_index);
+    return key_index.wild[k - cfg_keys];
+}
+
+/* The first exact row whose path is path, or N_KEYS. */
+static size_t exact_row(const char *path)
+{
+    pthread_once(&key_index.once, build_key_index);
+    size_t lo = 0, hi = key_index.n_exact;
+    while (lo < hi) { /* lower bound: the first row not below path */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(cfg_keys[key_index.exact[mid]].path, path) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < key_index.n_exact && strcmp(cfg_keys[key_index.exact[lo]].path, path) == 0)
+        return key_index.exact[lo];
+    return N_KEYS;
 }
 
 /* How a path stands to a table path, segment by segment (a '*' segment of the table path matches
@@ -523,13 +580,11 @@ static const cfg_value_t *lookup(const shoal_config_t *cfg, const char *path, co
     static const cfg_value_t unset;
     const char *rest = NULL;
     *key = NULL;
-    for (size_t i = 0; i < N_KEYS; i++) {
-        if (!has_wildcard(&cfg_keys[i])) {
-            if (strcmp(cfg_keys[i].path, path) == 0) {
-                *key = &cfg_keys[i];
-                return &cfg->values[i];
-            }
-        } else if (match_path(cfg_keys[i].path, path, &rest) == M_EQUAL) {
+    size_t exact = exact_row(path);
+    /* a row with a '*' segment before the exact row in the table wins, as a scan would find it */
+    for (size_t w = 0; w < key_index.n_wild && key_index.wild_rows[w] < exact; w++) {
+        size_t i = key_index.wild_rows[w];
+        if (match_path(cfg_keys[i].path, path, &rest) == M_EQUAL) {
             *key = &cfg_keys[i];
             for (size_t j = 0; j < cfg->n_inst; j++)
                 if (strcmp(cfg->inst[j].path, path) == 0)
@@ -537,7 +592,10 @@ static const cfg_value_t *lookup(const shoal_config_t *cfg, const char *path, co
             return &unset;
         }
     }
-    return NULL;
+    if (exact == N_KEYS)
+        return NULL;
+    *key = &cfg_keys[exact];
+    return &cfg->values[exact];
 }
 
 /* The parsed value of a row by path (an unset value for a path not in the table). */
