@@ -34,6 +34,8 @@
 #define HEALTH_SCORE_MAX 6  /* pause factor 1 + score/2: at most 4 */
 #define HEALTHY_TICKS 10    /* on-time ticks that earn back one step of local health */
 #define CONN_IDLE_MS 10000  /* an unreferenced DEALER is closed after this long unused */
+#define REDIAL_MIN_MS 3000  /* a DEALER unanswered this long is replaced, the wait doubling to: */
+#define REDIAL_MAX_MS 30000
 #define DRAIN_MAX 256       /* messages taken from one socket per loop turn (fairness) */
 
 /* ---------------------------------------------------------------------------------------------
@@ -151,6 +153,13 @@ typedef struct {
     char node_ep[EP_MAX + 1]; /* the key of this peer's faults */
     zsock_t *sock;
     int64_t last_used;
+    /* ZeroMQ gives up on a connection whose handshake failed (our CURVE key refused by a peer
+       whose allow-list left it out) and never dials again; a peer restarted on the same endpoint
+       with such a list would stay unreachable after the key is back. So a DEALER whose requests
+       go unanswered is replaced with a new one, with a backoff. */
+    int64_t dialed_at;
+    int64_t waiting_since; /* the first request sent since the last reply; 0: none waiting */
+    uint32_t redial_after_ms;
 } conn_t;
 
 typedef struct {
@@ -364,15 +373,10 @@ static conn_t *conn_find(loop_t *l, const char *hb_ep)
     return NULL;
 }
 
-static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64_t now)
+/* A DEALER to a peer's heartbeat endpoint, with CURVE when the node has a key: the server key is
+   the member's, found by its node endpoint. */
+static zsock_t *conn_dial(loop_t *l, const char *hb_ep, const char *node_ep)
 {
-    conn_t *c = conn_find(l, hb_ep);
-    if (c) {
-        if (node_ep[0] && strcmp(c->node_ep, node_ep) != 0)
-            snprintf(c->node_ep, sizeof c->node_ep, "%s", node_ep);
-        c->last_used = now;
-        return c;
-    }
     zsock_t *s = zsock_new(ZMQ_DEALER);
     if (!s)
         return NULL;
@@ -382,7 +386,6 @@ static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64
     zsock_set_rcvhwm(s, 256);
     zsock_set_reconnect_ivl(s, 100);
     zsock_set_reconnect_ivl_max(s, 1000);
-    /* CURVE with the node's key; the server key is the member's, found by its node endpoint */
     if (l->a->sys && shoal_system_secure_socket(l->a->sys, zsock_resolve(s), false,
                                                 node_ep[0] ? node_ep : hb_ep) != 0) {
         zsock_destroy(&s);
@@ -393,11 +396,28 @@ static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64
         zsock_destroy(&s);
         return NULL;
     }
+    return s;
+}
+
+static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64_t now)
+{
+    conn_t *c = conn_find(l, hb_ep);
+    if (c) {
+        if (node_ep[0] && strcmp(c->node_ep, node_ep) != 0)
+            snprintf(c->node_ep, sizeof c->node_ep, "%s", node_ep);
+        c->last_used = now;
+        return c;
+    }
+    zsock_t *s = conn_dial(l, hb_ep, node_ep);
+    if (!s)
+        return NULL;
     c = xcalloc(1, sizeof *c);
     snprintf(c->hb_ep, sizeof c->hb_ep, "%s", hb_ep);
     snprintf(c->node_ep, sizeof c->node_ep, "%s", node_ep);
     c->sock = s;
     c->last_used = now;
+    c->dialed_at = now;
+    c->redial_after_ms = REDIAL_MIN_MS;
     l->conns = xrealloc(l->conns, (l->nc + 1) * sizeof *l->conns);
     l->conns[l->nc++] = c;
     return c;
@@ -410,6 +430,8 @@ static void conn_send(loop_t *l, conn_t *c, const hb_msg_t *m, int64_t now)
     if (!n)
         return;
     c->last_used = now;
+    if (!c->waiting_since)
+        c->waiting_since = now;
     (void)l;
     /* EAGAIN (not connected yet, or the peer stopped reading): the message is lost, as a ping
        to a dead peer should be */
@@ -428,6 +450,28 @@ static bool conn_referenced(const loop_t *l, const conn_t *c)
         if (l->obo[i].c == c)
             return true;
     return false;
+}
+
+/* Replaces the DEALERs whose requests have gone unanswered for their wait (see conn_t). A peer
+   that is down costs a new socket every 30 s at most, until it is no longer monitored. */
+static void conns_redial(loop_t *l, int64_t now)
+{
+    for (size_t i = 0; i < l->nc; i++) {
+        conn_t *c = l->conns[i];
+        int64_t since = c->waiting_since > c->dialed_at ? c->waiting_since : c->dialed_at;
+        if (!c->waiting_since || now - since < (int64_t)c->redial_after_ms)
+            continue;
+        zsock_t *s = conn_dial(l, c->hb_ep, c->node_ep);
+        if (!s)
+            continue; /* tried again next tick */
+        zsock_destroy(&c->sock);
+        c->sock = s;
+        c->dialed_at = now;
+        c->waiting_since = 0;
+        l->st.redials++;
+        c->redial_after_ms = c->redial_after_ms >= REDIAL_MAX_MS / 2 ? REDIAL_MAX_MS
+                                                                     : c->redial_after_ms * 2;
+    }
 }
 
 static void conns_gc(loop_t *l, int64_t now, bool all_idle)
@@ -737,6 +781,7 @@ static void tick(loop_t *l, int64_t now)
             send_ping(l, o->c, o->ping_seq, o->c->node_ep, now);
         }
     }
+    conns_redial(l, now);
     conns_gc(l, now, false);
 }
 
@@ -859,6 +904,8 @@ static void on_conn_msg(loop_t *l, conn_t *c, const uint8_t *data, size_t len, i
     }
     if (fault_drops(l, c->node_ep, SHOAL_FAULT_IN))
         return;
+    c->waiting_since = 0; /* the connection works: no redial due */
+    c->redial_after_ms = REDIAL_MIN_MS;
     if (m.type == HB_PONG) {
         l->st.pongs_received++;
         char who[EP_MAX + 1];

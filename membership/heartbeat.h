@@ -58,7 +58,7 @@ typedef struct {
 typedef struct {
     uint64_t pings_sent, pings_received, pongs_received, probes_sent, probes_answered,
         probes_saved, unreachable, reachable, stalls_refused, faults_dropped, malformed,
-        clock_gaps;
+        clock_gaps, redials;
     double local_health; /* current pause factor, >= 1 */
 } hb_stats_t;
 

@@ -1779,6 +1779,7 @@ static int do_stats(shoal_system_t *sys, void *arg)
         out->heartbeats_received = h.pongs_received;
         out->indirect_probes = h.probes_sent;
         out->loop_stalls = h.stalls_refused;
+        out->heartbeat_redials = h.redials;
     }
     return 0;
 }

@@ -340,6 +340,7 @@ typedef struct {
     uint64_t unreachable_marked, reachable_marked, downed_by_sbr, leader_actions;
     uint64_t clock_gaps, loop_stalls;
     uint64_t quarantined_by_peer; /* times a member said it quarantined this incarnation */
+    uint64_t heartbeat_redials;   /* heartbeat connections replaced after going unanswered */
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 

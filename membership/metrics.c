@@ -48,6 +48,10 @@ static const struct {
      CS(quarantined_by_peer)},
     {"shoal_cluster_loop_stalls_total", "Heartbeats refused because the node loop stalled.",
      CS(loop_stalls)},
+    {"shoal_cluster_heartbeat_redials_total",
+     "Heartbeat connections replaced after their requests went unanswered (a refused CURVE "
+     "handshake is never retried by ZeroMQ).",
+     CS(heartbeat_redials)},
 };
 
 static void gauge(shoal_buf_t *out, const char *name, const char *help, uint64_t v)

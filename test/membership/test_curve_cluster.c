@@ -2,7 +2,9 @@
     seed's endpoint join, reach each other with keys learned from the member records (the record
     carries each member's public key), come Up and stay reachable (heartbeats pass the same
     allow-list); a stranger with its own key, pointed at the seed, never becomes a member and is
-    counted as refused.
+    counted as refused. A member whose list leaves out another refuses that one's heartbeat
+    connection, which ZeroMQ never dials again: once the key is on the list every member is
+    reachable, because the heartbeat redials.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,8 @@
 #define N           3
 
 static char root[256];
+static uint32_t stable_after_ms; /* 0: the test timings' */
+static bool no_indirect_probes;
 
 typedef struct {
     char cert[300];
@@ -73,6 +77,10 @@ static void start(mnode_t *m, const keypair_t *k, const char *allow_dir, const c
     assert_non_null(m->sys);
     shoal_cluster_settings_t s;
     tmember_settings(&s);
+    if (stable_after_ms)
+        s.stable_after_ms = stable_after_ms;
+    if (no_indirect_probes)
+        s.indirect_probes = 0;
     m->cl = shoal_cluster_new(m->sys, &s, &err);
     assert_non_null(m->cl);
     if (seed)
@@ -160,6 +168,80 @@ static void test_members_over_curve(void **state)
         stop(&nodes[i]);
 }
 
+/* Whether node `of` has `who` in its view, and how. */
+static bool sees(mnode_t *of, const shoal_node_t *who, bool *reachable)
+{
+    shoal_cluster_view_t v;
+    if (shoal_cluster_view(of->cl, &v) != 0)
+        return false;
+    bool found = false;
+    for (size_t k = 0; k < v.n_members; k++)
+        if (v.members[k].node == who) { /* nodes are interned */
+            found = true;
+            *reachable = v.members[k].reachable;
+        }
+    shoal_cluster_view_free(&v);
+    return found;
+}
+
+static void test_heartbeat_redials_after_refusal(void **state)
+{
+    (void)state;
+    stable_after_ms = 120000; /* the split-brain resolver must not down the refused member */
+    no_indirect_probes = true; /* a probe through node 0 would hide node 1's dead connection */
+    keypair_t k[N];
+    char name[16];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        make_key(&k[i], name);
+    }
+    char dir_all[300], dir_late[300];
+    snprintf(dir_all, sizeof dir_all, "%s/allow-all", root);
+    snprintf(dir_late, sizeof dir_late, "%s/allow-late", root);
+    mkdir(dir_all, 0700);
+    mkdir(dir_late, 0700);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        allow(dir_all, name, &k[i], NULL);
+    }
+    mnode_t nodes[N] = {0};
+    start(&nodes[0], &k[0], dir_all, NULL);
+    const char *seed = shoal_system_endpoint(nodes[0].sys);
+    allow(dir_all, "r0", &k[0], seed);
+    assert_int_equal(shoal_system_allow_reload(nodes[0].sys), N);
+    start(&nodes[1], &k[1], dir_all, seed);
+    /* node 2 knows the seed and itself, not node 1 */
+    allow(dir_late, "r0", &k[0], seed);
+    allow(dir_late, "r2", &k[2], NULL);
+    start(&nodes[2], &k[2], dir_late, seed);
+    const shoal_node_t *n2 = shoal_system_self(nodes[2].sys);
+
+    /* node 1 learns of node 2 and finds it unreachable: node 2 refuses its key */
+    bool reachable = true;
+    int64_t deadline = shoal_now_ms() + DEADLINE_MS;
+    while (!(sees(&nodes[1], n2, &reachable) && !reachable) && shoal_now_ms() < deadline)
+        zclock_sleep(50);
+    assert_false(reachable);
+    shoal_system_stats_t st;
+    assert_int_equal(shoal_system_stats(nodes[2].sys, &st), 0);
+    assert_true(st.auth_refused > 0);
+
+    /* node 1's key goes on node 2's list: every member reachable again, heartbeats included */
+    allow(dir_late, "r1", &k[1], NULL);
+    assert_int_equal(shoal_system_allow_reload(nodes[2].sys), N);
+    deadline = shoal_now_ms() + 2 * DEADLINE_MS;
+    while (!all_up(nodes) && shoal_now_ms() < deadline)
+        zclock_sleep(50);
+    assert_true(all_up(nodes));
+    shoal_cluster_stats_t cs;
+    assert_int_equal(shoal_cluster_stats(nodes[1].cl, &cs), 0);
+    assert_true(cs.heartbeat_redials > 0);
+    for (int i = N - 1; i >= 0; i--)
+        stop(&nodes[i]);
+    stable_after_ms = 0;
+    no_indirect_probes = false;
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/shoal-test-curve-cluster-%d", (int)getpid());
@@ -167,6 +249,7 @@ int main(void)
     zsys_handler_set(NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_members_over_curve),
+        cmocka_unit_test(test_heartbeat_redials_after_refusal),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];
