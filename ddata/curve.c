@@ -52,6 +52,7 @@ struct shoal_curve {
     atomic_uint_fast64_t refused; /* keys the ZAP handler refused for this node */
     atomic_uint_fast64_t admitted;
     atomic_uint_fast64_t no_key; /* connections not made for want of a server key */
+    atomic_uint_fast64_t generation; /* loads of the directory */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -196,6 +197,7 @@ int shoal_curve_reload(shoal_curve_t *c)
     size_t before = c->nallowed;
     adopt(c, fresh, n);
     c->dir_sig = sig;
+    atomic_fetch_add(&c->generation, 1);
     size_t after = c->nallowed;
     bool reloaded = c->loaded;
     c->loaded = true;
@@ -533,6 +535,24 @@ int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint)
 const char *shoal_curve_public_txt(const shoal_curve_t *c)
 {
     return c ? c->public_txt : NULL;
+}
+
+bool shoal_curve_allows_z85(shoal_curve_t *c, const char *z85)
+{
+    uint8_t key[32];
+    if (!c || !z85 || strlen(z85) != 40 || !zmq_z85_decode(key, z85))
+        return false;
+    return key_allowed(c, key);
+}
+
+void shoal_curve_count_refused(shoal_curve_t *c)
+{
+    atomic_fetch_add(&c->refused, 1);
+}
+
+uint64_t shoal_curve_generation(const shoal_curve_t *c)
+{
+    return c ? atomic_load(&((shoal_curve_t *)c)->generation) : 0;
 }
 
 void shoal_curve_counts(shoal_curve_t *c, uint64_t *admitted, uint64_t *refused, uint64_t *keys)

@@ -36,6 +36,13 @@ void shoal_curve_tick(shoal_curve_t *c, int64_t now_ms);
 int shoal_curve_learn(shoal_curve_t *c, const char *endpoint, const uint8_t key[32]);
 
 const char *shoal_curve_public_txt(const shoal_curve_t *c);
+/* Whether the key a connection authenticated with (its ZAP User-Id, Z85) is on the list now. */
+bool shoal_curve_allows_z85(shoal_curve_t *c, const char *z85);
+/* Counts a connection refused after it was admitted (its key left the list). */
+void shoal_curve_count_refused(shoal_curve_t *c);
+/* Grows at every load of the directory: connections admitted before it must be checked again. */
+uint64_t shoal_curve_generation(const shoal_curve_t *c);
+
 /* Connections admitted and refused by the ZAP handler for this allow-list, and keys on it. */
 void shoal_curve_counts(shoal_curve_t *c, uint64_t *admitted, uint64_t *refused, uint64_t *keys);
 

@@ -109,6 +109,7 @@ typedef struct {
     uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
     int64_t told_quarantined_ms; /* when the sender was last told it is quarantined here */
+    char user[41]; /* the CURVE key it authenticated with (Z85); "" on a plain transport */
     fault_eff_t fin, fout;
 } inconn_t;
 
@@ -214,6 +215,7 @@ struct shoal_system {
     size_t items_cap;
     shoal_buf_t scratch;
     bool ack_pending;
+    uint64_t curve_gen; /* the allow-list load the open connections were last checked against */
     int64_t next_ack_ms, next_sweep_ms;
     uint64_t rng;
     int64_t log_last[LOG_REASONS];
@@ -672,15 +674,20 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         status = SHOAL_HELLO_QUARANTINED; /* interned only once the address is ours */
     else if (h.client && rid_len > sizeof(((shoal_reply_to_t *)0)->routing_id))
         status = SHOAL_HELLO_MALFORMED; /* could not be replied to */
+    else if (sys->hello_user && !shoal_curve_allows_z85(sys->curve, sys->hello_user))
+        status = SHOAL_HELLO_NOT_ALLOWED; /* admitted once, its key has left the list since */
     if (status != SHOAL_HELLO_OK) {
         sys->stats.handshakes_refused++;
         if (status == SHOAL_HELLO_QUARANTINED)
             sys->stats.dropped_quarantined++;
+        if (status == SHOAL_HELLO_NOT_ALLOWED)
+            shoal_curve_count_refused(sys->curve);
         log_limited(sys, LOG_REFUSED, "handshake from %s (to %s) refused: %s",
                     h.from[0] ? h.from : "a client", h.to,
                     status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
                     : status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
                     : status == SHOAL_HELLO_QUARANTINED     ? "quarantined"
+                    : status == SHOAL_HELLO_NOT_ALLOWED     ? "its key is no longer on the allow-list"
                                                             : "unusable routing id");
         reply_hello(sys, rid, rid_len, status, 0);
         return;
@@ -701,6 +708,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         c->client = h.client;
         c->node = from;
         c->expected = 1;
+        /* the key this connection authenticated with, checked again when the list changes */
+        snprintf(c->user, sizeof c->user, "%s", sys->hello_user ? sys->hello_user : "");
         if (!h.client) {
             /* Same incarnation on another routing id (its TCP connection was re-established):
                take over its sequence state so nothing is counted twice or missed. Older
@@ -986,6 +995,7 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
                     r->status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
                     : r->status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
                     : r->status == SHOAL_HELLO_QUARANTINED     ? "we are quarantined there"
+                    : r->status == SHOAL_HELLO_NOT_ALLOWED     ? "our key is not on its allow-list"
                                                                : "malformed handshake");
         p->up = false;
         p->next_hello_ms = shoal_now_ms() + sys->set.handshake_retry_ms;
@@ -1301,6 +1311,34 @@ static void sweep_clients(shoal_system_t *sys, int64_t now)
     free(gone);
 }
 
+/* A key taken off the allow-list is refused at its next connection by the ZAP handler, but an
+   open connection was admitted before and ZeroMQ keeps it. So, after every load of the list,
+   the connections whose key is no longer on it are forgotten: their next frame is answered WHO,
+   and the handshake that follows is refused (SHOAL_HELLO_NOT_ALLOWED). */
+static void revoke_connections(shoal_system_t *sys)
+{
+    inconn_t **gone = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < sys->inconns.cap; i++) {
+        shoal_hslot_t *s = &sys->inconns.slots[i];
+        if (!SHOAL_HSLOT_LIVE(s))
+            continue;
+        inconn_t *c = s->value;
+        if (c->user[0] && !shoal_curve_allows_z85(sys->curve, c->user)) {
+            SHOAL_GROW(gone, cap, n + 1);
+            gone[n++] = c;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        zsys_warning("%s: key %s left the allow-list: the open connection of %s is refused from "
+                     "now on", shoal_node_id(sys->self), gone[i]->user,
+                     gone[i]->node ? shoal_node_id(gone[i]->node) : "a client");
+        shoal_curve_count_refused(sys->curve);
+        inconn_free(sys, gone[i]);
+    }
+    free(gone);
+}
+
 static void periodic(shoal_system_t *sys)
 {
     int64_t now = shoal_now_ms();
@@ -1322,6 +1360,11 @@ static void periodic(shoal_system_t *sys)
         sys->next_ack_ms = now + sys->set.ack_interval_ms;
     }
     shoal_curve_tick(sys->curve, now);
+    uint64_t gen = shoal_curve_generation(sys->curve);
+    if (gen != sys->curve_gen) {
+        sys->curve_gen = gen;
+        revoke_connections(sys);
+    }
     if (now >= sys->next_sweep_ms) {
         sweep_clients(sys, now);
         sys->next_sweep_ms = now + HOUSEKEEPING_MS;

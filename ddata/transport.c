@@ -374,7 +374,7 @@ int shoal_hello_reply_parse(const shoal_frame_t *f, shoal_hello_reply_t *r)
         return SHOAL_EDECODE;
     int rc = SHOAL_EDECODE;
     memset(r, 0, sizeof *r);
-    if ((int)m->status < SHOAL_HELLO_OK || (int)m->status > SHOAL_HELLO_MALFORMED)
+    if ((int)m->status < SHOAL_HELLO_OK || (int)m->status > SHOAL_HELLO_NOT_ALLOWED)
         goto out;
     r->status = (int)m->status;
     if (m->node && m->node[0] && !copy_node_id(r->node, m->node)) {

@@ -161,6 +161,7 @@ typedef struct {
 #define SHOAL_HELLO_NO_COMMON_VERSION 2
 #define SHOAL_HELLO_QUARANTINED       3
 #define SHOAL_HELLO_MALFORMED         4
+#define SHOAL_HELLO_NOT_ALLOWED       5
 
 typedef struct {
     int status;                       /* SHOAL_HELLO_* */

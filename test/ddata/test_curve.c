@@ -149,6 +149,17 @@ static int do_connect(shoal_system_t *sys, void *arg)
     return shoal_system_connect(sys, arg);
 }
 
+static int do_send_data(shoal_system_t *sys, void *arg)
+{
+    return shoal_system_send(sys, arg, KIND_DATA, "after", 5);
+}
+
+static int get_received(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return (int)((tnode_t *)arg)->received;
+}
+
 static int do_disconnect(shoal_system_t *sys, void *arg)
 {
     return shoal_system_disconnect(sys, arg);
@@ -279,7 +290,7 @@ static void test_members_talk_strangers_are_refused(void **state)
 }
 
 /* A certificate with `endpoint` metadata tells a node the server key of a node it never met
-   (the seed case); taking a key off the list refuses it from the next connection on. */
+   (the seed case); taking a key off the list refuses its open connection and every new one. */
 static void test_endpoint_metadata_and_reload(void **state)
 {
     (void)state;
@@ -301,6 +312,7 @@ static void test_endpoint_metadata_and_reload(void **state)
     assert_true(wait_ups(&nb, 1, DEADLINE_MS));
 
     /* b's key leaves the list; a notices the directory changed (checked once a second) */
+    uint64_t refused_before = stats(&na).auth_refused;
     char bcert[400];
     snprintf(bcert, sizeof bcert, "%s/rb.cert", allow);
     assert_int_equal(unlink(bcert), 0);
@@ -308,6 +320,14 @@ static void test_endpoint_metadata_and_reload(void **state)
     while (stats(&na).allow_keys != 1 && shoal_now_ms() < deadline)
         zclock_sleep(20);
     assert_int_equal(stats(&na).allow_keys, 1);
+    /* the connection b opened while it was on the list is refused too: counted, and what b
+       sends on it is not delivered (a answers WHO, b's new handshake is refused) */
+    WAIT_STAT(&na, auth_refused, refused_before + 1);
+    int got = shoal_system_call(na.sys, get_received, &na);
+    assert_int_equal(shoal_system_call(nb.sys, do_send_data, (void *)shoal_system_self(na.sys)), 0);
+    WAIT_STAT(&na, auth_refused, refused_before + 2);
+    zclock_sleep(REFUSE_MS);
+    assert_int_equal(shoal_system_call(na.sys, get_received, &na), got);
     uint64_t refused = stats(&na).auth_refused;
     const char *ep = shoal_system_endpoint(na.sys);
     assert_int_equal(shoal_system_call(nb.sys, do_disconnect, (void *)ep), 0);
