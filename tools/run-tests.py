@@ -57,7 +57,7 @@ LEDGER = os.path.join('test', 'fuzz', 'executions.tsv')
 ledger_lock = threading.Lock()
 
 
-def ledger_add(name, secs, execs, rc):
+def ledger_add(name, secs, execs, rc, timed_out=False):
     with ledger_lock:
         new = not os.path.exists(LEDGER)
         with open(LEDGER, 'a') as f:
@@ -65,6 +65,7 @@ def ledger_add(name, secs, execs, rc):
                 f.write('# date\ttarget\tseconds\texecutions\tresult\n')
             f.write('%s\t%s\t%.0f\t%d\t%s\n' % (time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                                                  name, secs, execs, 'ok' if rc == 0 else
+                                                 'timeout' if timed_out else
                                                  'crash (exit %d)' % rc))
 
 
@@ -76,7 +77,7 @@ def ledger_totals():
             if line.startswith('#') or len(f) < 5:
                 continue
             totals[f[1]] = totals.get(f[1], 0) + int(f[3])
-            crashes[f[1]] = crashes.get(f[1], 0) + (f[4] != 'ok')
+            crashes[f[1]] = crashes.get(f[1], 0) + f[4].startswith('crash')
     return totals, crashes
 
 
@@ -95,19 +96,24 @@ def run_fuzz(path):
         cmd = [path, '-runs=%d' % args.fuzz_runs, '-print_final_stats=1', tmp]
         if os.path.isdir(seeds):
             cmd.append(seeds)
+    timed_out = False
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                           env=env)
+        # a timed run gets its own time and a margin for loading and merging the corpus
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=max(timeout, args.fuzz_time + 300), env=env)
         out, rc = p.stdout.decode(errors='replace'), p.returncode
     except subprocess.TimeoutExpired as e:
         out, rc = (e.stdout or b'').decode(errors='replace') + '\nTIMEOUT\n', -1
+        timed_out = True
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     execs = re.findall(r'stat::number_of_executed_units:\s*(\d+)', out)
+    if not execs:  # killed: the last status line says how far it got
+        execs = re.findall(r'^#(\d+)\s', out, re.M)
     summary = '%s executions' % (execs[-1] if execs else '?')
     if args.fuzz_time:
-        ledger_add(name, time.time() - t0, int(execs[-1]) if execs else 0, rc)
+        ledger_add(name, time.time() - t0, int(execs[-1]) if execs else 0, rc, timed_out)
     return path, (1 if rc == 0 else 0), (0 if rc == 0 else 1), out, rc, time.time() - t0, summary
 
 
