@@ -2,14 +2,20 @@
     requests. The first byte picks the message kind; the rest is the message. A real node and
     replicator (with a few keys, so merges, reads and digest comparisons have something to work
     on) handle it on their own thread, as they would a message from a peer.
+
+    The node keeps what inputs write; after FRESH_EVERY inputs it is replaced by a new one, so
+    that its state (and the time an input takes) stays bounded over a long run.
 */
 #include "replicator_internal.h"
 
 #include <stdlib.h>
 
+#define FRESH_EVERY 20000
+
 static shoal_system_t *sys;
 static shoal_replicator_t *rep;
 static const shoal_node_t *peer;
+static unsigned long inputs;
 
 typedef struct {
     const uint8_t *data;
@@ -72,25 +78,33 @@ static void stop_node(void)
     shoal_system_destroy(&sys);
 }
 
+static void start_node(void)
+{
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = "tcp://127.0.0.1:0";
+    int err;
+    sys = shoal_system_new(&ss, &err);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    rep = shoal_replicator_new(sys, &rs, &err);
+    peer = shoal_node_intern("127.0.0.1:9:42");
+    if (!sys || !rep)
+        abort();
+    /* let the replicator finish loading, then give it some keys */
+    while (shoal_system_call(sys, loaded, NULL) == 0)
+        ;
+    shoal_system_call(sys, setup, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!sys) {
-        shoal_system_settings_t ss;
-        shoal_system_settings_default(&ss);
-        ss.endpoint = "tcp://127.0.0.1:0";
-        int err;
-        sys = shoal_system_new(&ss, &err);
-        shoal_replicator_settings_t rs;
-        shoal_replicator_settings_default(&rs);
-        rep = shoal_replicator_new(sys, &rs, &err);
-        peer = shoal_node_intern("127.0.0.1:9:42");
-        if (!sys || !rep)
-            abort();
+        start_node();
         atexit(stop_node);
-        /* let the replicator finish loading, then give it some keys */
-        while (shoal_system_call(sys, loaded, NULL) == 0)
-            ;
-        shoal_system_call(sys, setup, NULL);
+    } else if (++inputs % FRESH_EVERY == 0) {
+        stop_node();
+        start_node();
     }
     if (size < 1)
         return 0;
