@@ -1292,18 +1292,18 @@ static void send_acks(shoal_system_t *sys)
     }
 }
 
-static void sweep_clients(shoal_system_t *sys, int64_t now)
+/* Frees the inbound connections `drop` picks (collected first: freeing edits the map). */
+static void inconns_drop_where(shoal_system_t *sys,
+                               bool (*drop)(shoal_system_t *, const inconn_t *, int64_t),
+                               int64_t now)
 {
     inconn_t **gone = NULL;
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < sys->inconns.cap; i++) {
         shoal_hslot_t *s = &sys->inconns.slots[i];
-        if (!SHOAL_HSLOT_LIVE(s))
-            continue;
-        inconn_t *c = s->value;
-        if (c->client && now - c->last_seen_ms > CLIENT_IDLE_MS) {
+        if (SHOAL_HSLOT_LIVE(s) && drop(sys, s->value, now)) {
             SHOAL_GROW(gone, cap, n + 1);
-            gone[n++] = c;
+            gone[n++] = s->value;
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -1311,32 +1311,25 @@ static void sweep_clients(shoal_system_t *sys, int64_t now)
     free(gone);
 }
 
+static bool client_idle(shoal_system_t *sys, const inconn_t *c, int64_t now)
+{
+    (void)sys;
+    return c->client && now - c->last_seen_ms > CLIENT_IDLE_MS;
+}
+
 /* A key taken off the allow-list is refused at its next connection by the ZAP handler, but an
    open connection was admitted before and ZeroMQ keeps it. So, after every load of the list,
    the connections whose key is no longer on it are forgotten: their next frame is answered WHO,
    and the handshake that follows is refused (SHOAL_HELLO_NOT_ALLOWED). */
-static void revoke_connections(shoal_system_t *sys)
+static bool key_revoked(shoal_system_t *sys, const inconn_t *c, int64_t now)
 {
-    inconn_t **gone = NULL;
-    size_t n = 0, cap = 0;
-    for (size_t i = 0; i < sys->inconns.cap; i++) {
-        shoal_hslot_t *s = &sys->inconns.slots[i];
-        if (!SHOAL_HSLOT_LIVE(s))
-            continue;
-        inconn_t *c = s->value;
-        if (c->user[0] && !shoal_curve_allows_z85(sys->curve, c->user)) {
-            SHOAL_GROW(gone, cap, n + 1);
-            gone[n++] = c;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        zsys_warning("%s: key %s left the allow-list: the open connection of %s is refused from "
-                     "now on", shoal_node_id(sys->self), gone[i]->user,
-                     gone[i]->node ? shoal_node_id(gone[i]->node) : "a client");
-        shoal_curve_count_refused(sys->curve);
-        inconn_free(sys, gone[i]);
-    }
-    free(gone);
+    (void)now;
+    if (!c->user[0] || shoal_curve_allows_z85(sys->curve, c->user))
+        return false;
+    zsys_warning("%s: key %s left the allow-list: the open connection of %s is refused from now on",
+                 shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
+    shoal_curve_count_refused(sys->curve);
+    return true;
 }
 
 static void periodic(shoal_system_t *sys)
@@ -1363,10 +1356,10 @@ static void periodic(shoal_system_t *sys)
     uint64_t gen = shoal_curve_generation(sys->curve);
     if (gen != sys->curve_gen) {
         sys->curve_gen = gen;
-        revoke_connections(sys);
+        inconns_drop_where(sys, key_revoked, now);
     }
     if (now >= sys->next_sweep_ms) {
-        sweep_clients(sys, now);
+        inconns_drop_where(sys, client_idle, now);
         sys->next_sweep_ms = now + HOUSEKEEPING_MS;
     }
 }
