@@ -525,6 +525,13 @@ int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint)
                          c->who, endpoint, c->allow_dir, k);
         return SHOAL_EKEY;
     }
+    if (c->allow_dir && !key_allowed(c, server)) {
+        uint64_t k = atomic_fetch_add(&c->no_key, 1) + 1;
+        if ((k & (k - 1)) == 0)
+            zsys_warning("%s: the key known for %s is not on the allow-list %s: not connecting "
+                         "(%" PRIu64 " times)", c->who, endpoint, c->allow_dir, k);
+        return SHOAL_EKEY;
+    }
     if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server, 32) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, c->public_key, 32) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->secret_key, 32) != 0)
@@ -535,6 +542,12 @@ int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint)
 const char *shoal_curve_public_txt(const shoal_curve_t *c)
 {
     return c ? c->public_txt : NULL;
+}
+
+bool shoal_curve_server_revoked(shoal_curve_t *c, const char *endpoint)
+{
+    uint8_t key[32];
+    return c && c->allow_dir && endpoint && server_key(c, endpoint, key) && !key_allowed(c, key);
 }
 
 bool shoal_curve_allows_z85(shoal_curve_t *c, const char *z85)

@@ -23,7 +23,8 @@ void shoal_curve_rename(shoal_curve_t *c, const char *who);
 /* Makes `sock` a CURVE server that asks the ZAP handler about this allow-list. Before bind. */
 int shoal_curve_server(shoal_curve_t *c, void *sock);
 /* Makes `sock` a CURVE client of the node at `endpoint`; SHOAL_EKEY (logged) when no public key
-   is known for it. Before connect. */
+   is known for it, or when the known one is not on the allow-list (a node talks only to keys
+   that may talk to it). Before connect. */
 int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint);
 
 /* Re-reads the directory now; the number of keys it holds, or SHOAL_EKEY (the list in force
@@ -36,6 +37,8 @@ void shoal_curve_tick(shoal_curve_t *c, int64_t now_ms);
 int shoal_curve_learn(shoal_curve_t *c, const char *endpoint, const uint8_t key[32]);
 
 const char *shoal_curve_public_txt(const shoal_curve_t *c);
+/* Whether the server key known for `endpoint` has left the list (false when none is known). */
+bool shoal_curve_server_revoked(shoal_curve_t *c, const char *endpoint);
 /* Whether the key a connection authenticated with (its ZAP User-Id, Z85) is on the list now. */
 bool shoal_curve_allows_z85(shoal_curve_t *c, const char *z85);
 /* Counts a connection refused after it was admitted (its key left the list). */

@@ -1357,6 +1357,16 @@ static void periodic(shoal_system_t *sys)
     if (gen != sys->curve_gen) {
         sys->curve_gen = gen;
         inconns_drop_where(sys, key_revoked, now);
+        /* and this node stops talking to them: what it sends they could read */
+        for (size_t i = sys->npeers; i-- > 0;) {
+            peer_t *p = sys->peers[i];
+            if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
+                continue;
+            zsys_warning("%s: the key of %s left the allow-list: closing the connection to it",
+                         shoal_node_id(sys->self), p->endpoint);
+            shoal_curve_count_refused(sys->curve);
+            shoal_system_disconnect(sys, p->endpoint);
+        }
     }
     if (now >= sys->next_sweep_ms) {
         inconns_drop_where(sys, client_idle, now);

@@ -310,6 +310,10 @@ static void test_endpoint_metadata_and_reload(void **state)
     assert_int_equal(shoal_system_allow_reload(nb.sys), 2);
     connect_to(&nb, &na);
     assert_true(wait_ups(&nb, 1, DEADLINE_MS));
+    learn(&na, &nb, &b);
+    connect_to(&na, &nb);
+    assert_true(wait_ups(&na, 1, DEADLINE_MS));
+    assert_int_equal(stats(&na).peers, 1);
 
     /* b's key leaves the list; a notices the directory changed (checked once a second) */
     uint64_t refused_before = stats(&na).auth_refused;
@@ -328,6 +332,10 @@ static void test_endpoint_metadata_and_reload(void **state)
     WAIT_STAT(&na, auth_refused, refused_before + 2);
     zclock_sleep(REFUSE_MS);
     assert_int_equal(shoal_system_call(na.sys, get_received, &na), got);
+    /* and a stopped talking to b: its connection closed, a new one not made */
+    assert_int_equal(stats(&na).peers, 0);
+    assert_int_equal(
+        shoal_system_call(na.sys, do_connect, (void *)shoal_system_endpoint(nb.sys)), SHOAL_EKEY);
     uint64_t refused = stats(&na).auth_refused;
     const char *ep = shoal_system_endpoint(na.sys);
     assert_int_equal(shoal_system_call(nb.sys, do_disconnect, (void *)ep), 0);
