@@ -1332,6 +1332,22 @@ static bool key_revoked(shoal_system_t *sys, const inconn_t *c, int64_t now)
     return true;
 }
 
+/* After a load of the allow-list: the open connections with keys no longer on it are refused,
+   and this node stops talking to such members (what it sends they could read). */
+static void recheck_keys(shoal_system_t *sys, int64_t now)
+{
+    inconns_drop_where(sys, key_revoked, now);
+    for (size_t i = sys->npeers; i-- > 0;) {
+        peer_t *p = sys->peers[i];
+        if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
+            continue;
+        zsys_warning("%s: the key of %s left the allow-list: closing the connection to it",
+                     shoal_node_id(sys->self), p->endpoint);
+        shoal_curve_count_refused(sys->curve);
+        shoal_system_disconnect(sys, p->endpoint);
+    }
+}
+
 static void periodic(shoal_system_t *sys)
 {
     int64_t now = shoal_now_ms();
@@ -1356,17 +1372,7 @@ static void periodic(shoal_system_t *sys)
     uint64_t gen = shoal_curve_generation(sys->curve);
     if (gen != sys->curve_gen) {
         sys->curve_gen = gen;
-        inconns_drop_where(sys, key_revoked, now);
-        /* and this node stops talking to them: what it sends they could read */
-        for (size_t i = sys->npeers; i-- > 0;) {
-            peer_t *p = sys->peers[i];
-            if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
-                continue;
-            zsys_warning("%s: the key of %s left the allow-list: closing the connection to it",
-                         shoal_node_id(sys->self), p->endpoint);
-            shoal_curve_count_refused(sys->curve);
-            shoal_system_disconnect(sys, p->endpoint);
-        }
+        recheck_keys(sys, now);
     }
     if (now >= sys->next_sweep_ms) {
         inconns_drop_where(sys, client_idle, now);

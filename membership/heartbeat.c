@@ -157,8 +157,8 @@ typedef struct {
        whose allow-list left it out) and never dials again; a peer restarted on the same endpoint
        with such a list would stay unreachable after the key is back. So a DEALER whose requests
        go unanswered is replaced with a new one, with a backoff. */
-    int64_t dialed_at;
-    int64_t waiting_since; /* the first request sent since the last reply; 0: none waiting */
+    int64_t waiting_since; /* the first request sent since the last reply or the last dial; 0:
+                              none waiting */
     uint32_t redial_after_ms;
 } conn_t;
 
@@ -416,7 +416,6 @@ static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64
     snprintf(c->node_ep, sizeof c->node_ep, "%s", node_ep);
     c->sock = s;
     c->last_used = now;
-    c->dialed_at = now;
     c->redial_after_ms = REDIAL_MIN_MS;
     l->conns = xrealloc(l->conns, (l->nc + 1) * sizeof *l->conns);
     l->conns[l->nc++] = c;
@@ -458,16 +457,14 @@ static void conns_redial(loop_t *l, int64_t now)
 {
     for (size_t i = 0; i < l->nc; i++) {
         conn_t *c = l->conns[i];
-        int64_t since = c->waiting_since > c->dialed_at ? c->waiting_since : c->dialed_at;
-        if (!c->waiting_since || now - since < (int64_t)c->redial_after_ms)
+        if (!c->waiting_since || now - c->waiting_since < (int64_t)c->redial_after_ms)
             continue;
         zsock_t *s = conn_dial(l, c->hb_ep, c->node_ep);
         if (!s)
             continue; /* tried again next tick */
         zsock_destroy(&c->sock);
         c->sock = s;
-        c->dialed_at = now;
-        c->waiting_since = 0;
+        c->waiting_since = 0; /* the new socket's wait starts with its first request */
         l->st.redials++;
         c->redial_after_ms = c->redial_after_ms >= REDIAL_MAX_MS / 2 ? REDIAL_MAX_MS
                                                                      : c->redial_after_ms * 2;

@@ -817,8 +817,7 @@ static void on_shard_fenced(coordinator_t *co, const shoal_node_t *from,
                      a->epoch, NULL, 0);
         return;
     }
-    if (fenced_at <= a->epoch)
-        return;
+    /* here fenced_at > a->epoch: the message is refused at parse otherwise (wire.c) */
     zsys_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
               "allocation %llx (a fence from before every node restarted): allocating it again "
               "to %s",

@@ -1,6 +1,7 @@
 /*  procs.c — see procs.h. */
 #include "procs.h"
 
+#include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -143,4 +144,18 @@ void tproc_kill_all(pid_t *pids, int n)
             waitpid(pids[i], NULL, 0);
             pids[i] = 0;
         }
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0; /* go on: remove what can be removed */
+}
+
+void trm_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -1,6 +1,7 @@
 /*  procs.h — nodes run as child processes, for the tests and benchmarks that kill, pause or
     measure them (test_kill, test_stalled_peer, bench_rss_churn): free ports, a child with its
-    stdout on a pipe, its RSS, and killing the lot. No cmocka here, so benchmarks link it too.
+    stdout on a pipe, its RSS, and killing the lot; and removing their scratch directories. No
+    cmocka here, so benchmarks link it too.
 */
 #ifndef SHOAL_TEST_PROCS_H
 #define SHOAL_TEST_PROCS_H
@@ -30,5 +31,8 @@ long tproc_rss_kb(pid_t pid);
 
 /* SIGCONT (a paused child must be able to die), SIGKILL and reap each child; zeroes the slots. */
 void tproc_kill_all(pid_t *pids, int n);
+
+/* Removes the directory tree at `dir` (a test's scratch directory), what it can of it. */
+void trm_tree(const char *dir);
 
 #endif

@@ -14,7 +14,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,17 +36,10 @@ static void tdir_make(tdir_t *t)
     snprintf(t->dir, sizeof t->dir, "%s/env", t->parent);
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static void tdir_remove(tdir_t *t)
 {
-    nftw(t->parent, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    trm_tree(t->parent);
 }
 
 static shoal_durable_settings_t settings(const char *dir, uint32_t write_behind_ms)

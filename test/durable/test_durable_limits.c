@@ -25,7 +25,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -46,13 +45,6 @@
 
 typedef enum { AS_ROOT, AS_NOBODY, READ_ONLY_MOUNT } how_t;
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static void make_tmp(char *dir, size_t cap)
 {
@@ -62,7 +54,7 @@ static void make_tmp(char *dir, size_t cap)
 
 static void remove_tmp(const char *dir)
 {
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    trm_tree(dir);
 }
 
 static shoal_durable_settings_t settings(const char *dir)

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -351,14 +350,6 @@ static void dnode_stop(int i)
     ar[i] = NULL;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
 
 static int teardown(void **state)
 {
@@ -366,7 +357,7 @@ static int teardown(void **state)
         if (drep[i])
             dnode_stop(i);
     if (droot[0])
-        nftw(droot, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        trm_tree(droot);
     droot[0] = 0;
     memset(ar, 0, sizeof ar);
     pthread_mutex_lock(&mu);

@@ -19,7 +19,6 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -178,14 +177,6 @@ static void xstart(int n, const shoal_sharding_settings_t *s, const xopts_t *o)
     tsnode_wait_registered(mask, 0, (size_t)n, 15000);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
 
 static int teardown(void **state)
 {
@@ -195,7 +186,7 @@ static int teardown(void **state)
         xnode_stop(i, false);
     memset(xn, 0, sizeof xn);
     if (tmp_root[0])
-        nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        trm_tree(tmp_root);
     tmp_root[0] = 0;
     __atomic_store_n(&dead_letters, 0, __ATOMIC_SEQ_CST);
     return tsnode_teardown(state);
