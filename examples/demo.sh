@@ -3,6 +3,11 @@
 set -eu
 bin=${1:-build/bin}
 
+# every program the demos run, checked before the first one starts
+for prog in crdt-tour replicated-map payments kvstore shoal-member shoal-cluster shoal-keygen ddata-dump; do
+    [ -x "$bin/$prog" ] || { echo "FAIL: $bin/$prog is missing (scons demo builds it; run it from the checkout)"; exit 1; }
+done
+
 echo "== crdt-tour: three replicas, concurrent changes, deltas exchanged as bytes =="
 "$bin/crdt-tour"
 

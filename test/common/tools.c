@@ -12,8 +12,10 @@ bool ttool_find(const char *name, char *path, size_t cap)
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) {
         self[n] = 0;
-        char *bin = strstr(self, "/build/check/bin/");
-        if (bin) {
+        /* build/<variant>/bin/test_x: check, vg, ... */
+        char *bin = strstr(self, "/build/");
+        char *slash = bin ? strchr(bin + 7, '/') : NULL;
+        if (bin && slash && strncmp(slash, "/bin/", 5) == 0) {
             *bin = 0;
             snprintf(path, cap, "%s/build/bin/%s", self, name);
             if (access(path, X_OK) == 0)

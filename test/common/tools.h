@@ -7,8 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* build/check/bin/test_x -> build/bin/<name> (the path does not depend on the directory the test
-   runs in); false when the program is missing (the tests skip with a message then). */
+/* build/<variant>/bin/test_x -> build/bin/<name> (the path does not depend on the directory the
+   test runs in); false when the program is missing (the tests fail then, naming it: the target
+   that runs them must build it). */
 bool ttool_find(const char *name, char *path, size_t cap);
 /* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
    bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */

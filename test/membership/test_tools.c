@@ -40,9 +40,8 @@ static bool find_tool(void)
 #define NEED_TOOL()                                                                               \
     do {                                                                                          \
         if (!*tool) {                                                                             \
-            print_message("build/bin/shoal-cluster is missing (run `scons` or `scons check`): "   \
-                          "skipped\n");                                                           \
-            skip();                                                                               \
+            fail_msg("build/bin/shoal-cluster is missing: the target that runs this test must "   \
+                     "build it");                                                                 \
         }                                                                                         \
     } while (0)
 
