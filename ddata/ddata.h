@@ -847,7 +847,10 @@ typedef void (shoal_update_done_fn)(shoal_replicator_t *r, int status, const cha
    a missing key); a nonzero return is a modify failure and leaves the key as it was. */
 typedef int (shoal_update_fn)(shoal_crdt_t *value, void *arg);
 
-/* Get: done(status, value) with SHOAL_OK and the value (borrowed for the call), SHOAL_ENOTFOUND,
+/* Completions (done) run on the node thread, and may run before the call that started them
+   returns (a LOCAL read or write, a write to a write-behind store, an error found at once): after
+   the call, touch nothing that a completion may have released or handed to another thread.
+   Get: done(status, value) with SHOAL_OK and the value (borrowed for the call), SHOAL_ENOTFOUND,
    SHOAL_ETIMEOUT, SHOAL_EDELETED, or SHOAL_ETYPE (the key holds another type; type NULL = any). */
 int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                          const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg);

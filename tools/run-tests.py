@@ -3,9 +3,12 @@
 line, "N passed, N failed", that CI reads. Exit status 1 if anything failed.
 
   run-tests.py --test=BIN ... [--fuzz=BIN ... --fuzz-runs=N | --fuzz-time=SECONDS]
+               [--bench-smoke=BIN ...]
                [--wrap="valgrind --error-exitcode=99 ..."]
 
-A test binary counts its cmocka cases; a fuzz target counts as one case. Each binary has a
+A test binary counts its cmocka cases; a fuzz target counts as one case, and so does a
+benchmark's smoke run (the sanitized build on a few keys: a benchmark drives the library from
+other threads the way applications do, and once hung on its own use-after-return). Each binary has a
 deadline (SHOAL_TEST_TIMEOUT seconds, default 900); output of failures is printed in full.
 
 With --fuzz-time (scons fuzz) every run is appended to test/fuzz/executions.tsv (date, target,
@@ -26,6 +29,8 @@ import time
 ap = argparse.ArgumentParser()
 ap.add_argument('--test', action='append', default=[])
 ap.add_argument('--fuzz', action='append', default=[])
+ap.add_argument('--bench-smoke', action='append', default=[],
+                help='a sanitized benchmark run with SHOAL_BENCH_QUICK=1; one case')
 ap.add_argument('--fuzz-runs', type=int, default=0)
 ap.add_argument('--fuzz-time', type=int, default=0)
 ap.add_argument('--jobs', type=int, default=int(os.environ.get('SHOAL_TEST_JOBS', '2')))
@@ -81,6 +86,21 @@ def ledger_totals():
     return totals, crashes
 
 
+def run_bench_smoke(path):
+    t0 = time.time()
+    benv = dict(env, SHOAL_BENCH_QUICK='1')
+    # a completion that wakes a waiting thread whose stack the callback still uses is caught here
+    benv['ASAN_OPTIONS'] = benv['ASAN_OPTIONS'] + ':detect_stack_use_after_return=1'
+    try:
+        p = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, env=benv)
+        out, rc = p.stdout.decode(errors='replace'), p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = (e.stdout or b'').decode(errors='replace') + '\nTIMEOUT after %ds\n' % timeout, -1
+    ok = rc == 0 and 'BENCH name=' in out
+    return path, int(ok), int(not ok), out, rc, time.time() - t0, 'bench smoke'
+
+
 def run_fuzz(path):
     name = os.path.basename(path)[len('fuzz_'):]
     seeds = os.path.join('test', 'fuzz', 'corpus', name)
@@ -119,7 +139,9 @@ def run_fuzz(path):
 
 total_pass = total_fail = 0
 with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
-    futs = [ex.submit(run_test, t) for t in args.test] + [ex.submit(run_fuzz, f) for f in args.fuzz]
+    futs = ([ex.submit(run_test, t) for t in args.test] +
+            [ex.submit(run_bench_smoke, b) for b in args.bench_smoke] +
+            [ex.submit(run_fuzz, f) for f in args.fuzz])
     for fut in concurrent.futures.as_completed(futs):
         r = fut.result()
         path, passed, failed, out, rc, secs = r[:6]
