@@ -730,6 +730,8 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
 #define SHOAL_EMODIFY   -31 /* the modify function failed (the value is unchanged) */
 #define SHOAL_ESTORE    -32 /* the durable store failed */
 #define SHOAL_ESTALE    -33 /* a replica's admit check refused the write (a stale writer) */
+#define SHOAL_ENOQUORUM -35 /* MAJORITY or ALL refused: this node is not a full member of a cluster
+                               (not Up, Leaving or Exiting), so no majority of it can be counted */
 
 typedef enum {
     SHOAL_LOCAL = 0,
@@ -837,6 +839,17 @@ int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_no
 /* The local replica's value of a key (borrowed: valid until the node thread changes it), NULL
    when missing, deleted or not loaded yet. Node thread only; no copy, no round trip. */
 const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key);
+/* QUORUM GATE. A replicator that follows a cluster is told by membership whether its node is a
+   full member (Up, Leaving or Exiting): only then do MAJORITY and ALL, reads and writes, run. While
+   the gate is closed (a node that has not joined, is Joining or WeaklyUp, Down, Removed, or was
+   restarted and not yet let back in) they complete with SHOAL_ENOQUORUM without touching the local
+   replica: a majority of the peers a lone node happens to know is not a majority of the cluster.
+   Refusals are counted (no_quorum); each change of the gate is logged once, with `why`. LOCAL and
+   FROM_N are unaffected. A replicator nobody gates (the ddata API over a static peer list) counts
+   its configured peers, reachable or not, as before. Node thread. */
+int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why);
+/* Removes the gate (membership stops following the replicator). Node thread. */
+int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r);
 /* Nodes counted toward majorities, this one included; 0 while loading. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 
@@ -896,6 +909,7 @@ typedef struct {
     uint64_t dropped_malformed, dropped_wrong_type, dropped_collected_key, dropped_stale;
     uint64_t writes_refused; /* writes a type's admit check refused here */
     uint64_t store_retries; /* writes of durable keys retried after the store failed */
+    uint64_t no_quorum;     /* MAJORITY/ALL reads and writes refused with SHOAL_ENOQUORUM */
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 

@@ -1381,6 +1381,48 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
     return 0;
 }
 
+int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    if (r->gated && r->quorum_ok == open)
+        return 0;
+    if (open)
+        zsys_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
+                  r->role, why ? why : "a full member");
+    else if (!r->gated) /* the state every followed replicator starts in: no alarm */
+        zsys_info("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM until this "
+                  "node is a full member (%s)", shoal_node_id(r->self), r->role,
+                  why ? why : "not a full member");
+    else
+        zsys_warning("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM (%s)",
+                     shoal_node_id(r->self), r->role, why ? why : "not a full member");
+    r->gated = true;
+    r->quorum_ok = open;
+    return 0;
+}
+
+int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    r->gated = false;
+    return 0;
+}
+
+/* True (and counted) when the gate refuses this consistency level now. */
+static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c)
+{
+    if (!r->gated || r->quorum_ok || (c->level != SHOAL_MAJORITY && c->level != SHOAL_ALL))
+        return false;
+    r->stats.no_quorum++;
+    return true;
+}
+
 int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node)
 {
     if (!r || !node)
@@ -1474,6 +1516,8 @@ static void get_now(shoal_replicator_t *r, void *arg)
     get_args_t *a = arg;
     if (r->destroying) {
         a->done(r, SHOAL_ESTOPPED, a->key, NULL, a->arg);
+    } else if (quorum_refused(r, &a->c)) {
+        a->done(r, SHOAL_ENOQUORUM, a->key, NULL, a->arg);
     } else {
         r->stats.gets++;
         repl_start_read(r, a->key, a->type, &a->c, a->done, a->arg);
@@ -1578,6 +1622,10 @@ static void update_now(shoal_replicator_t *r, void *arg)
     int rc = 0;
     if (r->destroying) {
         rc = SHOAL_ESTOPPED;
+        goto fail;
+    }
+    if (quorum_refused(r, &a->c)) { /* refused before anything changes here */
+        rc = SHOAL_ENOQUORUM;
         goto fail;
     }
     if (collected_refused(r, a->key, klen)) {

@@ -196,6 +196,8 @@ struct shoal_replicator {
     uint64_t next_transfer;
 
     bool loading;
+    bool gated;      /* a cluster decides whether MAJORITY/ALL may run (quorum gate) */
+    bool quorum_ok;  /* gated: the node is a full member */
     struct pending_call {
         void (*fn)(struct shoal_replicator *r, void *arg);
         void *arg;

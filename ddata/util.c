@@ -52,6 +52,8 @@ const char *shoal_strerror(int code)
         return "the key was deleted";
     case SHOAL_EMODIFY:
         return "the modify function failed";
+    case SHOAL_ENOQUORUM:
+        return "no quorum: this node is not a full member of a cluster (MAJORITY and ALL refused)";
     case SHOAL_ESTORE:
         return "the durable store failed";
     case -40: /* membership.h: SHOAL_ENOTMEMBER (codes of upper layers are named here too) */

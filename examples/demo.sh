@@ -125,7 +125,9 @@ pids=""
 kb=$((base + 20)); [ $((kb + 2)) -lt 32000 ] || kb=$((base - 30))  # stay below 32000
 k1=$kb; k2=$((kb + 1)); k3=$((kb + 2))
 kv="$bin/kvstore"
-kseed="tcp://127.0.0.1:$k1"
+# every member gets the same seed list: the first seed forms the cluster as soon as the others
+# answer that they are in no cluster, and any of them restarted joins the others' cluster
+kseeds="--seed tcp://127.0.0.1:$k1 --seed tcp://127.0.0.1:$k2 --seed tcp://127.0.0.1:$k3"
 # CURVE: a key pair per member and one for the commands (the "ops" key); the allow-list holds
 # their public certificates, each member's with the endpoint where it listens
 mkdir -p "$dir/allow"
@@ -139,7 +141,8 @@ export SHOAL_CURVE_ALLOW="$dir/allow" SHOAL_CURVE_CERT="$dir/ops/ops.cert"
 # starts the kvstore node on port $1 (its LMDB store in $dir/kv$1), appending to its log
 start_kv() {
     SHOAL_CURVE_CERT="$dir/keys$1/node.cert" \
-    "$kv" node --bind "tcp://127.0.0.1:$1" --seed "$kseed" --data "$dir/kv$1" --fast >>"$dir/kv$1.log" 2>&1 &
+    # shellcheck disable=SC2086
+    "$kv" node --bind "tcp://127.0.0.1:$1" $kseeds --data "$dir/kv$1" --fast >>"$dir/kv$1.log" 2>&1 &
     pids="$pids $!"
     kpid=$!
 }

@@ -5,6 +5,8 @@
 #include "cluster_internal.h"
 #include "cluster.pb-c.h"
 
+#include <time.h>
+
 /* What a view owns: one block per string, freed together. */
 typedef struct {
     char **strs;
@@ -73,6 +75,10 @@ int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out)
     out->converged = cstate_converged(st);
     out->may_act = cluster_may_act(c);
     out->state_version = cstate_version_sum(st);
+    if (!cstate_member(st, c->self) || cluster_self_status(c) == SHOAL_MEMBER_REMOVED) {
+        out->outside_since_ms = c->outside_since_wall;
+        out->joining = c->joining;
+    }
     return 0;
 }
 
@@ -160,9 +166,19 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         json_str(out, shoal_node_id(v->leader));
     else
         shoal_buf_append(out, "null", 4);
-    shoal_buf_printf(out, ",\"converged\":%s,\"may_act\":%s,\"version\":%llu,\"members\":[",
+    shoal_buf_printf(out, ",\"converged\":%s,\"may_act\":%s,\"version\":%llu,",
                      v->converged ? "true" : "false", v->may_act ? "true" : "false",
                      (unsigned long long)v->state_version);
+    if (v->outside_since_ms) {
+        time_t t = (time_t)(v->outside_since_ms / 1000);
+        struct tm tm;
+        char when[32];
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        shoal_buf_printf(out, "\"in_cluster\":false,\"joining\":%s,\"outside_since\":\"%s\",",
+                         v->joining ? "true" : "false", when);
+    }
+    shoal_buf_append(out, "\"members\":[", 11);
     for (size_t i = 0; i < v->n_members; i++) {
         const shoal_member_t *m = &v->members[i];
         shoal_buf_append(out, i ? ",{\"node\":" : "{\"node\":", i ? 9 : 8);

@@ -23,6 +23,8 @@ enum {
     K_JOIN,
     K_HANDOVER_DONE,
     K_EXITING_CONFIRMED, /* an exiting member finished its shutdown steps: it may be removed */
+    K_INIT_JOIN_NACK,    /* an InitJoin's answer from a node in no cluster (Akka's InitJoinNack);
+                            the body is an InitJoinAck with status 0 */
 };
 
 /* A data replicator that follows the members of its role, with what it was last told. */
@@ -83,9 +85,11 @@ struct shoal_cluster {
     /* joining */
     char **seeds;
     const shoal_node_t **seed_known; /* the incarnation answering at each seed, once known */
+    bool *seed_nacked;               /* that seed answered: it is in no cluster either */
     size_t n_seeds;
     bool joining;
-    int64_t join_started, join_last_try;
+    int64_t join_started, join_last_try, join_logged;
+    int64_t outside_since_wall; /* wall-clock ms since this node is in no cluster (view) */
     const shoal_node_t *join_contact;
 
     /* timers */

@@ -125,6 +125,13 @@ static const char *const *own_list(shoal_cluster_t *c, const char *const *list, 
 /* ---------------------------------------------------------------------------------------------
  * Small helpers
  */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void endpoint_of(const shoal_node_t *n, char *buf, size_t cap)
 {
     snprintf(buf, cap, "tcp://%s:%u", shoal_node_host(n), (unsigned)shoal_node_port(n));
@@ -451,9 +458,26 @@ int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id)
 /* ---------------------------------------------------------------------------------------------
  * Replicators follow the members
  */
+/* The quorum gate of a data replicator: MAJORITY and ALL count the members of the cluster, so they
+   run only while this node is a full member of one. */
+static void gate_one(shoal_cluster_t *c, follower_t *f)
+{
+    const cmember_t *me = cstate_member(c->state, c->self);
+    bool full = me && (me->status == SHOAL_MEMBER_UP || me->status == SHOAL_MEMBER_LEAVING ||
+                       me->status == SHOAL_MEMBER_EXITING);
+    char why[96];
+    if (me)
+        snprintf(why, sizeof why, "this node is %s", shoal_member_status_name(me->status));
+    else
+        snprintf(why, sizeof why, "this node is in no cluster%s",
+                 c->was_member ? " (any more)" : " yet");
+    shoal_replicator_set_quorum_gate(f->r, full, why);
+}
+
 static void follow_one(shoal_cluster_t *c, follower_t *f)
 {
     const cstate_t *st = c->state;
+    gate_one(c, f);
     for (size_t i = 0; i < st->n_members; i++) {
         const cmember_t *m = &st->members[i];
         if (m->node == c->self)
@@ -562,6 +586,7 @@ static int do_unfollow(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = a->c;
     for (size_t i = 0; i < c->n_followers; i++)
         if (c->followers[i].r == a->r) {
+            shoal_replicator_clear_quorum_gate(a->r);
             free(c->followers[i].role);
             zhash_destroy(&c->followers[i].told);
             c->followers[i] = c->followers[--c->n_followers];
@@ -725,6 +750,10 @@ static void react(shoal_cluster_t *c)
         cstate_mark_seen(c->state, c->self);
         publish(c);
     }
+    if (me && me->status < SHOAL_MEMBER_DOWN)
+        c->outside_since_wall = 0;
+    else if (!c->outside_since_wall)
+        c->outside_since_wall = wall_ms(); /* downed or removed: out of the cluster from now */
     if (me) {
         c->was_member = true;
         if (c->joining) {
@@ -772,7 +801,7 @@ static void react(shoal_cluster_t *c)
 /* ---------------------------------------------------------------------------------------------
  * Joining
  */
-static bool is_seed_self(shoal_cluster_t *c, const char *seed)
+static bool is_seed_self(const shoal_cluster_t *c, const char *seed)
 {
     return strcmp(seed, c->self_endpoint) == 0;
 }
@@ -810,11 +839,26 @@ static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
                              c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0);
 }
 
-static void form_alone(shoal_cluster_t *c)
+static void form_alone(shoal_cluster_t *c, const char *why)
 {
-    zsys_info("%s: no seed answered: forming a new cluster", shoal_node_id(c->self));
+    zsys_info("%s: %s: forming a new cluster", shoal_node_id(c->self), why);
     c->joining = false;
     cluster_change(c, add_self, c);
+}
+
+/* The first seed forms the cluster without waiting out seed-node-timeout when every other seed
+   answered that it is in no cluster (Akka's InitJoinNack): a cold start of the whole seed list. */
+static bool every_other_seed_nacked(const shoal_cluster_t *c)
+{
+    size_t others = 0;
+    for (size_t i = 0; i < c->n_seeds; i++) {
+        if (is_seed_self(c, c->seeds[i]))
+            continue;
+        if (!c->seed_nacked[i])
+            return false;
+        others++;
+    }
+    return others > 0;
 }
 
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
@@ -827,7 +871,9 @@ int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
     c->seeds = calloc(n + 1, sizeof *c->seeds);
     free(c->seed_known);
     c->seed_known = calloc(n + 1, sizeof *c->seed_known);
-    if (!c->seeds || !c->seed_known)
+    free(c->seed_nacked);
+    c->seed_nacked = calloc(n + 1, sizeof *c->seed_nacked);
+    if (!c->seeds || !c->seed_known || !c->seed_nacked)
         abort();
     c->n_seeds = 0;
     for (size_t i = 0; i < n; i++) {
@@ -838,26 +884,43 @@ int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
     }
     bool only_self = n == 0 || (n == 1 && is_seed_self(c, seeds[0]));
     if (only_self) {
-        form_alone(c);
+        form_alone(c, n ? "this node is its only seed" : "told to form one");
         return 0;
     }
     c->joining = true;
     c->join_started = shoal_now_ms();
+    c->join_logged = 0;
+    char list[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < c->n_seeds && used < sizeof list - 1; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
+                                 c->seeds[i]);
+    zsys_info("%s: joining a cluster through its seeds %s%s", shoal_node_id(c->self), list,
+              is_seed_self(c, c->seeds[0]) ? " (the first seed: this node forms the cluster if "
+                                             "no other seed is in one)"
+                                           : "");
     send_init_join(c);
     return 0;
 }
 
-/* Records the incarnation answering at a seed's endpoint; true when `n` is a seed. */
-static bool is_seed_node(shoal_cluster_t *c, const shoal_node_t *n)
+/* Records the incarnation answering at a seed's endpoint; its index, or -1 when `n` is no seed. */
+static int seed_index(shoal_cluster_t *c, const shoal_node_t *n)
 {
     char ep[300];
     endpoint_of(n, ep, sizeof ep);
     for (size_t i = 0; i < c->n_seeds; i++)
         if (strcmp(c->seeds[i], ep) == 0) {
+            if (c->seed_known[i] != n)
+                c->seed_nacked[i] = false; /* a new incarnation: its old answer no longer holds */
             c->seed_known[i] = n;
-            return true;
+            return (int)i;
         }
-    return false;
+    return -1;
+}
+
+static bool is_seed_node(shoal_cluster_t *c, const shoal_node_t *n)
+{
+    return seed_index(c, n) >= 0;
 }
 
 static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
@@ -900,8 +963,15 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
 static void on_init_join(shoal_cluster_t *c, const shoal_node_t *from)
 {
     shoal_member_status_t st = cluster_self_status(c);
+    if (!st && c->joining && !c->shutting_down) {
+        /* in no cluster either: say so, so that the first seed of a cold start need not wait out
+           seed-node-timeout */
+        Shoal__Cluster__InitJoinAck n = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
+        cluster_send(c, from, K_INIT_JOIN_NACK, &n.base);
+        return;
+    }
     if (!st || st >= SHOAL_MEMBER_EXITING || c->shutting_down)
-        return; /* not part of a cluster (yet): the joiner asks another seed */
+        return; /* leaving: the joiner asks another seed */
     Shoal__Cluster__InitJoinAck a = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
     a.status = st;
     cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
@@ -928,6 +998,19 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
     shoal_replicator_add_peer(c->sysrepl, from, true, 0);
     cluster_send(c, from, K_JOIN, &j.base);
     zsys_info("%s: joining through %s", shoal_node_id(c->self), shoal_node_id(from));
+}
+
+static void on_init_join_nack(shoal_cluster_t *c, const shoal_node_t *from)
+{
+    if (!c->joining || cstate_member(c->state, c->self))
+        return;
+    int i = seed_index(c, from);
+    if (i < 0)
+        return;
+    c->seed_nacked[i] = true;
+    if (c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
+        every_other_seed_nacked(c))
+        form_alone(c, "every other seed answered that it is in no cluster");
 }
 
 typedef struct {
@@ -1008,10 +1091,13 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         shoal__cluster__init_join__free_unpacked(m, NULL);
         break;
     }
-    case K_INIT_JOIN_ACK: {
+    case K_INIT_JOIN_ACK:
+    case K_INIT_JOIN_NACK: {
         Shoal__Cluster__InitJoinAck *m = shoal__cluster__init_join_ack__unpack(NULL, len, data);
-        if (m)
+        if (m && kind == K_INIT_JOIN_ACK)
             on_init_join_ack(c, from);
+        else if (m)
+            on_init_join_nack(c, from);
         shoal__cluster__init_join_ack__free_unpacked(m, NULL);
         break;
     }
@@ -1055,8 +1141,28 @@ static void retry_tick(shoal_system_t *sys, void *arg)
     /* the first seed forms the cluster when no other seed answered in time */
     if (c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
         now - c->join_started >= (int64_t)c->s.seed_node_timeout_ms) {
-        form_alone(c);
+        form_alone(c, "no other seed is in a cluster after seed-node-timeout");
         return;
+    }
+    /* say how joining goes: after 2 s, then every 10 s, which seeds answered and how */
+    if ((!c->join_logged && now - c->join_started >= 2000) ||
+        (c->join_logged && now - c->join_logged >= 10000)) {
+        c->join_logged = now;
+        char silent[400] = "", nacked[400] = "";
+        size_t ns = 0, nn = 0;
+        for (size_t i = 0; i < c->n_seeds; i++) {
+            if (is_seed_self(c, c->seeds[i]))
+                continue;
+            if (c->seed_nacked[i] && nn < sizeof nacked - 1)
+                nn += (size_t)snprintf(nacked + nn, sizeof nacked - nn, " %s", c->seeds[i]);
+            else if (!c->seed_known[i] && ns < sizeof silent - 1)
+                ns += (size_t)snprintf(silent + ns, sizeof silent - ns, " %s", c->seeds[i]);
+        }
+        zsys_warning("%s: still in no cluster after %lld s: %s%s%s%s%s",
+                     shoal_node_id(c->self), (long long)((now - c->join_started) / 1000),
+                     c->join_contact ? "a seed answered, waiting to be let in" : "joining",
+                     ns ? "; no answer from" : "", silent, nn ? "; in no cluster either:" : "",
+                     nacked);
     }
     if (c->s.shutdown_after_unsuccessful_join_ms &&
         now - c->join_started >= (int64_t)c->s.shutdown_after_unsuccessful_join_ms) {
@@ -1800,12 +1906,14 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = arg;
     shoal_system_register(sys, K_INIT_JOIN, on_message, c);
     shoal_system_register(sys, K_INIT_JOIN_ACK, on_message, c);
+    shoal_system_register(sys, K_INIT_JOIN_NACK, on_message, c);
     shoal_system_register(sys, K_JOIN, on_message, c);
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
     shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
+    c->outside_since_wall = wall_ms();
     c->t_tick = shoal_system_timer(sys, TICK_MS, true, node_tick, c);
     uint32_t g = c->s.gossip_interval_ms / 3 ? c->s.gossip_interval_ms / 3 : 1;
     c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);
@@ -1865,7 +1973,8 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->joining_since = zhash_new();
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
-    if (!c->seeds || !c->seed_known)
+    c->seed_nacked = calloc(s->n_seed_nodes + 1, sizeof *c->seed_nacked);
+    if (!c->seeds || !c->seed_known || !c->seed_nacked)
         abort();
     for (size_t i = 0; i < s->n_seed_nodes; i++)
         if (!(c->seeds[c->n_seeds++] = strdup(s->seed_nodes[i])))
@@ -1988,6 +2097,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
         free(c->seeds[i]);
     free(c->seeds);
     free(c->seed_known);
+    free(c->seed_nacked);
     free(c->sbr_unreachable);
     free((void *)c->s.role_min);
     for (size_t i = 0; i < c->n_own_strings; i++)

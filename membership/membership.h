@@ -64,7 +64,10 @@
 
     DATA REPLICATORS follow the members: shoal_cluster_follow(r) makes a replicator of role R
     track the members having role R ("" = every member): Up and Leaving members are counted peers,
-    Joining and WeaklyUp members receive data uncounted, removed members are pruned.
+    Joining and WeaklyUp members receive data uncounted, removed members are pruned. A followed
+    replicator serves MAJORITY and ALL only while this node is Up, Leaving or Exiting (its quorum
+    gate, see ddata.h): before the node joins, while it is Joining or WeaklyUp, after it is downed
+    or removed, they complete with SHOAL_ENOQUORUM; LOCAL and FROM_N run as always.
 
     SHUTDOWN runs in phases (like Akka's coordinated shutdown): tasks registered per phase, each
     phase with a timeout; it runs on leave, on being downed or removed, and on
@@ -234,6 +237,10 @@ typedef struct {
     bool converged;
     bool may_act;
     uint64_t state_version;     /* sum of the vector clock, for display */
+    /* this node is in no cluster (not joined yet, or no longer): since when (wall-clock ms since
+       the epoch) and whether it is asking seeds; 0 and false once it is a member */
+    int64_t outside_since_ms;
+    bool joining;
     void *priv;
 } shoal_cluster_view_t;
 int shoal_cluster_view(shoal_cluster_t *c, shoal_cluster_view_t *out);
@@ -242,7 +249,8 @@ const shoal_member_t *shoal_cluster_view_member(const shoal_cluster_view_t *v,
                                                 const shoal_node_t *node);
 /* The role leader in a view (role NULL or "" = the leader). */
 const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v, const char *role);
-/* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}). */
+/* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}; a node in no
+   cluster adds "in_cluster":false, "joining" and "outside_since" (ISO 8601 UTC)). */
 void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 
 /* Events. A new subscriber first receives the current state as events (SHOAL_EV_SNAPSHOT_BEGIN,

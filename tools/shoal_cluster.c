@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXIT_ANSWERED_ERROR 1
 #define EXIT_USAGE 2
@@ -148,6 +149,7 @@ typedef struct {
 
 typedef struct {
     char self[SHOAL_NODE_ID_MAX + 1], leader[SHOAL_NODE_ID_MAX + 1], converged[8], version[32];
+    char in_cluster[8], joining[8], outside_since[32]; /* set only for a node in no cluster */
     row_t *rows;
     size_t n_rows;
 } view_t;
@@ -219,6 +221,12 @@ static bool parse_view(const char *text, size_t len, view_t *v)
             ok = read_scalar(&j, v->converged, sizeof v->converged);
         else if (strcmp(key, "version") == 0)
             ok = read_scalar(&j, v->version, sizeof v->version);
+        else if (strcmp(key, "in_cluster") == 0)
+            ok = read_scalar(&j, v->in_cluster, sizeof v->in_cluster);
+        else if (strcmp(key, "joining") == 0)
+            ok = read_scalar(&j, v->joining, sizeof v->joining);
+        else if (strcmp(key, "outside_since") == 0)
+            ok = read_str(&j, v->outside_since, sizeof v->outside_since);
         else if (strcmp(key, "members") == 0) {
             if (!eat(&j, '['))
                 return false;
@@ -252,6 +260,18 @@ static const char *uid_of(const char *id)
 
 static void print_table(const view_t *v)
 {
+    if (strcmp(v->in_cluster, "false") == 0) {
+        struct tm tm = {0};
+        long secs = -1;
+        if (strptime(v->outside_since, "%Y-%m-%dT%H:%M:%SZ", &tm))
+            secs = (long)(time(NULL) - timegm(&tm));
+        printf("node %s is in no cluster since %s (%ld s): %s\n", v->self, v->outside_since, secs,
+               strcmp(v->joining, "true") == 0
+                   ? "joining through its seeds (its log says which answered)"
+                   : "not joining (waiting to be joined: shoal-cluster join SEED)");
+        if (v->n_rows == 0)
+            return;
+    }
     printf("node %s  leader %s  converged %s  version %s  members %zu\n", v->self,
            *v->leader && strcmp(v->leader, "null") != 0 ? v->leader : "(none)",
            strcmp(v->converged, "true") == 0 ? "yes" : "no", v->version, v->n_rows);

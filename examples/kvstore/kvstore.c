@@ -2,16 +2,24 @@
     default replicator of every member of a cluster and saved in LMDB, so a node that restarts
     finds its data where it left it and catches up on the rest by gossip.
 
-      kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR [--fast]
+      kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR
+                   [--min-members N] [--fast]
       kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
       kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
       kvstore del   PORT KEY [CONS]           remove a key
       kvstore watch PORT [SECONDS]            print the node's map, then every change (0 = forever)
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority, timeout 3 s.
 
-    The node joins the cluster through its seeds (without --seed it forms a new cluster alone;
-    list this node's own endpoint first to let it form one when no other seed answers), prints
+    The node joins the cluster through its seeds. Give every node the same seed list: the first
+    seed forms the cluster when every other seed answers that it is in no cluster (a cold start),
+    or when none answers within seed-node-timeout; a seed that restarts asks the others first and
+    joins their cluster. Without --seed the node waits to be joined (`shoal-cluster --node ENDPOINT
+    join SEED`), unless --new-cluster tells it to form a new cluster alone. It prints
     one line when it is Up and runs until SIGINT or SIGTERM, which leave the cluster gracefully.
+    --min-members N (Akka's min-nr-of-members): no member is moved to Up until N have joined, so
+    a cluster started N at a time does not take majority writes while it has fewer. Majority and
+    all are refused (exit 1, "no quorum") while the node is not Up: a node in no cluster has no
+    majority to count.
     The commands are clients of one node: they do not join the cluster.
 
     Exit codes: 0 ok; 1 refused, timed out (the consistency level was not reached in time: a write
@@ -62,7 +70,8 @@ static void sleep_ms(int ms)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR [--fast]\n"
+    fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR\n"
+               "                    [--min-members N] [--fast]\n"
                "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
                "       kvstore get PORT [KEY] [local|majority|all|N]\n"
                "       kvstore del PORT KEY [local|majority|all|N]\n"
@@ -97,10 +106,12 @@ static int run_node(int argc, char **argv)
     const char *bind = NULL, *data = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
-    bool fast = false;
+    bool fast = false, new_cluster = false;
+    unsigned long min_members = 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data");
+        bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data") ||
+                           !strcmp(a, "--min-members");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kvstore: %s needs a value\n", a);
             return EXIT_USAGE;
@@ -115,8 +126,19 @@ static int run_node(int argc, char **argv)
                 return EXIT_USAGE;
             }
             seeds[n_seeds++] = argv[++i];
+        } else if (!strcmp(a, "--min-members")) {
+            char *end;
+            errno = 0;
+            min_members = strtoul(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || min_members < 1 || min_members > 1000) {
+                fprintf(stderr, "kvstore: --min-members takes a number from 1 to 1000, not '%s'\n",
+                        argv[i]);
+                return EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--fast")) {
             fast = true;
+        } else if (!strcmp(a, "--new-cluster")) {
+            new_cluster = true;
         } else {
             fprintf(stderr, "kvstore: unknown option '%s'\n", a);
             usage(stderr);
@@ -138,8 +160,12 @@ static int run_node(int argc, char **argv)
                     seeds[i]);
             return EXIT_USAGE;
         }
-    if (n_seeds == 0)
-        seeds[n_seeds++] = bind; /* no seed: this node forms a new cluster */
+    if (new_cluster && n_seeds) {
+        fprintf(stderr, "kvstore: --new-cluster forms a cluster alone: give it no --seed\n");
+        return EXIT_USAGE;
+    }
+    if (new_cluster)
+        seeds[n_seeds++] = bind; /* its own endpoint as the only seed: it forms a cluster */
 
     catch_signals();
 
@@ -184,6 +210,7 @@ static int run_node(int argc, char **argv)
         shoal_cluster_settings_default(&cs);
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
+    cs.min_nr_of_members = (uint32_t)min_members;
 
     shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
     shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
@@ -201,6 +228,10 @@ static int run_node(int argc, char **argv)
     }
     const char *self = shoal_node_id(shoal_system_self(sys));
     fprintf(stderr, "kvstore: %s listening at %s, data in %s\n", self, bind, data);
+    if (n_seeds == 0)
+        fprintf(stderr, "kvstore: no seed nodes: waiting to be joined (`shoal-cluster --node %s "
+                        "join SEED`), or start it with --new-cluster to form a cluster alone\n",
+                bind);
 
     /* Until a signal, or until the cluster stops this node (downed, removed, join failed). */
     while (!stop_requested && !shoal_cluster_terminated(c))

@@ -435,6 +435,155 @@ static void test_min_nr_of_members(void **state)
     wait_all_up(3, 15000);
 }
 
+/* The quorum gate: MAJORITY and ALL, reads and writes, are refused with SHOAL_ENOQUORUM while the
+   node is in no cluster or only Joining (a majority of the peers it knows is not a majority of a
+   cluster), and leave the local replica untouched; LOCAL runs. Once Up, they run. */
+static int gated_write(int i, const char *key, shoal_level_t level)
+{
+    shoal_crdt_t *init = shoal_gcounter_new();
+    shoal_consistency_t c = {.level = level, .timeout_ms = 2000, .n = 1};
+    int rc = shoal_replicator_update_sync(nodes[i].data, key, init, &c, NULL, NULL);
+    shoal_crdt_destroy(&init);
+    return rc;
+}
+
+static int gated_read(int i, const char *key, shoal_level_t level)
+{
+    shoal_crdt_t *v = NULL;
+    shoal_consistency_t c = {.level = level, .timeout_ms = 2000, .n = 1};
+    int rc = shoal_replicator_get_sync(nodes[i].data, key, NULL, &c, &v);
+    shoal_crdt_destroy(&v);
+    return rc;
+}
+
+static void test_quorum_gate(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.min_nr_of_members = 2;
+    s.allow_weakly_up_members = false;
+    /* node 0 in no cluster: its only seed is a port where nothing listens */
+    nodes[0].sys = new_system();
+    int err = 0;
+    nodes[0].cl = shoal_cluster_new(nodes[0].sys, &s, &err);
+    assert_non_null(nodes[0].cl);
+    shoal_replicator_settings_t rs;
+    tcluster_fast_settings(&rs);
+    nodes[0].data = shoal_replicator_new(nodes[0].sys, &rs, &err);
+    assert_non_null(nodes[0].data);
+    assert_int_equal(shoal_cluster_follow(nodes[0].cl, nodes[0].data), 0);
+    char dead[64];
+    snprintf(dead, sizeof dead, "tcp://127.0.0.1:%d", tfree_port());
+    const char *seed = dead;
+    assert_int_equal(shoal_cluster_join(nodes[0].cl, &seed, 1), 0);
+    assert_int_equal(gated_write(0, "gw", SHOAL_MAJORITY), SHOAL_ENOQUORUM);
+    assert_int_equal(gated_write(0, "gw", SHOAL_ALL), SHOAL_ENOQUORUM);
+    assert_int_equal(gated_read(0, "gw", SHOAL_LOCAL), SHOAL_ENOTFOUND); /* nothing applied */
+    assert_int_equal(gated_read(0, "gw", SHOAL_MAJORITY), SHOAL_ENOQUORUM);
+    assert_int_equal(gated_read(0, "gw", SHOAL_ALL), SHOAL_ENOQUORUM);
+    assert_int_equal(gated_write(0, "gl", SHOAL_LOCAL), 0);
+    assert_int_equal(gated_write(0, "gl", SHOAL_FROM_N), 0);
+    assert_int_equal(gated_read(0, "gl", SHOAL_LOCAL), 0);
+    shoal_replicator_stats_t st;
+    assert_int_equal(shoal_replicator_stats(nodes[0].data, &st), 0);
+    assert_int_equal(st.no_quorum, 4);
+    stop_node(0);
+    memset(nodes, 0, sizeof nodes);
+
+    /* min-nr-of-members 2: node 0 forms the cluster but stays Joining alone: still refused */
+    start_node(0, &s, NULL);
+    const shoal_node_t *n0 = shoal_system_self(nodes[0].sys);
+    cond_t c = {.n = 1, .skip = -1, .subject = n0, .status = SHOAL_MEMBER_JOINING};
+    assert_true(wait_until(subject_status, &c, 10000));
+    assert_int_equal(gated_write(0, "gw", SHOAL_MAJORITY), SHOAL_ENOQUORUM);
+    assert_int_equal(gated_read(0, "gw", SHOAL_ALL), SHOAL_ENOQUORUM);
+    /* a second member: both Up, and majority runs */
+    start_node(1, &s, NULL);
+    wait_all_up(2, 15000);
+    assert_int_equal(gated_write(0, "gw", SHOAL_MAJORITY), 0);
+    assert_int_equal(gated_read(1, "gw", SHOAL_MAJORITY), 0);
+    assert_int_equal(gated_write(1, "gw", SHOAL_ALL), 0);
+}
+
+/* Node i bound at `endpoint`, joining through `seeds` (the same list for every node). */
+static void start_with_seeds(int i, const char *endpoint, const char *const *seeds, size_t n,
+                             const shoal_cluster_settings_t *s_in)
+{
+    shoal_cluster_settings_t s = *s_in;
+    s.seed_nodes = seeds;
+    s.n_seed_nodes = n;
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = endpoint;
+    int err = 0;
+    nodes[i].sys = shoal_system_new(&ss, &err);
+    assert_non_null(nodes[i].sys);
+    nodes[i].cl = shoal_cluster_new(nodes[i].sys, &s, &err);
+    assert_non_null(nodes[i].cl);
+    shoal_replicator_settings_t rs;
+    tcluster_fast_settings(&rs);
+    nodes[i].data = shoal_replicator_new(nodes[i].sys, &rs, &err);
+    assert_non_null(nodes[i].data);
+    assert_int_equal(shoal_cluster_follow(nodes[i].cl, nodes[i].data), 0);
+}
+
+/* A cold start of three nodes with the same seed list forms one cluster without waiting out
+   seed-node-timeout (20 s here): the other seeds answer that they are in no cluster (InitJoinNack)
+   and the first seed forms it at once. Then the first seed is stopped and restarted on the same
+   address with the same list: it joins the running cluster instead of forming one of its own. */
+static void test_seeds_cold_start_and_first_seed_restart(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    s.seed_node_timeout_ms = 20000;
+    char eps[3][64];
+    const char *seeds[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", tfree_port());
+        seeds[i] = eps[i];
+    }
+    int64_t t0 = shoal_now_ms();
+    for (int i = 0; i < 3; i++)
+        start_with_seeds(i, eps[i], seeds, 3, &s);
+    wait_all_up(3, 8000);
+    int64_t formed_ms = shoal_now_ms() - t0;
+    print_message("cold start of 3 with the same seed list: all Up in %lld ms\n",
+                  (long long)formed_ms);
+    assert_true(formed_ms < 8000); /* well below the 20 s seed-node-timeout */
+    /* the first seed restarts on its address: it asks the others, which answer that they are in
+       a cluster, and joins it (before the fix it formed a cluster of one beside the two) */
+    stop_node(0);
+    memset(&nodes[0], 0, sizeof nodes[0]);
+    start_with_seeds(0, eps[0], seeds, 3, &s);
+    wait_all_up(3, 15000);
+    assert_int_equal(shoal_replicator_replica_count(nodes[0].data), 3);
+}
+
+/* A node whose seeds never answer is in no cluster, and its view says so and since when. */
+static void test_no_cluster_view(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t s;
+    settings(&s);
+    char self[64], dead[64];
+    snprintf(self, sizeof self, "tcp://127.0.0.1:%d", tfree_port());
+    snprintf(dead, sizeof dead, "tcp://127.0.0.1:%d", tfree_port());
+    const char *seeds[1] = {dead};
+    start_with_seeds(0, self, seeds, 1, &s);
+    shoal_cluster_view_t v;
+    assert_int_equal(shoal_cluster_view(nodes[0].cl, &v), 0);
+    assert_int_equal(v.n_members, 0);
+    assert_true(v.joining);
+    assert_true(v.outside_since_ms > 0);
+    shoal_buf_t b = {0};
+    shoal_cluster_view_json(&v, &b);
+    assert_non_null(strstr(shoal_buf_cstr(&b), "\"in_cluster\":false,\"joining\":true"));
+    shoal_buf_free(&b);
+    shoal_cluster_view_free(&v);
+}
+
 /* A role replicator sees only the members of its role. */
 static void test_role_replicator(void **state)
 {
@@ -833,6 +982,9 @@ int main(void)
         cmocka_unit_test_teardown(test_partition_keep_oldest, teardown),
         cmocka_unit_test_teardown(test_partition_static_quorum, teardown),
         cmocka_unit_test_teardown(test_min_nr_of_members, teardown),
+        cmocka_unit_test_teardown(test_quorum_gate, teardown),
+        cmocka_unit_test_teardown(test_seeds_cold_start_and_first_seed_restart, teardown),
+        cmocka_unit_test_teardown(test_no_cluster_view, teardown),
         cmocka_unit_test_teardown(test_role_replicator, teardown),
         cmocka_unit_test_teardown(test_busy_loop_stays_reachable, teardown),
         cmocka_unit_test_teardown(test_wedged_loop_detected, teardown),
