@@ -7,6 +7,10 @@
     deadline (exactly the ones the simulated sanctions service ignores), none stuck, and the
     killed node's flows must answer again from their stored state.
     (session-judge has a test of its own: test_session_judge.c.)
+
+    kvstore in no cluster: a node whose seeds never answer refuses majority and all (exit 1,
+    "no quorum") and reads nothing at those levels; local writes and reads run; the operator tool
+    says the node is in no cluster.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +19,15 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "procs.h"
 #include "tools.h"
 
 #define OUT_CAP (8u << 20)
@@ -54,12 +63,68 @@ static void test_payments(void **state)
     assert_int_equal(rc, 0);
 }
 
+static void test_kvstore_no_quorum_outside_a_cluster(void **state)
+{
+    (void)state;
+    char kv[4096], tool[4096];
+    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool))
+        fail_msg("build/bin/kvstore or shoal-cluster is missing: scons check builds them");
+    int port = tfree_port(), dead = tfree_port();
+    char bind[64], seed[64], dir[] = "/tmp/shoal-kvnq-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
+    snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", dead);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(kv, kv, "node", "--bind", bind, "--seed", seed, "--data", dir, "--fast",
+              (char *)NULL);
+        _exit(127);
+    }
+    char args[256];
+    int rc = -1;
+    /* wait until the node answers a local read (it is serving, still in no cluster) */
+    snprintf(args, sizeof args, "put %d k v local", port);
+    for (int i = 0; i < 100 && (rc = ttool_run(kv, args, out, OUT_CAP)) != 0; i++)
+        usleep(100000);
+    assert_int_equal(rc, 0);
+    snprintf(args, sizeof args, "put %d k2 v majority", port);
+    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    must_contain(out, "no quorum");
+    snprintf(args, sizeof args, "put %d k2 v all", port);
+    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    must_contain(out, "no quorum");
+    snprintf(args, sizeof args, "get %d k majority", port);
+    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    must_contain(out, "no quorum");
+    snprintf(args, sizeof args, "get %d k2 local", port); /* the refused write changed nothing */
+    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    snprintf(args, sizeof args, "get %d k local", port);
+    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 0);
+    must_contain(out, "k = v");
+    snprintf(args, sizeof args, "--node %s members", bind);
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 0);
+    must_contain(out, " is in no cluster since ");
+    must_contain(out, "joining through its seeds");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     out = calloc(1, OUT_CAP);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kvstore_no_quorum_outside_a_cluster),
         cmocka_unit_test(test_payments),
     };
+    if (getenv("TEST_FILTER")) /* run one test by name while debugging */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(out);
     return rc;
