@@ -731,7 +731,8 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
 #define SHOAL_ESTORE    -32 /* the durable store failed */
 #define SHOAL_ESTALE    -33 /* a replica's admit check refused the write (a stale writer) */
 #define SHOAL_ENOQUORUM -35 /* MAJORITY or ALL refused: this node is not a full member of a cluster
-                               (not Up, Leaving or Exiting), so no majority of it can be counted */
+                               (not Up, Leaving or Exiting), or fewer voters (the kept membership)
+                               are peers than a majority of them: no majority can be counted */
 
 typedef enum {
     SHOAL_LOCAL = 0,
@@ -850,6 +851,15 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
 int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why);
 /* Removes the gate (membership stops following the replicator). Node thread. */
 int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r);
+/* VOTERS: the kept membership (membership's durable identities, see membership.h). With
+   n_voters > 0, MAJORITY and ALL, reads and writes, need besides their usual answers a majority
+   of the n_voters to have answered (this node counting when self_votes), from peers marked with
+   shoal_replicator_peer_votes. So a majority acknowledged before a restart of every node and a
+   majority read after it share a node, whatever the new cluster looks like. When fewer voters
+   are peers than that majority, they complete with SHOAL_ENOQUORUM before anything changes.
+   n_voters = 0 (the default) turns it off. Node thread. */
+int shoal_replicator_set_voters(shoal_replicator_t *r, size_t n_voters, bool self_votes);
+int shoal_replicator_peer_votes(shoal_replicator_t *r, const shoal_node_t *node, bool voter);
 /* Nodes counted toward majorities, this one included; 0 while loading. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 

@@ -240,6 +240,22 @@ peer_t *repl_peer(shoal_replicator_t *r, const shoal_node_t *node)
     return NULL;
 }
 
+int repl_voters_needed(const shoal_replicator_t *r, const shoal_consistency_t *c)
+{
+    if (!r->n_voters || (c->level != SHOAL_MAJORITY && c->level != SHOAL_ALL))
+        return 0;
+    int need = (int)(r->n_voters / 2 + 1) - (r->self_votes ? 1 : 0);
+    return need > 0 ? need : 0;
+}
+
+size_t repl_voter_peers(const shoal_replicator_t *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_peers; i++)
+        n += r->peers[i].counted && r->peers[i].voter;
+    return n;
+}
+
 size_t repl_counted_nodes(const shoal_replicator_t *r)
 {
     size_t n = 1;
@@ -1375,10 +1391,11 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
         SHOAL_GROW(r->peers, r->cap_peers, r->n_peers + 1);
         p = &r->peers[r->n_peers++];
         p->node = node;
+        p->voter = false;
     }
     p->counted = counted;
     p->age = age;
-    return 0;
+    return 0; /* voter: unchanged (a new peer is none until shoal_replicator_peer_votes) */
 }
 
 int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why)
@@ -1414,10 +1431,39 @@ int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r)
     return 0;
 }
 
-/* True (and counted) when the gate refuses this consistency level now. */
+int shoal_replicator_set_voters(shoal_replicator_t *r, size_t n_voters, bool self_votes)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    r->n_voters = n_voters;
+    r->self_votes = self_votes;
+    return 0;
+}
+
+int shoal_replicator_peer_votes(shoal_replicator_t *r, const shoal_node_t *node, bool voter)
+{
+    if (!r || !node)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return SHOAL_ETHREAD;
+    peer_t *p = repl_peer(r, node);
+    if (!p)
+        return SHOAL_ENOTFOUND;
+    p->voter = voter;
+    return 0;
+}
+
+/* True (and counted) when MAJORITY/ALL cannot run now: the gate is closed, or fewer voters are
+   peers than a majority of the kept membership needs (a node restarted before the others). */
 static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c)
 {
-    if (!r->gated || r->quorum_ok || (c->level != SHOAL_MAJORITY && c->level != SHOAL_ALL))
+    if (c->level != SHOAL_MAJORITY && c->level != SHOAL_ALL)
+        return false;
+    bool gate = r->gated && !r->quorum_ok;
+    int vneed = repl_voters_needed(r, c);
+    if (!gate && (vneed == 0 || repl_voter_peers(r) >= (size_t)vneed))
         return false;
     r->stats.no_quorum++;
     return true;

@@ -104,6 +104,7 @@ typedef struct entry {
 typedef struct {
     const shoal_node_t *node;
     bool counted;
+    bool voter; /* its durable identity is in the kept membership (see shoal_replicator_set_voters) */
     uint64_t age;
 } peer_t;
 
@@ -127,6 +128,7 @@ typedef struct op {
     char *key;
     const shoal_type_t *type; /* read: expected type or NULL */
     int needed;               /* answers still needed from peers */
+    int voters_needed;        /* of those, answers still needed from voters (kept membership) */
     int timer;       /* repeating: resends, and the deadline on its last tick */
     uint32_t ticks_left;
     const shoal_node_t **targets; /* who was asked (primaries first) */
@@ -197,6 +199,8 @@ struct shoal_replicator {
 
     bool loading;
     bool gated;      /* a cluster decides whether MAJORITY/ALL may run (quorum gate) */
+    size_t n_voters; /* the kept membership's size (0: no voters, majorities as before) */
+    bool self_votes; /* this node's identity is one of them */
     bool quorum_ok;  /* gated: the node is a full member */
     struct pending_call {
         void (*fn)(struct shoal_replicator *r, void *arg);
@@ -254,6 +258,10 @@ bool repl_is_durable(const shoal_replicator_t *r, const char *key, size_t klen);
 uint64_t repl_random(shoal_replicator_t *r);
 size_t repl_counted_nodes(const shoal_replicator_t *r);
 peer_t *repl_peer(shoal_replicator_t *r, const shoal_node_t *node);
+/* Voters' answers that MAJORITY and ALL need beside this node's own (0 without voters). */
+int repl_voters_needed(const shoal_replicator_t *r, const shoal_consistency_t *c);
+/* Counted peers that are voters: how many voter answers can be had at most. */
+size_t repl_voter_peers(const shoal_replicator_t *r);
 
 /* Envelopes: encode an entry's envelope (full state) into a protobuf message whose byte fields
    point into `scratch` / the entry; free with repl_envelope_pb_free. */

@@ -268,15 +268,30 @@ static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int 
 static size_t first_wave(const op_t *o, const shoal_consistency_t *c, bool prefer_oldest)
 {
     (void)c;
-    if (!prefer_oldest)
+    if (!prefer_oldest || o->voters_needed > 0) /* voters among them: everyone at once */
         return o->n_targets;
     return (size_t)o->needed < o->n_targets ? (size_t)o->needed : o->n_targets;
+}
+
+/* An answer from `from` toward the op; true when the op has all it needs. */
+static bool op_answered(shoal_replicator_t *r, op_t *o, const shoal_node_t *from)
+{
+    --o->needed;
+    if (o->voters_needed > 0) {
+        const peer_t *p = repl_peer(r, from);
+        if (p && p->voter)
+            --o->voters_needed;
+    }
+    return o->needed <= 0 && o->voters_needed <= 0;
 }
 
 int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                     const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg)
 {
     int needed = repl_peers_needed(r, c);
+    int vneed = repl_voters_needed(r, c);
+    if (vneed > 0 && needed == 0)
+        needed = vneed; /* a majority of the voters, however few nodes the cluster has now */
     entry_t *e = repl_entry(r, key, strlen(key));
     if (needed <= 0) {
         int status = 0;
@@ -298,6 +313,7 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
         return 0;
     }
     op_t *o = op_new(r, OP_READ, key, needed, c);
+    o->voters_needed = vneed;
     o->type = type;
     o->get_done = done;
     o->arg = arg;
@@ -367,6 +383,9 @@ void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *del
                       int local_status, shoal_update_done_fn *done, void *arg)
 {
     int needed = repl_peers_needed(r, c);
+    int vneed = repl_voters_needed(r, c);
+    if (vneed > 0 && needed == 0)
+        needed = vneed; /* a majority of the voters, however few nodes the cluster has now */
     if (needed == 0) {
         done(r, local_status, e->key, arg);
         return;
@@ -377,6 +396,7 @@ void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *del
         return;
     }
     op_t *o = op_new(r, OP_WRITE, e->key, needed, c);
+    o->voters_needed = vneed;
     o->update_done = done;
     o->arg = arg;
     o->is_delete = is_delete;
@@ -613,7 +633,7 @@ static void on_read_result(shoal_replicator_t *r, const shoal_node_t *from,
         /* merging the answer into the local replica is the local read repair */
         repl_merge_envelope(r, o->key, strlen(o->key), m->envelope, from);
     }
-    if (--o->needed <= 0)
+    if (op_answered(r, o, from))
         read_complete(r, o, 0);
 }
 
@@ -751,7 +771,7 @@ static void on_write_ack(shoal_replicator_t *r, const shoal_node_t *from,
         if (e && e->deleted)
             repl_tomb_seen_add(e, from);
     }
-    if (--o->needed <= 0)
+    if (op_answered(r, o, from))
         write_complete(r, o, 0);
 }
 

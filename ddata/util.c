@@ -53,7 +53,8 @@ const char *shoal_strerror(int code)
     case SHOAL_EMODIFY:
         return "the modify function failed";
     case SHOAL_ENOQUORUM:
-        return "no quorum: this node is not a full member of a cluster (MAJORITY and ALL refused)";
+        return "no quorum: MAJORITY and ALL refused (this node is not Up in a cluster, or fewer "
+               "members of its kept membership are up than a majority of it)";
     case SHOAL_ESTORE:
         return "the durable store failed";
     case -40: /* membership.h: SHOAL_ENOTMEMBER (codes of upper layers are named here too) */

@@ -101,6 +101,14 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
 /* Flushes pending write-behind changes, stops the write-behind thread, closes. NULL-safe. */
 void shoal_durable_close(shoal_durable_t **self_p);
 
+/* The identity of the node that owns this directory: 32 hex digits, made at the first open and
+   kept in meta/node-id (a format 1 directory from before gets one when it is opened). Give it to
+   membership (shoal_cluster_settings_t.durable_id) so that the cluster knows this node across
+   restarts by its data, not by its address; an emptied or replaced directory is a new node.
+   Valid until d is closed. */
+#define SHOAL_DURABLE_NODE_ID_LEN 32
+const char *shoal_durable_node_id(shoal_durable_t *d);
+
 /* The store of a replicator role ("" = the default replicator; NULL is taken as ""), to put in
    shoal_replicator_settings_t.store. Owned by d, valid until d is closed; the same role gives
    the same store. NULL (logged) when the database cannot be opened. */

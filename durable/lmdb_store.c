@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #define MAX_DBS      64
 #define META_DB      "meta"
 #define FORMAT_KEY   "format"
+#define NODE_ID_KEY  "node-id" /* the identity of the node that owns this directory */
 #define ROLE_PREFIX  "ddata:"
 #define FORMAT_STEM  "shoal-durable "
 #define LOAD_CHUNK   (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
@@ -69,6 +71,7 @@ struct shoal_durable {
     shoal_durable_stats_t stats;
     uint64_t commit_ns; /* time spent in committed write transactions (metrics) */
     char last_error[512];
+    char node_id[SHOAL_DURABLE_NODE_ID_LEN + 1]; /* meta/node-id, made at the first open */
 
     /* write-behind */
     pthread_mutex_t pend_lock;
@@ -958,14 +961,42 @@ static void free_durable(shoal_durable_t *d)
     free(d);
 }
 
+/* meta/node-id: read it, or make it (a new directory, or one from before identities: format 1
+   stores are upgraded in place, the key is new and older builds ignore it). 32 hex digits drawn
+   from getrandom: the directory's data and its identity live and die together, so a node whose
+   directory is emptied or replaced joins as a new member and never answers for the old one. */
+static int node_id_body(shoal_durable_t *d, MDB_txn *txn)
+{
+    MDB_dbi meta;
+    int rc = mdb_dbi_open(txn, META_DB, MDB_CREATE, &meta);
+    if (rc != 0)
+        return rc;
+    MDB_val k = {strlen(NODE_ID_KEY), NODE_ID_KEY}, v;
+    rc = mdb_get(txn, meta, &k, &v);
+    if (rc == 0 && v.mv_size == SHOAL_DURABLE_NODE_ID_LEN) {
+        memcpy(d->node_id, v.mv_data, v.mv_size);
+        d->node_id[v.mv_size] = 0;
+        return 0;
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return rc;
+    uint8_t raw[SHOAL_DURABLE_NODE_ID_LEN / 2];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return EIO;
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(d->node_id + 2 * i, 3, "%02x", raw[i]);
+    v.mv_size = SHOAL_DURABLE_NODE_ID_LEN;
+    v.mv_data = d->node_id;
+    return mdb_put(txn, meta, &k, &v, 0);
+}
+
 static int init_format_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
 {
-    (void)d;
     int *out = arg; /* 0 ok, 1 foreign, 2 newer (version in out[1]), 3 bad (rc in out[1]) */
     int version = 0, lrc = 0;
     fmt_t f = read_format(txn, &version, &lrc);
     if (f == FMT_OK)
-        return 0;
+        return node_id_body(d, txn);
     if (f == FMT_NEWER) {
         out[0] = 2;
         out[1] = version;
@@ -999,7 +1030,13 @@ static int init_format_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
         return rc;
     MDB_val fk = {strlen(FORMAT_KEY), FORMAT_KEY};
     MDB_val fv = {strlen(SHOAL_DURABLE_FORMAT), SHOAL_DURABLE_FORMAT};
-    return mdb_put(txn, meta, &fk, &fv, 0);
+    rc = mdb_put(txn, meta, &fk, &fv, 0);
+    return rc != 0 ? rc : node_id_body(d, txn);
+}
+
+const char *shoal_durable_node_id(shoal_durable_t *d)
+{
+    return d && d->node_id[0] ? d->node_id : NULL;
 }
 
 static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *dir, char *err,

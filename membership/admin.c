@@ -53,6 +53,7 @@ int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out)
         v->roles = roles;
         v->app_version = keep(p, v->app_version);
         v->heartbeat_endpoint = keep(p, v->heartbeat_endpoint);
+        v->durable_id = keep(p, v->durable_id);
         /* role leaders, computed now (the state is not kept by the view) */
         for (size_t r = 0; r < m->n_roles; r++) {
             bool have = false;
@@ -75,6 +76,16 @@ int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out)
     out->converged = cstate_converged(st);
     out->may_act = cluster_may_act(c);
     out->state_version = cstate_version_sum(st);
+    if (zhash_size(c->voters)) {
+        const char **kept = calloc(zhash_size(c->voters) + 1, sizeof *kept);
+        p->role_arrays = realloc(p->role_arrays, (p->n_role_arrays + 1) * sizeof *p->role_arrays);
+        if (!kept || !p->role_arrays)
+            abort();
+        p->role_arrays[p->n_role_arrays++] = kept; /* freed with the views' arrays */
+        for (void *x = zhash_first(c->voters); x; x = zhash_next(c->voters))
+            kept[out->n_kept++] = keep(p, zhash_cursor(c->voters));
+        out->kept = kept;
+    }
     if (!cstate_member(st, c->self) || cluster_self_status(c) == SHOAL_MEMBER_REMOVED) {
         out->outside_since_ms = c->outside_since_wall;
         out->joining = c->joining;
@@ -178,6 +189,15 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         shoal_buf_printf(out, "\"in_cluster\":false,\"joining\":%s,\"outside_since\":\"%s\",",
                          v->joining ? "true" : "false", when);
     }
+    if (v->n_kept) {
+        shoal_buf_append(out, "\"kept\":[", 8);
+        for (size_t i = 0; i < v->n_kept; i++) {
+            if (i)
+                shoal_buf_append(out, ",", 1);
+            json_str(out, v->kept[i]);
+        }
+        shoal_buf_append(out, "],", 2);
+    }
     shoal_buf_append(out, "\"members\":[", 11);
     for (size_t i = 0; i < v->n_members; i++) {
         const shoal_member_t *m = &v->members[i];
@@ -202,6 +222,10 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         json_str(out, m->app_version);
         shoal_buf_append(out, ",\"heartbeat\":", 13);
         json_str(out, m->heartbeat_endpoint);
+        if (m->durable_id && *m->durable_id) {
+            shoal_buf_append(out, ",\"id\":", 6);
+            json_str(out, m->durable_id);
+        }
         shoal_buf_append(out, "}", 1);
     }
     shoal_buf_append(out, "]}", 2);
@@ -275,6 +299,15 @@ static void on_admin(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t k
             snprintf(msg, sizeof msg, "%s", shoal_node_id(n));
         break;
     }
+    case SHOAL_KIND_CLUSTER_FORGET:
+        rc = cluster_do_forget(c, target, true);
+        if (rc == SHOAL_ENOTFOUND)
+            snprintf(msg, sizeof msg, "identity '%.300s' is not in this node's kept membership",
+                     target);
+        else if (rc == 0)
+            snprintf(msg, sizeof msg, "identity %.300s forgotten (the members reached were told)",
+                     target);
+        break;
     default:
         rc = SHOAL_EKIND;
     }
@@ -290,6 +323,7 @@ void admin_register(shoal_cluster_t *c)
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_JOIN, on_admin, c);
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_LEAVE, on_admin, c);
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_DOWN, on_admin, c);
+    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_FORGET, on_admin, c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -345,4 +379,9 @@ int shoal_client_cluster_leave(shoal_client_t *cl, const char *member)
 int shoal_client_cluster_down(shoal_client_t *cl, const char *member)
 {
     return admin_request(cl, SHOAL_KIND_CLUSTER_DOWN, member, NULL);
+}
+
+int shoal_client_cluster_forget(shoal_client_t *cl, const char *durable_id, shoal_buf_t *text)
+{
+    return admin_request(cl, SHOAL_KIND_CLUSTER_FORGET, durable_id, text);
 }

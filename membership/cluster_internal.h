@@ -25,6 +25,7 @@ enum {
     K_EXITING_CONFIRMED, /* an exiting member finished its shutdown steps: it may be removed */
     K_INIT_JOIN_NACK,    /* an InitJoin's answer from a node in no cluster (Akka's InitJoinNack);
                             the body is an InitJoinAck with status 0 */
+    K_FORGET,            /* drop a durable identity from the kept membership (an AdminRequest) */
 };
 
 /* A data replicator that follows the members of its role, with what it was last told. */
@@ -76,6 +77,7 @@ struct shoal_cluster {
     cstate_t *state;  /* the join of everything seen and done here */
     cstate_t *prev;   /* what subscribers were last told about */
     bool was_member;  /* self has appeared in the state */
+    zhash_t *voters;  /* the kept membership: durable id -> (void *)1 */
 
     hb_actor_t *hb;
     hb_actor_t *hb_detached; /* handed from the node thread to the destroyer */
@@ -160,6 +162,8 @@ const shoal_node_t *cluster_find_in(const cstate_t *st, const char *id_or_addres
 bool cluster_may_act(shoal_cluster_t *c);
 int cluster_do_leave(shoal_cluster_t *c, const shoal_node_t *node);
 int cluster_do_down(shoal_cluster_t *c, const shoal_node_t *node);
+/* Drops a durable identity from the kept membership here (and tells the members when `tell`). */
+int cluster_do_forget(shoal_cluster_t *c, const char *durable_id, bool tell);
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n);
 /* Pushes the state to every member now (a downed node's last words). */
 void cluster_tell_everyone(shoal_cluster_t *c);

@@ -153,6 +153,7 @@ void cluster_member_view(const cstate_t *st, const cmember_t *m, shoal_member_t 
     out->n_roles = m->n_roles;
     out->app_version = m->app_version ? m->app_version : "";
     out->heartbeat_endpoint = m->hb_endpoint ? m->hb_endpoint : "";
+    out->durable_id = m->durable_id ? m->durable_id : "";
     out->reachable = !cstate_is_unreachable(st, m->node);
 }
 
@@ -458,6 +459,144 @@ int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id)
 /* ---------------------------------------------------------------------------------------------
  * Replicators follow the members
  */
+/* ---------------------------------------------------------------------------------------------
+ * Kept membership (see KEPT MEMBERSHIP in membership.h): one store key, "voters", holding
+ * "shoal-voters 1\n" and one durable identity a line, sorted.
+ */
+#define VOTERS_KEY  "voters"
+#define VOTERS_STEM "shoal-voters 1\n"
+
+static void voters_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
+{
+    shoal_cluster_t *c = arg;
+    if (klen != strlen(VOTERS_KEY) || memcmp(key, VOTERS_KEY, klen) != 0)
+        return;
+    size_t stem = strlen(VOTERS_STEM);
+    if (len < stem || memcmp(data, VOTERS_STEM, stem) != 0) {
+        zsys_error("%s: the kept membership in the store does not read (%zu bytes): ignored",
+                   shoal_node_id(c->self), len);
+        return;
+    }
+    const char *p = (const char *)data + stem, *end = (const char *)data + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break;
+        size_t n = (size_t)(nl - p);
+        if (n > 0 && n <= CSTATE_MAX_STRING) {
+            char id[CSTATE_MAX_STRING + 1];
+            memcpy(id, p, n);
+            id[n] = 0;
+            zhash_update(c->voters, id, (void *)1);
+        }
+        p = nl + 1;
+    }
+}
+
+static void voters_load(shoal_cluster_t *c)
+{
+    if (!c->s.store)
+        return;
+    int rc = c->s.store->load(c->s.store->ctx, voters_each, c);
+    if (rc < 0)
+        zsys_error("%s: cannot read the kept membership: %s", shoal_node_id(c->self),
+                   shoal_strerror(rc));
+    else if (zhash_size(c->voters))
+        zsys_info("%s: kept membership: %zu identities (majorities count them until the cluster "
+                  "removes them)", shoal_node_id(c->self), zhash_size(c->voters));
+}
+
+static int str_order(const char *a, const char *b)
+{
+    return strcmp(a, b);
+}
+
+static void voters_saved(void *arg, int status)
+{
+    shoal_cluster_t *c = arg;
+    if (status < 0)
+        zsys_error("%s: cannot store the kept membership: %s", shoal_node_id(c->self),
+                   shoal_strerror(status));
+}
+
+static void voters_save(shoal_cluster_t *c)
+{
+    if (!c->s.store)
+        return;
+    zlist_t *ids = zhash_keys(c->voters);
+    zlist_sort(ids, (zlist_compare_fn *)str_order);
+    shoal_buf_t b = {0};
+    shoal_buf_append(&b, VOTERS_STEM, strlen(VOTERS_STEM));
+    for (const char *id = zlist_first(ids); id; id = zlist_next(ids))
+        shoal_buf_printf(&b, "%s\n", id);
+    zlist_destroy(&ids);
+    c->s.store->store(c->s.store->ctx, VOTERS_KEY, strlen(VOTERS_KEY), b.data, b.len,
+                      voters_saved, c);
+    shoal_buf_free(&b);
+}
+
+static bool status_counts(uint8_t status)
+{
+    return status == SHOAL_MEMBER_UP || status == SHOAL_MEMBER_LEAVING ||
+           status == SHOAL_MEMBER_EXITING;
+}
+
+/* Members Up (or leaving) join the kept membership; an identity leaves it only when the cluster
+   removed its member and no live incarnation carries it. */
+static void voters_update(shoal_cluster_t *c)
+{
+    if (!c->s.store && !c->s.durable_id)
+        return;
+    const cstate_t *st = c->state;
+    bool changed = false;
+    for (size_t i = 0; i < st->n_members; i++) {
+        const cmember_t *m = &st->members[i];
+        if (!m->durable_id || !*m->durable_id)
+            continue;
+        if (status_counts(m->status) && !zhash_lookup(c->voters, m->durable_id)) {
+            zhash_update(c->voters, m->durable_id, (void *)1);
+            changed = true;
+        } else if (m->status == SHOAL_MEMBER_REMOVED && zhash_lookup(c->voters, m->durable_id)) {
+            bool alive = false;
+            for (size_t k = 0; k < st->n_members && !alive; k++)
+                alive = st->members[k].status < SHOAL_MEMBER_DOWN && st->members[k].durable_id &&
+                        strcmp(st->members[k].durable_id, m->durable_id) == 0;
+            if (!alive) {
+                zsys_info("%s: identity %s left the kept membership (%s removed by the cluster)",
+                          shoal_node_id(c->self), m->durable_id, shoal_node_id(m->node));
+                zhash_delete(c->voters, m->durable_id);
+                changed = true;
+            }
+        }
+    }
+    if (changed)
+        voters_save(c);
+}
+
+static void feed_followers(shoal_cluster_t *c);
+
+int cluster_do_forget(shoal_cluster_t *c, const char *durable_id, bool tell)
+{
+    if (!durable_id || !*durable_id)
+        return SHOAL_EINVAL;
+    if (tell) {
+        Shoal__Cluster__AdminRequest q = SHOAL__CLUSTER__ADMIN_REQUEST__INIT;
+        q.target = (char *)durable_id;
+        const cstate_t *st = c->state;
+        for (size_t i = 0; i < st->n_members; i++)
+            if (st->members[i].node != c->self && st->members[i].status < SHOAL_MEMBER_DOWN)
+                cluster_send(c, st->members[i].node, K_FORGET, &q.base);
+    }
+    if (!zhash_lookup(c->voters, durable_id))
+        return SHOAL_ENOTFOUND;
+    zsys_warning("%s: identity %s forgotten: majorities no longer count it",
+                 shoal_node_id(c->self), durable_id);
+    zhash_delete(c->voters, durable_id);
+    voters_save(c);
+    feed_followers(c);
+    return 0;
+}
+
 /* The quorum gate of a data replicator: MAJORITY and ALL count the members of the cluster, so they
    run only while this node is a full member of one. */
 static void gate_one(shoal_cluster_t *c, follower_t *f)
@@ -499,17 +638,30 @@ static void follow_one(shoal_cluster_t *c, follower_t *f)
             }
             continue;
         }
+        if (want != told) {
+            if (want)
+                shoal_replicator_add_peer(f->r, m->node, want & 2, m->up_number);
+            else if (told)
+                shoal_replicator_remove_peer(f->r, m->node);
+        }
+        if (want & 2) /* counted: does its identity vote (the kept membership can change alone) */
+            shoal_replicator_peer_votes(f->r, m->node, m->durable_id && *m->durable_id &&
+                                                           zhash_lookup(c->voters, m->durable_id));
         if (want == told)
             continue;
-        if (want)
-            shoal_replicator_add_peer(f->r, m->node, want & 2, m->up_number);
-        else if (told)
-            shoal_replicator_remove_peer(f->r, m->node);
         if (want)
             zhash_update(f->told, id, (void *)want);
         else
             zhash_delete(f->told, id);
     }
+    shoal_replicator_set_voters(f->r, zhash_size(c->voters),
+                                c->s.durable_id && zhash_lookup(c->voters, c->s.durable_id));
+}
+
+static void feed_followers(shoal_cluster_t *c)
+{
+    for (size_t i = 0; i < c->n_followers; i++)
+        follow_one(c, &c->followers[i]);
 }
 
 static void feed_replicators(shoal_cluster_t *c)
@@ -535,8 +687,8 @@ static void feed_replicators(shoal_cluster_t *c)
         }
         shoal_system_connect(c->sys, ep);
     }
-    for (size_t i = 0; i < c->n_followers; i++)
-        follow_one(c, &c->followers[i]);
+    voters_update(c);
+    feed_followers(c);
 }
 
 typedef struct {
@@ -836,7 +988,8 @@ static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
     uint8_t key[32];
     bool secure = own_public_key(c, key);
     return cstate_add_member(st, self, self, c->s.roles, c->s.n_roles, c->s.app_version,
-                             c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0);
+                             c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0,
+                             c->s.durable_id);
 }
 
 static void form_alone(shoal_cluster_t *c, const char *why)
@@ -990,6 +1143,7 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
     j.n_roles = c->s.n_roles;
     j.app_version = (char *)c->s.app_version;
     j.heartbeat_endpoint = c->hb_endpoint;
+    j.durable_id = (char *)(c->s.durable_id ? c->s.durable_id : "");
     uint8_t key[32];
     if (own_public_key(c, key)) {
         j.public_key.data = key;
@@ -1023,7 +1177,7 @@ static int add_joiner(cstate_t *st, const shoal_node_t *self, void *arg)
     join_arg_t *a = arg;
     return cstate_add_member(st, self, a->node, (const char *const *)a->j->roles, a->j->n_roles,
                              a->j->app_version, a->j->heartbeat_endpoint, a->j->public_key.data,
-                             a->j->public_key.len);
+                             a->j->public_key.len, a->j->durable_id);
 }
 
 static int down_node(cstate_t *st, const shoal_node_t *self, void *arg)
@@ -1089,6 +1243,13 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         if (m)
             on_init_join(c, from);
         shoal__cluster__init_join__free_unpacked(m, NULL);
+        break;
+    }
+    case K_FORGET: {
+        Shoal__Cluster__AdminRequest *m = shoal__cluster__admin_request__unpack(NULL, len, data);
+        if (m && m->target && *m->target && cstate_member(c->state, from))
+            cluster_do_forget(c, m->target, false); /* from a member only; not passed on */
+        shoal__cluster__admin_request__free_unpacked(m, NULL);
         break;
     }
     case K_INIT_JOIN_ACK:
@@ -1730,6 +1891,21 @@ static int do_join(shoal_system_t *sys, void *arg)
     return cluster_do_join(a->c, a->seeds, a->n);
 }
 
+static int do_forget(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    api_arg_t *a = arg;
+    return cluster_do_forget(a->c, a->text, true);
+}
+
+int shoal_cluster_forget(shoal_cluster_t *c, const char *durable_id)
+{
+    if (!c || !durable_id || !*durable_id)
+        return SHOAL_EINVAL;
+    api_arg_t a = {c, NULL, NULL, 0, durable_id};
+    return cluster_call(c, do_forget, &a);
+}
+
 int shoal_cluster_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
 {
     if (!c || (n && !seeds))
@@ -1907,6 +2083,7 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_INIT_JOIN, on_message, c);
     shoal_system_register(sys, K_INIT_JOIN_ACK, on_message, c);
     shoal_system_register(sys, K_INIT_JOIN_NACK, on_message, c);
+    shoal_system_register(sys, K_FORGET, on_message, c);
     shoal_system_register(sys, K_JOIN, on_message, c);
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
     shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
@@ -1959,6 +2136,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->s.seed_nodes = own_list(c, s->seed_nodes, s->n_seed_nodes);
     c->s.sbr_role = own(c, s->sbr_role);
     c->s.heartbeat_endpoint = own(c, s->heartbeat_endpoint);
+    c->s.durable_id = own(c, s->durable_id);
     if (s->n_role_min) {
         shoal_role_min_t *rm = calloc(s->n_role_min, sizeof *rm);
         if (!rm)
@@ -1971,6 +2149,8 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->my_unreachable = zhash_new();
     c->exiting_confirmed = zhash_new();
     c->joining_since = zhash_new();
+    c->voters = zhash_new();
+    voters_load(c); /* before any thread can reach c: the store is read from the caller's */
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
     c->seed_nacked = calloc(s->n_seed_nodes + 1, sizeof *c->seed_nacked);
@@ -2093,6 +2273,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     zhash_destroy(&c->my_unreachable);
     zhash_destroy(&c->exiting_confirmed);
     zhash_destroy(&c->joining_since);
+    zhash_destroy(&c->voters);
     for (size_t i = 0; i < c->n_seeds; i++)
         free(c->seeds[i]);
     free(c->seeds);

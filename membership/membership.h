@@ -69,6 +69,26 @@
     gate, see ddata.h): before the node joins, while it is Joining or WeaklyUp, after it is downed
     or removed, they complete with SHOAL_ENOQUORUM; LOCAL and FROM_N run as always.
 
+    KEPT MEMBERSHIP. A majority counted over whoever is in the cluster now is not enough across a
+    restart of every node: the first node back forms a cluster of one, and its "majority" is
+    itself. With durable_id and store set, each member carries the identity of its data
+    directory, and every node keeps, in its store, the identities of the members that were Up
+    (its kept membership). A member leaves the kept membership only when the cluster removes it
+    (a graceful leave, a down agreed by the cluster or by the split-brain resolver, all seen as
+    Removed in the converged state) and no live incarnation carries its identity; never because
+    one node restarted and does not see it. The followed replicators count MAJORITY and ALL over
+    it as well (shoal_replicator_set_voters): they need answers from a majority of the kept
+    identities. Hence the guarantee: for durable keys in a store with synced writes, a
+    WriteMajority acknowledged before a restart of every node and a ReadMajority after it
+    intersect, because both majorities are majorities of the same kept set (a node restarted from
+    its directory answers for its identity with what it stored). A store with write-behind or
+    nosync leaves a window: what was acknowledged in the last write-behind interval (or since the
+    last OS flush) may be lost by a node that dies, and that node may be the only one of the
+    intersection. A node whose directory is emptied or replaced has a new identity: it joins as a
+    new member and never answers for the old one. An identity that will never return (a disk
+    lost for good) is dropped with shoal_cluster_forget (shoal-cluster forget ID), which tells
+    every member it reaches; until then majorities need the others.
+
     SHUTDOWN runs in phases (like Akka's coordinated shutdown): tasks registered per phase, each
     phase with a timeout; it runs on leave, on being downed or removed, and on
     shoal_cluster_shutdown. Sharding hands off its shards in SHOAL_PHASE_SHARDING.
@@ -113,6 +133,7 @@ typedef struct {
     size_t n_roles;
     const char *app_version;
     const char *heartbeat_endpoint;
+    const char *durable_id; /* the identity of its data directory, "" without one */
     bool reachable; /* no live observer reports it unreachable */
 } shoal_member_t;
 
@@ -177,7 +198,15 @@ typedef struct {
     uint32_t phase_timeout_ms;                  /* default-phase-timeout, 5 s */
     /* the system replicator (role "__system"); its gossip interval is gossip_interval_ms */
     uint32_t system_notify_interval_ms;         /* how soon membership sees a merged state, 20 ms */
+    /* KEPT MEMBERSHIP (Shoal's own, beyond Akka): the identity of this node's data directory
+       (shoal_durable_node_id), and the store where the node keeps the identities of the
+       cluster's members (shoal_durable_store(d, SHOAL_CLUSTER_STORE_ROLE)). Both NULL: off. */
+    const char *durable_id;
+    shoal_store_t *store;
 } shoal_cluster_settings_t;
+
+/* The store role under which membership keeps its kept membership (one key, "voters"). */
+#define SHOAL_CLUSTER_STORE_ROLE "__membership"
 
 /* Akka's defaults (with keep-majority on and 5 monitors). */
 void shoal_cluster_settings_default(shoal_cluster_settings_t *s);
@@ -199,6 +228,10 @@ shoal_system_t *shoal_cluster_system(shoal_cluster_t *c);
 /* The settings membership runs with (read-only; valid for the life of c). Thread-safe. */
 const shoal_cluster_settings_t *shoal_cluster_settings(const shoal_cluster_t *c);
 shoal_replicator_t *shoal_cluster_system_replicator(shoal_cluster_t *c);
+
+/* Drops a durable identity from the kept membership (see KEPT MEMBERSHIP) on this node and on
+   every member it can reach now. SHOAL_ENOTFOUND when this node does not keep it. Thread-safe. */
+int shoal_cluster_forget(shoal_cluster_t *c, const char *durable_id);
 
 /* Makes a data replicator follow the members of its role (see DATA REPLICATORS). Node thread or
    any thread (thread-safe). The replicator must outlive the cluster or be unfollowed first. */
@@ -241,6 +274,9 @@ typedef struct {
        the epoch) and whether it is asking seeds; 0 and false once it is a member */
     int64_t outside_since_ms;
     bool joining;
+    /* the kept membership (see KEPT MEMBERSHIP): the durable identities majorities count */
+    const char *const *kept;
+    size_t n_kept;
     void *priv;
 } shoal_cluster_view_t;
 int shoal_cluster_view(shoal_cluster_t *c, shoal_cluster_view_t *out);
@@ -250,7 +286,8 @@ const shoal_member_t *shoal_cluster_view_member(const shoal_cluster_view_t *v,
 /* The role leader in a view (role NULL or "" = the leader). */
 const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v, const char *role);
 /* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}; a node in no
-   cluster adds "in_cluster":false, "joining" and "outside_since" (ISO 8601 UTC)). */
+   cluster adds "in_cluster":false, "joining" and "outside_since" (ISO 8601 UTC); "kept" lists the
+   kept membership, and each member its "id"). */
 void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 
 /* Events. A new subscriber first receives the current state as events (SHOAL_EV_SNAPSHOT_BEGIN,
@@ -363,10 +400,13 @@ int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
 #define SHOAL_KIND_CLUSTER_JOIN  0x8102u /* seed endpoint */
 #define SHOAL_KIND_CLUSTER_LEAVE 0x8103u /* node id or host:port; empty = the serving node */
 #define SHOAL_KIND_CLUSTER_DOWN  0x8104u /* node id or host:port */
+#define SHOAL_KIND_CLUSTER_FORGET 0x8105u /* a durable identity */
 int shoal_client_cluster_view(shoal_client_t *cl, shoal_buf_t *json);
 int shoal_client_cluster_join(shoal_client_t *cl, const char *seed_endpoint);
 int shoal_client_cluster_leave(shoal_client_t *cl, const char *member);
 int shoal_client_cluster_down(shoal_client_t *cl, const char *member);
+/* shoal_cluster_forget on the serving node; the node's answer (or error) in text if not NULL. */
+int shoal_client_cluster_forget(shoal_client_t *cl, const char *durable_id, shoal_buf_t *text);
 
 /* Adds membership to a node's metrics endpoint (see ddata.h, METRICS): shoal_cluster_members
    {status=...}, shoal_cluster_unreachable_members, shoal_cluster_converged, shoal_cluster_is_leader

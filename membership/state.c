@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CSTATE_MAX_STRING 256 /* role, app version, heartbeat endpoint */
 #define CSTATE_MAX_PUBKEY 64
 /* Nodes the encoding's table may hold: members plus writers/observers/seen nodes that are not
    (or no longer) members; a safety net for decode, not a cluster-size limit. */
@@ -128,9 +127,10 @@ static void member_free_desc(cmember_t *m)
     free(m->app_version);
     free(m->hb_endpoint);
     free(m->pubkey);
+    free(m->durable_id);
     m->roles = NULL;
     m->n_roles = 0;
-    m->app_version = m->hb_endpoint = NULL;
+    m->app_version = m->hb_endpoint = m->durable_id = NULL;
     m->pubkey = NULL;
     m->pubkey_len = 0;
 }
@@ -143,6 +143,7 @@ static void member_copy_desc(cmember_t *dst, const cmember_t *src)
         dst->roles[i] = xstrdup(src->roles[i]);
     dst->app_version = xstrdup(src->app_version ? src->app_version : "");
     dst->hb_endpoint = xstrdup(src->hb_endpoint ? src->hb_endpoint : "");
+    dst->durable_id = xstrdup(src->durable_id ? src->durable_id : "");
     dst->pubkey_len = src->pubkey_len;
     dst->pubkey = NULL;
     if (src->pubkey_len) {
@@ -184,6 +185,9 @@ static int member_desc_cmp(const cmember_t *a, const cmember_t *b)
     if (c)
         return c;
     c = strcmp(a->hb_endpoint, b->hb_endpoint);
+    if (c)
+        return c;
+    c = strcmp(a->durable_id, b->durable_id);
     if (c)
         return c;
     return bytes_cmp(a->pubkey, a->pubkey_len, b->pubkey, b->pubkey_len);
@@ -459,7 +463,8 @@ static cmember_t *member_mut(cstate_t *s, const shoal_node_t *node)
 
 int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,
                       const char *const *roles, size_t n_roles, const char *app_version,
-                      const char *hb_endpoint, const uint8_t *pubkey, size_t pubkey_len)
+                      const char *hb_endpoint, const uint8_t *pubkey, size_t pubkey_len,
+                      const char *durable_id)
 {
     if (!is_state(s) || !writer || !node || (n_roles && !roles) || (pubkey_len && !pubkey))
         return SHOAL_EINVAL;
@@ -475,7 +480,10 @@ int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_
         app_version = "";
     if (!hb_endpoint)
         hb_endpoint = "";
-    if (strlen(app_version) > CSTATE_MAX_STRING || strlen(hb_endpoint) > CSTATE_MAX_STRING)
+    if (!durable_id)
+        durable_id = "";
+    if (strlen(app_version) > CSTATE_MAX_STRING || strlen(hb_endpoint) > CSTATE_MAX_STRING ||
+        strlen(durable_id) > CSTATE_MAX_STRING)
         return SHOAL_ETOOBIG;
     size_t pos = lower_bound(s->members, s->n_members, sizeof *s->members, node);
     if (pos < s->n_members && s->members[pos].node == node)
@@ -498,6 +506,7 @@ int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_
         m.roles[i] = xstrdup(m.roles[i]);
     m.app_version = xstrdup(app_version);
     m.hb_endpoint = xstrdup(hb_endpoint);
+    m.durable_id = xstrdup(durable_id);
     if (pubkey_len) {
         m.pubkey = xrealloc(NULL, pubkey_len);
         memcpy(m.pubkey, pubkey, pubkey_len);
@@ -901,6 +910,7 @@ static int cs_encode(const shoal_crdt_t *self, shoal_buf_t *out)
         mem[i].roles = m->roles;
         mem[i].app_version = m->app_version;
         mem[i].heartbeat_endpoint = m->hb_endpoint;
+        mem[i].durable_id = m->durable_id;
         mem[i].public_key.data = m->pubkey;
         mem[i].public_key.len = m->pubkey_len;
         msg.members[i] = &mem[i];
@@ -1023,7 +1033,8 @@ static int member_from_pb(decode_table_t *t, const Shoal__Membership__Member *pm
             return SHOAL_EDECODE;
     }
     if ((rc = check_string(pm->app_version, CSTATE_MAX_STRING, false)) < 0 ||
-        (rc = check_string(pm->heartbeat_endpoint, CSTATE_MAX_STRING, false)) < 0)
+        (rc = check_string(pm->heartbeat_endpoint, CSTATE_MAX_STRING, false)) < 0 ||
+        (rc = check_string(pm->durable_id, CSTATE_MAX_STRING, false)) < 0)
         return rc;
     if (pm->public_key.len > CSTATE_MAX_PUBKEY || (pm->public_key.len && !pm->public_key.data))
         return pm->public_key.len > CSTATE_MAX_PUBKEY ? SHOAL_ETOOBIG : SHOAL_EDECODE;
@@ -1032,6 +1043,7 @@ static int member_from_pb(decode_table_t *t, const Shoal__Membership__Member *pm
         .n_roles = pm->n_roles,
         .app_version = pm->app_version,
         .hb_endpoint = pm->heartbeat_endpoint,
+        .durable_id = pm->durable_id,
         .pubkey = pm->public_key.data,
         .pubkey_len = pm->public_key.len,
     };
@@ -1180,6 +1192,10 @@ static int cs_render(const shoal_crdt_t *self, shoal_buf_t *out)
         }
         if (m->pubkey_len)
             shoal_buf_printf(out, " key(%zu bytes)", m->pubkey_len);
+        if (m->durable_id && *m->durable_id) {
+            shoal_buf_printf(out, " id=");
+            shoal_buf_append_quoted(out, m->durable_id, strlen(m->durable_id));
+        }
     }
     shoal_buf_printf(out, "], unreachable={");
     for (size_t i = 0; i < s->n_rows; i++) {

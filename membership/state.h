@@ -24,6 +24,7 @@
 #define CSTATE_TAG 100
 #define CSTATE_MAX_MEMBERS 5000
 #define CSTATE_MAX_ROLES 64
+#define CSTATE_MAX_STRING 256 /* role, app version, heartbeat endpoint, durable id */
 
 typedef struct {
     const shoal_node_t *node;
@@ -35,6 +36,8 @@ typedef struct {
     char *hb_endpoint;
     uint8_t *pubkey;
     size_t pubkey_len;
+    char *durable_id; /* the identity its data directory keeps ("" = none): the same node across
+                         restarts, whatever its address and incarnation */
 } cmember_t;
 
 typedef struct {
@@ -73,7 +76,8 @@ const cmember_t *cstate_member(const cstate_t *s, const shoal_node_t *node);
 /* Adds a Joining member (no-op if the node is already there); raises writer's clock entry. */
 int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,
                       const char *const *roles, size_t n_roles, const char *app_version,
-                      const char *hb_endpoint, const uint8_t *pubkey, size_t pubkey_len);
+                      const char *hb_endpoint, const uint8_t *pubkey, size_t pubkey_len,
+                      const char *durable_id);
 /* Moves a member to a status (only forward in the precedence order; SHOAL_ESTATE otherwise,
    SHOAL_ENOTMEMBER for an unknown node); raises the clock. */
 int cstate_set_status(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,

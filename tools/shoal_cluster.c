@@ -5,12 +5,16 @@
       shoal-cluster [--node ENDPOINT] [--timeout MS] join SEED_ENDPOINT
       shoal-cluster [--node ENDPOINT] [--timeout MS] leave [MEMBER]
       shoal-cluster [--node ENDPOINT] [--timeout MS] down MEMBER
+      shoal-cluster [--node ENDPOINT] [--timeout MS] forget ID
 
     --node     the member to ask (default tcp://127.0.0.1:2552)
     --json     `members` prints the node's view as JSON, as the node renders it
     --timeout  how long to wait for the node, in ms (default 3000)
     MEMBER is a node id host:port:uid, or host:port for the live incarnation there; `leave`
-    without MEMBER makes the asked node itself leave.
+    without MEMBER makes the asked node itself leave. `forget ID` drops a durable identity that
+    will never return from the kept membership (majorities count the kept identities across a
+    restart of every node; see `members --json`, "kept"), on the asked node and every member it
+    reaches.
 
     Exit codes: 0 ok; 1 the node answered with an error; 2 usage error; 3 the node could not be
     reached in time.
@@ -33,6 +37,8 @@ static void usage(FILE *f)
                "  join SEED_ENDPOINT   make the node join the cluster of that seed\n"
                "  leave [MEMBER]       a member (default: the node itself) leaves gracefully\n"
                "  down MEMBER          mark a member Down (it is removed and must restart)\n"
+               "  forget ID            drop a durable identity that will never return from the\n"
+               "                       kept membership (majorities stop counting it)\n"
                "MEMBER is host:port:uid or host:port. Default node tcp://127.0.0.1:2552.\n");
 }
 
@@ -346,9 +352,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[i++];
     const char *arg = i < argc ? argv[i++] : NULL;
     int max_args = strcmp(cmd, "members") == 0 ? 0 : 1;
-    bool needs_arg = strcmp(cmd, "join") == 0 || strcmp(cmd, "down") == 0;
+    bool needs_arg =
+        strcmp(cmd, "join") == 0 || strcmp(cmd, "down") == 0 || strcmp(cmd, "forget") == 0;
     if (strcmp(cmd, "members") != 0 && strcmp(cmd, "join") != 0 && strcmp(cmd, "leave") != 0 &&
-        strcmp(cmd, "down") != 0) {
+        strcmp(cmd, "down") != 0 && strcmp(cmd, "forget") != 0) {
         fprintf(stderr, "shoal-cluster: unknown command '%s'\n", cmd);
         usage(stderr);
         return EXIT_USAGE;
@@ -403,6 +410,15 @@ int main(int argc, char **argv)
             }
             free(v.rows);
         }
+        shoal_buf_free(&text);
+    } else if (strcmp(cmd, "forget") == 0) {
+        shoal_buf_t text = {0};
+        rc = shoal_client_cluster_forget(cl, arg, &text);
+        snprintf(what, sizeof what, "%s", text.len ? shoal_buf_cstr(&text) : shoal_strerror(rc));
+        if (rc < 0)
+            code = fail_request(node, what, rc);
+        else
+            printf("%s\n", what);
         shoal_buf_free(&text);
     } else if (strcmp(cmd, "join") == 0) {
         rc = shoal_client_cluster_join(cl, arg);

@@ -211,6 +211,10 @@ static int run_node(int argc, char **argv)
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
     cs.min_nr_of_members = (uint32_t)min_members;
+    /* the kept membership: majorities stay majorities of the same members across a restart of
+       every node (see KEPT MEMBERSHIP in membership.h) */
+    cs.durable_id = shoal_durable_node_id(durable);
+    cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
     shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;

@@ -541,6 +541,8 @@ int main(int argc, char **argv)
     cluster_timing(&cs, !strcmp(timing, "generous"));
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
+    cs.durable_id = shoal_durable_node_id(durable);
+    cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = rs.store ? shoal_replicator_new(sys, &rs, &rc) : NULL;
     cluster = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;

@@ -29,7 +29,7 @@ static int add(cstate_t *s, const shoal_node_t *writer, int i)
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", 3551 + i);
     uint8_t key[32];
     memset(key, 0x40 + i, sizeof key);
-    return cstate_add_member(s, writer, N(i), ROLES[i % 4], 2, "1.2.3", ep, key, sizeof key);
+    return cstate_add_member(s, writer, N(i), ROLES[i % 4], 2, "1.2.3", ep, key, sizeof key, NULL);
 }
 
 /* A state where members 0..n-1 are Up with up-numbers 1..n, written by node 0. */
@@ -80,7 +80,7 @@ static void test_add_member_sorts_roles_and_raises_writer_clock(void **state)
     cstate_t *s = cstate_new();
     const char *roles[] = {"web", "api", "web", "db"};
     uint8_t key[3] = {1, 2, 3};
-    assert_int_equal(cstate_add_member(s, N(1), N(2), roles, 4, "2.0", "tcp://h:1", key, 3), 0);
+    assert_int_equal(cstate_add_member(s, N(1), N(2), roles, 4, "2.0", "tcp://h:1", key, 3, NULL), 0);
     const cmember_t *m = cstate_member(s, N(2));
     assert_non_null(m);
     assert_int_equal(m->status, SHOAL_MEMBER_JOINING);
@@ -101,7 +101,7 @@ static void test_add_member_sorts_roles_and_raises_writer_clock(void **state)
     assert_int_equal(shoal_vv_get(s->vclock, N(1)), 1);
     assert_int_equal(shoal_vv_get(s->vclock, N(2)), 0);
     /* adding again is a no-op: no clock raise, fields unchanged */
-    assert_int_equal(cstate_add_member(s, N(1), N(2), NULL, 0, "9.9", NULL, NULL, 0), 0);
+    assert_int_equal(cstate_add_member(s, N(1), N(2), NULL, 0, "9.9", NULL, NULL, 0, NULL), 0);
     assert_int_equal(cstate_version_sum(s), 1);
     assert_string_equal(cstate_member(s, N(2))->app_version, "2.0");
     /* members stay in address order */
@@ -114,11 +114,11 @@ static void test_add_member_sorts_roles_and_raises_writer_clock(void **state)
     assert_int_equal(cstate_version_sum(s), 3);
     /* bad arguments change nothing */
     const char *empty_role[] = {""};
-    assert_int_equal(cstate_add_member(s, NULL, N(3), NULL, 0, NULL, NULL, NULL, 0), SHOAL_EINVAL);
-    assert_int_equal(cstate_add_member(s, N(0), N(3), empty_role, 1, NULL, NULL, NULL, 0),
+    assert_int_equal(cstate_add_member(s, NULL, N(3), NULL, 0, NULL, NULL, NULL, 0, NULL), SHOAL_EINVAL);
+    assert_int_equal(cstate_add_member(s, N(0), N(3), empty_role, 1, NULL, NULL, NULL, 0, NULL),
                      SHOAL_EINVAL);
     uint8_t big[65] = {0};
-    assert_int_equal(cstate_add_member(s, N(0), N(3), NULL, 0, NULL, NULL, big, 65), SHOAL_ETOOBIG);
+    assert_int_equal(cstate_add_member(s, N(0), N(3), NULL, 0, NULL, NULL, big, 65, NULL), SHOAL_ETOOBIG);
     assert_null(cstate_member(s, N(3)));
     assert_int_equal(cstate_version_sum(s), 3);
     cstate_destroy(&s);
@@ -217,8 +217,8 @@ static void test_merge_descriptive_conflict_is_deterministic(void **state)
     (void)state;
     cstate_t *a = cstate_new(), *b = cstate_new();
     const char *ra[] = {"x"}, *rb[] = {"w"};
-    assert_int_equal(cstate_add_member(a, N(0), N(4), ra, 1, "1.0", "tcp://a:1", NULL, 0), 0);
-    assert_int_equal(cstate_add_member(b, N(1), N(4), rb, 1, "9.0", "tcp://b:1", NULL, 0), 0);
+    assert_int_equal(cstate_add_member(a, N(0), N(4), ra, 1, "1.0", "tcp://a:1", NULL, 0, NULL), 0);
+    assert_int_equal(cstate_add_member(b, N(1), N(4), rb, 1, "9.0", "tcp://b:1", NULL, 0, NULL), 0);
     cstate_t *ab = cstate_clone(a), *ba = cstate_clone(b);
     shoal_crdt_merge(&ab->base, &b->base);
     shoal_crdt_merge(&ba->base, &a->base);
