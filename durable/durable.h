@@ -1,8 +1,8 @@
 /*  durable.h — Shoal's durable store: the replicator's store interface (shoal_store_t, see
     "STORAGE" in ddata.h) kept in LMDB, so durable keys survive a restart of the node.
 
-    LAYOUT. One LMDB environment per node, in a directory (data.mdb + lock.mdb), holding named
-    databases:
+    LAYOUT. One LMDB environment per node, in a directory (data.mdb + lock.mdb, and shoal.lock:
+    see ONE PROCESS PER DIRECTORY), holding named databases:
       "meta"            key "format" = "shoal-durable 1" (exactly these bytes). Written when the
                         environment is created; an environment without it is not ours and is
                         refused, one with a higher number was written by a newer build and is
@@ -38,14 +38,24 @@
     the node, a read-only file system, a path that is not a directory) makes open fail with a
     message saying which of these it is; nothing is served from it.
 
+    ONE PROCESS PER DIRECTORY. An open environment holds an exclusive lock on <dir>/shoal.lock
+    (an open file description lock, F_OFD_SETLK), which holds the opener's pid. A second open of
+    the directory, from another process or from this one, fails with "the data directory is in
+    use by process <pid> (lock file <dir>/shoal.lock)": two nodes writing one map would mix
+    their clusters' keys. The lock goes with shoal_durable_close, or with the process however it
+    dies (a restart after SIGKILL opens at once). Readers that do not write take no lock:
+    shoal_durable_check and ddata-dump read beside a running node.
+
     CORRUPTION. LMDB keeps no checksums, and reading a mangled file can kill the process with
     SIGBUS or SIGSEGV. shoal_durable_check therefore reads the whole environment in a forked
     child process (format, every database, every entry) and reports what it found; open runs it
-    first unless settings.check_on_open is false. On corruption open either refuses (default) or,
-    with SHOAL_DURABLE_RESYNC, renames the directory to <dir>.corrupt-<unix time> and starts empty:
-    the node then gets its values back from its peers by gossip (values written only here are
-    lost; the old directory is kept for salvage with ddata-dump --salvage). A foreign or newer
-    environment is never moved aside: it is refused whatever on_corruption says.
+    first unless settings.check_on_open is false. A data.mdb too short to hold LMDB's two meta
+    pages (8 KiB; an empty one included) is corrupt too, checked or not. On corruption open
+    either refuses (default) or, with SHOAL_DURABLE_RESYNC, renames the directory to
+    <dir>.corrupt-<unix time> and starts empty: the node then gets its values back from its
+    peers by gossip (values written only here are lost; the old directory is kept for salvage
+    with ddata-dump --salvage). A foreign or newer environment is never moved aside: it is
+    refused whatever on_corruption says.
 
     THREADS. store() and load() run on the node thread; shoal_durable_store, compact, stats and
     close may be called from any thread. The write-behind thread shares the environment under a
@@ -95,8 +105,10 @@ void shoal_durable_settings_default(shoal_durable_settings_t *s);
 
 typedef struct shoal_durable shoal_durable_t;
 
-/* Opens (creating it if needed) the environment in s->dir. NULL on failure with a message naming
-   the directory and the way out in err (NUL-terminated, truncated to errlen). */
+/* Opens (creating it if needed) the environment in s->dir, locking the directory until close
+   (see ONE PROCESS PER DIRECTORY: an open of a directory that is already open, in any process,
+   fails naming the holder's pid). NULL on failure with a message naming the directory and the
+   way out in err (NUL-terminated, truncated to errlen). */
 shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err, size_t errlen);
 /* Flushes pending write-behind changes, stops the write-behind thread, closes. NULL-safe. */
 void shoal_durable_close(shoal_durable_t **self_p);

@@ -4,6 +4,11 @@
     (mdb_env_set_mapsize) only while no transaction of the process is open, and the write-behind
     thread and the node thread would otherwise race there. Write-behind changes queue under a
     second mutex (d->pend_lock) so the node thread never waits for a commit's fsync.
+
+    One process per data directory: open holds a lock on <dir>/shoal.lock (see lock_dir) from
+    before the check until close, so a second node on the same directory, in this process or
+    another, is refused instead of writing its cluster's keys into the first one's map (LMDB
+    serializes the two writers' transactions and nothing more).
 */
 #include "durable.h"
 
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -34,6 +40,13 @@
 #define FORMAT_STEM  "shoal-durable "
 #define LOAD_CHUNK   (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
 #define WAY_OUT      "move it aside or salvage it with ddata-dump --salvage"
+#define LOCK_FILE    "shoal.lock"
+/* LMDB creates data.mdb with its two meta pages, each of the OS page size (4 KiB at least on
+   Linux), and never shrinks it: a shorter file was cut (a full disk, a copy that stopped). LMDB
+   would take an empty one for a new environment (and fail with EBADF writing its meta pages
+   when opened read-only, as the check does), so such a file is called corrupt before LMDB sees
+   it. */
+#define MIN_DATA_BYTES (2 * 4096)
 /* A write-behind batch whose commit fails (disk full, map at its cap, I/O error) is kept and
    committed again after 100 ms, doubling up to 10 s while it keeps failing (but never sooner
    than the write-behind interval): the acknowledged changes wait in memory rather than being
@@ -63,6 +76,7 @@ struct durable_store {
 struct shoal_durable {
     shoal_durable_settings_t s;
     char *dir;
+    int lock_fd; /* <dir>/shoal.lock, locked while the environment is open (lock_dir) */
     MDB_env *env;
     size_t map_size;
     size_t max_key;
@@ -660,6 +674,20 @@ static bool env_exists(const char *dir)
     return stat(path, &st) == 0;
 }
 
+/* True, with the reason in msg, when dir's data.mdb is too short to be an environment (see
+   MIN_DATA_BYTES); false when it is long enough or absent. */
+static bool data_too_short(const char *dir, char *msg, size_t msglen)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size >= MIN_DATA_BYTES)
+        return false;
+    snprintf(msg, msglen, "the store is corrupt (data.mdb is %lld bytes, too short to hold "
+             "LMDB's two meta pages)", (long long)st.st_size);
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The check, in a child process
  */
@@ -809,6 +837,8 @@ static chk_t check_run(const char *dir, uint32_t timeout_ms, char *msg, size_t m
     msg[0] = 0;
     if (!env_exists(dir))
         return CHK_OK;
+    if (data_too_short(dir, msg, msglen))
+        return CHK_CORRUPT;
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(msg, msglen, "cannot run the check: pipe: %s", strerror(errno));
@@ -941,10 +971,96 @@ static int move_aside(const char *dir, char *to, size_t tolen)
     return EEXIST;
 }
 
+/* The pid the lock's holder wrote into the lock file; 0 when there is none (yet). */
+static long lock_holder(int fd)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    return pid > 0 && (*end == '\n' || *end == 0) ? pid : 0;
+}
+
+/* Creates dir if missing and locks it for this open: an exclusive open file description lock
+   (F_OFD_SETLK) on the whole of <dir>/shoal.lock. Such a lock belongs to this open of the file,
+   not to the process, so it refuses a second open in this process as well as in another (tests
+   and embedders run several nodes in one process), and the kernel releases it when the process
+   dies however it dies: a node restarted after SIGKILL finds nothing stale. Kernels before 3.15
+   lack OFD locks; flock has the same scope there. The file then gets the holder's pid, for the
+   message the next opener prints; it is never removed (unlinking a lock file races with the
+   next opener taking it). O_CLOEXEC: a program the application execs must not keep the lock
+   after this process dies (a child forked without exec, such as the check's, shares it until it
+   exits). Returns the descriptor, or -1 with the reason in err. */
+static int lock_dir(const char *dir, char *err, size_t errlen)
+{
+    int rc = mkdir_p(dir);
+    if (rc != 0) {
+        const char *hint = access_hint(rc);
+        set_err(err, errlen, "durable store %s: cannot create the directory: %s%s%s", dir,
+                strerror(rc), hint ? "; " : "", hint ? hint : "");
+        return -1;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK_FILE, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        const char *hint = access_hint(e);
+        set_err(err, errlen, "durable store %s: cannot open the lock file %s: %s%s%s", dir, path,
+                strerror(e), hint ? "; " : "", hint ? hint : "");
+        return -1;
+    }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    rc = fcntl(fd, F_OFD_SETLK, &fl);
+    if (rc != 0 && errno == EINVAL)
+        rc = flock(fd, LOCK_EX | LOCK_NB);
+    if (rc != 0) {
+        int e = errno;
+        long pid = e == EAGAIN || e == EACCES || e == EWOULDBLOCK ? lock_holder(fd) : -1;
+        if (pid == (long)getpid())
+            set_err(err, errlen, "durable store %s: the data directory is in use by process %ld, "
+                    "this one (lock file %s): it is already open here; close it first, or give "
+                    "this node a directory of its own", dir, pid, path);
+        else if (pid > 0)
+            set_err(err, errlen, "durable store %s: the data directory is in use by process %ld "
+                    "(lock file %s); one node per data directory: stop that process, or give "
+                    "this node a directory of its own", dir, pid, path);
+        else if (pid == 0)
+            set_err(err, errlen, "durable store %s: the data directory is in use (lock file "
+                    "%s, no pid in it yet); one node per data directory", dir, path);
+        else
+            set_err(err, errlen, "durable store %s: cannot lock %s: %s", dir, path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        zsys_warning("durable store %s: cannot write this process's pid into %s: %s (the lock "
+                     "holds all the same)", dir, path, strerror(errno));
+    return fd;
+}
+
+/* Releases lock_dir's lock (nothing for -1), emptying the file first: a pid left in it is that
+   of a holder that died without closing. */
+static void unlock_dir(int fd)
+{
+    if (fd < 0)
+        return;
+    if (ftruncate(fd, 0) != 0) {
+        /* the old pid stays; harmless, it is read only while someone holds the lock */
+    }
+    close(fd);
+}
+
 static void free_durable(shoal_durable_t *d)
 {
     if (d->env)
         mdb_env_close(d->env);
+    unlock_dir(d->lock_fd);
     durable_store_t *st = d->stores;
     while (st) {
         durable_store_t *next = st->next;
@@ -1039,27 +1155,29 @@ const char *shoal_durable_node_id(shoal_durable_t *d)
     return d && d->node_id[0] ? d->node_id : NULL;
 }
 
-static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *dir, char *err,
-                                 size_t errlen)
+/* Opens the environment in dir, whose lock (lock_fd, from lock_dir) it takes over: released by
+   free_durable, on failure here too. */
+static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *dir, int lock_fd,
+                                 char *err, size_t errlen)
 {
-    int rc = mkdir_p(dir);
-    if (rc != 0) {
-        const char *hint = access_hint(rc);
-        set_err(err, errlen, "durable store %s: cannot create the directory: %s%s%s", dir,
-                strerror(rc), hint ? "; " : "", hint ? hint : "");
-        return NULL;
-    }
     shoal_durable_t *d = xcalloc(1, sizeof *d);
     d->s = *s;
     d->s.dir = NULL;
     d->dir = xstrdup(dir);
+    d->lock_fd = lock_fd;
     pthread_mutex_init(&d->txn_lock, NULL);
     pthread_mutex_init(&d->pend_lock, NULL);
     pthread_cond_init(&d->pend_cond, NULL);
     d->map_size = round_pages(s->map_size);
     if (d->s.map_max < d->map_size)
         d->s.map_max = d->map_size;
-    rc = mdb_env_create(&d->env);
+    char why[200];
+    if (data_too_short(dir, why, sizeof why)) { /* also when check_on_open is false */
+        set_err(err, errlen, "durable store %s: %s; " WAY_OUT, dir, why);
+        free_durable(d);
+        return NULL;
+    }
+    int rc = mdb_env_create(&d->env);
     if (rc != 0) {
         d->env = NULL;
         set_err(err, errlen, "durable store %s: %s", dir, mdb_strerror(rc));
@@ -1133,6 +1251,11 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
     }
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
         dir[n - 1] = 0;
+    /* the lock before the check: a second opener must not read (or, resyncing, move aside) a
+       directory a running node writes */
+    int lock_fd = lock_dir(dir, err, errlen);
+    if (lock_fd < 0)
+        return NULL;
     if (s->check_on_open) {
         char msg[700];
         chk_t k = check_run(dir, s->check_timeout_ms, msg, sizeof msg);
@@ -1142,32 +1265,41 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
         case CHK_FOREIGN:
             set_err(err, errlen, "durable store %s: %s; use another directory, or move it aside",
                     dir, msg);
-            return NULL;
+            goto refused;
         case CHK_NEWER:
             set_err(err, errlen, "durable store %s: %s; run a newer build, or move it aside", dir,
                     msg);
-            return NULL;
+            goto refused;
         case CHK_FAILED:
             set_err(err, errlen, "durable store %s: %s", dir, msg);
-            return NULL;
+            goto refused;
         case CHK_CORRUPT:
             if (s->on_corruption != SHOAL_DURABLE_RESYNC) {
                 set_err(err, errlen, "durable store %s: %s; " WAY_OUT, dir, msg);
-                return NULL;
+                goto refused;
             }
             char to[4200];
             int rc = move_aside(dir, to, sizeof to);
             if (rc != 0) {
                 set_err(err, errlen, "durable store %s: %s; moving it aside failed: %s; " WAY_OUT,
                         dir, msg, strerror(rc));
-                return NULL;
+                goto refused;
             }
             zsys_error("durable store %s: %s; moved to %s, starting empty (values come back from "
                        "peers)", dir, msg, to);
+            /* the lock file went with the directory: lock the new one before letting go */
+            int fresh = lock_dir(dir, err, errlen);
+            unlock_dir(lock_fd);
+            if (fresh < 0)
+                return NULL;
+            lock_fd = fresh;
             break;
         }
     }
-    return open_env(s, dir, err, errlen);
+    return open_env(s, dir, lock_fd, err, errlen);
+refused:
+    unlock_dir(lock_fd);
+    return NULL;
 }
 
 void shoal_durable_close(shoal_durable_t **self_p)

@@ -53,6 +53,8 @@
 #define K_CLIENT_KEYS 0x8004u /* ddata/replicator_client.c: GET 0x8001 .. STATS 0x8005 */
 /* A store read that takes longer than this is looping on corrupt page pointers. */
 #define CHILD_TIMEOUT_S 120
+/* LMDB's two meta pages of 4 KiB or more: the least a data.mdb it wrote can hold */
+#define MIN_DATA_BYTES (2 * 4096)
 
 /* Appends a string literal (or any C string). */
 #define LIT(buf, s) shoal_buf_append((buf), (s), strlen(s))
@@ -1459,6 +1461,17 @@ static int store_sharding(MDB_txn *txn, const db_list_t *dbs, const store_opts_t
 
 static int read_store(const store_opts_t *o, shoal_buf_t *out)
 {
+    /* LMDB takes an empty data.mdb for a new environment and, read-only, fails writing its meta
+       pages (EBADF): a file too short for the two meta pages it always writes first (4 KiB
+       each at least) is reported as what it is */
+    char data_file[4200];
+    struct stat fst;
+    snprintf(data_file, sizeof data_file, "%s/data.mdb", o->dir);
+    if (stat(data_file, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_size < MIN_DATA_BYTES) {
+        fprintf(stderr, "ddata-dump: %s: the store is corrupt (data.mdb is %lld bytes, too short "
+                "to hold LMDB's two meta pages)\n", o->dir, (long long)fst.st_size);
+        return EXIT_BAD;
+    }
     MDB_env *env;
     int rc = mdb_env_create(&env);
     if (rc)

@@ -3,7 +3,8 @@
     envelope whose value does not decode and a record that is no envelope at all), and against
     two in-process nodes (--node, --metrics, --compare). Checks the listing, --key, --json,
     --salvage (garbage gone, the rest kept), --compact (same listing), the refusals (foreign,
-    newer, missing, truncated: exit 2, no crash) and the node exit codes (differences: 1,
+    newer, missing, truncated or empty: exit 2, no crash), a store read while a durable store
+    holds it open (and its lock), and the node exit codes (differences: 1,
     unreachable: 3). --sharding: over a store holding the keys sharding writes (built with the
     ddata API as coordinator.c, remember.c and daemon.c build them), and against a live node
     running sharding with remembered entities. The tool is a release program (`scons check`
@@ -19,6 +20,7 @@
 #include "shards.h"
 #include "tools.h"
 #include "ddata.h"
+#include "durable.h"
 #include "replicator.pb-c.h"
 #include "../../sharding/estate.h"
 
@@ -294,13 +296,14 @@ static void test_refusals(void **state)
     must_contain(out, "usage:");
 }
 
-/* A data.mdb cut short: the tool reports a corrupt store (exit 2) whether LMDB notices (too short
-   for its meta pages) or faults on the missing pages (the forked reader dies; the tool does not). */
+/* A data.mdb cut short: the tool reports a corrupt store (exit 2) whether it is too short for
+   LMDB's meta pages (empty: LMDB's read-only open failed with "Bad file descriptor") or faults on
+   the missing pages (the forked reader dies; the tool does not). */
 static void test_truncated(void **state)
 {
     (void)state;
     NEED_TOOL();
-    static const off_t sizes[] = {100, 8192, 12288};
+    static const off_t sizes[] = {0, 100, 8192, 12288};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         char dir[300], file[400], args[900];
         snprintf(dir, sizeof dir, "%s/trunc%zu", tmp, i);
@@ -310,7 +313,44 @@ static void test_truncated(void **state)
         snprintf(args, sizeof args, "'%s'", dir);
         assert_int_equal(run_tool(args, out, sizeof out), 2);
         must_contain(out, "corrupt");
+        if (sizes[i] < 8192)
+            must_contain(out, "too short to hold LMDB's two meta pages");
     }
+}
+
+/* The tool reads a store a node holds open: it opens read-only and takes no lock, so the lock
+   that keeps a second node out (durable.h, ONE PROCESS PER DIRECTORY) does not keep it out. */
+static void test_beside_an_open_store(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char dir[300], args[900], comp[300];
+    path(dir, sizeof dir, "held");
+    make_store(dir, "shoal-durable 1", true);
+    shoal_durable_settings_t s;
+    shoal_durable_settings_default(&s);
+    s.dir = dir;
+    s.nosync = true;
+    char err[512];
+    shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+    if (!d)
+        fail_msg("open %s: %s", dir, err);
+    snprintf(args, sizeof args, "'%s'", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "replicator \"\": 6 keys");
+    snprintf(args, sizeof args, "'%s' --key fruit", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "\"apple\"");
+    path(comp, sizeof comp, "held-compacted");
+    snprintf(args, sizeof args, "'%s' --compact '%s'", dir, comp);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "compacted copy written");
+    /* the store is still held: a second open is refused, naming this process */
+    char want[64];
+    snprintf(want, sizeof want, "in use by process %ld", (long)getpid());
+    assert_null(shoal_durable_open(&s, err, sizeof err));
+    must_contain(err, want);
+    shoal_durable_close(&d);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -777,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_salvage_and_compact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_beside_an_open_store),
         cmocka_unit_test(test_sharding_store),
         cmocka_unit_test_teardown(test_nodes, tcluster_teardown),
         cmocka_unit_test_teardown(test_sharding_node, tsnode_teardown),

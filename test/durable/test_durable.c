@@ -1,7 +1,9 @@
 /*  test_durable.c — the LMDB store: the store interface round trip, a real replicator restarted
     on the same directory (both write modes), foreign / newer / corrupt environments (checked in a
     child process, so a SIGBUS does not kill this one), map growth and its cap, a full store that
-    recovers (space freed, cap raised) while the replicator serves, compaction.
+    recovers (space freed, cap raised) while the replicator serves, compaction, and one process
+    per data directory (a second open, here or in a forked child, refused naming the holder's
+    pid; the lock gone with close or with a SIGKILLed holder).
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +17,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------
@@ -500,6 +505,46 @@ static void test_corrupt_zeroes(void **state)
     corrupt_case(ZEROES);
 }
 
+/* A data.mdb cut to nothing, or to less than LMDB's two meta pages: corrupt like the rest (LMDB
+   would take an empty file for a new environment, and its read-only open, the check's, failed
+   with "Bad file descriptor"), with the check and without it. */
+static void test_corrupt_too_short(void **state)
+{
+    (void)state;
+    static const off_t sizes[] = {0, 100, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        tdir_t t;
+        tdir_make(&t);
+        fill_store(t.dir);
+        char path[256], err[512];
+        data_path(t.dir, path, sizeof path);
+        assert_int_equal(truncate(path, sizes[i]), 0);
+        int rc = shoal_durable_check(t.dir, err, sizeof err);
+        print_message("check of data.mdb cut to %lld bytes: %d %s\n", (long long)sizes[i], rc, err);
+        assert_int_equal(rc, SHOAL_EDECODE);
+        assert_non_null(strstr(err, "the store is corrupt"));
+
+        shoal_durable_settings_t s = settings(t.dir, 0);
+        expect_refused(&s, "the store is corrupt");
+        expect_refused(&s, "ddata-dump --salvage");
+        s.check_on_open = false; /* refused all the same, not taken for a new environment */
+        expect_refused(&s, "the store is corrupt");
+        struct stat sb;
+        assert_int_equal(stat(path, &sb), 0);
+        assert_int_equal(sb.st_size, sizes[i]); /* left as it was */
+        assert_int_equal(count_moved_aside(&t), 0);
+
+        s.check_on_open = true;
+        s.on_corruption = SHOAL_DURABLE_RESYNC;
+        shoal_durable_t *d = open_ok(&s);
+        assert_int_equal(count_moved_aside(&t), 1);
+        shoal_store_t *st = shoal_durable_store(d, "");
+        assert_int_equal(put(st, "fresh", "start"), 0);
+        shoal_durable_close(&d);
+        tdir_remove(&t);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * 4. Map growth and its cap
  */
@@ -848,6 +893,194 @@ static void test_compact(void **state)
     tdir_remove(&t);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * 7. One process per data directory
+ */
+static void expect_in_use(const shoal_durable_settings_t *s, long pid)
+{
+    char want[64];
+    snprintf(want, sizeof want, "in use by process %ld", pid);
+    expect_refused(s, want);
+    expect_refused(s, "/shoal.lock)");
+}
+
+static void test_lock_same_process(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    assert_int_equal(put(st, "mine", "1"), 0);
+
+    expect_in_use(&s, (long)getpid());
+    expect_refused(&s, "this one");
+    /* the same directory by another name; without the check; in write-behind mode */
+    char other[160];
+    snprintf(other, sizeof other, "%s/./env/", t.parent);
+    shoal_durable_settings_t s2 = settings(other, 50);
+    s2.check_on_open = false;
+    expect_in_use(&s2, (long)getpid());
+
+    /* the refused opens left the holder's lock and store alone (a POSIX record lock would
+       have gone with the refused open's close of the file) */
+    expect_in_use(&s, (long)getpid());
+    assert_int_equal(put(st, "mine", "2"), 0);
+    shoal_durable_close(&d);
+
+    /* close let go: the next open (by the other name) succeeds and sees the holder's value */
+    d = open_ok(&s2);
+    st = shoal_durable_store(d, "");
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.val[0], "2");
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+/* A forked child that opens dir (writing `key` when it gets it) and reports on a pipe:
+   "OPENED\n", or "REFUSED <message>\n". One that opened keeps the store until `hold` closes
+   (then closes it and exits 0) or it is killed. */
+typedef struct {
+    pid_t pid;
+    int said; /* read end: the child's report */
+    int hold; /* write end: closing it lets a holder close its store */
+    char line[600];
+} opener_t;
+
+static void opener_start(opener_t *o, const char *dir, const char *key)
+{
+    int said[2], hold[2];
+    assert_int_equal(pipe(said), 0);
+    assert_int_equal(pipe(hold), 0);
+    fflush(NULL);
+    o->pid = fork();
+    assert_true(o->pid >= 0);
+    if (o->pid == 0) {
+        close(said[0]);
+        close(hold[1]);
+        shoal_durable_settings_t s = settings(dir, 0);
+        char err[512] = "", line[600];
+        shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+        if (d && key) {
+            shoal_store_t *st = shoal_durable_store(d, "");
+            int status = 1;
+            st->store(st->ctx, key, strlen(key), "child", 5, done_status, &status);
+            if (status != 0)
+                snprintf(err, sizeof err, "the child's write failed: %d", status);
+        }
+        int n = d && !*err ? snprintf(line, sizeof line, "OPENED\n")
+                           : snprintf(line, sizeof line, "REFUSED %s\n", err);
+        ssize_t w = write(said[1], line, (size_t)n);
+        (void)w;
+        if (d) {
+            char b;
+            ssize_t r = read(hold[0], &b, 1); /* EOF: the parent let go */
+            (void)r;
+            shoal_durable_close(&d);
+        }
+        _exit(0);
+    }
+    close(said[1]);
+    close(hold[0]);
+    o->said = said[0];
+    o->hold = hold[1];
+    /* the report, with a deadline: an open runs the check in a child of its own */
+    size_t n = 0;
+    o->line[0] = 0;
+    while (n < sizeof o->line - 1 && !strchr(o->line, '\n')) {
+        struct pollfd p = {o->said, POLLIN, 0};
+        if (poll(&p, 1, 30000 * tscale()) <= 0)
+            fail_msg("the child opening %s did not report", dir);
+        ssize_t r = read(o->said, o->line + n, sizeof o->line - 1 - n);
+        if (r <= 0)
+            fail_msg("the child opening %s died without a report", dir);
+        n += (size_t)r;
+        o->line[n] = 0;
+    }
+    print_message("child %ld: %s", (long)o->pid, o->line);
+}
+
+/* Ends the child: lets it close its store (sig 0) or kills it with sig. Returns its wait status
+   (under scons valgrind a child that exits on its own exits 99: forked after czmq's context
+   exists, it reports czmq's allocations as lost). */
+static int opener_end(opener_t *o, int sig)
+{
+    if (sig)
+        kill(o->pid, sig);
+    close(o->hold);
+    int st = 0;
+    assert_int_equal(waitpid(o->pid, &st, 0), o->pid);
+    close(o->said);
+    return st;
+}
+
+static void test_lock_other_process(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 0);
+
+    /* this process holds it: a child is refused, naming this process */
+    shoal_durable_t *d = open_ok(&s);
+    opener_t o;
+    opener_start(&o, t.dir, "from-child");
+    char want[200];
+    snprintf(want, sizeof want, "REFUSED durable store %s: ", t.dir);
+    assert_non_null(strstr(o.line, want));
+    snprintf(want, sizeof want, "in use by process %ld (lock file ", (long)getpid());
+    assert_non_null(strstr(o.line, want));
+    assert_true(WIFEXITED(opener_end(&o, 0)));
+    shoal_durable_close(&d);
+
+    /* a child holds it: this process is refused, naming the child; the read-only check still
+       reads the store beside it */
+    opener_start(&o, t.dir, "from-child");
+    assert_string_equal(o.line, "OPENED\n");
+    expect_in_use(&s, (long)o.pid);
+    char err[512];
+    assert_int_equal(shoal_durable_check(t.dir, err, sizeof err), 0);
+    /* the holder closes: the directory is free again */
+    assert_true(WIFEXITED(opener_end(&o, 0)));
+    d = open_ok(&s);
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
+static void test_lock_gone_with_a_killed_holder(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    shoal_durable_settings_t s = settings(t.dir, 0);
+    opener_t o;
+    opener_start(&o, t.dir, "written-before-the-kill");
+    assert_string_equal(o.line, "OPENED\n");
+    expect_in_use(&s, (long)o.pid);
+    int st = opener_end(&o, SIGKILL);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+    /* no close ran, the lock file still names the dead holder: the kernel dropped the lock */
+    char lock[192], pid[32] = "";
+    snprintf(lock, sizeof lock, "%s/shoal.lock", t.dir);
+    FILE *f = fopen(lock, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(pid, sizeof pid, f));
+    fclose(f);
+    assert_int_equal(atol(pid), (long)o.pid);
+    shoal_durable_t *d = open_ok(&s);
+    shoal_store_t *st2 = shoal_durable_store(d, "");
+    seen_t seen = {0};
+    assert_int_equal(st2->load(st2->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.key[0], "written-before-the-kill");
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -877,11 +1110,15 @@ int main(void)
         cmocka_unit_test(test_corrupt_truncated),
         cmocka_unit_test(test_corrupt_garbage),
         cmocka_unit_test(test_corrupt_zeroes),
+        cmocka_unit_test(test_corrupt_too_short),
         cmocka_unit_test(test_map_grows_then_caps),
         cmocka_unit_test(test_map_grows_write_behind),
         cmocka_unit_test(test_full_store_recovers),
         cmocka_unit_test(test_write_behind_full_batch_kept),
         cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_lock_same_process),
+        cmocka_unit_test(test_lock_other_process),
+        cmocka_unit_test(test_lock_gone_with_a_killed_holder),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

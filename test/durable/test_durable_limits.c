@@ -7,7 +7,9 @@
     own where the directory is a read-only bind mount (skipped where mount namespaces are not
     allowed). Each refusal must be an open that fails with a message naming the directory.
     Then the node level: build/bin/kvstore (release), whose data directory is each of these (and
-    one with a corrupt data file), exits 1 with a message and never serves.
+    one with a corrupt data file), exits 1 with a message and never serves; and a second kvstore
+    on the data directory of a running one exits 1 naming the first one's pid, while ddata-dump
+    reads the directory beside it, and a kvstore started after the first was SIGKILLed serves.
     And a bound: write-behind changes a store cannot commit (map at its cap) are kept one per
     key, so repeated writes of the same keys during the outage do not grow the queue.
 */
@@ -346,6 +348,88 @@ static void test_node_refuses_a_store_it_cannot_open(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The node level: one kvstore per data directory
+ */
+static pid_t node_running; /* a kvstore started in the background, killed by the teardown */
+
+static pid_t spawn_kvstore(const char *dir, int port)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        kv_port = port;
+        exec_kvstore((void *)dir);
+    }
+    node_running = pid;
+    return pid;
+}
+
+static bool serves(void *arg)
+{
+    return port_serves(*(int *)arg);
+}
+
+static int kill_node(void **state)
+{
+    (void)state;
+    if (node_running > 0) {
+        kill(node_running, SIGKILL);
+        waitpid(node_running, NULL, 0);
+        node_running = 0;
+    }
+    return 0;
+}
+
+static void test_node_refuses_a_directory_in_use(void **state)
+{
+    (void)state;
+    char built[4096], dump[4096];
+    if (!ttool_find("kvstore", built, sizeof built))
+        fail_msg("build/bin/kvstore is missing: scons check builds the examples");
+    if (!ttool_find("ddata-dump", dump, sizeof dump))
+        fail_msg("build/bin/ddata-dump is missing: scons check builds the tools");
+    char tmp[64], path[128];
+    make_tmp(tmp, sizeof tmp);
+    snprintf(kvstore, sizeof kvstore, "%s/kvstore", tmp);
+    copy_executable(built, kvstore);
+    snprintf(path, sizeof path, "%s/data", tmp);
+
+    int port = tfree_port();
+    pid_t first = spawn_kvstore(path, port);
+    if (!wait_until(serves, &port, 30000))
+        fail_msg("the first kvstore on %s did not start", path);
+
+    /* a second node on the same directory is refused, naming the first one */
+    char want[64];
+    snprintf(want, sizeof want, "in use by process %ld (lock file ", (long)first);
+    expect_node_refused(AS_ROOT, path, want);
+
+    /* ddata-dump opens read-only and takes no lock: it reads the store beside the node */
+    char args[160];
+    static char out[1 << 14];
+    snprintf(args, sizeof args, "'%s'", path);
+    int rc = ttool_run(dump, args, out, sizeof out);
+    print_message("ddata-dump beside the node: exit %d: %s", rc, out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "replicator \"\": "));
+
+    /* SIGKILL: no close runs, yet the kernel dropped the lock: the next node starts */
+    assert_int_equal(kill(first, SIGKILL), 0);
+    assert_int_equal(waitpid(first, NULL, 0), first);
+    node_running = 0;
+    port = tfree_port();
+    spawn_kvstore(path, port);
+    if (!wait_until(serves, &port, 30000))
+        fail_msg("no kvstore could start on %s after the first was killed", path);
+    kill_node(NULL);
+    remove_tmp(tmp);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Write-behind during an outage: one pending change per key
  */
 static void count_and_check(void *arg, const char *key, size_t klen, const void *data, size_t len)
@@ -435,6 +519,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_without_permission),
         cmocka_unit_test(test_node_refuses_a_store_it_cannot_open),
+        cmocka_unit_test_teardown(test_node_refuses_a_directory_in_use, kill_node),
         cmocka_unit_test(test_write_behind_outage_keeps_one_change_per_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
