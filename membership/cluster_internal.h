@@ -78,6 +78,8 @@ struct shoal_cluster {
     cstate_t *prev;   /* what subscribers were last told about */
     bool was_member;  /* self has appeared in the state */
     zhash_t *voters;  /* the kept membership: durable id -> (void *)1 */
+    bool fenced;      /* THE FENCE (membership.h): no shards, no singletons here */
+    zhash_t *down_seen; /* downing off: node id -> int64 ms the leader first saw it Down */
 
     hb_actor_t *hb;
     hb_actor_t *hb_detached; /* handed from the node thread to the destroyer */
@@ -160,6 +162,7 @@ int cluster_send(shoal_cluster_t *c, const shoal_node_t *to, uint16_t kind,
 void cluster_member_view(const cstate_t *st, const cmember_t *m, shoal_member_t *out);
 const shoal_node_t *cluster_find_in(const cstate_t *st, const char *id_or_address);
 bool cluster_may_act(shoal_cluster_t *c);
+bool cluster_may_host(shoal_cluster_t *c); /* may act and not fenced */
 int cluster_do_leave(shoal_cluster_t *c, const shoal_node_t *node);
 int cluster_do_down(shoal_cluster_t *c, const shoal_node_t *node);
 /* Drops a durable identity from the kept membership here (and tells the members when `tell`). */

@@ -58,6 +58,8 @@ static const shoal_cfg_field_t fields[] = {
     MS32(SBR "stable-after", stable_after_ms),
     U32(SBR "static-quorum/quorum-size", static_quorum_size),
     BOOL(SBR "keep-oldest/down-if-alone", keep_oldest_down_if_alone),
+    MS32(SBR "fence-after", fence_after_ms),
+    MS32(SBR "fence-margin", fence_margin_ms),
     MS32(CS "default-phase-timeout", phase_timeout_ms),
 };
 

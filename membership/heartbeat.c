@@ -168,6 +168,7 @@ typedef struct {
     phi_t *phi;
     uint64_t seq_sent, seq_pong;
     int64_t first_ping_at; /* 0: not pinged yet */
+    int64_t last_contact;  /* its last pong (or when it became a target): what the fence reads */
     bool reachable;
     /* the indirect probe in flight before accusing it */
     bool probing;
@@ -219,6 +220,8 @@ struct hb_actor {
     hb_event_t *events; /* ring */
     size_t ev_head, ev_n;
     hb_stats_t stats_snapshot;
+    hb_contact_t *contacts; /* the targets' last contact, published by the actor thread */
+    size_t n_contacts, contacts_cap;
 };
 
 /* The actor thread's own state. */
@@ -530,6 +533,7 @@ static void apply_peers(loop_t *l, int64_t now)
                 abort(); /* settings were validated by hb_actor_new */
             phi_set_pause_factor(t->phi, health_factor(l));
             t->reachable = true;
+            t->last_contact = now; /* a new target is not silent before it was asked */
             targets[i] = t;
         }
         targets[i]->c = conn_get(l, targets[i]->p.hb_ep, targets[i]->p.node_ep, now);
@@ -925,6 +929,7 @@ static void on_conn_msg(loop_t *l, conn_t *c, const uint8_t *data, size_t len, i
             if (t->c == c && m.seq > t->seq_pong && m.seq <= t->seq_sent &&
                 strcmp(t->p.node_id, who) == 0) {
                 t->seq_pong = m.seq;
+                t->last_contact = now;
                 phi_heartbeat(t->phi, now);
                 evaluate(l, t, now);
             }
@@ -1020,9 +1025,29 @@ static void drain_conn(loop_t *l, conn_t *c, bool ignore, int64_t now)
 static void publish_stats(loop_t *l)
 {
     l->st.local_health = health_factor(l);
-    pthread_mutex_lock(&l->a->lock);
-    l->a->stats_snapshot = l->st;
-    pthread_mutex_unlock(&l->a->lock);
+    hb_actor_t *a = l->a;
+    pthread_mutex_lock(&a->lock);
+    a->stats_snapshot = l->st;
+    if (l->nt > a->contacts_cap) {
+        a->contacts_cap = l->nt;
+        a->contacts = xrealloc(a->contacts, a->contacts_cap * sizeof *a->contacts);
+    }
+    a->n_contacts = l->nt;
+    for (size_t i = 0; i < l->nt; i++) {
+        memcpy(a->contacts[i].node_id, l->targets[i]->p.node_id, sizeof a->contacts[i].node_id);
+        a->contacts[i].last_contact = l->targets[i]->last_contact;
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+size_t hb_actor_contacts(hb_actor_t *a, hb_contact_t *out, size_t cap)
+{
+    pthread_mutex_lock(&a->lock);
+    size_t n = a->n_contacts < cap ? a->n_contacts : cap;
+    memcpy(out, a->contacts, n * sizeof *out);
+    size_t all = a->n_contacts;
+    pthread_mutex_unlock(&a->lock);
+    return all;
 }
 
 static void actor_fn(zsock_t *pipe, void *arg)
@@ -1188,6 +1213,7 @@ void hb_actor_destroy(hb_actor_t **self_p)
     free(a->pend_targets);
     free(a->pend_helpers);
     free(a->events);
+    free(a->contacts);
     pthread_mutex_destroy(&a->lock);
     free(a);
     *self_p = NULL;

@@ -78,6 +78,14 @@ int hb_actor_set_peers(hb_actor_t *a, const hb_peer_t *targets, size_t n_targets
 size_t hb_actor_drain(hb_actor_t *a, hb_event_t *out, size_t cap);
 /* Thread-safe. */
 void hb_actor_stats(hb_actor_t *a, hb_stats_t *out);
+/* When each target last answered a ping (shoal_now_ms; when it became a target if it never has):
+   time since contact, which indirect probes do not stretch, unlike the detector's verdict.
+   Copies up to cap; returns how many targets there are. Thread-safe. */
+typedef struct {
+    char node_id[300];
+    int64_t last_contact;
+} hb_contact_t;
+size_t hb_actor_contacts(hb_actor_t *a, hb_contact_t *out, size_t cap);
 /* Test hook: the actor stops (true) or resumes (false) everything, as if its process were
    paused. Thread-safe. */
 void hb_actor_pause(hb_actor_t *a, bool paused);

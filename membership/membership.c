@@ -52,6 +52,7 @@ void shoal_cluster_settings_default(shoal_cluster_settings_t *s)
     s->stable_after_ms = 20000;
     s->down_all_when_unstable_ms = -1;
     s->keep_oldest_down_if_alone = true;
+    s->fence_margin_ms = 1000;
     s->phase_timeout_ms = 5000;
     s->system_notify_interval_ms = 20;
 }
@@ -197,6 +198,113 @@ bool cluster_may_act(shoal_cluster_t *c)
 {
     shoal_member_status_t st = cluster_self_status(c);
     return !stalled(c) && !c->terminated && (st == SHOAL_MEMBER_UP || st == SHOAL_MEMBER_LEAVING);
+}
+
+bool cluster_may_host(shoal_cluster_t *c)
+{
+    return !c->fenced && cluster_may_act(c);
+}
+
+uint32_t shoal_cluster_fence_after_ms(const shoal_cluster_settings_t *s)
+{
+    return s->fence_after_ms ? s->fence_after_ms
+                             : s->acceptable_heartbeat_pause_ms + s->stable_after_ms / 2;
+}
+
+int shoal_cluster_fence_check(const shoal_cluster_settings_t *s, char *err, size_t errlen)
+{
+    uint64_t fence = shoal_cluster_fence_after_ms(s), margin = s->fence_margin_ms;
+    uint64_t earliest = (uint64_t)s->acceptable_heartbeat_pause_ms + s->stable_after_ms;
+    if (s->sbr_strategy == SHOAL_SBR_OFF || fence + margin <= earliest)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen,
+                 "split-brain-resolver/fence-after (%llu ms) + fence-margin (%llu ms) must not "
+                 "exceed failure-detector/acceptable-heartbeat-pause (%u ms) + "
+                 "split-brain-resolver/stable-after (%u ms): a node cut off would still host its "
+                 "shards when the other side reallocates them",
+                 (unsigned long long)fence, (unsigned long long)margin,
+                 s->acceptable_heartbeat_pause_ms, s->stable_after_ms);
+    return SHOAL_EINVAL;
+}
+
+/* Whether this node, judged by the monitored members it had a heartbeat reply from within
+   fence-after, is on a side the active strategy keeps (see THE FENCE in membership.h). */
+static bool side_kept(shoal_cluster_t *c, int64_t now)
+{
+    hb_contact_t ct[16];
+    size_t n = hb_actor_contacts(c->hb, ct, 16);
+    if (n > 16)
+        n = 16;
+    if (n == 0)
+        return true; /* alone, or nobody monitored yet: nothing to judge by */
+    int64_t fence = shoal_cluster_fence_after_ms(&c->s);
+    size_t heard = 0;
+    bool lowest_heard = true; /* the lowest address among this node and its targets is heard */
+    const char *lowest = shoal_node_id(c->self);
+    for (size_t i = 0; i < n; i++) {
+        bool ok = now - ct[i].last_contact <= fence;
+        heard += ok;
+        const shoal_node_t *t = shoal_node_intern(ct[i].node_id);
+        if (t && shoal_node_cmp(t, shoal_node_intern(lowest)) < 0) {
+            lowest = ct[i].node_id;
+            lowest_heard = ok;
+        }
+    }
+    size_t side = 1 + heard, all = 1 + n;
+    switch (c->s.sbr_strategy) {
+    case SHOAL_SBR_DOWN_ALL:
+        return heard == n;
+    case SHOAL_SBR_STATIC_QUORUM:
+        if (c->s.static_quorum_size && all >= c->s.static_quorum_size)
+            return side >= c->s.static_quorum_size;
+        break; /* not every member is monitored: judge by the majority of those that are */
+    case SHOAL_SBR_KEEP_OLDEST: {
+        const cmember_t *oldest = NULL;
+        for (size_t i = 0; i < c->state->n_members; i++) {
+            const cmember_t *m = &c->state->members[i];
+            if ((m->status == SHOAL_MEMBER_UP || m->status == SHOAL_MEMBER_LEAVING) &&
+                (!oldest || m->up_number < oldest->up_number))
+                oldest = m;
+        }
+        bool alone_goes = c->s.keep_oldest_down_if_alone;
+        if (oldest && oldest->node == c->self) /* down-if-alone: the oldest cut off alone goes */
+            return !(alone_goes && heard == 0);
+        for (size_t i = 0; oldest && i < n; i++)
+            if (strcmp(ct[i].node_id, shoal_node_id(oldest->node)) == 0) {
+                if (now - ct[i].last_contact <= fence)
+                    return true;
+                /* the oldest is silent: kept only if it may be alone over there (down-if-alone)
+                   and this side is most of the rest */
+                return alone_goes && 2 * side > all - 1;
+            }
+        break; /* the oldest is not monitored here: judge by the majority */
+    }
+    case SHOAL_SBR_OFF:
+        return true; /* nobody downs automatically: the leader waits out the fence instead */
+    default:
+        break;
+    }
+    return 2 * side > all || (2 * side == all && lowest_heard);
+}
+
+/* Sets or lifts the fence; logs and tells the singletons when it changes. */
+static void fence_update(shoal_cluster_t *c, int64_t now)
+{
+    const cmember_t *me = cstate_member(c->state, c->self);
+    bool fenced = c->hb && me && me->status < SHOAL_MEMBER_DOWN && !side_kept(c, now);
+    if (fenced == c->fenced)
+        return;
+    c->fenced = fenced;
+    if (fenced) {
+        c->stats.fenced++;
+        zsys_warning("%s: no heartbeat reply from the side the split-brain resolver keeps for "
+                     "%u ms: fenced (no shards, no singletons here until contact again)",
+                     shoal_node_id(c->self), shoal_cluster_fence_after_ms(&c->s));
+    } else {
+        zsys_info("%s: contact again: the fence is lifted", shoal_node_id(c->self));
+    }
+    singletons_react(c);
 }
 
 /* Sends now, or after the handshake with `to` (joining nodes are not connected yet). */
@@ -1561,6 +1669,18 @@ static int leader_converged(cstate_t *st, const shoal_node_t *self, void *arg)
             }
             break;
         case SHOAL_MEMBER_DOWN:
+            if (a->c->s.sbr_strategy == SHOAL_SBR_OFF) {
+                /* downing off, so this is a manual down: the member may be alive behind a
+                   partition and host shards until its fence; wait that out before removing it
+                   (removal is what lets its shards be reallocated) */
+                const char *id = shoal_node_id(m->node);
+                intptr_t seen = (intptr_t)zhash_lookup(a->c->down_seen, id);
+                if (!seen)
+                    zhash_update(a->c->down_seen, id, (void *)(seen = (intptr_t)a->now));
+                if (a->now - (int64_t)seen < (int64_t)shoal_cluster_fence_after_ms(&a->c->s) +
+                                                  (int64_t)a->c->s.fence_margin_ms)
+                    break;
+            }
             todo[n] = m->node;
             to[n++] = SHOAL_MEMBER_REMOVED;
             break;
@@ -1821,6 +1941,7 @@ static void node_tick(shoal_system_t *sys, void *arg)
     c->last_tick = now;
     if (c->hb)
         drain_heartbeats(c);
+    fence_update(c, now);
     pending_flush(c, NULL);
     if (c->frozen && !c->reading_after_freeze && !c->terminated) {
         size_t peers = 0;
@@ -1980,6 +2101,17 @@ static int do_may_act(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     return cluster_may_act(arg) ? 1 : 0;
+}
+
+static int do_may_host(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    return cluster_may_host(arg) ? 1 : 0;
+}
+
+bool shoal_cluster_may_host(shoal_cluster_t *c)
+{
+    return c && cluster_call(c, do_may_host, c) == 1;
 }
 
 bool shoal_cluster_may_act(shoal_cluster_t *c)
@@ -2150,6 +2282,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->exiting_confirmed = zhash_new();
     c->joining_since = zhash_new();
     c->voters = zhash_new();
+    c->down_seen = zhash_new();
     voters_load(c); /* before any thread can reach c: the store is read from the caller's */
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
@@ -2274,6 +2407,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     zhash_destroy(&c->exiting_confirmed);
     zhash_destroy(&c->joining_since);
     zhash_destroy(&c->voters);
+    zhash_destroy(&c->down_seen);
     for (size_t i = 0; i < c->n_seeds; i++)
         free(c->seeds[i]);
     free(c->seeds);

@@ -194,6 +194,13 @@ typedef struct {
                                                    stable-after, at least 4 s), 0 = off */
     uint32_t static_quorum_size;                /* static-quorum.quorum-size */
     bool keep_oldest_down_if_alone;             /* keep-oldest.down-if-alone, on */
+    uint32_t fence_after_ms;                    /* fence-after (Shoal's own): a node that has had
+                                                   no heartbeat reply from the side the strategy
+                                                   keeps for this long stops hosting shards and
+                                                   singletons; 0 = acceptable-heartbeat-pause +
+                                                   stable-after / 2 */
+    uint32_t fence_margin_ms;                   /* fence-margin: fence-after + this must end
+                                                   before the other side can reallocate, 1 s */
     /* shoal/coordinated-shutdown */
     uint32_t phase_timeout_ms;                  /* default-phase-timeout, 5 s */
     /* the system replicator (role "__system"); its gossip interval is gossip_interval_ms */
@@ -210,6 +217,28 @@ typedef struct {
 
 /* Akka's defaults (with keep-majority on and 5 monitors). */
 void shoal_cluster_settings_default(shoal_cluster_settings_t *s);
+/* THE FENCE. The side a partition leaves out learns of it through its own failure detector, whose
+   indirect probes can delay its verdict by seconds, while the other side marks it unreachable,
+   downs it after stable-after and reallocates its shards. So a node does not wait for a verdict:
+   it judges by time since contact. Once it has had no heartbeat reply, for fence-after, from
+   enough of the members it monitors that the active strategy would not keep its side (fewer
+   than half of them with itself for keep-majority, ties to the lowest address; the oldest member
+   silent for keep-oldest; fewer than quorum-size for static-quorum; anyone silent for down-all),
+   it is fenced: shoal_cluster_may_host is false, and sharding stops its shards and singletons
+   stop. Contact again lifts the fence; a shard then comes back here only if the coordinator's
+   allocation still names this node (the region asks it again).
+   The timing: the other side cannot reallocate before its detector gave up on this node
+   (acceptable-heartbeat-pause after the last heartbeat) and its resolver waited stable-after;
+   this node is fenced at most fence-after after its last reply. So fence-after + fence-margin <=
+   acceptable-heartbeat-pause + stable-after is required (shoal_cluster_fence_check; sharding
+   refuses to start otherwise). With downing off, the leader removes a Down member only
+   fence-after + fence-margin after it saw it Down, so a manual down cannot reallocate earlier.
+   The judgement uses the monitored members (monitored-by-nr-of-members, 5): exact up to 6
+   members, an estimate from the ring above that (roles are not looked at). */
+/* The fence-after in force (the derived default when 0). */
+uint32_t shoal_cluster_fence_after_ms(const shoal_cluster_settings_t *s);
+/* 0, or SHOAL_EINVAL with the keys that break the timing above named in err. */
+int shoal_cluster_fence_check(const shoal_cluster_settings_t *s, char *err, size_t errlen);
 /* Shortened timings for tests and the `_fast` benchmarks: gossip and heartbeats 200 ms,
    acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s. */
 void shoal_cluster_settings_fast(shoal_cluster_settings_t *s);
@@ -253,6 +282,8 @@ shoal_member_status_t shoal_cluster_self_status(shoal_cluster_t *c);
 /* False while this node must not act for the cluster: not Up/Leaving, downed, frozen (a clock gap)
    and not yet reassured by fresh gossip. Leaders, singletons and shard hosts check it. */
 bool shoal_cluster_may_act(shoal_cluster_t *c);
+/* May act, and not fenced (see THE FENCE): shard hosts and singletons check this. Thread-safe. */
+bool shoal_cluster_may_host(shoal_cluster_t *c);
 
 /* True while this node's loop has been stalled longer than stable-after (SIGSTOP, swap, a
    debugger) and fresh gossip has not yet confirmed it is still a member: it may have been downed
@@ -386,6 +417,7 @@ typedef struct {
     uint64_t clock_gaps, loop_stalls;
     uint64_t quarantined_by_peer; /* times a member said it quarantined this incarnation */
     uint64_t heartbeat_redials;   /* heartbeat connections replaced after going unanswered */
+    uint64_t fenced;              /* times this node fenced itself (THE FENCE) */
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 

@@ -75,7 +75,7 @@ static void evaluate(shoal_singleton_t *s)
     shoal_cluster_t *c = s->c;
     const shoal_node_t *host = cstate_oldest(c->state, s->role);
     const cmember_t *me = cstate_member(c->state, c->self);
-    bool should = host == c->self && me && cluster_may_act(c) && !c->shutting_down &&
+    bool should = host == c->self && me && cluster_may_host(c) && !c->shutting_down &&
                   me->status == SHOAL_MEMBER_UP && older_gone(s, me);
     if (s->running && !should) {
         stop_here(s, host);

@@ -1177,6 +1177,12 @@ static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t 
     h->asked_at = 0;
     r->stats.homes_learned++;
     shard_t *s = zhashx_lookup(r->shards, shard);
+    if (node == r->self && !r->proxy && !shoal_cluster_may_host(r->sh->c)) {
+        /* fenced (or not allowed to act): host nothing; the messages wait, and the home is
+           asked again once the fence is lifted, so the coordinator's allocation then decides */
+        h->node = NULL;
+        return;
+    }
     if (node == r->self && !r->proxy) {
         if (!s || s->status == SH_ACTIVE)
             shard_host(r, shard, epoch);
@@ -1487,6 +1493,9 @@ static void pending_tick(shoal_region_t *r)
     for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
         if (!h->buffer.head)
             continue;
+        if (h->node == r->self && !zhashx_lookup(r->shards, h->id) && !r->proxy &&
+            !shoal_cluster_may_host(r->sh->c))
+            h->node = NULL; /* fenced: ask the coordinator again once the fence is lifted */
         if (h->node && !h->handing_off) {
             if (h->node == r->self && !zhashx_lookup(r->shards, h->id) && !r->proxy)
                 shard_host(r, h->id, h->epoch);
@@ -1516,10 +1525,10 @@ static void region_tick(shoal_region_t *r, int64_t now)
                      shoal_node_id(r->self), r->name, shoal_member_status_name(r->sh->self_status),
                      zhashx_size(r->shards));
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
-    } else if (zhashx_size(r->shards) && !shoal_cluster_may_act(r->sh->c) &&
+    } else if (zhashx_size(r->shards) && !shoal_cluster_may_host(r->sh->c) &&
                r->sh->self_status != SHOAL_MEMBER_LEAVING) {
-        zsys_warning("%s: sharding %s: this node may not act for the cluster: stopping its "
-                     "%zu shards",
+        zsys_warning("%s: sharding %s: this node may not act for the cluster (or is fenced): "
+                     "stopping its %zu shards",
                      shoal_node_id(r->self), r->name, zhashx_size(r->shards));
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
     }

@@ -259,6 +259,14 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
         *err = SHOAL_EINVAL;
         return NULL;
     }
+    /* at most one live entity: a node cut off must be fenced before the other side can
+       reallocate its shards (THE FENCE in membership.h) */
+    char why[512];
+    if (shoal_cluster_fence_check(shoal_cluster_settings(c), why, sizeof why) < 0) {
+        zsys_error("sharding: refused to start: %s", why);
+        *err = SHOAL_EINVAL;
+        return NULL;
+    }
     /* its replicas decode wherever they arrive: every node registers sharding's types */
     shoal_sharding_register_types();
     shoal_sharding_t *sh = calloc(1, sizeof *sh);
