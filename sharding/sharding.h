@@ -43,6 +43,18 @@
     removal margin (down-removal-margin, default: the split-brain resolver's stable-after), within
     which a downed node stops its own shards (it learns it was downed, or may not act).
 
+    A PARTITION ONE SIDE NOTICES LATER. The side cut off does not wait for its own failure
+    detector (whose indirect probes can delay its verdict past the other side's reallocation): it
+    is fenced by time since contact (THE FENCE in membership.h). The timing argument: let T be
+    the last heartbeat reply the cut-off node had from the kept side. The kept side cannot mark it
+    unreachable before T + acceptable-heartbeat-pause, nor down it before stable-after more, and
+    it reallocates only after that (and after the removal margin); the cut-off node is fenced at
+    T + fence-after at the latest and stops every shard within one region tick (100 ms) of it.
+    So fence-after + fence-margin <= acceptable-heartbeat-pause + stable-after keeps the two
+    apart by at least fence-margin; shoal_sharding_new refuses settings that break it (naming the
+    keys). While fenced a region hosts nothing, even if told to; once contact returns it asks the
+    coordinator again and hosts a shard only if the current allocation still names it.
+
     HANDOFF (rebalance, graceful shutdown, StopShards) keeps every message and per-sender order:
       1. the coordinator sends BeginHandOff(shard, epoch) to every region and proxy;
       2. each region stops sending to the owner, buffers the shard's messages, sends a FENCE to

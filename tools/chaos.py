@@ -232,6 +232,17 @@ class Net:
                     if x in alive:
                         self.client_fault(x, 'both 1 0 0 0 %s' % self.endpoint(y))
 
+    def cut_one_way(self, x, others, direction, alive):
+        """Drops what node x sends to the others ('out') or receives from them ('in'): the
+        partition one side notices later than the other (its detector's indirect probes)."""
+        for y in others:
+            if self.mode == 'netns':
+                ipt = ['ip', 'netns', 'exec', self.ns(x), 'iptables', '-A', 'CHAOS']
+                run(ipt + (['-d', self.ip(y)] if direction == 'out' else ['-s', self.ip(y)]) +
+                    ['-j', 'DROP'], check=True)
+            elif x in alive:
+                self.client_fault(x, '%s 1 0 0 0 %s' % (direction, self.endpoint(y)))
+
     def loss(self, p, alive):
         for i in range(1, self.n + 1):
             if self.mode == 'netns':
@@ -365,8 +376,14 @@ def make_schedule(rng, n, total_s, smoke):
             (17, 'kill', {'node': 2, 'down': 2}, 0),
             (24, 'pause', {'node': 3}, 2),
         ]
-    kinds = ['halves', 'bridge', 'isolate', 'loss', 'kill', 'pause', 'skew', 'delay-dup']
-    weights = [3, 2, 3, 2, 3, 2, 1, 1]
+    # one-way: a node cut in one direction (the side that learns of it later must not keep its
+    # shards: the fence); seed-restart: the first seed killed and restarted with its own
+    # endpoint first in its seed list (it must join the running cluster, not form a second);
+    # lone-restart: every node killed, the first seed restarted alone for a while (its majority
+    # writes must be refused: the kept membership), then the others
+    kinds = ['halves', 'bridge', 'isolate', 'loss', 'kill', 'pause', 'skew', 'delay-dup',
+             'one-way', 'seed-restart', 'lone-restart']
+    weights = [3, 2, 3, 2, 3, 2, 1, 1, 3, 1, 1]
     sched, t = [], 3.0
     while t < total_s - 5:
         kind = rng.choices(kinds, weights)[0]
@@ -393,6 +410,14 @@ def make_schedule(rng, n, total_s, smoke):
         elif kind == 'skew':
             p = {'node': nodes[0], 'skew': rng.choice([-1, 1]) * rng.randint(5, 120)}
             dur = 0
+        elif kind == 'one-way':
+            p = {'node': nodes[0], 'dir': rng.choice(['out', 'in'])}
+        elif kind == 'seed-restart':
+            p = {'node': 1, 'down': round(rng.uniform(0.5, 4), 1)}
+            dur = 0
+        elif kind == 'lone-restart':
+            p = {'node': 1}
+            dur = rng.uniform(3, 8)
         else:
             p = {'delay_ms': rng.randint(5, 80), 'dup': round(rng.uniform(0.01, 0.2), 3)}
         sched.append((round(t, 1), kind, p, round(dur, 1)))
@@ -779,8 +804,12 @@ def main():
             if not active:
                 return
             kind, p, _ = active
-            if kind in ('halves', 'bridge', 'isolate', 'loss', 'delay-dup'):
+            if kind in ('halves', 'bridge', 'isolate', 'loss', 'delay-dup', 'one-way'):
                 net.heal(nodes.alive())
+            elif kind == 'lone-restart':
+                for j in range(1, args.nodes + 1):
+                    if j != p['node'] and j not in nodes.alive():
+                        nodes.start(j)
             elif kind == 'pause':
                 nodes.resume(p['node'])
             active = None
@@ -813,6 +842,19 @@ def main():
                     pending_restart[p['node']] = time.monotonic() + p['down']
                 elif kind == 'pause':
                     nodes.pause(p['node'])
+                elif kind == 'one-way':
+                    net.cut_one_way(p['node'], [j for j in allnodes if j != p['node']], p['dir'],
+                                    alive)
+                elif kind == 'seed-restart':
+                    nodes.kill(p['node'])
+                    pending_restart.pop(p['node'], None)
+                    time.sleep(p['down'])
+                    nodes.start(p['node'], form=True)
+                elif kind == 'lone-restart':
+                    for j in allnodes:
+                        nodes.kill(j)
+                        pending_restart.pop(j, None)
+                    nodes.start(p['node'], form=True)
                 elif kind == 'skew':
                     if not nodes.faketime:
                         log('    libfaketime missing (Debian package faketime): restart without skew')
