@@ -844,7 +844,8 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
    full member (Up, Leaving or Exiting): only then do MAJORITY and ALL, reads and writes, run. While
    the gate is closed (a node that has not joined, is Joining or WeaklyUp, Down, Removed, or was
    restarted and not yet let back in) they complete with SHOAL_ENOQUORUM without touching the local
-   replica: a majority of the peers a lone node happens to know is not a majority of the cluster.
+   replica (on the next loop turn, never inside the call: a caller that retries from its
+   completion does not recurse): a majority of the peers a lone node happens to know is not a majority of the cluster.
    Refusals are counted (no_quorum); each change of the gate is logged once, with `why`. LOCAL and
    FROM_N are unaffected. A replicator nobody gates (the ddata API over a static peer list) counts
    its configured peers, reachable or not, as before. Node thread. */

@@ -1311,6 +1311,8 @@ shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replic
     return rc < 0 ? NULL : a.r;
 }
 
+static void refusals_complete(shoal_replicator_t *r, int status);
+
 static int destroy_on_thread(shoal_system_t *sys, void *arg)
 {
     shoal_replicator_t *r = arg;
@@ -1321,6 +1323,9 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
             shoal_system_timer_cancel(sys, *timers[i]);
     hub_remove(r);
     r->destroying = true;
+    if (r->t_refused > 0)
+        shoal_system_timer_cancel(sys, r->t_refused);
+    refusals_complete(r, SHOAL_ESTOPPED);
     if (r->unstored.n)
         zsys_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
                    "(it kept failing): their last changes are not stored",
@@ -1455,6 +1460,55 @@ int shoal_replicator_peer_votes(shoal_replicator_t *r, const shoal_node_t *node,
     return 0;
 }
 
+static void refusals_complete(shoal_replicator_t *r, int status)
+{
+    struct refusal *q = r->refused_head;
+    r->refused_head = NULL;
+    /* completed in the order they were refused */
+    struct refusal *rev = NULL;
+    while (q) {
+        struct refusal *next = q->next;
+        q->next = rev;
+        rev = q;
+        q = next;
+    }
+    while (rev) {
+        struct refusal *next = rev->next;
+        if (rev->get_done)
+            rev->get_done(r, status, rev->key, NULL, rev->arg);
+        else
+            rev->update_done(r, status, rev->key, rev->arg);
+        free(rev->key);
+        free(rev);
+        rev = next;
+    }
+}
+
+static void refusals_fire(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    r->t_refused = 0;
+    refusals_complete(r, SHOAL_ENOQUORUM);
+}
+
+/* Completes an operation with SHOAL_ENOQUORUM on the next loop turn. */
+static void refuse_later(shoal_replicator_t *r, const char *key, shoal_get_done_fn *get_done,
+                         shoal_update_done_fn *update_done, void *arg)
+{
+    struct refusal *q = shoal_calloc(1, sizeof *q);
+    q->key = strdup(key);
+    if (!q->key)
+        abort();
+    q->get_done = get_done;
+    q->update_done = update_done;
+    q->arg = arg;
+    q->next = r->refused_head;
+    r->refused_head = q;
+    if (!r->t_refused)
+        r->t_refused = shoal_system_timer(r->sys, 0, false, refusals_fire, r);
+}
+
 /* True (and counted) when MAJORITY/ALL cannot run now: the gate is closed, or fewer voters are
    peers than a majority of the kept membership needs (a node restarted before the others). */
 static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c)
@@ -1563,7 +1617,7 @@ static void get_now(shoal_replicator_t *r, void *arg)
     if (r->destroying) {
         a->done(r, SHOAL_ESTOPPED, a->key, NULL, a->arg);
     } else if (quorum_refused(r, &a->c)) {
-        a->done(r, SHOAL_ENOQUORUM, a->key, NULL, a->arg);
+        refuse_later(r, a->key, a->done, NULL, a->arg);
     } else {
         r->stats.gets++;
         repl_start_read(r, a->key, a->type, &a->c, a->done, a->arg);
@@ -1671,8 +1725,8 @@ static void update_now(shoal_replicator_t *r, void *arg)
         goto fail;
     }
     if (quorum_refused(r, &a->c)) { /* refused before anything changes here */
-        rc = SHOAL_ENOQUORUM;
-        goto fail;
+        refuse_later(r, a->key, NULL, a->done, a->arg);
+        goto done;
     }
     if (collected_refused(r, a->key, klen)) {
         rc = SHOAL_EDELETED;

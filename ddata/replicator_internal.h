@@ -226,6 +226,16 @@ struct shoal_replicator {
     uint64_t durable_marker_ttl_ms;
 
     int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load, t_retry;
+    /* operations refused by the quorum gate, completed on the next loop turn (t_refused): a
+       caller that retries from its completion must not recurse inside its own call */
+    struct refusal {
+        struct refusal *next;
+        char *key;
+        shoal_get_done_fn *get_done;
+        shoal_update_done_fn *update_done;
+        void *arg;
+    } *refused_head;
+    int t_refused;
     uint64_t prng;
     shoal_replicator_stats_t stats;
     bool destroying;

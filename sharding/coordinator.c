@@ -66,6 +66,7 @@ struct coordinator {
     zhashx_t *external;    /* shard -> "host:port" (external allocation) */
     int ext_sub;
     bool ready, reading, recovered;
+    int64_t read_failed_logged; /* rate limit of the read-failed line */
     int64_t recover_until;
     int64_t next_rebalance;
     bool rebalance_soon;
@@ -270,6 +271,23 @@ static void write_issue(coordinator_t *co, write_t *w)
 
 static void after_write(coordinator_t *co, const write_t *w);
 
+/* A write refused at once (no quorum: this node is not a full member, or too few of the kept
+   membership are up) is tried again after a pause, not in the same turn: the refusal comes
+   before the update call returns, and an immediate retry would recurse without end. */
+static void write_retry_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    write_t *w = arg;
+    coordinator_t *co = w->life->obj;
+    if (!co) {
+        life_release(w->life);
+        free(w->entries);
+        free(w);
+        return;
+    }
+    write_issue(co, w);
+}
+
 static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
 {
     (void)rep;
@@ -283,7 +301,13 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
         if (w->attempts++ % 10 == 0)
             zsys_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
                          shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
-        write_issue(co, w);
+        if (status == SHOAL_ETIMEOUT) {
+            write_issue(co, w); /* it waited its timeout already */
+            return;
+        }
+        uint32_t pause = 100u << (w->attempts < 4 ? w->attempts : 4); /* up to 1.6 s */
+        if (shoal_system_timer(co->r->sys, pause, false, write_retry_tick, w) < 0)
+            write_issue(co, w);
         return;
     }
     if (co)
@@ -1016,9 +1040,15 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     if (!co)
         return;
     co->reading = false;
-    if (status == SHOAL_ETIMEOUT) {
-        zsys_info("%s: sharding %s: coordinator state read timed out; retrying",
-                  shoal_node_id(co->r->self), co->r->name);
+    if (status != 0 && status != SHOAL_ENOTFOUND) {
+        /* timed out, or refused (no quorum): an empty state here would hand out shards that
+           are allocated elsewhere */
+        int64_t now = shoal_now_ms();
+        if (now - co->read_failed_logged >= 5000) {
+            co->read_failed_logged = now;
+            zsys_info("%s: sharding %s: coordinator state read failed (%s); retrying",
+                      shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
+        }
         return; /* the tick reads again */
     }
     if (status == 0 && value)

@@ -456,6 +456,50 @@ static int gated_read(int i, const char *key, shoal_level_t level)
     return rc;
 }
 
+/* A refusal completes on a later loop turn, never inside the call: the sharding coordinator
+   retries its writes from their completion, and a refusal inside the call recursed until the
+   stack overflowed (the chaos suite's lone restart of the first seed). */
+typedef struct {
+    shoal_replicator_t *r;
+    bool in_call;
+    int done_inside, done_calls, retries_left;
+    int last_status;
+} refusal_probe_t;
+
+static void refusal_done(shoal_replicator_t *r, int status, const char *key, void *arg);
+
+static int refusal_issue(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    refusal_probe_t *p = arg;
+    shoal_crdt_t *init = shoal_gcounter_new();
+    shoal_consistency_t c = {.level = SHOAL_MAJORITY, .timeout_ms = 1000};
+    p->in_call = true;
+    int rc = shoal_replicator_update(p->r, "rk", init, &c, NULL, NULL, refusal_done, p);
+    p->in_call = false;
+    shoal_crdt_destroy(&init);
+    return rc;
+}
+
+static void refusal_done(shoal_replicator_t *r, int status, const char *key, void *arg)
+{
+    (void)r;
+    (void)key;
+    refusal_probe_t *p = arg;
+    p->done_calls++;
+    p->done_inside += p->in_call;
+    p->last_status = status;
+    if (p->retries_left-- > 0)
+        refusal_issue(NULL, p); /* retry at once, from the completion, as the coordinator did */
+}
+
+static int refusal_read(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    refusal_probe_t *p = arg;
+    return p->retries_left < 0 ? 1 : 0;
+}
+
 static void test_quorum_gate(void **state)
 {
     (void)state;
@@ -488,6 +532,14 @@ static void test_quorum_gate(void **state)
     shoal_replicator_stats_t st;
     assert_int_equal(shoal_replicator_stats(nodes[0].data, &st), 0);
     assert_int_equal(st.no_quorum, 4);
+    refusal_probe_t probe = {.r = nodes[0].data, .retries_left = 50};
+    assert_int_equal(shoal_system_call(nodes[0].sys, refusal_issue, &probe), 0);
+    int64_t end = shoal_now_ms() + 5000;
+    while (shoal_system_call(nodes[0].sys, refusal_read, &probe) == 0 && shoal_now_ms() < end)
+        ;
+    assert_int_equal(probe.done_calls, 51);
+    assert_int_equal(probe.done_inside, 0);
+    assert_int_equal(probe.last_status, SHOAL_ENOQUORUM);
     stop_node(0);
     memset(nodes, 0, sizeof nodes);
 
