@@ -19,7 +19,6 @@
 
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,16 +73,10 @@ static void test_kvstore_no_quorum_outside_a_cluster(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
     snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", dead);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        execl(kv, kv, "node", "--bind", bind, "--seed", seed, "--data", dir, "--fast",
-              (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = ttool_spawn(
+        kv, (char *const[]){kv, "node", "--bind", bind, "--seed", seed, "--data", dir, "--fast", NULL},
+        NULL);
+    assert_true(pid > 0);
     char args[256];
     int rc = -1;
     /* wait until the node answers a local read (it is serving, still in no cluster) */

@@ -18,7 +18,6 @@
 
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,17 +52,12 @@ static void start(int i)
     snprintf(log, sizeof log, "%s/kv%d.log", dir, i);
     for (int k = 0; k < N; k++)
         snprintf(seeds[k], sizeof seeds[k], "tcp://127.0.0.1:%d", ports[k]);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(kv, kv, "node", "--bind", bind, "--seed", seeds[0], "--seed", seeds[1], "--seed",
-              seeds[2], "--data", data, "--fast", (char *)NULL);
-        _exit(127);
-    }
-    pids[i] = pid;
+    pids[i] = ttool_spawn(kv,
+                          (char *const[]){kv, "node", "--bind", bind, "--seed", seeds[0], "--seed",
+                                          seeds[1], "--seed", seeds[2], "--data", data, "--fast",
+                                          NULL},
+                          log);
+    assert_true(pids[i] > 0);
 }
 
 static void kill_node(int i, int sig)

@@ -1,6 +1,7 @@
 /*  tools.c — see tools.h. */
 #include "tools.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -49,4 +50,19 @@ int ttool_run(const char *path, const char *args, char *out, size_t cap)
     out[n] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int ttool_spawn(const char *path, char *const argv[], const char *log)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0)
+        return (int)pid;
+    int fd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    execv(path, argv);
+    _exit(127);
 }

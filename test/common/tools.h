@@ -14,5 +14,8 @@ bool ttool_find(const char *name, char *path, size_t cap);
 /* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
    bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */
 int ttool_run(const char *path, const char *args, char *out, size_t cap);
+/* Starts `path` with argv (argv[0] included, NULL-terminated) in the background, its stdout and
+   stderr appended to `log` (NULL: /dev/null). The child's pid; the caller kills and reaps it. */
+int ttool_spawn(const char *path, char *const argv[], const char *log);
 
 #endif
