@@ -1407,11 +1407,28 @@ static void retry_tick(shoal_system_t *sys, void *arg)
     if (!c->joining || cstate_member(c->state, c->self) || c->terminated)
         return;
     int64_t now = shoal_now_ms();
-    /* the first seed forms the cluster when no other seed answered in time */
+    /* the first seed forms the cluster when no other seed answered in time; with a kept
+       membership, only once enough seeds answered that they are in no cluster to make a
+       majority of it with this node: a first seed restarted behind a partition then waits for
+       the partition to heal and joins the cluster there, instead of forming a second one */
     if (c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
         now - c->join_started >= (int64_t)c->s.seed_node_timeout_ms) {
-        form_alone(c, "no other seed is in a cluster after seed-node-timeout");
-        return;
+        size_t kept = zhash_size(c->voters), nacked = 0;
+        for (size_t i = 0; i < c->n_seeds; i++)
+            nacked += c->seed_nacked[i];
+        if (kept == 0 || 2 * (nacked + 1) > kept) {
+            form_alone(c, kept ? "a majority of the kept membership is in no cluster after "
+                                 "seed-node-timeout"
+                               : "no other seed is in a cluster after seed-node-timeout");
+            return;
+        }
+        if (!c->join_logged || now - c->join_logged >= 10000) {
+            c->join_logged = now;
+            zsys_warning("%s: the first seed waits to form a cluster: %zu of the %zu kept members "
+                         "answered that they are in no cluster (a majority is needed, so that a "
+                         "seed cut off does not form a second cluster)",
+                         shoal_node_id(c->self), nacked + 1, kept);
+        }
     }
     /* say how joining goes: after 2 s, then every 10 s, which seeds answered and how */
     if ((!c->join_logged && now - c->join_started >= 2000) ||

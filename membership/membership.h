@@ -87,7 +87,12 @@
     intersection. A node whose directory is emptied or replaced has a new identity: it joins as a
     new member and never answers for the old one. An identity that will never return (a disk
     lost for good) is dropped with shoal_cluster_forget (shoal-cluster forget ID), which tells
-    every member it reaches; until then majorities need the others.
+    every member it reaches; until then majorities need the others. The kept membership also
+    decides when the first seed may form a cluster after seed-node-timeout: only once enough
+    seeds answered that they are in no cluster to make, with it, a majority of the kept
+    identities. A first seed restarted behind a partition then waits and joins the cluster it
+    finds when the partition heals, instead of forming a second one; after a restart of every
+    node (or a resolver that downed everyone) it forms the one cluster the others join.
 
     SHUTDOWN runs in phases (like Akka's coordinated shutdown): tasks registered per phase, each
     phase with a timeout; it runs on leave, on being downed or removed, and on

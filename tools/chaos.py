@@ -289,12 +289,12 @@ class Nodes:
         eps = [self.net.endpoint(j) for j in range(1, self.args.nodes + 1)]
         own = self.net.endpoint(i)
         others = [e for e in eps if e != own]
-        # only node 1's first start (or the full restart) may form a cluster alone: a node that
-        # lists itself first would form a second cluster if it came back during a partition
-        if form:
-            seeds = [own] + others
-        else:
-            seeds = others
+        # every node gets the same seed list, as a deployment would: node 1 is the first seed.
+        # Restarted behind a partition it does not form a second cluster, since its kept
+        # membership (the identities in its data directory) needs a majority of the members to
+        # answer that they are in no cluster first; and after the resolver downed everyone, it
+        # forms the one cluster the others join. (`form` is kept for the schedule's readers.)
+        seeds = eps
         cmd = self.net.prefix(i)
         env = dict(os.environ)
         if skew is not None:

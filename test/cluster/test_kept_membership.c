@@ -4,11 +4,11 @@
     same seed list, SIGSTOP and SIGKILL.
 
     One node is stopped, a majority write is acknowledged by the other two, all three are killed,
-    and the stopped one (the first seed, so it forms a cluster alone after seed-node-timeout) is
-    restarted alone: its majority read and write must be refused (no quorum: one of three kept
-    identities), not answered "no such key" from its own copy. A second node restarted beside it
-    brings a majority of the kept membership, and the majority read finds the value in that node's
-    store. A node whose data directory was emptied is a new identity and does not make a majority
+    and the stopped one (the first seed) is restarted alone: it must not form a cluster of one
+    (one of three kept identities answered), and its majority read and write must be refused (no
+    quorum), not answered "no such key" from its own copy. A second node restarted beside it
+    brings a majority of the kept membership: the first seed forms the cluster, the second joins,
+    and the majority read finds the value in the second node's store. A node whose data directory was emptied is a new identity and does not make a majority
     of the old one; `shoal-cluster forget` drops an identity for good.
 */
 #include <setjmp.h>
@@ -153,14 +153,25 @@ static void test_majorities_intersect_across_a_full_restart(void **state)
         kill_node(i, SIGKILL);
     kill_node(0, SIGKILL);
 
-    /* node 0 alone: the first seed, it forms a cluster of one after seed-node-timeout; its kept
-       membership has three identities, so no majority */
+    /* node 0 alone: the first seed, but its kept membership has three identities and no other
+       answers, so it does not form a cluster of one (a seed cut off by a partition would form a
+       second cluster so); in no cluster, it has no majority either */
     start(0);
-    if (!wait_up(0, 1, 20000)) {
+    char args[128];
+    snprintf(args, sizeof args, "--node tcp://127.0.0.1:%d members", ports[0]);
+    int rc = -1;
+    for (int64_t end = now_ms() + 10000; now_ms() < end && rc != 0; usleep(100000))
+        rc = ttool_run(tool, args, out, OUT_CAP);
+    assert_int_equal(rc, 0);
+    int64_t alone_until = now_ms() + 2500; /* past seed-node-timeout (1 s with --fast) */
+    while (now_ms() < alone_until)
+        usleep(100000);
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 0);
+    if (!strstr(out, " is in no cluster since ")) {
         dump_logs();
-        fail_msg("node 0 did not form a cluster alone");
+        fail_msg("a first seed alone with a kept membership of three formed a cluster: %s", out);
     }
-    int rc = kvcmd("get %d k majority", ports[0]);
+    rc = kvcmd("get %d k majority", ports[0]);
     if (rc != 1 || !strstr(out, "no quorum")) {
         dump_logs();
         fail_msg("a lone restarted node answered a majority read (exit %d): %s", rc, out);
@@ -169,12 +180,13 @@ static void test_majorities_intersect_across_a_full_restart(void **state)
     assert_non_null(strstr(out, "no quorum"));
     assert_int_equal(kvcmd("get %d k local", ports[0]), 1); /* it never had it */
     assert_non_null(strstr(out, "no such key"));
-    char args[128];
     snprintf(args, sizeof args, "--node tcp://127.0.0.1:%d --json members", ports[0]);
     assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 0);
     assert_non_null(strstr(out, "\"kept\":[")); /* the view shows what majorities count */
 
-    /* node 1 back: two of three kept identities, and node 1's store has the value */
+    /* node 1 back: it answers that it is in no cluster either, which makes two of the three
+       kept identities: node 0 forms the cluster, node 1 joins, and node 1's store has the
+       value */
     start(1);
     if (!wait_up(0, 2, 20000)) {
         dump_logs();
