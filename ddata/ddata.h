@@ -504,7 +504,9 @@ typedef struct shoal_system shoal_system_t;
 
 typedef struct {
     /* Where to bind the ROUTER, e.g. "tcp://127.0.0.1:2552". Port 0 binds an ephemeral port
-       (tests); the node id then carries the port actually bound. */
+       (tests); the node id then carries the port actually bound. The host is what peers dial
+       (it is the node id's host), so a wildcard (*, 0.0.0.0, ::) is refused, as is a port that
+       is not 0..65535 in digits (shoal_endpoint_check_bind). */
     const char *endpoint;
     /* The node's uid; 0 draws a random one (a new incarnation at every start). */
     uint64_t uid;
@@ -534,7 +536,7 @@ typedef struct {
 void shoal_system_settings_default(shoal_system_settings_t *s);
 
 /* Starts a node: binds, starts its thread. NULL on failure with *err set (SHOAL_EIO for a bind
-   failure, SHOAL_EINVAL for bad settings). */
+   failure, SHOAL_EINVAL for bad settings, an endpoint among them: logged with the reason). */
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err);
 /* Stops the node thread, closes its sockets (linger 0) and frees it. NULL-safe. */
 void shoal_system_destroy(shoal_system_t **self_p);
@@ -617,6 +619,14 @@ int shoal_system_secure_socket(shoal_system_t *sys, void *zmq_sock, bool server,
                                const char *peer_node_endpoint);
 /* True when the node runs CURVE. */
 bool shoal_system_secure(const shoal_system_t *sys);
+
+/* Checks an endpoint to bind a listener at: tcp://host:port whose host peers can dial (a
+   wildcard — *, 0.0.0.0, ::, any spelling of the unspecified address — cannot be dialed, and it
+   would become the node id's host) and whose port is 0..65535 in digits (0: an ephemeral port;
+   star_port also admits libzmq's "*" for one), or ipc://path. libzmq itself binds
+   "tcp://host:99999" on a port of its choosing and ":-1" on 65535. 0, or SHOAL_EINVAL with the
+   reason in why (may be NULL). Thread-safe. */
+int shoal_endpoint_check_bind(const char *endpoint, bool star_port, char *why, size_t why_len);
 /* The node's public key (Z85, 40 characters), or NULL when plain. Thread-safe. */
 const char *shoal_system_public_key(const shoal_system_t *sys);
 /* Remembers the public key (Z85) of the member listening at `endpoint`, to connect to it; it

@@ -1676,8 +1676,13 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         s->max_frame_bytes > MAX_FRAME_LIMIT || s->peer_send_hwm <= 0 || s->ack_interval_ms == 0 ||
         s->handshake_retry_ms == 0 || s->max_pending_calls == 0)
         return NULL;
-    if (strncmp(s->endpoint, "tcp://", 6) != 0 && strncmp(s->endpoint, "ipc://", 6) != 0)
+    /* before libzmq sees it: it binds "tcp://h:99999" somewhere else, and a wildcard host under a
+       node id peers cannot dial, without a word */
+    char why[256];
+    if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
+        zsys_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
+    }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
     if (has_cert != has_allow) {

@@ -1116,6 +1116,14 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     *err = SHOAL_EINVAL;
     if (!s || !s->bind_endpoint || s->heartbeat_interval_ms == 0)
         return NULL;
+    /* its endpoint travels in the member record: peers must be able to dial it */
+    char why[256];
+    if (shoal_endpoint_check_bind(s->bind_endpoint, true, why, sizeof why) != 0 ||
+        strncmp(s->bind_endpoint, "tcp://", 6) != 0) {
+        zsys_error("heartbeat: cannot listen at %s: %s", s->bind_endpoint,
+                   why[0] ? why : "a heartbeat endpoint is tcp://host:port");
+        return NULL;
+    }
     phi_t *probe = phi_new(&s->phi);
     if (!probe)
         return NULL;

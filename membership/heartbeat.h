@@ -62,7 +62,8 @@ typedef struct {
     double local_health; /* current pause factor, >= 1 */
 } hb_stats_t;
 
-/* Starts the actor and binds. NULL with *err (SHOAL_EIO on bind failure). */
+/* Starts the actor and binds. NULL with *err (SHOAL_EIO on bind failure; SHOAL_EINVAL, logged,
+   for an endpoint peers could not dial: a wildcard host, a port not 0..65535 or *). */
 hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err);
 void hb_actor_destroy(hb_actor_t **self_p);
 /* The endpoint actually bound ("tcp://127.0.0.1:41234"). */

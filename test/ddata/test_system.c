@@ -1,5 +1,5 @@
-/*  test_system.c — THE NODE: handshakes, delivery, batching, limits, hostile input, restarts,
-    quarantine, fault injection, threads, timers, clients, back-pressure.
+/*  test_system.c — THE NODE: handshakes, delivery, batching, limits, hostile input, checked
+    endpoints, restarts, quarantine, fault injection, threads, timers, clients, back-pressure.
 
     Several nodes run in this one process on tcp://127.0.0.1:0. Nothing waits on a fixed sleep:
     wait_until() polls a predicate on the node thread (shoal_system_call) every few ms up to a
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ddata.h"
+#include "procs.h"
 #include "prop.h"
 #include "transport.h"
 
@@ -20,6 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DEADLINE_MS 15000
@@ -485,6 +487,78 @@ static int raw_recv(raw_t *r, uint8_t *buf, size_t cap, int timeout_ms)
         zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
     } while (more);
     return n;
+}
+
+/* Endpoints are checked before libzmq sees them: it binds "tcp://h:99999" on a port of its own
+   and ":-1" on 65535, and a wildcard host under a node id no peer can dial. */
+static void test_bind_endpoints_are_checked(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "tcp://127.0.0.1:99999",
+        "tcp://127.0.0.1:-1",
+        "tcp://127.0.0.1:65536",
+        "tcp://127.0.0.1:*",
+        "tcp://127.0.0.1:",
+        "tcp://127.0.0.1",
+        "tcp://127.0.0.1:80x",
+        "tcp://127.0.0.1: 80",
+        "tcp://*:0",
+        "tcp://0.0.0.0:0",
+        "tcp://[::]:0",
+        "tcp://[0:0::0]:0",
+        "tcp://:::0",
+        "tcp://:0",
+        "udp://127.0.0.1:0",
+        "ipc://",
+        "tcp://127.0.0.1:+80",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        shoal_system_settings_t s;
+        settings(&s, bad[i]);
+        int err = 0;
+        shoal_system_t *sys = shoal_system_new(&s, &err);
+        if (sys)
+            print_error("started at %s\n", bad[i]);
+        assert_null(sys);
+        assert_int_equal(err, SHOAL_EINVAL);
+        char why[256] = "";
+        assert_int_equal(shoal_endpoint_check_bind(bad[i], false, why, sizeof why), SHOAL_EINVAL);
+        assert_true(why[0] != 0);
+    }
+    char why[256];
+    assert_int_equal(shoal_endpoint_check_bind("tcp://0.0.0.0:2552", false, why, sizeof why),
+                     SHOAL_EINVAL);
+    assert_non_null(strstr(why, "wildcard"));
+    assert_int_equal(shoal_endpoint_check_bind("tcp://127.0.0.1:99999", false, why, sizeof why),
+                     SHOAL_EINVAL);
+    assert_non_null(strstr(why, "99999"));
+    /* libzmq's "*" port only where a caller asks for it (the heartbeat's ephemeral port) */
+    assert_int_equal(shoal_endpoint_check_bind("tcp://127.0.0.1:*", true, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://*:*", true, NULL, 0), SHOAL_EINVAL);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://localhost:0", false, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://[::1]:65535", false, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("ipc:///tmp/shoal-x", false, NULL, 0), 0);
+
+    /* port 0 (an ephemeral port) and a fixed port work, and the node id is what was asked */
+    tnode_t a, b;
+    start(&a);
+    assert_int_equal(strncmp(shoal_system_endpoint(a.sys), "tcp://127.0.0.1:", 16), 0);
+    assert_true(atoi(shoal_system_endpoint(a.sys) + 16) > 0);
+    int port = tfree_port();
+    assert_true(port > 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    shoal_system_settings_t s;
+    settings(&s, ep);
+    start_with(&b, &s);
+    assert_string_equal(shoal_system_endpoint(b.sys), ep);
+    char id[64];
+    snprintf(id, sizeof id, "127.0.0.1:%d:", port);
+    assert_int_equal(strncmp(shoal_node_id(shoal_system_self(b.sys)), id, strlen(id)), 0);
+    link_to(&a, &b);
+    stop(&a);
+    stop(&b);
 }
 
 static void test_hostile_input_is_dropped(void **state)
@@ -1237,6 +1311,7 @@ int main(void)
         cmocka_unit_test(test_ordered_delivery_and_batching),
         cmocka_unit_test(test_send_limits),
         cmocka_unit_test(test_hostile_input_is_dropped),
+        cmocka_unit_test(test_bind_endpoints_are_checked),
         cmocka_unit_test(test_restart_is_detected),
         cmocka_unit_test(test_quarantine_drops_frames),
         cmocka_unit_test(test_fault_cut_partitions_both_ways),

@@ -1,7 +1,8 @@
 /*  test_heartbeat.c — heartbeat actors over loopback: no false alarm while a peer answers; a
     paused, destroyed, wedged, cut-off or never-answering peer becomes unreachable, and reachable
     again when it answers; an indirect probe through a helper keeps a member reachable across one
-    bad link; a monitor frozen itself restarts its clocks instead of accusing; the wire codec.
+    bad link; a monitor frozen itself restarts its clocks instead of accusing; the wire codec;
+    endpoints peers could not dial are refused.
 
     Each test starts three nodes (a shoal_system_t each, only for its endpoint and its fault
     injection) and a heartbeat actor per node. A background thread plays the node loops, ticking
@@ -476,6 +477,23 @@ static void wire_round_trip_and_rejects(void **state)
     assert_int_equal(hb_decode(NULL, 0, &out), SHOAL_EDECODE);
 }
 
+/* A heartbeat endpoint travels in the member record: one peers cannot dial is refused. */
+static void heartbeat_endpoint_checked(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"tcp://*:*", "tcp://0.0.0.0:*", "tcp://127.0.0.1:99999",
+                                "tcp://127.0.0.1:-1", "ipc:///tmp/shoal-hb"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hb_settings_t hs;
+        settings(&hs, NULL);
+        hs.bind_endpoint = bad[i];
+        int err = 0;
+        hb_actor_t *hb = hb_actor_new(&hs, &err);
+        assert_null(hb);
+        assert_int_equal(err, SHOAL_EINVAL);
+    }
+}
+
 int main(void)
 {
     zsys_handler_set(NULL);
@@ -491,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(never_answering_target, setup, teardown),
         cmocka_unit_test_setup_teardown(frozen_monitor_restarts_clocks, setup, teardown),
         cmocka_unit_test_setup_teardown(peers_replaced_and_validated, setup, teardown),
+        cmocka_unit_test(heartbeat_endpoint_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
