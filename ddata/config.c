@@ -230,6 +230,9 @@ static const cfg_key_t cfg_keys[] = {
     /* Shoal's own: CURVE (ddata.h, SECURITY); a path is read when the node starts */
     SYS("curve/certificate", K_STRING, 0, 0, curve_cert, const char *, set_str),
     SYS("curve/allow-list", K_STRING, 0, 0, curve_allow_dir, const char *, set_str),
+    /* Shoal's own: connections each listener of the node keeps (ddata.h, LISTENERS) */
+    SYS("max-inbound-connections", K_UINT, CFG_POSITIVE, UINT32_MAX, max_inbound_connections,
+        uint32_t, set_u32),
 
     /* Distributed data: shoal/cluster/distributed-data/... -> shoal_replicator_settings_t */
     KEEP(DD "name", K_STRING, 0), /* the replicator actor's name: no actors here */

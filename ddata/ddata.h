@@ -482,6 +482,38 @@ int shoal_type_register(const shoal_type_t *type);
  * (membership's heartbeat) secure them with shoal_system_secure_socket. Clients
  * (shoal_client_new) use SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW the same way.
  *
+ * LISTENERS: MEMORY A STRANGER CAN MAKE A NODE HOLD. Every socket a node binds (this ROUTER,
+ * membership's heartbeat ROUTER: shoal_listener_new below; the metrics endpoint) bounds what one
+ * connection can make it buffer before anything is trusted, and how many connections it keeps:
+ *   - ZMQ_MAXMSGSIZE: a frame announcing more is refused by libzmq when its header arrives (the
+ *     connection is reset, before a byte of it is stored). The node's ROUTER takes
+ *     max_frame_bytes + 64 KiB (peers and clients learn the node's limit in the handshake and
+ *     never send more; a frame a little over it is dropped, counted and logged by the node's own
+ *     check instead of resetting the connection); the heartbeat ROUTER 4 KiB (its largest message
+ *     is under 800 bytes).
+ *   - Connections: libzmq has no per-socket cap, so the node watches each listener's socket
+ *     monitor and closes at once a connection accepted while max_inbound_connections are open
+ *     (counted in connections_refused, logged at most once a second). A connection must also
+ *     finish the ZeroMQ handshake within libzmq's handshake interval (30 s) or it is dropped.
+ *   - Kernel socket buffers are the kernel's, not the process's, and are not counted here.
+ * WORST CASE, per node, with the defaults (max_frame_bytes 256 KiB, max_inbound_connections
+ * 1024), of what connections that have not completed the ZeroMQ handshake can make the process
+ * hold — with CURVE that is everyone off the allow-list: per connection one partial frame plus
+ * libzmq's own buffers (an 8 KiB read batch with its reference counts, an 8 KiB write batch, the
+ * engine and session: 18 to 26 KiB measured with libzmq 4.3.4, 40 KiB allowed here), so
+ *     node ROUTER       1024 x (320 KiB + 40 KiB) = 360 MiB    (377,487,360 bytes)
+ *     heartbeat ROUTER  1024 x (  4 KiB + 40 KiB) =  44 MiB    ( 46,137,344 bytes)
+ *     metrics (HTTP)      64 x  64 KiB            =   4 MiB    (  4,194,304 bytes)
+ *     total                                        ~ 408 MiB   (427,819,008 bytes)
+ * and in general max_inbound_connections x (max_frame_bytes + 64 KiB + 4 KiB + 80 KiB) + 4 MiB.
+ * Before this bound one connection to the heartbeat port could make the node allocate 2 GiB.
+ * A connection past the handshake may in addition queue ZMQ_RCVHWM complete messages (1000
+ * frames on the node's ROUTER, which the node drains every loop turn; 64 heartbeat messages).
+ * One limit libzmq 4.3 does not offer at all: a frame's size is bounded, but not the number of
+ * parts of a multipart message, which libzmq keeps until the last part arrives; a peer past the
+ * handshake can grow one message without end that way. With CURVE only members on the allow-list
+ * get past the handshake; on a plain node (development only) anyone does.
+ *
  * FAULTS. shoal_system_fault replaces the fault set earlier for the same endpoint; a fault for
  * one endpoint overrides the NULL (every peer) fault in the directions it names. `cut` drops
  * every frame to and from that peer, handshakes and acks included; drop, duplicate and delay act
@@ -504,7 +536,9 @@ typedef struct shoal_system shoal_system_t;
 
 typedef struct {
     /* Where to bind the ROUTER, e.g. "tcp://127.0.0.1:2552". Port 0 binds an ephemeral port
-       (tests); the node id then carries the port actually bound. */
+       (tests); the node id then carries the port actually bound. The host is what peers dial
+       (it is the node id's host), so a wildcard (*, 0.0.0.0, ::) is refused, as is a port that
+       is not 0..65535 in digits (shoal_endpoint_check_bind). */
     const char *endpoint;
     /* The node's uid; 0 draws a random one (a new incarnation at every start). */
     uint64_t uid;
@@ -529,12 +563,17 @@ typedef struct {
        environment variables SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW. */
     const char *curve_cert;
     const char *curve_allow_dir;
+    /* Connections each listener of the node (its ROUTER, membership's heartbeat ROUTER) keeps
+       open at most; one accepted past it is closed at once (LISTENERS above). A member opens one
+       to each listener of every other member, a client one: the default, 1024, is a cluster of
+       1000 with room for tools. */
+    uint32_t max_inbound_connections;
 } shoal_system_settings_t;
 
 void shoal_system_settings_default(shoal_system_settings_t *s);
 
 /* Starts a node: binds, starts its thread. NULL on failure with *err set (SHOAL_EIO for a bind
-   failure, SHOAL_EINVAL for bad settings). */
+   failure, SHOAL_EINVAL for bad settings, an endpoint among them: logged with the reason). */
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err);
 /* Stops the node thread, closes its sockets (linger 0) and frees it. NULL-safe. */
 void shoal_system_destroy(shoal_system_t **self_p);
@@ -617,6 +656,50 @@ int shoal_system_secure_socket(shoal_system_t *sys, void *zmq_sock, bool server,
                                const char *peer_node_endpoint);
 /* True when the node runs CURVE. */
 bool shoal_system_secure(const shoal_system_t *sys);
+
+/* Checks an endpoint to bind a listener at: tcp://host:port whose host peers can dial (a
+   wildcard — *, 0.0.0.0, ::, any spelling of the unspecified address — cannot be dialed, and it
+   would become the node id's host) and whose port is 0..65535 in digits (0: an ephemeral port;
+   star_port also admits libzmq's "*" for one), or ipc://path. libzmq itself binds
+   "tcp://host:99999" on a port of its choosing and ":-1" on 65535. 0, or SHOAL_EINVAL with the
+   reason in why (may be NULL). Thread-safe. */
+int shoal_endpoint_check_bind(const char *endpoint, bool star_port, char *why, size_t why_len);
+
+/* Guards a listening socket an upper layer owns (membership's heartbeat ROUTER) as the node
+   guards its own ROUTER (LISTENERS above): sets ZMQ_MAXMSGSIZE to max_msg_bytes and ZMQ_RCVHWM to
+   recv_hwm (> 0), watches the socket's monitor to close a connection accepted past the node's
+   max_inbound_connections, and counts failed ZeroMQ handshakes by cause, logging each cause at
+   most once a second with the node's id and `what` ("heartbeat"). Call it before binding, then
+   shoal_listener_bound after. The guard belongs to the thread that owns the socket: that thread
+   polls shoal_listener_socket for ZMQ_POLLIN, calls shoal_listener_drain, and destroys the guard
+   before it closes the socket. NULL with *err (SHOAL_EINVAL, SHOAL_EIO) on failure. */
+typedef struct shoal_listener shoal_listener_t;
+typedef struct {
+    uint64_t accepted; /* connections accepted */
+    uint64_t open;     /* connections open now, as the monitor has told */
+    uint64_t refused;  /* closed at once: max_inbound_connections were open */
+    /* connections that ended, for any reason: a peer leaving, a refusal, libzmq resetting one
+       that announced a frame over ZMQ_MAXMSGSIZE (its monitor says no more than that it closed) */
+    uint64_t closed;
+    /* every failed ZeroMQ handshake, of which: the other side asked for another security
+       mechanism (CURVE on a plain node, or plain on a CURVE node); its CURVE key was refused (not
+       on the allow-list); malformed ZMTP (not a ZeroMQ peer, or a broken one); closed, or timed
+       out, before the handshake was complete (a port scan, a health check, a client that sent
+       nothing; not counted when the node closed it itself, refusing it) */
+    uint64_t handshakes_failed;
+    uint64_t handshakes_mismatched, handshakes_auth, handshakes_protocol, handshakes_incomplete;
+} shoal_listener_stats_t;
+shoal_listener_t *shoal_listener_new(shoal_system_t *sys, void *zmq_sock, const char *what,
+                                     int64_t max_msg_bytes, int recv_hwm, int *err);
+/* After a successful bind: learns the port (or ipc path) its connections are accepted on. */
+int shoal_listener_bound(shoal_listener_t *l);
+/* The monitor socket to poll for ZMQ_POLLIN. */
+void *shoal_listener_socket(shoal_listener_t *l);
+/* Handles the events waiting (a bounded number per call). */
+void shoal_listener_drain(shoal_listener_t *l);
+void shoal_listener_stats(const shoal_listener_t *l, shoal_listener_stats_t *out);
+/* Stops the monitor and frees the guard; the socket itself stays open. NULL-safe. */
+void shoal_listener_destroy(shoal_listener_t **self_p);
 /* The node's public key (Z85, 40 characters), or NULL when plain. Thread-safe. */
 const char *shoal_system_public_key(const shoal_system_t *sys);
 /* Remembers the public key (Z85) of the member listening at `endpoint`, to connect to it; it
@@ -659,9 +742,14 @@ typedef struct {
     uint64_t handshakes, peers;
     uint64_t handshakes_refused;
     /* CURVE: connections the allow-list admitted and refused, handshakes that failed at the
-       ZeroMQ level on the ROUTER (a refused key, a client without CURVE, garbage), and the keys
-       on the allow-list */
+       ZeroMQ level on the ROUTER (a refused key, a client without CURVE, garbage, a connection
+       closed before its handshake was complete), and the keys on the allow-list */
     uint64_t auth_admitted, auth_refused, handshakes_failed, allow_keys;
+    /* The ROUTER's connections (shoal_listener_stats_t): refused past max_inbound_connections,
+       open now; and, among handshakes_failed, those of another security mechanism and those
+       closed or timed out before they were complete */
+    uint64_t connections_refused, connections_open;
+    uint64_t handshakes_mismatched, handshakes_incomplete;
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
@@ -982,7 +1070,8 @@ shoal_config_t *shoal_config_parse(const char *text, char *err, size_t errlen);
 void shoal_config_destroy(shoal_config_t **self_p);
 /* Fills node settings: endpoint from shoal/remote/artery/canonical/{hostname,port} (as
    tcp://host:port), max_frame_bytes from shoal/remote/artery/advanced/maximum-frame-size,
-   peer_send_hwm from .../advanced/outbound-message-queue-size. Overwrites only what the file
+   peer_send_hwm from .../advanced/outbound-message-queue-size, max_inbound_connections from
+   shoal/remote/artery/max-inbound-connections (Shoal's own). Overwrites only what the file
    sets: initialize *out first (shoal_system_settings_default). When the file gives only one of
    hostname and port, the other comes from out->endpoint (if tcp://host:port; else 127.0.0.1 or
    2552). The endpoint string is owned by cfg. */

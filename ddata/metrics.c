@@ -117,6 +117,19 @@ static const field_t node_fields[] = {
     {"shoal_node_handshakes_failed_total", "counter",
      "ZeroMQ handshakes that failed on the node's socket (refused keys, plain clients, garbage).",
      NODE(handshakes_failed)},
+    {"shoal_node_handshakes_mismatched_total", "counter",
+     "Handshakes on the node's socket that asked for another security mechanism (CURVE vs "
+     "plain).",
+     NODE(handshakes_mismatched)},
+    {"shoal_node_handshakes_incomplete_total", "counter",
+     "Connections to the node's socket closed or timed out before completing the ZeroMQ "
+     "handshake.",
+     NODE(handshakes_incomplete)},
+    {"shoal_node_connections_refused_total", "counter",
+     "Connections the node's socket closed at once: max_inbound_connections were open.",
+     NODE(connections_refused)},
+    {"shoal_node_connections_open", "gauge", "Connections open on the node's socket.",
+     NODE(connections_open)},
     {"shoal_node_allow_list_keys", "gauge", "Keys on the CURVE allow-list (0 when plain).",
      NODE(allow_keys)},
 };

@@ -190,7 +190,8 @@ static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
         LINE(dropped_not_handshaken); LINE(dropped_fault); LINE(send_eagain); LINE(send_notconn);
         LINE(gaps); LINE(lost_unacked); LINE(duplicates); LINE(handshakes); LINE(peers);
         LINE(handshakes_refused); LINE(auth_admitted); LINE(auth_refused);
-        LINE(handshakes_failed); LINE(allow_keys);
+        LINE(handshakes_failed); LINE(allow_keys); LINE(connections_refused);
+        LINE(connections_open); LINE(handshakes_mismatched); LINE(handshakes_incomplete);
 #undef LINE
     }
 }

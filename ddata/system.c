@@ -52,6 +52,12 @@
 #define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
 #define LOG_INTERVAL_MS 1000  /* at most one log line per reason per second */
 #define MAX_FRAME_LIMIT (64u << 20)
+/* ZMQ_MAXMSGSIZE is the frame limit plus this: peers and clients learn the limit in the handshake
+   and never send more, so a frame over it is a bug or an attack. Up to the margin it is dropped,
+   counted and logged by the node's own check; past it libzmq resets the connection as soon as
+   the frame's header arrives. The margin is also what a stranger can make the node hold per
+   connection beyond the frame limit (ddata.h, LISTENERS). */
+#define MAX_MSG_MARGIN  (64u << 10)
 #define MIN_FRAME_LIMIT 1024u
 
 /* ---------------------------------------------------------------------------------------------
@@ -172,11 +178,11 @@ struct shoal_system {
     zactor_t *actor;
     pthread_t thread;
     void *router;
-    void *router_monitor; /* failed ZMTP/CURVE handshakes on the ROUTER */
+    shoal_listener_t *guard; /* the ROUTER's connections: cap, failed handshakes (listener.c) */
     shoal_curve_t *curve; /* NULL: plain transport */
     const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
-    int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop */
+    int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop: max_frame_bytes + MAX_MSG_MARGIN */
 
     /* the call queue: the only state other threads touch */
     pthread_mutex_t lock;
@@ -332,6 +338,7 @@ void shoal_system_settings_default(shoal_system_settings_t *s)
     s->max_pending_calls = 10000;
     s->curve_cert = getenv("SHOAL_CURVE_CERT");
     s->curve_allow_dir = getenv("SHOAL_CURVE_ALLOW");
+    s->max_inbound_connections = SHOAL_MAX_INBOUND_CONNECTIONS;
 }
 
 static void emit(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
@@ -1128,9 +1135,10 @@ static void drain_dealer(shoal_system_t *sys, peer_t *p)
     }
 }
 
-/* Reads one event of a socket monitor (ZeroMQ sends the event and its address as two frames):
-   false when none is waiting. `where` (may be NULL) gets the address. */
-static bool monitor_event(void *monitor, uint16_t *event, char *where, size_t cap)
+/* Reads one event of a socket monitor (ZeroMQ sends the event and its value, then its address,
+   as two frames): false when none is waiting. `where` (may be NULL) gets the address. */
+static bool monitor_event(void *monitor, uint16_t *event, uint32_t *value, char *where,
+                          size_t cap)
 {
     zmq_msg_t ev, addr;
     zmq_msg_init(&ev);
@@ -1139,8 +1147,11 @@ static bool monitor_event(void *monitor, uint16_t *event, char *where, size_t ca
         return false;
     }
     *event = 0;
+    *value = 0;
     if (zmq_msg_size(&ev) >= 2)
         memcpy(event, zmq_msg_data(&ev), 2);
+    if (zmq_msg_size(&ev) >= 6)
+        memcpy(value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
     zmq_msg_init(&addr);
     if (where && cap)
         snprintf(where, cap, "?");
@@ -1162,7 +1173,9 @@ static bool monitor_event(void *monitor, uint16_t *event, char *where, size_t ca
 static void drain_monitor(shoal_system_t *sys, peer_t *p)
 {
     uint16_t event;
-    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, NULL, 0); n++) {
+    uint32_t value;
+    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, &value, NULL, 0);
+         n++) {
         int64_t now = shoal_now_ms();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             p->redial_backoff_ms = 0;
@@ -1179,11 +1192,24 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
             if (p->redial_backoff_ms > REDIAL_MAX_MS)
                 p->redial_backoff_ms = REDIAL_MAX_MS;
             p->redial_ms = now + p->redial_backoff_ms;
+            const char *why;
+            if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+                why = sys->curve ? "it does not speak CURVE (a plain node?)"
+                                 : "it asked for another security mechanism (does it require "
+                                   "CURVE?)";
+            else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                why = "it refused this node's key: is the key on its allow-list?";
+            else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+                why = "ZeroMQ protocol error (is it a Shoal node?)";
+            else
+                why = sys->curve ? "the connection closed before the handshake was complete "
+                                   "(is this node's key on its allow-list, and its key on ours?)"
+                                 : "the connection closed before the handshake was complete "
+                                   "(is it a Shoal node? does it require CURVE?)";
             log_limited(sys, LOG_HANDSHAKE,
-                        "cannot %s with %s (ZeroMQ handshake failed, event 0x%x): %s",
-                        sys->curve ? "authenticate" : "connect", p->endpoint, event,
-                        sys->curve ? "is this node's key on its allow-list, and its key on ours?"
-                                   : "does it require CURVE?");
+                        "cannot %s with %s (ZeroMQ handshake failed, event 0x%x, 0x%x): %s",
+                        sys->curve ? "authenticate" : "connect", p->endpoint, event, value, why);
         }
     }
 }
@@ -1192,25 +1218,18 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
     (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
-/* Failed handshakes on the ROUTER: a key the allow-list refused, a client without CURVE (or with
-   it, on a plain node), or bytes that are not ZMTP. Counted and logged with the address. */
-static void drain_router_monitor(shoal_system_t *sys)
+/* The ROUTER's connections (listener.c counts, caps and logs them): its counts go into the
+   node's. */
+static void drain_router_guard(shoal_system_t *sys)
 {
-    uint16_t event;
-    char where[128];
-    for (int n = 0; n < DEALER_BUDGET && monitor_event(sys->router_monitor, &event, where,
-                                                         sizeof where);
-         n++) {
-        if (!(event & HANDSHAKE_FAILED_EVENTS))
-            continue;
-        sys->stats.handshakes_failed++;
-        log_limited(sys, LOG_HANDSHAKE, "refused a connection on %s: %s (%" PRIu64 " so far)",
-                    where,
-                    event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "key not on the allow-list"
-                    : sys->curve ? "not a CURVE client (or not ZMTP)"
-                                 : "handshake failed (a CURVE client on a plain node?)",
-                    sys->stats.handshakes_failed);
-    }
+    shoal_listener_drain(sys->guard);
+    shoal_listener_stats_t g;
+    shoal_listener_stats(sys->guard, &g);
+    sys->stats.handshakes_failed = g.handshakes_failed;
+    sys->stats.handshakes_mismatched = g.handshakes_mismatched;
+    sys->stats.handshakes_incomplete = g.handshakes_incomplete;
+    sys->stats.connections_refused = g.refused;
+    sys->stats.connections_open = g.open;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1550,7 +1569,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
         it[0] = (zmq_pollitem_t){pipe_sock, 0, ZMQ_POLLIN, 0};
         it[1] = (zmq_pollitem_t){NULL, sys->wake_fd, ZMQ_POLLIN, 0};
         it[2] = (zmq_pollitem_t){sys->router, 0, ZMQ_POLLIN, 0};
-        it[3] = (zmq_pollitem_t){sys->router_monitor, 0, ZMQ_POLLIN, 0};
+        it[3] = (zmq_pollitem_t){shoal_listener_socket(sys->guard), 0, ZMQ_POLLIN, 0};
         size_t np = sys->npeers;
         for (size_t i = 0; i < np; i++) {
             peer_t *p = sys->peers[i];
@@ -1581,7 +1600,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
         if (it[2].revents & ZMQ_POLLIN)
             drain_router(sys);
         if (it[3].revents & ZMQ_POLLIN)
-            drain_router_monitor(sys);
+            drain_router_guard(sys);
         for (size_t i = 0; i < np; i++) {
             peer_t *p = sys->poll_peers[i];
             if (!p->dead && (it[5 + 2 * i].revents & ZMQ_POLLIN))
@@ -1611,9 +1630,7 @@ static void actor_fn(zsock_t *pipe, void *arg)
     sys->npeers = 0;
     reap(sys);
     held_free_all(sys, NULL);
-    zmq_socket_monitor(sys->router, NULL, 0);
-    zmq_close(sys->router_monitor);
-    sys->router_monitor = NULL;
+    shoal_listener_destroy(&sys->guard);
     zmq_close(sys->router);
     sys->router = NULL;
     pthread_mutex_lock(&sys->lock);
@@ -1658,6 +1675,11 @@ static void set_int(void *sock, int opt, int v)
     zmq_setsockopt(sock, opt, &v, sizeof v);
 }
 
+uint32_t shoal_system_max_inbound_connections(const shoal_system_t *sys)
+{
+    return sys ? sys->set.max_inbound_connections : SHOAL_MAX_INBOUND_CONNECTIONS;
+}
+
 static void common_opts(shoal_system_t *sys, void *sock)
 {
     set_int(sock, ZMQ_LINGER, 0);
@@ -1674,10 +1696,15 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     *err = SHOAL_EINVAL;
     if (!s || !s->endpoint || s->max_frame_bytes < MIN_FRAME_LIMIT ||
         s->max_frame_bytes > MAX_FRAME_LIMIT || s->peer_send_hwm <= 0 || s->ack_interval_ms == 0 ||
-        s->handshake_retry_ms == 0 || s->max_pending_calls == 0)
+        s->handshake_retry_ms == 0 || s->max_pending_calls == 0 || s->max_inbound_connections == 0)
         return NULL;
-    if (strncmp(s->endpoint, "tcp://", 6) != 0 && strncmp(s->endpoint, "ipc://", 6) != 0)
+    /* before libzmq sees it: it binds "tcp://h:99999" somewhere else, and a wildcard host under a
+       node id peers cannot dial, without a word */
+    char why[256];
+    if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
+        zsys_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
+    }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
     if (has_cert != has_allow) {
@@ -1703,21 +1730,20 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->set = *s;
     sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
     sys->curve = curve;
-    sys->max_msg = (int64_t)s->max_frame_bytes * 4 + 65536;
+    sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
-    char rmon[64];
-    monitor_name(rmon, sizeof rmon);
-    if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0) ||
-        zmq_socket_monitor(sys->router, rmon, HANDSHAKE_FAILED_EVENTS) != 0 ||
-        !(sys->router_monitor = zmq_socket(ctx, ZMQ_PAIR)) ||
-        zmq_connect(sys->router_monitor, rmon) != 0) {
+    if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
         zsys_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
                    zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
-    set_int(sys->router_monitor, ZMQ_LINGER, 0);
     common_opts(sys, sys->router);
+    /* ZMQ_MAXMSGSIZE again (common_opts set it) and libzmq's default receive HWM, now written
+       down: the node drains its ROUTER every loop turn (ddata.h, LISTENERS) */
+    sys->guard = shoal_listener_new(sys, sys->router, "node", sys->max_msg, 1000, err);
+    if (!sys->guard)
+        goto fail;
     set_int(sys->router, ZMQ_ROUTER_MANDATORY, 1); /* a reply to a gone client fails visibly */
     if (zmq_bind(sys->router, s->endpoint) != 0) {
         zsys_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
@@ -1732,6 +1758,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
         !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
         zsys_error("shoal: bound %s but cannot name the node after it", s->endpoint);
+        goto fail;
+    }
+    if (shoal_listener_bound(sys->guard) != 0) {
+        zsys_error("shoal: bound %s but cannot tell its port", s->endpoint);
+        *err = SHOAL_EIO;
         goto fail;
     }
     sys->endpoint = strdup(bound);
@@ -1774,12 +1805,9 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     *err = 0;
     return sys;
 fail:
-    if (sys->router) {
-        zmq_socket_monitor(sys->router, NULL, 0);
+    shoal_listener_destroy(&sys->guard);
+    if (sys->router)
         zmq_close(sys->router);
-    }
-    if (sys->router_monitor)
-        zmq_close(sys->router_monitor);
     shoal_curve_destroy(&sys->curve);
     free(sys->endpoint);
     free(sys);

@@ -7,6 +7,8 @@
 #include "transport.h"
 #include "transport.pb-c.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 
 /* ---------------------------------------------------------------------------------------------
@@ -444,6 +446,85 @@ int shoal_endpoint_split(const char *endpoint, char *host, size_t host_cap, uint
     memcpy(host, h, hl);
     host[hl] = 0;
     *port = (uint16_t)p;
+    return 0;
+}
+
+int shoal_endpoint_check_bind(const char *endpoint, bool star_port, char *why, size_t why_len)
+{
+    char dummy[1];
+    if (!why || !why_len) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+    why[0] = 0;
+    if (!endpoint) {
+        snprintf(why, why_len, "no endpoint");
+        return SHOAL_EINVAL;
+    }
+    if (strncmp(endpoint, "ipc://", 6) == 0) {
+        if (!endpoint[6]) {
+            snprintf(why, why_len, "ipc:// needs a path");
+            return SHOAL_EINVAL;
+        }
+        return 0;
+    }
+    if (strncmp(endpoint, "tcp://", 6) != 0) {
+        snprintf(why, why_len, "not tcp://host:port or ipc://path");
+        return SHOAL_EINVAL;
+    }
+    const char *h = endpoint + 6;
+    const char *colon = strrchr(h, ':');
+    if (!colon) {
+        snprintf(why, why_len, "no port (tcp://host:port)");
+        return SHOAL_EINVAL;
+    }
+    const char *port = colon + 1;
+    bool port_ok = star_port && strcmp(port, "*") == 0;
+    if (!port_ok) {
+        /* libzmq reads "99999" and "-1" as some port of its own choosing: digits only here */
+        unsigned long p = 0;
+        const char *d = port;
+        for (; *d >= '0' && *d <= '9' && p <= 65535; d++)
+            p = p * 10 + (unsigned long)(*d - '0');
+        port_ok = d != port && !*d && p <= 65535;
+    }
+    if (!port_ok) {
+        snprintf(why, why_len, "port '%s' is not a number from 0 to 65535%s", port,
+                 star_port ? " (or *)" : "");
+        return SHOAL_EINVAL;
+    }
+    size_t hl = (size_t)(colon - h);
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    if (hl == 0 || hl >= sizeof host) {
+        snprintf(why, why_len, hl ? "host too long" : "no host (tcp://host:port)");
+        return SHOAL_EINVAL;
+    }
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    for (size_t i = 0; i < hl; i++)
+        if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] >= 0x7f) {
+            snprintf(why, why_len, "host has a space or a non-ASCII byte");
+            return SHOAL_EINVAL;
+        }
+    /* the address literal without brackets, to recognize every spelling of "any" */
+    char lit[SHOAL_ENDPOINT_MAX + 1];
+    snprintf(lit, sizeof lit, "%s", host);
+    if (lit[0] == '[' && hl >= 2 && lit[hl - 1] == ']') {
+        memmove(lit, lit + 1, hl - 2);
+        lit[hl - 2] = 0;
+    }
+    struct in_addr a4;
+    struct in6_addr a6;
+    bool any = strcmp(lit, "*") == 0 ||
+               (inet_pton(AF_INET, lit, &a4) == 1 && a4.s_addr == htonl(INADDR_ANY)) ||
+               (inet_pton(AF_INET6, lit, &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6));
+    if (any) {
+        snprintf(why, why_len,
+                 "host '%s' is a wildcard: peers cannot dial it (a node id and a heartbeat "
+                 "endpoint carry the host they dial); bind the address peers reach this node at",
+                 host);
+        return SHOAL_EINVAL;
+    }
     return 0;
 }
 

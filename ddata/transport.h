@@ -187,6 +187,10 @@ uint32_t shoal_wire_version_pick(uint32_t peer_min, uint32_t peer_max);
  * once, so czmq's actors and Shoal's raw sockets live in one context. (system.c)
  */
 void *shoal_zmq_context(void);
+/* The node's max_inbound_connections (the default for NULL), for its listeners' guards. */
+uint32_t shoal_system_max_inbound_connections(const shoal_system_t *sys);
+/* The default of max_inbound_connections: a cluster of 1000 with room for tools */
+#define SHOAL_MAX_INBOUND_CONNECTIONS 1024u
 
 /* ---------------------------------------------------------------------------------------------
  * Endpoints.

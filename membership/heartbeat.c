@@ -11,7 +11,9 @@
     someone's behalf): one connection per peer, and a requester's probe requests come from the same
     socket as its pings, so the helper knows who asks. Every DEALER has linger 0, ZMQ_IMMEDIATE and
     a small send HWM and is written with ZMQ_DONTWAIT: a dead peer costs a dropped ping, never a
-    blocked actor.
+    blocked actor. The ROUTER is guarded like the node's (ddata.h, LISTENERS): frames of 4 KiB at
+    most, 64 messages queued per connection, the node's max_inbound_connections; its guard's
+    monitor is polled by this thread too.
 
     Probes. A regular ping has a sequence number below 2^63; a ping sent for an indirect probe
     has bit 63 set, so its pong is matched to the probe and never taken for a regular heartbeat
@@ -37,6 +39,14 @@
 #define REDIAL_MIN_MS 3000  /* a DEALER unanswered this long is replaced, the wait doubling to: */
 #define REDIAL_MAX_MS 30000
 #define DRAIN_MAX 256       /* messages taken from one socket per loop turn (fairness) */
+/* What the heartbeat ROUTER takes (ddata.h, LISTENERS): its largest message, a probe request
+   with three endpoints of at most 255 bytes, is 778 bytes; a frame announcing more than this is
+   refused by libzmq before it stores a byte of it (2 GiB were allocated for one connection
+   without it). */
+#define ROUTER_MAX_MSG 4096
+/* Complete messages queued per connection: a member sends one ping per interval and a few probe
+   requests (its DEALER queues 16 at most), and the actor drains DRAIN_MAX per turn */
+#define ROUTER_RCVHWM 64
 
 /* ---------------------------------------------------------------------------------------------
    Wire */
@@ -209,6 +219,7 @@ struct hb_actor {
     char self_node_id[EP_MAX + 1]; /* named in our pongs */
     zactor_t *actor;
     zsock_t *router; /* handed to the actor thread, which owns and closes it */
+    shoal_listener_t *guard; /* the router's connections; the actor thread's too */
 
     _Atomic int64_t last_tick;
     atomic_bool paused;
@@ -1025,6 +1036,7 @@ static void drain_conn(loop_t *l, conn_t *c, bool ignore, int64_t now)
 static void publish_stats(loop_t *l)
 {
     l->st.local_health = health_factor(l);
+    shoal_listener_stats(l->a->guard, &l->st.listener);
     hb_actor_t *a = l->a;
     pthread_mutex_lock(&a->lock);
     a->stats_snapshot = l->st;
@@ -1066,17 +1078,19 @@ static void actor_fn(zsock_t *pipe, void *arg)
     bool running = true;
     while (running) {
         bool paused = atomic_load(&a->paused);
-        size_t n = 2 + l.nc;
+        size_t n = 3 + l.nc;
         if (n > items_cap) {
             items_cap = n * 2;
             items = xrealloc(items, items_cap * sizeof *items);
         }
         items[0] = (zmq_pollitem_t){.socket = zsock_resolve(pipe), .events = ZMQ_POLLIN};
         items[1] = (zmq_pollitem_t){.socket = l.router, .events = ZMQ_POLLIN};
+        items[2] = (zmq_pollitem_t){.socket = shoal_listener_socket(a->guard),
+                                    .events = ZMQ_POLLIN};
         conn_t **polled = xcalloc(l.nc, sizeof *polled);
         size_t npolled = l.nc;
         for (size_t i = 0; i < l.nc; i++) {
-            items[2 + i] = (zmq_pollitem_t){.socket = zsock_resolve(l.conns[i]->sock),
+            items[3 + i] = (zmq_pollitem_t){.socket = zsock_resolve(l.conns[i]->sock),
                                             .events = ZMQ_POLLIN};
             polled[i] = l.conns[i];
         }
@@ -1097,8 +1111,10 @@ static void actor_fn(zsock_t *pipe, void *arg)
             }
             if (items[1].revents & ZMQ_POLLIN)
                 drain_router(&l, paused, now);
+            if (items[2].revents & ZMQ_POLLIN)
+                shoal_listener_drain(a->guard);
             for (size_t i = 0; i < npolled; i++)
-                if (items[2 + i].revents & ZMQ_POLLIN)
+                if (items[3 + i].revents & ZMQ_POLLIN)
                     drain_conn(&l, polled[i], paused, now);
         }
         free(polled);
@@ -1127,6 +1143,7 @@ static void actor_fn(zsock_t *pipe, void *arg)
     conns_gc(&l, 0, true);
     free(l.conns);
     free(l.obo);
+    shoal_listener_destroy(&a->guard);
     zsock_destroy(&a->router);
 }
 
@@ -1141,6 +1158,14 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     *err = SHOAL_EINVAL;
     if (!s || !s->bind_endpoint || s->heartbeat_interval_ms == 0)
         return NULL;
+    /* its endpoint travels in the member record: peers must be able to dial it */
+    char why[256];
+    if (shoal_endpoint_check_bind(s->bind_endpoint, true, why, sizeof why) != 0 ||
+        strncmp(s->bind_endpoint, "tcp://", 6) != 0) {
+        zsys_error("heartbeat: cannot listen at %s: %s", s->bind_endpoint,
+                   why[0] ? why : "a heartbeat endpoint is tcp://host:port");
+        return NULL;
+    }
     phi_t *probe = phi_new(&s->phi);
     if (!probe)
         return NULL;
@@ -1164,7 +1189,6 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     }
     zsock_set_linger(a->router, 0);
     zsock_set_sndhwm(a->router, 1000);
-    zsock_set_rcvhwm(a->router, 1000);
     /* the heartbeat socket admits the node's allow-list, like the node's own ROUTER */
     if (s->sys && shoal_system_secure_socket(s->sys, zsock_resolve(a->router), true, NULL) != 0) {
         zsock_destroy(&a->router);
@@ -1172,10 +1196,20 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
         *err = SHOAL_EKEY;
         return NULL;
     }
+    /* bounded like every listener of the node: frame size, queue, connections */
+    a->guard = shoal_listener_new(s->sys, zsock_resolve(a->router), "heartbeat", ROUTER_MAX_MSG,
+                                  ROUTER_RCVHWM, err);
+    if (!a->guard) {
+        zsock_destroy(&a->router);
+        free(a);
+        return NULL;
+    }
     /* libzmq's wildcard (port 0 to the kernel) rather than czmq's '*', which scans upwards from
        49152 and so hands a just-freed port to the next actor at once */
-    if (zmq_bind(zsock_resolve(a->router), s->bind_endpoint) != 0) {
+    if (zmq_bind(zsock_resolve(a->router), s->bind_endpoint) != 0 ||
+        shoal_listener_bound(a->guard) != 0) {
         zsys_warning("heartbeat: cannot bind %s", s->bind_endpoint);
+        shoal_listener_destroy(&a->guard);
         zsock_destroy(&a->router);
         free(a);
         *err = SHOAL_EIO;
@@ -1193,6 +1227,7 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     atomic_store(&a->paused, false);
     a->actor = zactor_new(actor_fn, a);
     if (!a->actor) {
+        shoal_listener_destroy(&a->guard);
         zsock_destroy(&a->router);
         pthread_mutex_destroy(&a->lock);
         free(a->events);

@@ -60,9 +60,13 @@ typedef struct {
         probes_saved, unreachable, reachable, stalls_refused, faults_dropped, malformed,
         clock_gaps, redials;
     double local_health; /* current pause factor, >= 1 */
+    shoal_listener_stats_t listener; /* the ROUTER's connections (ddata.h, LISTENERS) */
 } hb_stats_t;
 
-/* Starts the actor and binds. NULL with *err (SHOAL_EIO on bind failure). */
+/* Starts the actor and binds. NULL with *err (SHOAL_EIO on bind failure; SHOAL_EINVAL, logged,
+   for an endpoint peers could not dial: a wildcard host, a port not 0..65535 or *). The ROUTER
+   takes frames of ROUTER_MAX_MSG (4 KiB) at most and the node's max_inbound_connections
+   (ddata.h, LISTENERS). */
 hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err);
 void hb_actor_destroy(hb_actor_t **self_p);
 /* The endpoint actually bound ("tcp://127.0.0.1:41234"). */

@@ -2211,6 +2211,10 @@ static int do_stats(shoal_system_t *sys, void *arg)
         out->indirect_probes = h.probes_sent;
         out->loop_stalls = h.stalls_refused;
         out->heartbeat_redials = h.redials;
+        out->heartbeat_connections_refused = h.listener.refused;
+        out->heartbeat_handshakes_failed = h.listener.handshakes_failed;
+        out->heartbeat_handshakes_mismatched = h.listener.handshakes_mismatched;
+        out->heartbeat_handshakes_incomplete = h.listener.handshakes_incomplete;
     }
     return 0;
 }

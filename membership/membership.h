@@ -46,6 +46,12 @@
     sent and answered by a small actor with its own socket (the member's heartbeat endpoint), not
     by the node loop, so a node busy in callbacks is not taken for dead; that actor stops
     answering when the node loop has not ticked for loop-stall-bound, so a wedged node is caught.
+    Its socket is a listener bounded like the node's own (ddata.h, LISTENERS): frames over 4 KiB
+    reset the connection, at most the node's max_inbound_connections connections, so what
+    connections that have not completed the ZeroMQ handshake can make it hold is at most
+    max_inbound_connections x (4 KiB + about 40 KiB of libzmq buffers): 44 MiB (46,137,344
+    bytes) with the default 1024, and a heartbeat endpoint is refused (SHOAL_EINVAL) if peers
+    could not dial it (a wildcard host).
     A phi-accrual detector (Akka's: window of intervals, min-std-deviation, acceptable pause,
     threshold) decides; before a monitor reports a member unreachable it asks indirect-probes other
     members to reach it, and a monitor that is itself late widens its own bounds (Lifeguard). A
@@ -423,6 +429,11 @@ typedef struct {
     uint64_t quarantined_by_peer; /* times a member said it quarantined this incarnation */
     uint64_t heartbeat_redials;   /* heartbeat connections replaced after going unanswered */
     uint64_t fenced;              /* times this node fenced itself (THE FENCE) */
+    /* the heartbeat socket's connections (shoal_listener_stats_t): refused past
+       max_inbound_connections, and failed ZeroMQ handshakes, of which those of another security
+       mechanism and those closed or timed out before they were complete */
+    uint64_t heartbeat_connections_refused, heartbeat_handshakes_failed;
+    uint64_t heartbeat_handshakes_mismatched, heartbeat_handshakes_incomplete;
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 

@@ -55,6 +55,17 @@ static const struct {
      "Heartbeat connections replaced after their requests went unanswered (a refused CURVE "
      "handshake is never retried by ZeroMQ).",
      CS(heartbeat_redials)},
+    {"shoal_cluster_heartbeat_connections_refused_total",
+     "Connections the heartbeat socket closed at once: max_inbound_connections were open.",
+     CS(heartbeat_connections_refused)},
+    {"shoal_cluster_heartbeat_handshakes_failed_total",
+     "ZeroMQ handshakes that failed on the heartbeat socket.", CS(heartbeat_handshakes_failed)},
+    {"shoal_cluster_heartbeat_handshakes_mismatched_total",
+     "Heartbeat handshakes that asked for another security mechanism (CURVE vs plain).",
+     CS(heartbeat_handshakes_mismatched)},
+    {"shoal_cluster_heartbeat_handshakes_incomplete_total",
+     "Heartbeat connections closed or timed out before completing the ZeroMQ handshake.",
+     CS(heartbeat_handshakes_incomplete)},
 };
 
 static void gauge(shoal_buf_t *out, const char *name, const char *help, uint64_t v)

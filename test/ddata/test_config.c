@@ -116,6 +116,7 @@ static const char full_file[] =
     "            advanced\n"
     "                maximum-frame-size = 512 KiB\n"
     "                outbound-message-queue-size = 3072\n"
+    "            max-inbound-connections = 200\n"
     "    cluster\n"
     "        distributed-data\n"
     "            name = ddataReplicator           # ignored\n"
@@ -199,6 +200,7 @@ static void test_full_file_sets_every_field(void **state)
     assert_string_equal(s.endpoint, "tcp://192.168.1.20:2553");
     assert_int_equal(s.max_frame_bytes, 512 * 1024);
     assert_int_equal(s.peer_send_hwm, 3072);
+    assert_int_equal(s.max_inbound_connections, 200);
     assert_int_equal(s.ack_interval_ms, 100); /* not in the file */
 
     /* filling twice gives the same strings, owned by cfg */

@@ -244,6 +244,7 @@ static void test_members_talk_strangers_are_refused(void **state)
     start(&np, NULL, NULL);
     connect_to(&np, &na);
     WAIT_STAT(&na, handshakes_failed, failed + 1);
+    WAIT_STAT(&na, handshakes_mismatched, 1); /* told apart from a connection that sent nothing */
     assert_false(wait_ups(&np, 1, REFUSE_MS));
     assert_int_equal(stats(&na).peers, 1); /* still only b */
 

@@ -1,5 +1,6 @@
-/*  test_system.c — THE NODE: handshakes, delivery, batching, limits, hostile input, restarts,
-    quarantine, fault injection, threads, timers, clients, back-pressure.
+/*  test_system.c — THE NODE: handshakes, delivery, batching, limits, hostile input, what a
+    stranger can make the node's socket hold, checked endpoints, restarts, quarantine, fault
+    injection, threads, timers, clients, back-pressure.
 
     Several nodes run in this one process on tcp://127.0.0.1:0. Nothing waits on a fixed sleep:
     wait_until() polls a predicate on the node thread (shoal_system_call) every few ms up to a
@@ -13,6 +14,8 @@
 #include <cmocka.h>
 
 #include "ddata.h"
+#include "hostile.h"
+#include "procs.h"
 #include "prop.h"
 #include "transport.h"
 
@@ -20,7 +23,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEADLINE_MS 15000
 #define KIND_A      100
@@ -485,6 +490,191 @@ static int raw_recv(raw_t *r, uint8_t *buf, size_t cap, int timeout_ms)
         zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
     } while (more);
     return n;
+}
+
+/* A stranger at the node's port: a ZMTP greeting, then a frame header announcing 2^31 bytes and
+   a stream of it. libzmq refuses the frame at its header (ZMQ_MAXMSGSIZE, max_frame_bytes +
+   64 KiB): the connection is closed and the process does not grow; then a peer still gets
+   through. */
+static void test_huge_frame_is_refused(void **state)
+{
+    (void)state;
+    tnode_t a, b;
+    start(&a);
+    start(&b);
+    for (int round = 0; round < 2; round++) {
+        thostile_t h;
+        thostile_huge_frame(shoal_system_endpoint(b.sys), 32u << 20, DEADLINE_MS, &h);
+        print_message("huge frame to the node's port: %zu bytes taken, closed %d, RSS +%ld bytes\n",
+                      h.sent, h.closed, h.rss_growth);
+        assert_true(h.connected);
+        assert_true(h.closed);
+        assert_true(h.rss_growth < (8l << 20));
+    }
+    link_to(&a, &b);
+    send_cmd_t c = {shoal_system_self(b.sys), KIND_A, 0, 3, 8, 0, 0};
+    assert_int_equal(shoal_system_call(a.sys, do_send, &c), 0);
+    want_t w = {&b, 3};
+    assert_true(wait_until(&b, has_received, &w));
+    stop(&a);
+    stop(&b);
+}
+
+static int open_at_most(shoal_system_t *sys, void *arg)
+{
+    shoal_system_stats_t st;
+    shoal_system_stats(sys, &st);
+    return st.connections_open <= *(uint64_t *)arg;
+}
+
+/* libzmq has no cap on a listener's connections: the node closes at once one accepted while
+   max_inbound_connections are open, counts and logs it, and takes connections again once some
+   have gone. A refusal is not counted as an incomplete handshake. */
+static void test_connections_are_capped(void **state)
+{
+    (void)state;
+    tnode_t b;
+    shoal_system_settings_t s;
+    settings(&s, "tcp://127.0.0.1:0");
+    s.max_inbound_connections = 3;
+    start_with(&b, &s);
+    const char *ep = shoal_system_endpoint(b.sys);
+    int fds[6];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = thostile_open(ep, "NULL");
+        assert_true(fds[i] >= 0);
+        WAIT_STAT(&b, connections_open, (uint64_t)i + 1);
+    }
+    for (int i = 3; i < 6; i++) {
+        fds[i] = thostile_open(ep, "NULL");
+        assert_true(fds[i] >= 0);
+    }
+    WAIT_STAT(&b, connections_refused, 3);
+    for (int i = 3; i < 6; i++)
+        assert_true(thostile_wait_closed(fds[i], DEADLINE_MS));
+    uint64_t three = 3;
+    assert_true(wait_until(&b, open_at_most, &three));
+    for (int i = 0; i < 3; i++)
+        assert_false(thostile_wait_closed(fds[i], 0)); /* the first three stay */
+    shoal_system_stats_t st = stats_of(&b);
+    assert_int_equal(st.connections_refused, 3);
+    assert_int_equal(st.handshakes_incomplete, 0);
+    /* two leave: two come in */
+    close(fds[0]);
+    close(fds[1]);
+    uint64_t one = 1;
+    assert_true(wait_until(&b, open_at_most, &one));
+    fds[0] = thostile_open(ep, "NULL");
+    fds[1] = thostile_open(ep, "NULL");
+    WAIT_STAT(&b, connections_open, 3);
+    assert_int_equal(stats_of(&b).connections_refused, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_false(thostile_wait_closed(fds[i], 0));
+        close(fds[i]);
+    }
+    for (int i = 3; i < 6; i++)
+        close(fds[i]);
+    stop(&b);
+}
+
+/* What a failed handshake was: a connection that sends nothing and leaves is not a CURVE client
+   (it was logged as one), a greeting asking for CURVE on a plain node is. Counted apart. */
+static void test_failed_handshakes_by_cause(void **state)
+{
+    (void)state;
+    tnode_t b;
+    start(&b);
+    const char *ep = shoal_system_endpoint(b.sys);
+    int fd = thostile_open(ep, NULL);
+    assert_true(fd >= 0);
+    close(fd);
+    WAIT_STAT(&b, handshakes_incomplete, 1);
+    fd = thostile_open(ep, "CURVE");
+    assert_true(fd >= 0);
+    WAIT_STAT(&b, handshakes_mismatched, 1);
+    assert_true(thostile_wait_closed(fd, DEADLINE_MS));
+    close(fd);
+    fd = thostile_open(ep, NULL);
+    assert_true(fd >= 0);
+    close(fd);
+    WAIT_STAT(&b, handshakes_incomplete, 2);
+    shoal_system_stats_t st = stats_of(&b);
+    assert_int_equal(st.handshakes_mismatched, 1);
+    assert_int_equal(st.handshakes_incomplete, 2);
+    assert_int_equal(st.handshakes_failed, 3);
+    stop(&b);
+}
+
+/* Endpoints are checked before libzmq sees them: it binds "tcp://h:99999" on a port of its own
+   and ":-1" on 65535, and a wildcard host under a node id no peer can dial. */
+static void test_bind_endpoints_are_checked(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "tcp://127.0.0.1:99999",
+        "tcp://127.0.0.1:-1",
+        "tcp://127.0.0.1:65536",
+        "tcp://127.0.0.1:*",
+        "tcp://127.0.0.1:",
+        "tcp://127.0.0.1",
+        "tcp://127.0.0.1:80x",
+        "tcp://127.0.0.1: 80",
+        "tcp://*:0",
+        "tcp://0.0.0.0:0",
+        "tcp://[::]:0",
+        "tcp://[0:0::0]:0",
+        "tcp://:::0",
+        "tcp://:0",
+        "udp://127.0.0.1:0",
+        "ipc://",
+        "tcp://127.0.0.1:+80",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        shoal_system_settings_t s;
+        settings(&s, bad[i]);
+        int err = 0;
+        shoal_system_t *sys = shoal_system_new(&s, &err);
+        if (sys)
+            print_error("started at %s\n", bad[i]);
+        assert_null(sys);
+        assert_int_equal(err, SHOAL_EINVAL);
+        char why[256] = "";
+        assert_int_equal(shoal_endpoint_check_bind(bad[i], false, why, sizeof why), SHOAL_EINVAL);
+        assert_true(why[0] != 0);
+    }
+    char why[256];
+    assert_int_equal(shoal_endpoint_check_bind("tcp://0.0.0.0:2552", false, why, sizeof why),
+                     SHOAL_EINVAL);
+    assert_non_null(strstr(why, "wildcard"));
+    assert_int_equal(shoal_endpoint_check_bind("tcp://127.0.0.1:99999", false, why, sizeof why),
+                     SHOAL_EINVAL);
+    assert_non_null(strstr(why, "99999"));
+    /* libzmq's "*" port only where a caller asks for it (the heartbeat's ephemeral port) */
+    assert_int_equal(shoal_endpoint_check_bind("tcp://127.0.0.1:*", true, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://*:*", true, NULL, 0), SHOAL_EINVAL);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://localhost:0", false, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("tcp://[::1]:65535", false, NULL, 0), 0);
+    assert_int_equal(shoal_endpoint_check_bind("ipc:///tmp/shoal-x", false, NULL, 0), 0);
+
+    /* port 0 (an ephemeral port) and a fixed port work, and the node id is what was asked */
+    tnode_t a, b;
+    start(&a);
+    assert_int_equal(strncmp(shoal_system_endpoint(a.sys), "tcp://127.0.0.1:", 16), 0);
+    assert_true(atoi(shoal_system_endpoint(a.sys) + 16) > 0);
+    int port = tfree_port();
+    assert_true(port > 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    shoal_system_settings_t s;
+    settings(&s, ep);
+    start_with(&b, &s);
+    assert_string_equal(shoal_system_endpoint(b.sys), ep);
+    char id[64];
+    snprintf(id, sizeof id, "127.0.0.1:%d:", port);
+    assert_int_equal(strncmp(shoal_node_id(shoal_system_self(b.sys)), id, strlen(id)), 0);
+    link_to(&a, &b);
+    stop(&a);
+    stop(&b);
 }
 
 static void test_hostile_input_is_dropped(void **state)
@@ -1237,6 +1427,10 @@ int main(void)
         cmocka_unit_test(test_ordered_delivery_and_batching),
         cmocka_unit_test(test_send_limits),
         cmocka_unit_test(test_hostile_input_is_dropped),
+        cmocka_unit_test(test_huge_frame_is_refused),
+        cmocka_unit_test(test_connections_are_capped),
+        cmocka_unit_test(test_failed_handshakes_by_cause),
+        cmocka_unit_test(test_bind_endpoints_are_checked),
         cmocka_unit_test(test_restart_is_detected),
         cmocka_unit_test(test_quarantine_drops_frames),
         cmocka_unit_test(test_fault_cut_partitions_both_ways),

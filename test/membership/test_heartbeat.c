@@ -1,13 +1,16 @@
 /*  test_heartbeat.c — heartbeat actors over loopback: no false alarm while a peer answers; a
     paused, destroyed, wedged, cut-off or never-answering peer becomes unreachable, and reachable
     again when it answers; an indirect probe through a helper keeps a member reachable across one
-    bad link; a monitor frozen itself restarts its clocks instead of accusing; the wire codec.
+    bad link; a monitor frozen itself restarts its clocks instead of accusing; the wire codec; what
+    a stranger can make the heartbeat socket hold (a frame announcing 2 GiB, too many
+    connections) and endpoints peers could not dial.
 
     Each test starts three nodes (a shoal_system_t each, only for its endpoint and its fault
     injection) and a heartbeat actor per node. A background thread plays the node loops, ticking
     every actor whose `ticking` flag is set. */
 #include "cluster.h"
 #include "heartbeat.h"
+#include "hostile.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -476,6 +480,106 @@ static void wire_round_trip_and_rejects(void **state)
     assert_int_equal(hb_decode(NULL, 0, &out), SHOAL_EDECODE);
 }
 
+/* A stranger at the heartbeat port: a ZMTP greeting, then a frame header announcing 2^31 bytes
+   and a stream of it. Without a size limit libzmq allocated the whole frame and filled it as
+   bytes came (538 MB for one connection); now it refuses the frame at its header: the connection
+   is closed, the process does not grow, and the actor keeps answering its monitors. */
+static void huge_frame_is_refused(void **state)
+{
+    (void)state;
+    watch(0, 1, 2);
+    WAIT_STAT(0, pongs_received, 3, 5000);
+    for (int round = 0; round < 2; round++) {
+        thostile_t h;
+        thostile_huge_frame(F.hb_ep[1], 32u << 20, 5000 * tscale(), &h);
+        print_message("huge frame to the heartbeat port: %zu bytes taken, closed %d, RSS +%ld "
+                      "bytes\n",
+                      h.sent, h.closed, h.rss_growth);
+        assert_true(h.connected);
+        assert_true(h.closed);
+        assert_true(h.rss_growth < (8l << 20));
+    }
+    WAIT_STAT(1, listener.closed, 2, 5000);
+    assert_true(stats(1).listener.accepted >= 2);
+    uint64_t pongs = stats(0).pongs_received;
+    WAIT_STAT(0, pongs_received, pongs + 3, 5000);
+    assert_int_equal(count_events(0, 1, false), 0);
+}
+
+static bool refused_two(void *arg)
+{
+    hb_stats_t st;
+    hb_actor_stats(arg, &st);
+    return st.listener.refused >= 2;
+}
+
+static bool all_gone(void *arg)
+{
+    hb_stats_t st;
+    hb_actor_stats(arg, &st);
+    return st.listener.handshakes_incomplete >= 2 && st.listener.open == 0;
+}
+
+/* The heartbeat socket takes the node's max_inbound_connections at most: one past it is closed
+   at once and counted; a connection that sends nothing and leaves is counted as an incomplete
+   handshake, not taken for a CURVE client. */
+static void heartbeat_connections_capped(void **state)
+{
+    (void)state;
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = "tcp://127.0.0.1:0";
+    ss.max_inbound_connections = 2;
+    int err = 0;
+    shoal_system_t *sys = shoal_system_new(&ss, &err);
+    assert_non_null(sys);
+    hb_settings_t hs;
+    settings(&hs, sys);
+    hb_actor_t *hb = hb_actor_new(&hs, &err);
+    assert_non_null(hb);
+    const char *ep = hb_actor_endpoint(hb);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = thostile_open(ep, "NULL");
+        assert_true(fds[i] >= 0);
+    }
+    assert_true(wait_until(refused_two, hb, 5000));
+    hb_stats_t st;
+    hb_actor_stats(hb, &st);
+    assert_int_equal(st.listener.refused, 2);
+    assert_true(thostile_wait_closed(fds[2], 5000 * tscale()));
+    assert_true(thostile_wait_closed(fds[3], 5000 * tscale()));
+    assert_false(thostile_wait_closed(fds[0], 0));
+    assert_false(thostile_wait_closed(fds[1], 0));
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    /* the two it kept leave before their handshake: incomplete, and nothing else */
+    assert_true(wait_until(all_gone, hb, 5000));
+    hb_actor_stats(hb, &st);
+    assert_int_equal(st.listener.handshakes_incomplete, 2);
+    assert_int_equal(st.listener.handshakes_mismatched, 0);
+    assert_int_equal(st.listener.open, 0);
+    hb_actor_destroy(&hb);
+    shoal_system_destroy(&sys);
+}
+
+/* A heartbeat endpoint travels in the member record: one peers cannot dial is refused. */
+static void heartbeat_endpoint_checked(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"tcp://*:*", "tcp://0.0.0.0:*", "tcp://127.0.0.1:99999",
+                                "tcp://127.0.0.1:-1", "ipc:///tmp/shoal-hb"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hb_settings_t hs;
+        settings(&hs, NULL);
+        hs.bind_endpoint = bad[i];
+        int err = 0;
+        hb_actor_t *hb = hb_actor_new(&hs, &err);
+        assert_null(hb);
+        assert_int_equal(err, SHOAL_EINVAL);
+    }
+}
+
 int main(void)
 {
     zsys_handler_set(NULL);
@@ -491,6 +595,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(never_answering_target, setup, teardown),
         cmocka_unit_test_setup_teardown(frozen_monitor_restarts_clocks, setup, teardown),
         cmocka_unit_test_setup_teardown(peers_replaced_and_validated, setup, teardown),
+        cmocka_unit_test_setup_teardown(huge_frame_is_refused, setup, teardown),
+        cmocka_unit_test(heartbeat_connections_capped),
+        cmocka_unit_test(heartbeat_endpoint_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
