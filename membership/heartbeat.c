@@ -1056,7 +1056,8 @@ size_t hb_actor_contacts(hb_actor_t *a, hb_contact_t *out, size_t cap)
 {
     pthread_mutex_lock(&a->lock);
     size_t n = a->n_contacts < cap ? a->n_contacts : cap;
-    memcpy(out, a->contacts, n * sizeof *out);
+    if (n)
+        memcpy(out, a->contacts, n * sizeof *out);
     size_t all = a->n_contacts;
     pthread_mutex_unlock(&a->lock);
     return all;

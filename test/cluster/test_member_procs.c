@@ -95,6 +95,7 @@ static void spawn(int i, uint32_t stable_after_ms)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        tproc_die_with_parent();
         char p[16], s[16], st[16];
         snprintf(p, sizeof p, "%d", kid_port[i]);
         snprintf(s, sizeof s, "%d", seed_port());

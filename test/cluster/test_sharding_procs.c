@@ -130,6 +130,7 @@ static void spawn(int i, int seed, const char *opts)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        tproc_die_with_parent();
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0)
             dup2(devnull, 1);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -56,6 +57,7 @@ pid_t tproc_spawn(const char *prog, int port, const int *peers, int n_peers, boo
         return -1;
     }
     if (pid == 0) {
+        tproc_die_with_parent();
         dup2(fd[1], 1);
         close(fd[0]);
         if (small_quarantine) {
@@ -158,4 +160,12 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 void trm_tree(const char *dir)
 {
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void tproc_die_with_parent(void)
+{
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) /* the parent went before the call took effect */
+        _exit(1);
 }

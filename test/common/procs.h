@@ -13,6 +13,9 @@
 /* A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (for processes
    that bind it, and bind it again when restarted); 0 if none. */
 int tfree_port(void);
+/* In a forked child: dies with the test process (SIGKILL when its parent goes), so a test that
+   fails or is killed at its deadline leaves no node running (and holding the runner's pipe). */
+void tproc_die_with_parent(void);
 
 /* Starts `prog <port> <peer port>...` with its stdout on a pipe (*out, to read its READY line
    and its log). small_quarantine: ASan keeps at most 8 MB of freed blocks back in the child, so

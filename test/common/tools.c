@@ -1,5 +1,6 @@
 /*  tools.c — see tools.h. */
 #include "tools.h"
+#include "procs.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@ int ttool_spawn(const char *path, char *const argv[], const char *log)
     pid_t pid = fork();
     if (pid != 0)
         return (int)pid;
+    tproc_die_with_parent();
     int fd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : open("/dev/null", O_WRONLY);
     if (fd >= 0) {
         dup2(fd, 1);
