@@ -6,6 +6,12 @@
     id so a reply that comes after its request timed out is recognized and skipped. A node that
     forgot the client (restart, idle sweep) answers WHO: the client handshakes again and sends
     the request once more.
+
+    A reply larger than the node's frame limit comes in REPLY_PART frames (transport.h), which
+    the client puts back together in the caller's buffer, up to the size it said in its Hello
+    (max_reply, 64 MiB unless shoal_client_set_max_reply says otherwise). A reply over that size
+    is refused by the node with SHOAL_ETOOBIG (and by the client too, should the node send it
+    anyway), so the caller gets an error with a reason (shoal_client_error), never a timeout.
 */
 #include "curve.h"
 #include "transport.h"
@@ -28,6 +34,9 @@ struct shoal_client {
     uint8_t version;
     uint64_t max_frame;
     uint64_t next_request_id;
+    uint64_t max_reply; /* largest reply reassembled from parts */
+    uint64_t announced; /* the max_reply the node was told in the last handshake */
+    char error[256];    /* why the last request failed, when there is more to say than a code */
     shoal_buf_t out;
 };
 
@@ -102,6 +111,7 @@ static int handshake(shoal_client_t *c, int64_t deadline)
     h.version_max = SHOAL_WIRE_VERSION_MAX;
     h.client = true;
     h.first_seq = 1;
+    h.max_reply_bytes = c->max_reply;
     snprintf(h.to, sizeof h.to, "%s", c->endpoint);
     shoal_buf_t hello = {0};
     shoal_hello_write(&hello, &h);
@@ -126,6 +136,7 @@ static int handshake(shoal_client_t *c, int64_t deadline)
                 c->node = shoal_node_intern(r.node);
                 c->version = (uint8_t)r.version;
                 c->max_frame = r.max_frame_bytes ? r.max_frame_bytes : 256 * 1024;
+                c->announced = c->max_reply;
                 rc = 0;
             } else {
                 rc = r.status == SHOAL_HELLO_NO_COMMON_VERSION ? SHOAL_EVERSION : SHOAL_EREFUSED;
@@ -221,6 +232,7 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     c->endpoint = strdup(endpoint);
     c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
     c->next_request_id = 1;
+    c->max_reply = SHOAL_REPLY_MAX_DEFAULT;
     int rc = handshake(c, shoal_now_ms() + c->timeout_ms);
     if (rc != 0) {
         shoal_client_destroy(&c);
@@ -247,23 +259,84 @@ void shoal_client_destroy(shoal_client_t **self_p)
     *self_p = NULL;
 }
 
+int shoal_client_set_max_reply(shoal_client_t *c, size_t bytes)
+{
+    if (!c || bytes == 0 || (uint64_t)bytes > SHOAL_REPLY_MAX_LIMIT)
+        return SHOAL_EINVAL;
+    c->max_reply = bytes; /* the node is told at the next request's handshake */
+    return 0;
+}
+
+const char *shoal_client_error(const shoal_client_t *c)
+{
+    return c ? c->error : "";
+}
+
+/* A reply being put back together from REPLY_PART frames. */
+typedef struct {
+    bool started;
+    uint64_t total, got;
+} parts_t;
+
+/* Takes one REPLY_PART frame of the current request: 1 when the reply is whole (in *reply),
+   0 when more is to come, <0 when the reply cannot be taken (c->error says why). */
+static int take_part(shoal_client_t *c, parts_t *ps, uint64_t total, uint64_t offset,
+                     const uint8_t *d, size_t dl, shoal_buf_t *reply)
+{
+    if (total > c->max_reply) {
+        snprintf(c->error, sizeof c->error,
+                 "the reply of %" PRIu64 " bytes is over this client's limit of %" PRIu64
+                 " bytes (shoal_client_set_max_reply)",
+                 total, c->max_reply);
+        return SHOAL_ETOOBIG;
+    }
+    if (!ps->started ? offset != 0 : (total != ps->total || offset != ps->got)) {
+        snprintf(c->error, sizeof c->error,
+                 "a part of the reply is missing (bytes %" PRIu64 " to %" PRIu64 " of %" PRIu64
+                 " came after %" PRIu64 ")",
+                 offset, offset + dl, total, ps->got);
+        return SHOAL_EDECODE;
+    }
+    if (!ps->started) {
+        ps->started = true;
+        ps->total = total;
+        if (reply) {
+            shoal_buf_reset(reply);
+            shoal_buf_reserve(reply, (size_t)total);
+        }
+    }
+    if (reply)
+        shoal_buf_append(reply, d, dl);
+    ps->got += dl;
+    return ps->got == ps->total;
+}
+
 int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, size_t len,
                          uint16_t *reply_kind, shoal_buf_t *reply, uint32_t timeout_ms)
 {
     if (!c || (!data && len) || kind < SHOAL_KIND_CLIENT)
         return SHOAL_EINVAL;
-    if (len > c->max_frame || SHOAL_REQUEST_HEADER_MAX + len > c->max_frame)
+    c->error[0] = 0;
+    if (len > c->max_frame || SHOAL_REQUEST_HEADER_MAX + len > c->max_frame) {
+        snprintf(c->error, sizeof c->error,
+                 "the request of %zu bytes is over the node's frame limit of %" PRIu64 " bytes",
+                 len, c->max_frame);
         return SHOAL_ETOOBIG;
+    }
     int64_t deadline = shoal_now_ms() + (timeout_ms ? timeout_ms : c->timeout_ms);
+    int rc;
+    if (c->announced != c->max_reply && (rc = handshake(c, deadline)) != 0)
+        return rc; /* the node learns the new limit before it answers */
     uint64_t id = c->next_request_id++;
     shoal_buf_reset(&c->out);
     shoal_request_write(&c->out, c->version, id, kind, data, len);
-    int rc = send_until(c, c->out.data, c->out.len, deadline);
+    rc = send_until(c, c->out.data, c->out.len, deadline);
     if (rc != 0)
         return rc;
     zmq_msg_t m;
     zmq_msg_init(&m);
     int got;
+    parts_t ps = {0};
     rc = SHOAL_ETIMEOUT;
     while ((got = recv_until(c, &m, deadline)) == 1) {
         shoal_frame_t f;
@@ -278,13 +351,25 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
             if (rc != 0)
                 break;
             rc = SHOAL_ETIMEOUT;
+            ps = (parts_t){0}; /* the node answers the repeated request from its start */
             continue;
         }
-        uint64_t rid;
+        uint64_t rid, total, offset;
         uint16_t rk;
         int status;
         const uint8_t *d;
         size_t dl;
+        if (f.type == SHOAL_FT_REPLY_PART) {
+            if (shoal_reply_part_parse(&f, &rid, &rk, &total, &offset, &d, &dl) != 0 || rid != id)
+                continue; /* a part of a reply to an earlier request */
+            int done = take_part(c, &ps, total, offset, d, dl, reply);
+            if (done == 0)
+                continue;
+            if (done == 1 && reply_kind)
+                *reply_kind = rk;
+            rc = done == 1 ? 0 : done;
+            break;
+        }
         if (shoal_reply_parse(&f, &rid, &rk, &status, &d, &dl) != 0 || rid != id)
             continue; /* a late reply to an earlier request */
         if (reply_kind)
@@ -293,11 +378,20 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
             shoal_buf_reset(reply);
             shoal_buf_append(reply, d, dl);
         }
+        if (status == SHOAL_ETOOBIG && !dl) /* the transport's refusal (a handler's has a body) */
+            snprintf(c->error, sizeof c->error,
+                     "the node refused to send a reply over this client's limit of %" PRIu64
+                     " bytes (shoal_client_set_max_reply)",
+                     c->announced);
         rc = status;
         break;
     }
     zmq_msg_close(&m);
     if (got < 0)
         rc = got;
+    if (rc == SHOAL_ETIMEOUT && ps.started && !c->error[0])
+        snprintf(c->error, sizeof c->error,
+                 "%" PRIu64 " of the reply's %" PRIu64 " bytes came before the deadline", ps.got,
+                 ps.total);
     return rc;
 }

@@ -444,7 +444,10 @@ int shoal_type_register(const shoal_type_t *type);
  * oversized or malformed frame is dropped, counted and logged; ZMQ_MAXMSGSIZE is only a higher
  * backstop). Frames to another incarnation, or from a quarantined uid, are dropped and counted.
  * An unknown address may always open a handshake as a client (tools, examples) and send requests
- * of the client/admin class; a node answers them without making the client a peer.
+ * of the client/admin class; a node answers them without making the client a peer. A reply larger
+ * than a frame is sent to the client in parts under the limit and reassembled by the client
+ * library, up to the client's reply limit (64 MiB by default); past it the client is answered
+ * SHOAL_ETOOBIG, and a reply that does not reach its client is counted and logged.
  *
  * THREADS. shoal_system_new/destroy, shoal_system_call, shoal_system_post, shoal_system_stats and
  * the fault-injection calls are thread-safe. Everything else — send, reply, timers, handler
@@ -636,7 +639,11 @@ int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind
                       const void *data, size_t len);
 /* Largest message shoal_system_send accepts (the frame limit less the frame's own header). */
 size_t shoal_system_max_message_bytes(const shoal_system_t *sys);
-/* Answers a client request. */
+/* Answers a client request. A reply over the frame limit goes in parts to a client that puts
+   them back together (REPLIES LARGER THAN A FRAME, at shoal_client_t). SHOAL_ETOOBIG: over the
+   client's reply limit (the client is answered SHOAL_ETOOBIG instead); SHOAL_ENOTCONN: the
+   client is gone; SHOAL_EAGAIN: its queue is full. Each of these is counted and logged, so the
+   caller need not answer again. */
 int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const void *data, size_t len);
 
@@ -750,11 +757,25 @@ typedef struct {
        closed or timed out before they were complete */
     uint64_t connections_refused, connections_open;
     uint64_t handshakes_mismatched, handshakes_incomplete;
+    /* client replies: those sent in parts (replies_in_parts, in reply_parts frames), and those
+       that did not reach their client whole, by reason: the client was gone (disconnected, or
+       forgotten after a minute without a request), its queue was full (it stopped reading), or
+       the reply was over what the client reassembles (it was answered SHOAL_ETOOBIG) */
+    uint64_t replies_in_parts, reply_parts;
+    uint64_t replies_dropped_gone, replies_dropped_full, replies_too_big;
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
 /* A client of a node (tools, examples): a DEALER that handshakes as a client and sends requests.
-   Not thread-safe: one thread per client. */
+   Not thread-safe: one thread per client.
+   REPLIES LARGER THAN A FRAME. A reply over the node's frame limit (max_frame_bytes, 256 KiB by
+   default: a replicated map of a few thousand entries) is sent in parts under the limit and put
+   back together by the client, up to the client's reply limit (64 MiB by default, as the
+   replicator's max_reassembly_bytes; shoal_client_set_max_reply). A larger reply is refused by
+   the node with SHOAL_ETOOBIG, said at once rather than left to time out, and
+   shoal_client_error says why. On the node every reply that does not reach its client whole (the
+   client gone, its queue full, over its limit) is counted (replies_dropped_gone,
+   replies_dropped_full, replies_too_big) and logged. */
 typedef struct shoal_client shoal_client_t;
 shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int *err);
 /* A client that authenticates with CURVE: its certificate and the directory holding the node's
@@ -763,9 +784,19 @@ shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int 
 shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
                                        const char *cert_file, const char *allow_dir, int *err);
 void shoal_client_destroy(shoal_client_t **self_p);
-/* Sends a request and waits for its reply (replaces reply's contents). */
+/* Sends a request and waits for its reply (replaces reply's contents); the reply's status when
+   the node answered with an error. SHOAL_ETOOBIG: the request is over the node's frame limit, or
+   the reply over the client's reply limit; SHOAL_ETIMEOUT: no whole reply within timeout_ms (0:
+   the client's timeout). */
 int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, size_t len,
                          uint16_t *reply_kind, shoal_buf_t *reply, uint32_t timeout_ms);
+/* The largest reply the client puts back together from parts, 1 byte to 1 GiB (default 64 MiB).
+   The node is told at the next request (a new handshake) and refuses larger replies with
+   SHOAL_ETOOBIG. SHOAL_EINVAL out of range. */
+int shoal_client_set_max_reply(shoal_client_t *c, size_t bytes);
+/* Why the client's last request failed, in words, when the client knows more than the code says
+   (a reply over its limit, a reply cut short): "" otherwise. Valid until the next request. */
+const char *shoal_client_error(const shoal_client_t *c);
 
 /* =============================================================================================
  * THE REPLICATOR

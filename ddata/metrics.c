@@ -132,6 +132,10 @@ static const field_t node_fields[] = {
      NODE(connections_open)},
     {"shoal_node_allow_list_keys", "gauge", "Keys on the CURVE allow-list (0 when plain).",
      NODE(allow_keys)},
+    {"shoal_node_replies_in_parts_total", "counter",
+     "Client replies over the frame limit sent in parts.", NODE(replies_in_parts)},
+    {"shoal_node_reply_parts_sent_total", "counter", "Frames of client replies sent in parts.",
+     NODE(reply_parts)},
 };
 
 typedef struct {
@@ -146,6 +150,11 @@ static const reason_t frame_drops[] = {
     {"quarantined", NODE(dropped_quarantined)},
     {"not_handshaken", NODE(dropped_not_handshaken)},
     {"fault", NODE(dropped_fault)},
+};
+static const reason_t reply_drops[] = {
+    {"client_gone", NODE(replies_dropped_gone)},
+    {"queue_full", NODE(replies_dropped_full)},
+    {"too_big", NODE(replies_too_big)},
 };
 static const reason_t send_failures[] = {
     {"queue_full", NODE(send_eagain)},
@@ -242,6 +251,12 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     for (size_t i = 0; i < sizeof send_failures / sizeof *send_failures; i++)
         sample_label(out, "shoal_node_sends_failed_total", "reason", send_failures[i].reason,
                      at(&ns, send_failures[i].off));
+    shoal_metrics_family(out, "shoal_node_replies_dropped_total", "counter",
+                         "Client replies that did not reach their client whole, by reason "
+                         "(too_big: over the client's reply limit, answered SHOAL_ETOOBIG).");
+    for (size_t i = 0; i < sizeof reply_drops / sizeof *reply_drops; i++)
+        sample_label(out, "shoal_node_replies_dropped_total", "reason", reply_drops[i].reason,
+                     at(&ns, reply_drops[i].off));
 
     /* by kind class: a sample per direction for every class that has seen traffic */
     uint64_t cmsgs[2][256], cbytes[2][256];

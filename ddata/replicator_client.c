@@ -192,6 +192,8 @@ static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
         LINE(handshakes_refused); LINE(auth_admitted); LINE(auth_refused);
         LINE(handshakes_failed); LINE(allow_keys); LINE(connections_refused);
         LINE(connections_open); LINE(handshakes_mismatched); LINE(handshakes_incomplete);
+        LINE(replies_in_parts); LINE(reply_parts); LINE(replies_dropped_gone);
+        LINE(replies_dropped_full); LINE(replies_too_big);
 #undef LINE
     }
 }
@@ -284,7 +286,9 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
             rep.digests.data = dig.data;
             rep.digests.len = dig.len;
             shoal_pb_pack(&rep.base, &out);
-            rc = shoal_system_reply(sys, to, K_CLIENT_KEYS, out.data, out.len);
+            /* answered, or the failure counted and logged (a reply over the client's limit
+               answered with SHOAL_ETOOBIG): nothing more to say */
+            shoal_system_reply(sys, to, K_CLIENT_KEYS, out.data, out.len);
             free(keys);
             free(types);
             shoal_buf_free(&dig);
@@ -305,7 +309,7 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
             Shoal__Client__Reply rep = SHOAL__CLIENT__REPLY__INIT;
             rep.text = (char *)shoal_buf_cstr(&txt);
             shoal_pb_pack(&rep.base, &out);
-            rc = shoal_system_reply(sys, to, K_CLIENT_STATS, out.data, out.len);
+            shoal_system_reply(sys, to, K_CLIENT_STATS, out.data, out.len);
             shoal_buf_free(&txt);
             shoal_buf_free(&out);
         }

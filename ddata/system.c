@@ -115,6 +115,7 @@ typedef struct {
     uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
     int64_t told_quarantined_ms; /* when the sender was last told it is quarantined here */
+    uint64_t max_reply; /* client: largest reply it reassembles from parts (0: none, one frame) */
     char user[41]; /* the CURVE key it authenticated with (Z85); "" on a plain transport */
     fault_eff_t fin, fout;
 } inconn_t;
@@ -168,6 +169,7 @@ enum {
     LOG_UNKNOWN_KIND,
     LOG_SEND,
     LOG_HANDSHAKE,
+    LOG_REPLY,
     LOG_REASONS
 };
 
@@ -478,6 +480,20 @@ static int router_send(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, 
     return 0;
 }
 
+/* A reply that does not reach its client whole is counted by reason and logged, never silent:
+   the client would otherwise wait for its timeout with nothing to say why. */
+static void reply_dropped(shoal_system_t *sys, uint64_t *counter, int rc, uint64_t request_id,
+                          uint16_t kind, size_t len, const char *why)
+{
+    (*counter)++;
+    if (rc == SHOAL_EAGAIN)
+        sys->stats.send_eagain++;
+    else if (rc == SHOAL_ENOTCONN)
+        sys->stats.send_notconn++;
+    log_limited(sys, LOG_REPLY, "reply of %zu bytes (kind 0x%04x, request %" PRIu64 ") dropped: %s",
+                len, kind, request_id, why);
+}
+
 /* A DATA frame through the peer's out fault, then to ZeroMQ. 0 also when a fault took it. */
 static int send_data_frame(shoal_system_t *sys, peer_t *p, const uint8_t *data, size_t len)
 {
@@ -764,6 +780,9 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
     c->version = (uint8_t)version;
     c->quarantined = false;
     c->last_seen_ms = now;
+    /* said again at every handshake: a client that changed its limit handshakes again */
+    c->max_reply =
+        h.max_reply_bytes < SHOAL_REPLY_MAX_LIMIT ? h.max_reply_bytes : SHOAL_REPLY_MAX_LIMIT;
     sys->stats.handshakes++;
     if (c->fout.cut)
         sys->stats.dropped_fault++;
@@ -900,7 +919,12 @@ static void on_request(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         log_limited(sys, LOG_UNKNOWN_KIND, "client request of unknown kind %u refused", kind);
         shoal_buf_reset(&sys->scratch);
         shoal_reply_write(&sys->scratch, c->version, request_id, kind, SHOAL_EKIND, NULL, 0);
-        router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
+        int rc = router_send(sys, rid, rid_len, sys->scratch.data, sys->scratch.len);
+        if (rc != 0)
+            reply_dropped(sys,
+                          rc == SHOAL_EAGAIN ? &sys->stats.replies_dropped_full
+                                             : &sys->stats.replies_dropped_gone,
+                          rc, request_id, kind, 0, "the refusal of an unknown kind did not go out");
         return;
     }
     shoal_reply_to_t rt;
@@ -1745,6 +1769,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     if (!sys->guard)
         goto fail;
     set_int(sys->router, ZMQ_ROUTER_MANDATORY, 1); /* a reply to a gone client fails visibly */
+    /* the ROUTER sends control frames and replies: room for the parts of the largest reply a
+       client may ask for (4,097 with a 256 KiB frame limit), and ZeroMQ's 1,000 besides, so only
+       a client that stops reading sees its reply cut short */
+    size_t piece = s->max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
+    set_int(sys->router, ZMQ_SNDHWM, (int)(SHOAL_REPLY_MAX_LIMIT / piece) + 1001);
     if (zmq_bind(sys->router, s->endpoint) != 0) {
         zsys_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
         *err = SHOAL_EIO;
@@ -2108,6 +2137,27 @@ int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind
     return 0;
 }
 
+/* The reply in REPLY_PART frames under the frame limit, in order. The ROUTER's send high-water
+   mark holds the parts of the largest reply a client may ask for, so only a client that stops
+   reading fills it; then the rest is not sent (the client sees its reply stop short). */
+static int send_reply_parts(shoal_system_t *sys, const inconn_t *c, const shoal_reply_to_t *to,
+                            uint16_t kind, const uint8_t *data, size_t len)
+{
+    size_t piece = sys->set.max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
+    for (size_t off = 0; off < len; off += piece) {
+        size_t n = len - off < piece ? len - off : piece;
+        shoal_buf_reset(&sys->scratch);
+        shoal_reply_part_write(&sys->scratch, c->version, to->request_id, kind, len, off,
+                               data + off, n);
+        int rc = router_send(sys, to->routing_id, to->routing_id_len, sys->scratch.data,
+                             sys->scratch.len);
+        if (rc != 0)
+            return rc;
+        sys->stats.reply_parts++;
+    }
+    return 0;
+}
+
 int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const void *data, size_t len)
 {
@@ -2115,19 +2165,48 @@ int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
     if (!to || (!data && len) || to->routing_id_len == 0 ||
         to->routing_id_len > sizeof to->routing_id)
         return SHOAL_EINVAL;
-    if (len > sys->set.max_frame_bytes || SHOAL_REQUEST_HEADER_MAX + len > sys->set.max_frame_bytes)
-        return SHOAL_ETOOBIG;
     inconn_t *c = shoal_hmap_get(&sys->inconns, to->routing_id, to->routing_id_len);
-    if (!c || !c->client)
+    if (!c || !c->client) {
+        reply_dropped(sys, &sys->stats.replies_dropped_gone, SHOAL_ENOTCONN, to->request_id, kind,
+                      len, "the client is gone (its connection was forgotten)");
         return SHOAL_ENOTCONN;
-    shoal_buf_reset(&sys->scratch);
-    shoal_reply_write(&sys->scratch, c->version, to->request_id, kind, 0, data, len);
-    int rc =
+    }
+    int rc;
+    if (len <= sys->set.max_frame_bytes &&
+        SHOAL_REQUEST_HEADER_MAX + len <= sys->set.max_frame_bytes) {
+        shoal_buf_reset(&sys->scratch);
+        shoal_reply_write(&sys->scratch, c->version, to->request_id, kind, 0, data, len);
+        rc = router_send(sys, to->routing_id, to->routing_id_len, sys->scratch.data,
+                         sys->scratch.len);
+    } else if (len > c->max_reply) {
+        /* the client could not take it whole: it is told so at once instead of waiting */
+        char why[160];
+        if (c->max_reply)
+            snprintf(why, sizeof why,
+                     "over the client's reassembly limit of %" PRIu64
+                     " bytes (answered SHOAL_ETOOBIG)",
+                     c->max_reply);
+        else
+            snprintf(why, sizeof why,
+                     "over the %zu-byte frame limit, to a client that does not reassemble parts "
+                     "(answered SHOAL_ETOOBIG)",
+                     sys->set.max_frame_bytes);
+        reply_dropped(sys, &sys->stats.replies_too_big, 0, to->request_id, kind, len, why);
+        shoal_buf_reset(&sys->scratch);
+        shoal_reply_write(&sys->scratch, c->version, to->request_id, kind, SHOAL_ETOOBIG, NULL, 0);
         router_send(sys, to->routing_id, to->routing_id_len, sys->scratch.data, sys->scratch.len);
+        return SHOAL_ETOOBIG;
+    } else {
+        rc = send_reply_parts(sys, c, to, kind, data, len);
+        if (rc == 0)
+            sys->stats.replies_in_parts++;
+    }
     if (rc == SHOAL_EAGAIN) {
-        sys->stats.send_eagain++;
+        reply_dropped(sys, &sys->stats.replies_dropped_full, rc, to->request_id, kind, len,
+                      "the client's queue is full (it does not read)");
     } else if (rc == SHOAL_ENOTCONN) {
-        sys->stats.send_notconn++;
+        reply_dropped(sys, &sys->stats.replies_dropped_gone, rc, to->request_id, kind, len,
+                      "the client is gone (disconnected)");
     } else {
         sys->stats.messages_out++;
         sys->class_msgs[1][kind >> 8]++;

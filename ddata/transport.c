@@ -65,7 +65,7 @@ int shoal_frame_parse(const uint8_t *data, size_t len, shoal_frame_t *f)
     uint8_t version = data[0] & 0x0f;
     if (version < SHOAL_WIRE_VERSION_MIN || version > SHOAL_WIRE_VERSION_MAX)
         return SHOAL_EVERSION;
-    if (data[1] < SHOAL_FT_HELLO || data[1] > SHOAL_FT_REPLY)
+    if (data[1] < SHOAL_FT_HELLO || data[1] > SHOAL_FT_REPLY_PART)
         return SHOAL_EDECODE;
     f->version = version;
     f->type = data[1];
@@ -278,6 +278,38 @@ int shoal_reply_parse(const shoal_frame_t *f, uint64_t *request_id, uint16_t *ki
     return 0;
 }
 
+void shoal_reply_part_write(shoal_buf_t *out, uint8_t version, uint64_t request_id, uint16_t kind,
+                            uint64_t total, uint64_t offset, const void *data, size_t len)
+{
+    write_head(out, version, SHOAL_FT_REPLY_PART);
+    append_varint(out, request_id);
+    append_varint(out, kind);
+    append_varint(out, total);
+    append_varint(out, offset);
+    shoal_buf_append(out, data, len);
+}
+
+int shoal_reply_part_parse(const shoal_frame_t *f, uint64_t *request_id, uint16_t *kind,
+                           uint64_t *total, uint64_t *offset, const uint8_t **data, size_t *len)
+{
+    if (f->type != SHOAL_FT_REPLY_PART)
+        return SHOAL_EDECODE;
+    const uint8_t *p = f->body, *end = f->body + f->body_len;
+    uint64_t k;
+    if (shoal_varint_get(&p, end, request_id) != 0 || shoal_varint_get(&p, end, &k) != 0 ||
+        k > 0xffff || shoal_varint_get(&p, end, total) != 0 ||
+        shoal_varint_get(&p, end, offset) != 0 || p == end)
+        return SHOAL_EDECODE;
+    /* compared against what is left, never added: offset + bytes must not pass total */
+    size_t n = (size_t)(end - p);
+    if (*offset > *total || n > *total - *offset)
+        return SHOAL_EDECODE;
+    *kind = (uint16_t)k;
+    *data = p;
+    *len = n;
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Handshake
  */
@@ -308,6 +340,7 @@ void shoal_hello_write(shoal_buf_t *out, const shoal_hello_t *h)
     m.role = h->client ? SHOAL__TRANSPORT__ROLE__ROLE_CLIENT : SHOAL__TRANSPORT__ROLE__ROLE_PEER;
     m.to_node = (char *)h->to_node;
     m.first_seq = h->first_seq;
+    m.max_reply_bytes = h->max_reply_bytes;
     write_head(out, 1, SHOAL_FT_HELLO);
     shoal_pb_pack((const ProtobufCMessage *)&m, out);
 }
@@ -345,6 +378,8 @@ int shoal_hello_parse(const shoal_frame_t *f, shoal_hello_t *h)
         goto out;
     }
     h->first_seq = m->first_seq ? m->first_seq : 1;
+    if (h->client) /* a peer is never sent replies */
+        h->max_reply_bytes = m->max_reply_bytes;
     h->version_min = m->version_min;
     h->version_max = m->version_max;
     memcpy(h->to, m->to, to_len);

@@ -13,6 +13,14 @@
         WHO                 empty: "I have no handshake for you" (a restarted or new ROUTER)
         REQUEST             varint request_id, varint kind, then the request bytes (client only)
         REPLY               varint request_id, varint kind, varint status (0 or -SHOAL_E*), bytes
+        REPLY_PART          varint request_id, varint kind, varint total, varint offset, bytes:
+                            one piece of a reply too large for one frame (client only). The
+                            pieces of a reply go in order on its connection, each starting where
+                            the one before ended; the reply is whole when offset + bytes reaches
+                            total. Only a client that said in its Hello how large a reply it
+                            reassembles (max_reply_bytes) is sent parts; to any other client a
+                            reply over the frame limit is a REPLY with status SHOAL_ETOOBIG, as is
+                            a reply over the size the client said. Errors always fit one REPLY.
 
     Parsers take untrusted bytes and never crash, assert or read past `len`: they are what
     test/fuzz/fuzz_frame.c feeds. The socket side lives in system.c and client.c.
@@ -38,6 +46,7 @@ typedef enum {
     SHOAL_FT_WHO = 5,
     SHOAL_FT_REQUEST = 6,
     SHOAL_FT_REPLY = 7,
+    SHOAL_FT_REPLY_PART = 8,
 } shoal_ft_t;
 
 /* ---------------------------------------------------------------------------------------------
@@ -141,6 +150,19 @@ void shoal_reply_write(shoal_buf_t *out, uint8_t version, uint64_t request_id, u
 int shoal_reply_parse(const shoal_frame_t *f, uint64_t *request_id, uint16_t *kind, int *status,
                       const uint8_t **data, size_t *len);
 
+/* Header bytes of a REPLY_PART frame at most: magic, type, id, kind, total and offset. */
+#define SHOAL_REPLY_PART_HEADER_MAX (2u + 10u + 3u + 10u + 10u)
+/* The reply size a client reassembles unless told otherwise (the replicator's default
+   max_reassembly_bytes), and the most it may ask for. */
+#define SHOAL_REPLY_MAX_DEFAULT ((uint64_t)64 << 20)
+#define SHOAL_REPLY_MAX_LIMIT   ((uint64_t)1 << 30)
+/* One piece of a reply of `total` bytes: `len` bytes (at least one) at `offset`. */
+void shoal_reply_part_write(shoal_buf_t *out, uint8_t version, uint64_t request_id, uint16_t kind,
+                            uint64_t total, uint64_t offset, const void *data, size_t len);
+/* Validates: kind <= 0xffff, at least one byte, offset + bytes <= total. */
+int shoal_reply_part_parse(const shoal_frame_t *f, uint64_t *request_id, uint16_t *kind,
+                           uint64_t *total, uint64_t *offset, const uint8_t **data, size_t *len);
+
 /* ---------------------------------------------------------------------------------------------
  * Handshake (protobuf bodies, proto/transport.proto).
  */
@@ -153,6 +175,7 @@ typedef struct {
     char to_node[SHOAL_NODE_ID_MAX + 1]; /* who the sender believes it reaches, or "" */
     char to[SHOAL_ENDPOINT_MAX + 1];
     uint64_t first_seq; /* >= 1 */
+    uint64_t max_reply_bytes; /* client: largest reply it reassembles from parts (0: none) */
 } shoal_hello_t;
 
 /* Hello statuses (HelloStatus numbers). */

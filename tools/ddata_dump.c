@@ -1935,7 +1935,9 @@ static int node_mode(const char *ep, const char *role, bool want_metrics)
         } else if (rc == SHOAL_EDELETED) {
             LIT(&line, "  -  deleted");
         } else {
-            shoal_buf_printf(&line, "  %s  (%s)", keys.keys[i].type, shoal_strerror(rc));
+            const char *why = shoal_client_error(c); /* a reply over the client's limit... */
+            shoal_buf_printf(&line, "  %s  (%s%s%s)", keys.keys[i].type, shoal_strerror(rc),
+                             *why ? ": " : "", why);
         }
         printf("%s\n", shoal_buf_cstr(&line));
         shoal_crdt_destroy(&v);
@@ -2096,6 +2098,10 @@ static int compare_mode(char **eps, int n, const char *role)
                     ex = request_failed(eps[i], "get", rc);
                 else
                     row[i].held = HELD_ERROR;
+                if (row[i].held == HELD_ERROR)
+                    fprintf(stderr, "ddata-dump: %s: get %s: %s%s%s\n", eps[i], all[k].key,
+                            shoal_strerror(rc), *shoal_client_error(cl[i]) ? ": " : "",
+                            shoal_client_error(cl[i]));
                 shoal_crdt_destroy(&v);
             }
             if (ex != EXIT_OK)

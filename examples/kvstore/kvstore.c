@@ -399,7 +399,8 @@ static int watch(const char *ep, const char *seconds_arg)
             rc = read_map(c, &cons, &now);
         if (rc < 0) {
             if (!failing)
-                fprintf(stderr, "kvstore: watch %s: %s (retrying)\n", ep, shoal_strerror(rc));
+                fprintf(stderr, "kvstore: watch %s: %s%s%s (retrying)\n", ep, shoal_strerror(rc),
+                        c && *shoal_client_error(c) ? ": " : "", c ? shoal_client_error(c) : "");
             failing = true;
             shoal_client_destroy(&c); /* a fresh connection after a failure: the node may be back */
         } else {
@@ -509,16 +510,20 @@ static int client_command(int argc, char **argv)
             return EXIT_REFUSED;
         }
     }
-done:
+done:;
+    /* the client's own words, when it has more to say than the code (a reply over its limit) */
+    char why[300] = "";
+    if (*shoal_client_error(c))
+        snprintf(why, sizeof why, ": %s", shoal_client_error(c));
     shoal_client_destroy(&c);
     if (rc == SHOAL_ETIMEOUT) {
-        fprintf(stderr, "kvstore: %s: %s not reached within %d ms%s\n", cmd,
+        fprintf(stderr, "kvstore: %s: %s not reached within %d ms%s%s\n", cmd,
                 level ? level : "majority", OP_TIMEOUT_MS,
-                cmd[0] == 'g' ? "" : " (applied on the node, it spreads by gossip)");
+                cmd[0] == 'g' ? "" : " (applied on the node, it spreads by gossip)", why);
         return EXIT_REFUSED;
     }
     if (rc < 0) {
-        fprintf(stderr, "kvstore: %s: %s\n", cmd, shoal_strerror(rc));
+        fprintf(stderr, "kvstore: %s: %s%s\n", cmd, shoal_strerror(rc), why);
         return EXIT_REFUSED;
     }
     return 0;

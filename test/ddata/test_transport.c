@@ -61,7 +61,8 @@ static void test_frame_header(void **state)
     assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa0\x05", 2, &f), SHOAL_EVERSION);
     assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa2\x05", 2, &f), SHOAL_EVERSION);
     assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa1\x00", 2, &f), SHOAL_EDECODE);
-    assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa1\x08", 2, &f), SHOAL_EDECODE);
+    assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa1\x08", 2, &f), 0); /* REPLY_PART */
+    assert_int_equal(shoal_frame_parse((const uint8_t *)"\xa1\x09", 2, &f), SHOAL_EDECODE);
     shoal_buf_t b = {0};
     shoal_frame_write_empty(&b, 1, SHOAL_FT_WHO);
     assert_int_equal(b.len, 2);
@@ -229,6 +230,46 @@ static void test_control_frames(void **state)
         assert_int_equal(shoal_frame_parse(b.data, cut, &f), 0);
         assert_int_equal(shoal_reply_parse(&f, &id, &kind, &status, &d, &dl), SHOAL_EDECODE);
     }
+
+    /* a part of a reply too large for one frame: bytes 1000..1004 of 1005 */
+    shoal_buf_reset(&b);
+    shoal_reply_part_write(&b, 1, UINT64_MAX, 0x8001, 1005, 1000, "tail!", 5);
+    assert_true(b.len <= SHOAL_REPLY_PART_HEADER_MAX + 5);
+    assert_int_equal(shoal_frame_parse(b.data, b.len, &f), 0);
+    uint64_t total, offset;
+    assert_int_equal(shoal_reply_part_parse(&f, &id, &kind, &total, &offset, &d, &dl), 0);
+    assert_int_equal(id, UINT64_MAX);
+    assert_int_equal(kind, 0x8001);
+    assert_int_equal(total, 1005);
+    assert_int_equal(offset, 1000);
+    assert_int_equal(dl, 5);
+    assert_memory_equal(d, "tail!", 5);
+    assert_int_equal(shoal_reply_parse(&f, &id, &kind, &status, &d, &dl), SHOAL_EDECODE);
+    for (size_t cut = 2; cut <= b.len - 5; cut++) { /* a header cut short, or no bytes at all */
+        assert_int_equal(shoal_frame_parse(b.data, cut, &f), 0);
+        assert_int_equal(shoal_reply_part_parse(&f, &id, &kind, &total, &offset, &d, &dl),
+                         SHOAL_EDECODE);
+    }
+    /* bytes past the total it announces, an offset past it, a kind over 16 bits */
+    const struct {
+        uint64_t kind, total, offset;
+        size_t len;
+    } bad[] = {{0x8001, 1004, 1000, 5},
+               {0x8001, 10, 11, 1},
+               {0x10000, 10, 0, 1},
+               {0x8001, UINT64_MAX, UINT64_MAX, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        shoal_buf_reset(&b);
+        uint8_t head[2] = {0xa1, SHOAL_FT_REPLY_PART}, v[10];
+        shoal_buf_append(&b, head, 2);
+        const uint64_t fields[] = {7, bad[i].kind, bad[i].total, bad[i].offset};
+        for (size_t k = 0; k < 4; k++)
+            shoal_buf_append(&b, v, shoal_varint_put(v, fields[k]));
+        shoal_buf_append(&b, "xxxxx", bad[i].len);
+        assert_int_equal(shoal_frame_parse(b.data, b.len, &f), 0);
+        assert_int_equal(shoal_reply_part_parse(&f, &id, &kind, &total, &offset, &d, &dl),
+                         SHOAL_EDECODE);
+    }
     shoal_buf_free(&b);
 }
 
@@ -257,6 +298,23 @@ static void test_hello_round_trip_and_validation(void **state)
     assert_false(g.client);
     assert_int_equal(shoal_wire_version_pick(g.version_min, g.version_max), 1);
     assert_int_equal(shoal_wire_version_pick(2, 3), 0);
+    /* the reply limit is a client's: a peer's is not kept (a peer is never sent replies) */
+    h.max_reply_bytes = 1234;
+    shoal_buf_reset(&b);
+    shoal_hello_write(&b, &h);
+    assert_int_equal(shoal_frame_parse(b.data, b.len, &f), 0);
+    assert_int_equal(shoal_hello_parse(&f, &g), 0);
+    assert_int_equal(g.max_reply_bytes, 0);
+    shoal_hello_t ch = {0};
+    ch.client = true;
+    ch.version_min = ch.version_max = 1;
+    ch.max_reply_bytes = 64u << 20;
+    strcpy(ch.to, "tcp://h:1");
+    shoal_buf_reset(&b);
+    shoal_hello_write(&b, &ch);
+    assert_int_equal(shoal_frame_parse(b.data, b.len, &f), 0);
+    assert_int_equal(shoal_hello_parse(&f, &g), 0);
+    assert_int_equal(g.max_reply_bytes, 64u << 20);
 
     struct {
         bool client;

@@ -1,10 +1,10 @@
 /*  test_ddata_dump.c — the RELEASE build/bin/ddata-dump run as a separate program: over a store
     built here with raw LMDB calls (a GCounter, an ORSet, a tombstone, a key with a quote, an
     envelope whose value does not decode and a record that is no envelope at all), and against
-    two in-process nodes (--node, --metrics, --compare). Checks the listing, --key, --json,
-    --salvage (garbage gone, the rest kept), --compact (same listing), the refusals (foreign,
-    newer, missing, truncated or empty: exit 2, no crash), a store read while a durable store
-    holds it open (and its lock), and the node exit codes (differences: 1,
+    two in-process nodes (--node, --metrics, --compare, a key over the frame limit). Checks the
+    listing, --key, --json, --salvage (garbage gone, the rest kept), --compact (same listing),
+    the refusals (foreign, newer, missing, truncated or empty: exit 2, no crash), a store read
+    while a durable store holds it open (and its lock), and the node exit codes (differences: 1,
     unreachable: 3). --sharding: over a store holding the keys sharding writes (built with the
     ddata API as coordinator.c, remember.c and daemon.c build them), and against a live node
     running sharding with remembered entities. The tool is a release program (`scons check`
@@ -704,6 +704,60 @@ static void test_nodes(void **state)
     tcluster_stop(&cl);
 }
 
+/* An LWWMap of 4,000 keys of 64-byte values, written by the node's own modify function. */
+static int fill_map(shoal_crdt_t *map, void *arg)
+{
+    const shoal_node_t *self = arg;
+    for (int i = 0; i < 4000; i++) {
+        char key[16], value[65];
+        snprintf(key, sizeof key, "k%04d", i);
+        snprintf(value, sizeof value, "%-64d", i * 7919);
+        int rc = shoal_lwwmap_put(map, self, key, strlen(key), value, 64, NULL, NULL);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A key over the node's 256 KiB frame limit: --node shows it (its reply comes in parts, where it
+   used to be dropped and the row said the read timed out) and --compare finds it on both nodes
+   (it used to exit 3, "cannot reach node", on that key). */
+static void test_node_with_a_large_map(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    tcluster_start(&cl, 2, NULL);
+    shoal_crdt_t *init = shoal_lwwmap_new();
+    shoal_consistency_t all = c_all(5000);
+    assert_int_equal(shoal_replicator_update_sync(cl.rep[0], "kv", init, &all, fill_map,
+                                                  (void *)shoal_system_self(cl.sys[0])),
+                     0);
+    shoal_crdt_destroy(&init);
+    shoal_crdt_t *v = NULL;
+    shoal_consistency_t local = c_local();
+    assert_int_equal(shoal_replicator_get_sync(cl.rep[1], "kv", NULL, &local, &v), 0);
+    shoal_buf_t enc = {0};
+    assert_int_equal(shoal_crdt_encode(v, &enc), 0);
+    assert_true(enc.len > 256 * 1024);
+    char args[1200], row[200];
+    const char *e0 = shoal_system_endpoint(cl.sys[0]), *e1 = shoal_system_endpoint(cl.sys[1]);
+    snprintf(args, sizeof args, "--node %s", e1);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "1 keys");
+    snprintf(row, sizeof row, "  kv  LWWMap  %zu bytes  ", enc.len);
+    must_contain(out, row);
+    must_not_contain(out, "timed out");
+    snprintf(args, sizeof args, "--compare %s %s", e0, e1);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "all 1 keys agree on 2 nodes");
+    shoal_system_stats_t st;
+    assert_int_equal(shoal_system_stats(cl.sys[1], &st), 0);
+    assert_int_equal(st.replies_in_parts, 2); /* --node's get, and --compare's */
+    shoal_buf_free(&enc);
+    shoal_crdt_destroy(&v);
+    tcluster_stop(&cl);
+}
+
 static char live_ids[3][32];
 
 static bool all_live(void *arg)
@@ -820,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_beside_an_open_store),
         cmocka_unit_test(test_sharding_store),
         cmocka_unit_test_teardown(test_nodes, tcluster_teardown),
+        cmocka_unit_test_teardown(test_node_with_a_large_map, tcluster_teardown),
         cmocka_unit_test_teardown(test_sharding_node, tsnode_teardown),
         cmocka_unit_test(test_unreachable),
     };

@@ -1,5 +1,6 @@
 /*  fuzz_frame.c — libFuzzer target for the node transport's parsers (ddata/transport.h): the
-    frame header, DATA batches with the receiver's sequence accounting, ACK, REQUEST, REPLY, and
+    frame header, DATA batches with the receiver's sequence accounting, ACK, REQUEST, REPLY,
+    REPLY_PART, and
     the protobuf handshake. These are exactly what a node runs on bytes from the network, with no
     socket in between.
 
@@ -64,6 +65,7 @@ static void check_hello(const shoal_frame_t *f)
     if (shoal_frame_parse(b.data, b.len, &g) != 0 || shoal_hello_parse(&g, &h2) != 0 ||
         h.version_min != h2.version_min || h.version_max != h2.version_max ||
         h.client != h2.client || strcmp(h.from, h2.from) != 0 ||
+        h.max_reply_bytes != h2.max_reply_bytes || (!h.client && h.max_reply_bytes) ||
         strcmp(h.to_node, h2.to_node) != 0 || h.first_seq != h2.first_seq ||
         strcmp(h.to, h2.to) != 0)
         abort();
@@ -116,6 +118,18 @@ static void check_small(const shoal_frame_t *f)
         if (shoal_frame_parse(b.data, b.len, &g) != 0 ||
             shoal_reply_parse(&g, &id2, &kind2, &status2, &d2, &dl2) != 0 || id != id2 ||
             kind != kind2 || status != status2 || dl != dl2 || (dl && memcmp(d, d2, dl) != 0))
+            abort();
+    }
+    uint64_t total, offset, total2, offset2;
+    if (shoal_reply_part_parse(f, &id, &kind, &total, &offset, &d, &dl) == 0) {
+        if (dl == 0 || offset > total || dl > total - offset)
+            abort();
+        shoal_buf_reset(&b);
+        shoal_reply_part_write(&b, f->version, id, kind, total, offset, d, dl);
+        if (shoal_frame_parse(b.data, b.len, &g) != 0 ||
+            shoal_reply_part_parse(&g, &id2, &kind2, &total2, &offset2, &d2, &dl2) != 0 ||
+            id != id2 || kind != kind2 || total != total2 || offset != offset2 || dl != dl2 ||
+            memcmp(d, d2, dl) != 0)
             abort();
     }
     shoal_buf_free(&b);
