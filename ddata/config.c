@@ -311,6 +311,9 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SBR "keep-majority/role", K_STRING, 0),
     KEEP(SBR "keep-oldest/down-if-alone", K_BOOL, 0),
     KEEP(SBR "keep-oldest/role", K_STRING, 0),
+    /* Shoal's own: the fence (membership.h, THE FENCE); fence-after 0 = derived */
+    KEPT32(SBR "fence-after", K_DURATION, 0),
+    KEPT32(SBR "fence-margin", K_DURATION, 0),
     /* Coordinated shutdown */
     KEPT32(CS "default-phase-timeout", K_DURATION, CFG_POSITIVE),
 

@@ -55,6 +55,7 @@ static void assert_same(const shoal_cluster_settings_t *a, const shoal_cluster_s
     SAME(loop_stall_bound_ms), SAME(heartbeat_endpoint), SAME(sbr_strategy), SAME(sbr_role);
     SAME(stable_after_ms), SAME(down_all_when_unstable_ms), SAME(static_quorum_size);
     SAME(keep_oldest_down_if_alone), SAME(phase_timeout_ms), SAME(system_notify_interval_ms);
+    SAME(fence_after_ms), SAME(fence_margin_ms);
 #undef SAME
 }
 
@@ -163,6 +164,8 @@ static const char full_file[] =
     "            active-strategy = static-quorum\n"
     "            stable-after = 30 s\n"
     "            down-all-when-unstable = 12 s\n"
+    "            fence-after = 9 s\n"
+    "            fence-margin = 4 s\n"
     "            static-quorum\n"
     "                quorum-size = 3\n"
     "                role = \"backend\"\n"
@@ -215,6 +218,8 @@ static void test_full_file_fills_every_field(void **state)
     assert_string_equal(s.sbr_role, "backend"); /* the active strategy's role */
     assert_int_equal(s.stable_after_ms, 30000);
     assert_int_equal(s.down_all_when_unstable_ms, 12000);
+    assert_int_equal(s.fence_after_ms, 9000);
+    assert_int_equal(s.fence_margin_ms, 4000);
     assert_int_equal(s.static_quorum_size, 3);
     assert_false(s.keep_oldest_down_if_alone);
     assert_int_equal(s.phase_timeout_ms, 8000);
