@@ -657,9 +657,14 @@ static void voters_update(shoal_cluster_t *c)
         return;
     const cstate_t *st = c->state;
     bool changed = false;
+    /* a state in which this node itself is downed or removed is the view of a cluster going
+       away (a resolver that downed everyone): it removes no identity, or the restart after it
+       would count majorities over what is left and two halves could each form a cluster */
+    const cmember_t *me = cstate_member(st, c->self);
+    bool dying = me && me->status >= SHOAL_MEMBER_DOWN;
     for (size_t i = 0; i < st->n_members; i++) {
         const cmember_t *m = &st->members[i];
-        if (!m->durable_id || !*m->durable_id)
+        if (!m->durable_id || !*m->durable_id || dying)
             continue;
         if (status_counts(m->status) && !zhash_lookup(c->voters, m->durable_id)) {
             zhash_update(c->voters, m->durable_id, (void *)1);
