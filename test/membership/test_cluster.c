@@ -569,8 +569,14 @@ static void start_with_seeds(int i, const char *endpoint, const char *const *see
     shoal_system_settings_default(&ss);
     ss.endpoint = endpoint;
     int err = 0;
-    nodes[i].sys = shoal_system_new(&ss, &err);
-    assert_non_null(nodes[i].sys);
+    /* a restart on the address just left: ZeroMQ may still be closing the old listener */
+    for (int64_t end = shoal_now_ms() + 5000; !(nodes[i].sys = shoal_system_new(&ss, &err)) &&
+                                               shoal_now_ms() < end;) {
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!nodes[i].sys)
+        fail_msg("node %d cannot start at %s: %s", i, endpoint, shoal_strerror(err));
     nodes[i].cl = shoal_cluster_new(nodes[i].sys, &s, &err);
     assert_non_null(nodes[i].cl);
     shoal_replicator_settings_t rs;
