@@ -155,4 +155,15 @@ shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h);
 /* Iteration: for (i = 0; i < h->cap; i++) if (SHOAL_HSLOT_LIVE(&h->slots[i])) ... */
 #define SHOAL_HSLOT_LIVE(s) ((s)->hash != 0 && (s)->key != NULL)
 
+/* One log line per reason per interval at most: a flood of bad frames or connections must not
+   become a flood of lines. A zeroed limiter lets its first line through. */
+typedef struct {
+    int64_t last;        /* shoal_now_ms of the last line let through */
+    uint64_t suppressed; /* lines held back since */
+    bool used;
+} shoal_ratelimit_t;
+/* True when a line may go now; *suppressed then gets how many were held back since the last
+   one (the line says so) and the count starts again. */
+bool shoal_ratelimit_pass(shoal_ratelimit_t *r, int64_t interval_ms, uint64_t *suppressed);
+
 #endif

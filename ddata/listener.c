@@ -81,8 +81,7 @@ struct shoal_listener {
     size_t words;
     int64_t last_prune_ms;
     bool held; /* a HANDSHAKE_FAILED_NO_DETAIL waiting for its DISCONNECTED */
-    int64_t log_last[R_COUNT];
-    uint64_t log_suppressed[R_COUNT];
+    shoal_ratelimit_t log_rl[R_COUNT];
     shoal_listener_stats_t st;
 };
 
@@ -185,25 +184,21 @@ static void log_limited(shoal_listener_t *l, int reason, bool warn, const char *
    next line says how many were suppressed. */
 static void log_limited(shoal_listener_t *l, int reason, bool warn, const char *fmt, ...)
 {
-    int64_t now = shoal_now_ms();
-    if (now - l->log_last[reason] < LOG_INTERVAL_MS) {
-        l->log_suppressed[reason]++;
+    uint64_t suppressed;
+    if (!shoal_ratelimit_pass(&l->log_rl[reason], LOG_INTERVAL_MS, &suppressed))
         return;
-    }
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char sup[64] = "";
-    if (l->log_suppressed[reason])
-        snprintf(sup, sizeof sup, " (%" PRIu64 " similar suppressed)", l->log_suppressed[reason]);
+    if (suppressed)
+        snprintf(sup, sizeof sup, " (%" PRIu64 " similar suppressed)", suppressed);
     if (warn)
         zsys_warning("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
     else
         zsys_info("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
-    l->log_last[reason] = now;
-    l->log_suppressed[reason] = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -369,8 +364,6 @@ shoal_listener_t *shoal_listener_new(shoal_system_t *sys, void *zmq_sock, const 
     snprintf(l->what, sizeof l->what, "%s", what);
     snprintf(l->who, sizeof l->who, "shoal %s", what);
     snprintf(l->endpoint, sizeof l->endpoint, "?");
-    for (int i = 0; i < R_COUNT; i++)
-        l->log_last[i] = INT64_MIN / 2;
     l->last_prune_ms = INT64_MIN / 2;
     int hwm = MONITOR_HWM;
     if (zmq_setsockopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes) != 0 ||

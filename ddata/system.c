@@ -226,8 +226,7 @@ struct shoal_system {
     uint64_t curve_gen; /* the allow-list load the open connections were last checked against */
     int64_t next_ack_ms, next_sweep_ms;
     uint64_t rng;
-    int64_t log_last[LOG_REASONS];
-    uint64_t log_suppressed[LOG_REASONS];
+    shoal_ratelimit_t log_rl[LOG_REASONS];
     shoal_system_stats_t stats;
     /* messages and their payload bytes by kind class (kind >> 8: each module numbers its kinds
        in a page of its own), [0] handed to handlers, [1] accepted by send or reply; 8 KiB, one
@@ -286,23 +285,19 @@ static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
    log lines. The next line says how many were suppressed. */
 static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
 {
-    int64_t now = shoal_now_ms();
-    if (now - sys->log_last[reason] < LOG_INTERVAL_MS) {
-        sys->log_suppressed[reason]++;
+    uint64_t suppressed;
+    if (!shoal_ratelimit_pass(&sys->log_rl[reason], LOG_INTERVAL_MS, &suppressed))
         return;
-    }
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (sys->log_suppressed[reason])
+    if (suppressed)
         zsys_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
-                     sys->log_suppressed[reason]);
+                     suppressed);
     else
         zsys_warning("%s: %s", shoal_node_id(sys->self), msg);
-    sys->log_last[reason] = now;
-    sys->log_suppressed[reason] = 0;
 }
 
 bool shoal_system_on_thread(const shoal_system_t *sys)
@@ -1808,8 +1803,6 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->rng = shoal_node_uid(sys->self) ^ (uint64_t)shoal_now_ms() ^ 0x9E3779B97F4A7C15ULL;
     if (!sys->rng)
         sys->rng = 1;
-    for (int i = 0; i < LOG_REASONS; i++)
-        sys->log_last[i] = INT64_MIN / 2;
     sys->next_timer_id = 1;
     sys->next_sweep_ms = shoal_now_ms() + HOUSEKEEPING_MS;
     /* the ROUTER was made here; the actor thread takes it over (thread creation is the barrier

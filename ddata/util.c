@@ -189,3 +189,17 @@ const char *shoal_buf_cstr(shoal_buf_t *buf)
     buf->data[buf->len] = 0;
     return (const char *)buf->data;
 }
+
+bool shoal_ratelimit_pass(shoal_ratelimit_t *r, int64_t interval_ms, uint64_t *suppressed)
+{
+    int64_t now = shoal_now_ms();
+    if (r->used && now - r->last < interval_ms) {
+        r->suppressed++;
+        return false;
+    }
+    *suppressed = r->suppressed;
+    r->suppressed = 0;
+    r->last = now;
+    r->used = true;
+    return true;
+}
