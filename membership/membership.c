@@ -1790,32 +1790,11 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
     bool same = nu == c->n_sbr_unreachable &&
                 (nu == 0 || memcmp(u, c->sbr_unreachable, nu * sizeof *u) == 0);
     if (!same) {
-        /* Progress is not instability: when the set only lost members that are now downed or
-           gone (the cluster resolved them: a decision, a restarted incarnation replacing its old
-           one), the instability clock starts again. Only members becoming unreachable, or
-           reachable again, keep it running (flapping links), which is what down-all-when-
-           unstable is for. Without this, a cluster whose members are killed and restarted one
-           after the other looked unstable for good and its resolver downed everyone. */
-        bool progress = nu < c->n_sbr_unreachable;
-        for (size_t i = 0; i < nu && progress; i++) {
-            bool was = false;
-            for (size_t k = 0; k < c->n_sbr_unreachable && !was; k++)
-                was = c->sbr_unreachable[k] == u[i];
-            progress = was;
-        }
-        for (size_t k = 0; k < c->n_sbr_unreachable && progress; k++) {
-            const cmember_t *m = cstate_member(st, c->sbr_unreachable[k]);
-            bool still = false;
-            for (size_t i = 0; i < nu && !still; i++)
-                still = u[i] == c->sbr_unreachable[k];
-            if (!still && m && m->status < SHOAL_MEMBER_DOWN)
-                progress = false; /* reachable again: a flap */
-        }
         free(c->sbr_unreachable);
         c->sbr_unreachable = u;
         c->n_sbr_unreachable = nu;
         c->sbr_stable_since = now;
-        if (nu && (!c->sbr_unstable_since || progress))
+        if (nu && !c->sbr_unstable_since)
             c->sbr_unstable_since = now;
         if (!nu)
             c->sbr_unstable_since = 0;
