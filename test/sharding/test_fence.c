@@ -60,6 +60,11 @@ static bool all_moved(void *arg)
     return true;
 }
 
+static bool hosts_shards(void *arg)
+{
+    return tsnode_shard_count(*(int *)arg) > 0;
+}
+
 static bool fenced_or_gone(void *arg)
 {
     int i = *(int *)arg;
@@ -88,7 +93,9 @@ static void run_case(const fence_case_t *fc)
     int from = fc->cut == 1 ? 2 : 1; /* the sender stays on the kept side */
     sender = tsender_start(tsn[from].r, "s", ids, NIDS, 2000);
     assert_true(tsender_wait_rounds(sender, 5, 20000));
-    assert_true(tsnode_shard_count(fc->cut) > 0); /* it hosts entities that will move */
+    int host = fc->cut;
+    if (!wait_until(hosts_shards, &host, 20000)) /* it hosts entities that will move */
+        fail_msg("member %d hosts no shard", host);
 
     /* the cut: between the member and each other member, in the direction asked */
     shoal_fault_t f = {.dir = fc->dir, .cut = true};
