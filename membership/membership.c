@@ -241,13 +241,13 @@ static bool side_kept(shoal_cluster_t *c, int64_t now)
     int64_t fence = shoal_cluster_fence_after_ms(&c->s);
     size_t heard = 0;
     bool lowest_heard = true; /* the lowest address among this node and its targets is heard */
-    const char *lowest = shoal_node_id(c->self);
+    const shoal_node_t *lowest = c->self;
     for (size_t i = 0; i < n; i++) {
         bool ok = now - ct[i].last_contact <= fence;
         heard += ok;
         const shoal_node_t *t = shoal_node_intern(ct[i].node_id);
-        if (t && shoal_node_cmp(t, shoal_node_intern(lowest)) < 0) {
-            lowest = ct[i].node_id;
+        if (t && shoal_node_cmp(t, lowest) < 0) {
+            lowest = t;
             lowest_heard = ok;
         }
     }

@@ -77,29 +77,22 @@ static void test_kvstore_no_quorum_outside_a_cluster(void **state)
         kv, (char *const[]){kv, "node", "--bind", bind, "--seed", seed, "--data", dir, "--fast", NULL},
         NULL);
     assert_true(pid > 0);
-    char args[256];
     int rc = -1;
-    /* wait until the node answers a local read (it is serving, still in no cluster) */
-    snprintf(args, sizeof args, "put %d k v local", port);
-    for (int i = 0; i < 100 && (rc = ttool_run(kv, args, out, OUT_CAP)) != 0; i++)
+    /* wait until the node answers a local write (it is serving, still in no cluster) */
+    for (int i = 0; i < 100 && (rc = ttool_runf(kv, out, OUT_CAP, "put %d k v local", port)); i++)
         usleep(100000);
     assert_int_equal(rc, 0);
-    snprintf(args, sizeof args, "put %d k2 v majority", port);
-    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "put %d k2 v majority", port), 1);
     must_contain(out, "no quorum");
-    snprintf(args, sizeof args, "put %d k2 v all", port);
-    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "put %d k2 v all", port), 1);
     must_contain(out, "no quorum");
-    snprintf(args, sizeof args, "get %d k majority", port);
-    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "get %d k majority", port), 1);
     must_contain(out, "no quorum");
-    snprintf(args, sizeof args, "get %d k2 local", port); /* the refused write changed nothing */
-    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 1);
-    snprintf(args, sizeof args, "get %d k local", port);
-    assert_int_equal(ttool_run(kv, args, out, OUT_CAP), 0);
+    /* the refused write changed nothing */
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "get %d k2 local", port), 1);
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "get %d k local", port), 0);
     must_contain(out, "k = v");
-    snprintf(args, sizeof args, "--node %s members", bind);
-    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 0);
+    assert_int_equal(ttool_runf(tool, out, OUT_CAP, "--node %s members", bind), 0);
     must_contain(out, " is in no cluster since ");
     must_contain(out, "joining through its seeds");
     kill(pid, SIGKILL);

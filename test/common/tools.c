@@ -3,6 +3,7 @@
 #include "procs.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -67,4 +68,14 @@ int ttool_spawn(const char *path, char *const argv[], const char *log)
     }
     execv(path, argv);
     _exit(127);
+}
+
+int ttool_runf(const char *path, char *out, size_t cap, const char *fmt, ...)
+{
+    char args[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return ttool_run(path, args, out, cap);
 }
