@@ -658,8 +658,8 @@ def main():
         log('--nodes takes 2 to 9')
         return 2
     converge_timeout = args.converge_timeout or (180 if args.timing == 'generous' else 120)
-    dump = os.path.join('build', 'bin', 'ddata-dump')
-    cluster_tool = os.path.join('build', 'bin', 'shoal-cluster')
+    dump = os.path.join(args.bin, 'ddata-dump')
+    cluster_tool = os.path.join(args.bin, 'shoal-cluster')
     for path in [os.path.join(args.bin, b) for b in ('chaos-node', 'chaos-client')] + [dump, cluster_tool]:
         if not os.access(path, os.X_OK):
             log('%s is missing: build it with scons (scons chaos does)' % path)
