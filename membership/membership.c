@@ -1845,16 +1845,19 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
         }
     }
     size_t n_down = 0;
-    sbr_decision_t d;
-    if (unstable) {
+    sbr_config_t cfg = {c->s.sbr_strategy, c->s.static_quorum_size, c->s.keep_oldest_down_if_alone};
+    sbr_decision_t d = sbr_decide(&cfg, mem, st->n_members, rec, nrec, c->self, to_down, &n_down);
+    /* Unstable: Akka downs everyone, its last resort when no side can be trusted to be one. But
+       when every live unreachable member is indirectly connected (flapping links, or one member
+       whose own view is bad) there is no second side to fear: everyone still exchanges gossip
+       through someone, and downing the links' cover ends the flapping. Only a clean cut whose
+       picture keeps changing gets the last resort. */
+    if (unstable && d != SBR_NO_DECISION && d != SBR_DOWN_INDIRECT) {
         d = SBR_DOWN_ALL;
+        n_down = 0;
         for (size_t i = 0; i < st->n_members; i++)
             if (st->members[i].status < SHOAL_MEMBER_DOWN)
                 to_down[n_down++] = st->members[i].node;
-    } else {
-        sbr_config_t cfg = {c->s.sbr_strategy, c->s.static_quorum_size,
-                            c->s.keep_oldest_down_if_alone};
-        d = sbr_decide(&cfg, mem, st->n_members, rec, nrec, c->self, to_down, &n_down);
     }
     if (d != SBR_NO_DECISION && n_down) {
         zsys_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
