@@ -14,7 +14,8 @@
 
 #include <math.h>
 
-#define TICK_MS 100
+#define TICK_MIN_MS 100 /* the node tick's bounds (node_tick_ms) */
+#define TICK_MAX_MS 250
 #define PENDING_TTL_MS 5000
 #define PUSH_FANOUT 2
 
@@ -1127,6 +1128,8 @@ static bool every_other_seed_nacked(const shoal_cluster_t *c)
     return others > 0;
 }
 
+static void join_retry_arm(shoal_cluster_t *c);
+
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
 {
     if (cstate_member(c->state, c->self) || c->terminated)
@@ -1154,6 +1157,7 @@ int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
         return 0;
     }
     c->joining = true;
+    join_retry_arm(c);
     c->join_started = shoal_now_ms();
     c->join_logged = 0;
     char list[512] = "";
@@ -1405,12 +1409,30 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
     }
 }
 
+static void retry_tick(shoal_system_t *sys, void *arg);
+
+/* Joining asks its seeds again every 100 ms at most (retry_tick); the timer runs only while
+   joining. */
+static void join_retry_arm(shoal_cluster_t *c)
+{
+    if (c->t_retry <= 0) {
+        int id = shoal_system_timer(c->sys, 100, true, retry_tick, c);
+        c->t_retry = id > 0 ? id : 0;
+    }
+}
+
 static void retry_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     shoal_cluster_t *c = arg;
-    if (!c->joining || cstate_member(c->state, c->self) || c->terminated)
+    if (!c->joining || cstate_member(c->state, c->self) || c->terminated) {
+        /* a member (or a node that stopped) has nothing to retry: the timer stops until a join
+           starts again (join_retry_arm), so an idle member is not woken for it */
+        if (c->t_retry > 0)
+            shoal_system_timer_cancel(c->sys, c->t_retry);
+        c->t_retry = 0;
         return;
+    }
     int64_t now = shoal_now_ms();
     /* the first seed forms the cluster when no other seed answered in time; with a kept
        membership, only once enough seeds answered that they are in no cluster to make a
@@ -1947,6 +1969,22 @@ static void unfreeze_done(shoal_replicator_t *r, int status, const char *key,
     react(c);
 }
 
+/* The node tick drains the heartbeat actor's verdicts, checks the fence and shows the actor the
+   loop is alive. A quarter of the heartbeat interval (250 ms by default: Akka reaps verdicts
+   every second) keeps verdicts prompt without waking an idle node more than a few times a
+   second; the fence may act one tick late, so a tick stays within a quarter of its margin. */
+static uint32_t node_tick_ms(const shoal_cluster_settings_t *s)
+{
+    uint32_t t = s->heartbeat_interval_ms / 4;
+    if (t < TICK_MIN_MS)
+        t = TICK_MIN_MS;
+    if (t > TICK_MAX_MS)
+        t = TICK_MAX_MS;
+    if (s->fence_margin_ms && t > s->fence_margin_ms / 4)
+        t = s->fence_margin_ms / 4 ? s->fence_margin_ms / 4 : 1;
+    return t;
+}
+
 static void node_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -2252,11 +2290,10 @@ static int do_start(shoal_system_t *sys, void *arg)
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
     c->outside_since_wall = wall_ms();
-    c->t_tick = shoal_system_timer(sys, TICK_MS, true, node_tick, c);
+    c->t_tick = shoal_system_timer(sys, node_tick_ms(&c->s), true, node_tick, c);
     uint32_t g = c->s.gossip_interval_ms / 3 ? c->s.gossip_interval_ms / 3 : 1;
     c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);
     c->t_leader = shoal_system_timer(sys, c->s.leader_actions_interval_ms, true, leader_tick, c);
-    c->t_retry = shoal_system_timer(sys, 100, true, retry_tick, c);
     admin_register(c);
     if (!c->n_seeds)
         return 0;
@@ -2375,6 +2412,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
 {
     shoal_cluster_t *c = arg;
     c->terminated = true;
+    atomic_store(&c->terminated_seen, true);
     singletons_stop_all(c);
     int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,
                      &c->t_leader_soon, &c->t_confirm, &c->t_grace};
