@@ -707,6 +707,17 @@ void shoal_listener_drain(shoal_listener_t *l);
 void shoal_listener_stats(const shoal_listener_t *l, shoal_listener_stats_t *out);
 /* Stops the monitor and frees the guard; the socket itself stays open. NULL-safe. */
 void shoal_listener_destroy(shoal_listener_t **self_p);
+
+/* For the loops of threads that own many ZeroMQ sockets (the node's, membership's heartbeat
+   actor): zmq_poll reads ZMQ_EVENTS of every socket it is given at every wake-up, two system calls
+   each, so a loop over a socket per peer costs O(members) per wake-up. Such a loop waits on an
+   epoll set over each socket's ZMQ_FD instead and reads shoal_zmq_events only for the sockets
+   whose fd was readable, those it sent on since it last read them, and those a drain left
+   messages on (a ZMQ_FD announces commands, not messages; libzmq's rules) — THE LOOP in
+   system.c. shoal_zmq_fd: the socket's ZMQ_FD (-1 on error); shoal_zmq_events: its ZMQ_EVENTS
+   (0 on error). */
+int shoal_zmq_fd(void *zmq_sock);
+int shoal_zmq_events(void *zmq_sock);
 /* The node's public key (Z85, 40 characters), or NULL when plain. Thread-safe. */
 const char *shoal_system_public_key(const shoal_system_t *sys);
 /* Remembers the public key (Z85) of the member listening at `endpoint`, to connect to it; it
