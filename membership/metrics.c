@@ -1,10 +1,13 @@
-/*  metrics.c — membership's part of the Prometheus endpoint (see ddata.h, METRICS).
+/*  metrics.c — membership's part of the management endpoint (see ddata.h, METRICS AND THE
+    MANAGEMENT ENDPOINT): its metric families, GET /cluster/members, POST /cluster/members/<member>
+    (leave or down) and the "cluster" readiness check. shoal_cluster_new provides them to the node;
+    shoal_cluster_destroy withdraws them.
 
-    The collector runs on the node thread, where shoal_cluster_view and shoal_cluster_stats read
-    the state directly (cluster_call does not hop threads there), so a scrape sees one consistent
-    state and costs the cluster no extra round trip.
+    Everything here runs on the node thread, where shoal_cluster_view, shoal_cluster_stats, leave
+    and down act on the state directly (cluster_call does not hop threads there), so a scrape or a
+    probe sees one consistent state and costs the cluster no extra round trip.
 */
-#include "membership.h"
+#include "cluster_internal.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -117,4 +120,121 @@ int shoal_cluster_metrics(shoal_cluster_t *c, shoal_metrics_t *m)
     if (!c || !m)
         return SHOAL_EINVAL;
     return shoal_metrics_add(m, collect, c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Routes
+ */
+static void route_members(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    shoal_cluster_view_t v;
+    int rc = shoal_cluster_view(arg, &v);
+    if (rc < 0) {
+        shoal_http_error(rep, 503, "no view of the cluster: %s", shoal_strerror(rc));
+        return;
+    }
+    shoal_cluster_view_json(&v, &rep->body);
+    shoal_buf_append(&rep->body, "\n", 1);
+    shoal_cluster_view_free(&v);
+}
+
+/* POST /cluster/members/<node id or host:port>, the action in the body or ?action=: "leave" or
+   "down" (as `shoal-cluster leave|down`). */
+static void route_member_action(shoal_system_t *sys, const shoal_http_request_t *req,
+                                shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    const char *action = shoal_http_param(req, "action");
+    char word[16] = "";
+    if (!action) { /* the body, trimmed: `curl -d down` */
+        const char *b = req->body;
+        b += strspn(b, " \t\r\n");
+        size_t n = strcspn(b, " \t\r\n");
+        if (n < sizeof word)
+            memcpy(word, b, n), word[n] = 0;
+        action = word;
+    }
+    bool down = strcmp(action, "down") == 0;
+    if (!down && strcmp(action, "leave") != 0) {
+        shoal_http_error(rep, 400, "say what to do with the member: leave or down (the body, or "
+                                   "?action=), not '%.32s'", action);
+        return;
+    }
+    if (!req->rest[0]) {
+        shoal_http_error(rep, 400, "name the member: POST /cluster/members/<host:port or node id>");
+        return;
+    }
+    const shoal_node_t *node = shoal_cluster_find(c, req->rest);
+    if (!node) {
+        shoal_http_error(rep, 404, "no member %.200s", req->rest);
+        return;
+    }
+    int rc = down ? shoal_cluster_down(c, node) : shoal_cluster_leave(c, node);
+    if (rc < 0) {
+        shoal_http_error(rep, rc == SHOAL_ENOTMEMBER ? 404 : 409, "%s %s: %s", action,
+                         shoal_node_id(node), shoal_strerror(rc));
+        return;
+    }
+    rep->status = 202; /* accepted: the cluster carries it out through gossip */
+    shoal_buf_printf(&rep->body, "{\"member\":");
+    shoal_buf_json_string(&rep->body, shoal_node_id(node));
+    shoal_buf_printf(&rep->body, ",\"action\":\"%s\"}\n", down ? "down" : "leave");
+}
+
+/* Ready: Up, allowed to act, and a majority of the Up members reachable (so this node's side of
+   a partition can still decide anything). */
+static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    shoal_cluster_view_t v;
+    if (shoal_cluster_view(c, &v) < 0) {
+        shoal_buf_printf(reason, "membership is stopping");
+        return false;
+    }
+    bool ok = false;
+    const shoal_member_t *me = v.self ? shoal_cluster_view_member(&v, v.self) : NULL;
+    size_t up = 0, reachable = 0;
+    for (size_t i = 0; i < v.n_members; i++) {
+        const shoal_member_t *m = &v.members[i];
+        if (m->status != SHOAL_MEMBER_UP && m->status != SHOAL_MEMBER_LEAVING)
+            continue;
+        up++;
+        reachable += m->reachable;
+    }
+    if (!me)
+        shoal_buf_printf(reason, "in no cluster%s", v.joining ? " (asking the seeds to join)" :
+                                                                " (no seeds: waiting to be joined)");
+    else if (me->status != SHOAL_MEMBER_UP)
+        shoal_buf_printf(reason, "member status %s, not up", shoal_member_status_name(me->status));
+    else if (!v.may_act)
+        shoal_buf_printf(reason, "not allowed to act (downed, or frozen by a clock gap)");
+    else if (reachable * 2 <= up)
+        shoal_buf_printf(reason, "no quorum: %zu of %zu up members reachable", reachable, up);
+    else
+        ok = true;
+    shoal_cluster_view_free(&v);
+    return ok;
+}
+
+static void provide(shoal_metrics_t *m, void *arg)
+{
+    shoal_metrics_add(m, collect, arg);
+    shoal_http_route(m, "/cluster/members", SHOAL_HTTP_GET, route_members, arg);
+    shoal_http_route(m, "/cluster/members/", SHOAL_HTTP_POST, route_member_action, arg);
+    shoal_http_ready_check(m, "cluster", ready, arg);
+}
+
+int cluster_http_provide(shoal_cluster_t *c)
+{
+    return shoal_http_provide(shoal_cluster_system(c), provide, c);
+}
+
+void cluster_http_withdraw(shoal_cluster_t *c)
+{
+    shoal_http_withdraw(shoal_cluster_system(c), c);
 }

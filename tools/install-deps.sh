@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
-# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext.)
+# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext;
+# prometheus: test_http runs its promtool on every node binary's /metrics.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -16,6 +17,7 @@ PACKAGES="
   serf
   redis-server redis-tools libhiredis-dev
   tshark
+  prometheus
   iproute2 iptables iputils-ping faketime
 "
 
