@@ -1239,8 +1239,9 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
 /* The same from a "[HOST:]PORT" spec as --http takes it ("8558", "0.0.0.0:8558", "[::1]:8558";
    no host = 127.0.0.1): the one call that gives a node its endpoint. */
 shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err);
-/* Parses a "[HOST:]PORT" spec into host (cap bytes; "127.0.0.1" when absent) and port. 0, or
-   SHOAL_EINVAL (no port, a port not 0..65535 in digits, a host over cap or not an IP literal). */
+/* Parses a "[HOST:]PORT" spec into host (cap bytes; "127.0.0.1" when absent) and port (either
+   may be NULL: a check of the spec alone). 0, or SHOAL_EINVAL (no port, a port not 0..65535 in
+   digits, a host over cap or not an IP literal). */
 int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port);
 /* The port actually bound. */
 uint16_t shoal_metrics_port(const shoal_metrics_t *m);

@@ -1080,7 +1080,7 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
 
 int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port)
 {
-    if (!spec || !host || !cap || !port)
+    if (!spec)
         return SHOAL_EINVAL;
     const char *p = spec, *colon = NULL;
     char h[INET6_ADDRSTRLEN] = "127.0.0.1";
@@ -1106,10 +1106,13 @@ int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port)
     unsigned char tmp[sizeof(struct in6_addr)];
     if (inet_pton(AF_INET, h, tmp) != 1 && inet_pton(AF_INET6, h, tmp) != 1)
         return SHOAL_EINVAL;
-    if (strlen(h) >= cap)
-        return SHOAL_EINVAL;
-    strcpy(host, h);
-    *port = (uint16_t)v;
+    if (host) {
+        if (strlen(h) >= cap)
+            return SHOAL_EINVAL;
+        strcpy(host, h);
+    }
+    if (port)
+        *port = (uint16_t)v;
     return 0;
 }
 
