@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -657,6 +658,9 @@ int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, s
 int shoal_system_timer_cancel(shoal_system_t *sys, int timer_id);
 /* Monotonic milliseconds, as the node's timers see them. */
 int64_t shoal_now_ms(void);
+/* The CLOCK_REALTIME instant ms from now, as pthread_cond_timedwait takes its deadline: for the
+   threads that wait on the node with a bound. */
+struct timespec shoal_deadline_in(uint64_t ms);
 
 /* CURVE (SECURITY above). Makes a socket an upper layer owns a CURVE server (server: before
    bind) or a client of the node at `peer_node_endpoint` (before connect), with this node's key

@@ -500,14 +500,7 @@ static int job_call(job_t *j, uint32_t timeout_ms)
         j->refs = 1;
         return rc;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(timeout_ms / 1000);
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = shoal_deadline_in(timeout_ms);
     pthread_mutex_lock(&j->mu);
     int w = 0;
     while (!j->done && w != ETIMEDOUT)
@@ -520,19 +513,25 @@ static int job_call(job_t *j, uint32_t timeout_ms)
 /* ---------------------------------------------------------------------------------------------
  * Replies
  */
-void shoal_http_error(shoal_http_reply_t *rep, unsigned status, const char *fmt, ...)
+static void __attribute__((format(printf, 3, 0)))
+verror(shoal_http_reply_t *rep, unsigned status, const char *fmt, va_list ap)
 {
     char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     rep->status = status;
     rep->content_type = JSON_TYPE;
     shoal_buf_reset(&rep->body);
     shoal_buf_printf(&rep->body, "{\"error\":");
     shoal_buf_json_string(&rep->body, msg);
     shoal_buf_printf(&rep->body, "}\n");
+}
+
+void shoal_http_error(shoal_http_reply_t *rep, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(rep, status, fmt, ap);
+    va_end(ap);
 }
 
 const char *shoal_http_param(const shoal_http_request_t *req, const char *name)
@@ -574,13 +573,11 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, 
 static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *allow,
                                   const char *fmt, ...)
 {
-    char msg[512];
+    shoal_http_reply_t rep = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    verror(&rep, status, fmt, ap);
     va_end(ap);
-    shoal_http_reply_t rep = {0};
-    shoal_http_error(&rep, status, "%s", msg);
     return send_reply(conn, &rep, allow);
 }
 
