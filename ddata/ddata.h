@@ -510,9 +510,12 @@ int shoal_type_register(const shoal_type_t *type);
  * engine and session: 18 to 26 KiB measured with libzmq 4.3.4, 40 KiB allowed here), so
  *     node ROUTER       1024 x (320 KiB + 40 KiB) = 360 MiB    (377,487,360 bytes)
  *     heartbeat ROUTER  1024 x (  4 KiB + 40 KiB) =  44 MiB    ( 46,137,344 bytes)
- *     metrics (HTTP)      64 x  64 KiB            =   4 MiB    (  4,194,304 bytes)
- *     total                                        ~ 408 MiB   (427,819,008 bytes)
- * and in general max_inbound_connections x (max_frame_bytes + 64 KiB + 4 KiB + 80 KiB) + 4 MiB.
+ *     HTTP endpoint       64 x  68 KiB            = 4.25 MiB   (  4,456,448 bytes)
+ *     total                                        ~ 408 MiB   (428,081,152 bytes)
+ * and in general max_inbound_connections x (max_frame_bytes + 64 KiB + 4 KiB + 80 KiB) +
+ * 4.25 MiB. (The HTTP endpoint's 64 connections: 64 KiB of request line and headers and a 4 KiB
+ * body each; each also has a thread, whose stack is address space the kernel backs only as far
+ * as it is used.)
  * Before this bound one connection to the heartbeat port could make the node allocate 2 GiB.
  * A connection past the handshake may in addition queue ZMQ_RCVHWM complete messages (1000
  * frames on the node's ROUTER, which the node drains every loop turn; 64 heartbeat messages).
