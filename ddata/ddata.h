@@ -1209,7 +1209,7 @@ int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
  *   GET /health/ready     200 when every readiness check passes, else 503 with the first reason
  *                         (a readiness probe; upper layers add checks, see below);
  *   GET /cluster/replicators  each replicator's role, replica count, keys with type and digest;
- * and whatever routes the upper layers add. membership/ and sharding/ PROVIDE theirs to the node
+ * and whatever routes the upper layers add (membership adds a dashboard page at /). membership/ and sharding/ PROVIDE theirs to the node
  * (shoal_http_provide), so shoal_http_start on a node gets every route of every layer running on
  * it, those started later included: ddata/ knows nothing of members or shards.
  *
@@ -1306,8 +1306,8 @@ typedef void (shoal_http_fn)(shoal_system_t *sys, const shoal_http_request_t *re
 #define SHOAL_HTTP_POST       0x2u
 #define SHOAL_HTTP_NODE       0x0u /* on the node thread, through a bounded wait (the default) */
 #define SHOAL_HTTP_ANY_THREAD 0x4u /* on the connection's thread: thread-safe calls only */
-/* Adds a route. `path` is exact ("/cluster/members"), or a prefix when it ends in '/'
-   ("/cluster/members/": rest is what follows); the longest match wins; a later route for the
+/* Adds a route. `path` is exact ("/cluster/members", "/"), or a prefix when it ends in '/'
+   ("/cluster/members/": rest is what follows; "/" alone is exact); the longest match wins; a later route for the
    same path and methods replaces an earlier one. Thread-safe. */
 int shoal_http_route(shoal_metrics_t *m, const char *path, unsigned flags, shoal_http_fn *fn,
                      void *arg);

@@ -744,6 +744,18 @@ static enum MHD_Result take_param(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
+/* A path ending in '/' is a prefix ("/cluster/members/"), except "/" itself: the page there is
+   not the answer to every unknown path. */
+static bool is_prefix(const route_t *r)
+{
+    return r->len > 1 && r->path[r->len - 1] == '/';
+}
+
+static bool route_matches(const route_t *r, const char *path)
+{
+    return is_prefix(r) ? strncmp(path, r->path, r->len) == 0 : strcmp(path, r->path) == 0;
+}
+
 /* The route for path (longest match wins), copied out of the list; false when none. */
 static bool find_route(shoal_metrics_t *m, const char *path, route_t *out, shoal_buf_t *allow)
 {
@@ -753,9 +765,7 @@ static bool find_route(shoal_metrics_t *m, const char *path, route_t *out, shoal
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->n_routes; i++) {
         const route_t *r = &m->routes[i];
-        bool prefix = r->path[r->len - 1] == '/';
-        bool match = prefix ? strncmp(path, r->path, r->len) == 0 : strcmp(path, r->path) == 0;
-        if (!match || r->len < best)
+        if (!route_matches(r, path) || r->len < best)
             continue;
         if (r->len > best)
             methods = 0;
@@ -780,9 +790,7 @@ static bool route_for_method(shoal_metrics_t *m, const char *path, unsigned meth
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->n_routes; i++) {
         const route_t *r = &m->routes[i];
-        bool prefix = r->path[r->len - 1] == '/';
-        bool match = prefix ? strncmp(path, r->path, r->len) == 0 : strcmp(path, r->path) == 0;
-        if (match && (r->flags & method) && r->len >= best) {
+        if (route_matches(r, path) && (r->flags & method) && r->len >= best) {
             best = r->len;
             *out = *r;
             found = true;
@@ -864,7 +872,7 @@ static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn,
     j->req = (shoal_http_request_t){
         .method = j->method,
         .path = j->path,
-        .rest = j->path + (r.path[r.len - 1] == '/' ? r.len : strlen(j->path)),
+        .rest = j->path + (is_prefix(&r) ? r.len : strlen(j->path)),
         .body = j->body,
         .body_len = c->body.len,
         .loopback = loopback,

@@ -12,7 +12,9 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     shoal_member_status_t status;
@@ -221,9 +223,107 @@ static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
     return ok;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Recent events: GET /cluster/events, the last EVENTS_KEPT cluster events this node saw (oldest
+ * first), for the dashboard and for an operator asking "what just happened". A ring of fixed
+ * entries filled on the node thread: nothing allocated per event.
+ */
+#define EVENTS_KEPT 64
+
+typedef struct {
+    int64_t at_ms; /* wall clock */
+    shoal_cluster_event_kind_t kind;
+    char node[SHOAL_NODE_ID_MAX + 1]; /* the member, or the new leader ("" when none) */
+    char role[64];                    /* ROLE_LEADER_CHANGED */
+    bool converged;                   /* CONVERGENCE */
+} event_t;
+
+struct cluster_events {
+    int sub;
+    bool in_snapshot; /* the state as events at subscription: not news */
+    event_t ring[EVENTS_KEPT];
+    size_t next, n;
+};
+
+static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c;
+    struct cluster_events *e = arg;
+    if (ev->kind == SHOAL_EV_SNAPSHOT_BEGIN || ev->kind == SHOAL_EV_SNAPSHOT_END) {
+        e->in_snapshot = ev->kind == SHOAL_EV_SNAPSHOT_BEGIN;
+        return;
+    }
+    if (e->in_snapshot)
+        return;
+    event_t *x = &e->ring[e->next];
+    e->next = (e->next + 1) % EVENTS_KEPT;
+    e->n += e->n < EVENTS_KEPT;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    x->at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    x->kind = ev->kind;
+    const shoal_node_t *n = ev->member ? ev->member->node : ev->leader;
+    snprintf(x->node, sizeof x->node, "%s", n ? shoal_node_id(n) : "");
+    snprintf(x->role, sizeof x->role, "%s", ev->role ? ev->role : "");
+    x->converged = ev->converged;
+}
+
+static void route_events(shoal_system_t *sys, const shoal_http_request_t *req,
+                         shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    struct cluster_events *e = ((shoal_cluster_t *)arg)->events;
+    shoal_buf_t *out = &rep->body;
+    shoal_buf_printf(out, "{\"events\":[");
+    for (size_t i = 0; e && i < e->n; i++) {
+        const event_t *x = &e->ring[(e->next + EVENTS_KEPT - e->n + i) % EVENTS_KEPT];
+        time_t t = (time_t)(x->at_ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char when[40];
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        shoal_buf_printf(out, "%s{\"at\":\"%s.%03dZ\",\"event\":\"%s\"", i ? "," : "", when,
+                         (int)(x->at_ms % 1000), shoal_cluster_event_name(x->kind));
+        if (x->node[0]) {
+            shoal_buf_printf(out, ",\"node\":");
+            shoal_buf_json_string(out, x->node);
+        }
+        if (x->kind == SHOAL_EV_ROLE_LEADER_CHANGED) {
+            shoal_buf_printf(out, ",\"role\":");
+            shoal_buf_json_string(out, x->role);
+        }
+        if (x->kind == SHOAL_EV_CONVERGENCE)
+            shoal_buf_printf(out, ",\"converged\":%s", x->converged ? "true" : "false");
+        shoal_buf_printf(out, "}");
+    }
+    shoal_buf_printf(out, "]}\n");
+}
+
+static int events_start(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    int id = shoal_cluster_subscribe(c, on_event, c->events);
+    if (id < 0)
+        return id;
+    c->events->sub = id;
+    return 0;
+}
+
+static int events_stop(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    shoal_cluster_unsubscribe(c, c->events->sub);
+    return 0;
+}
+
 static void provide(shoal_metrics_t *m, void *arg)
 {
     shoal_metrics_add(m, collect, arg);
+    cluster_http_dashboard(m, arg);
+    shoal_http_route(m, "/cluster/events", SHOAL_HTTP_GET, route_events, arg);
     shoal_http_route(m, "/cluster/members", SHOAL_HTTP_GET, route_members, arg);
     shoal_http_route(m, "/cluster/members/", SHOAL_HTTP_POST, route_member_action, arg);
     shoal_http_ready_check(m, "cluster", ready, arg);
@@ -231,10 +331,23 @@ static void provide(shoal_metrics_t *m, void *arg)
 
 int cluster_http_provide(shoal_cluster_t *c)
 {
+    /* events are kept from the start, so an endpoint started later still shows how the node
+       got where it is */
+    c->events = calloc(1, sizeof *c->events);
+    if (!c->events)
+        abort();
+    if (cluster_call(c, events_start, c) < 0) {
+        free(c->events);
+        c->events = NULL;
+    }
     return shoal_http_provide(shoal_cluster_system(c), provide, c);
 }
 
 void cluster_http_withdraw(shoal_cluster_t *c)
 {
     shoal_http_withdraw(shoal_cluster_system(c), c);
+    if (c->events && c->sysrepl)
+        cluster_call(c, events_stop, c);
+    free(c->events);
+    c->events = NULL;
 }
