@@ -2,7 +2,7 @@
     operator and a kubelet use it: real nodes, real HTTP over loopback sockets.
 
     cluster_routes: three members with sharding in this process, an endpoint each. Every route
-      answers with valid JSON (python3's json) or Prometheus text that `promtool check metrics`
+      (the dashboard page and the recent events too) answers with valid JSON (python3's json) or Prometheus text that `promtool check metrics`
       accepts; /health/ready is 503 naming the reason while a node is in no cluster and 200 once
       it is Up and its entity type registered; the shard map agrees with the placement calls;
       POST .../down is refused to a client off loopback (and on a read-only endpoint) and
@@ -205,6 +205,16 @@ static void cluster_routes(void **state)
     thttp_free(&r);
     get_json(port[0], "/cluster/shards/no-such-type", 404, &r);
     assert_non_null(strstr(r.body, "no entity type no-such-type"));
+    thttp_free(&r);
+
+    /* the dashboard page, and the events it lists */
+    assert_true(thttp_get(port[0], "/", &r));
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "text/html; charset=utf-8");
+    assert_non_null(strstr(r.body, "<title>Shoal</title>"));
+    thttp_free(&r);
+    get_json(port[0], "/cluster/events", 200, &r);
+    assert_true(count(r.body, "\"event\":\"member-up\"") >= 2); /* nodes 1 and 2 came up */
     thttp_free(&r);
 
     /* replicators: roles, keys with type and digest (the coordinator's state among them) */
