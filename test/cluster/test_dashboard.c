@@ -1,6 +1,7 @@
 /*  test_dashboard.c — the dashboard page (GET / of the management endpoint) in a real browser:
     three members with sharding in this process, entities on every one, an endpoint on node 0;
-    test/cluster/dashboard_check.py loads the page in headless Chromium (Selenium, chromedriver)
+    test/cluster/dashboard_check.py (Debian's /usr/bin/python3, where python3-selenium lives) loads
+    the page in headless Chromium (Selenium, chromedriver)
     and checks the members and the shard map it shows; when it prints KILL, node 2 crashes here,
     and the same page (no reload) must mark it unreachable, then drop it once it is removed.
 
@@ -72,7 +73,7 @@ static void dashboard_in_a_browser(void **state)
     char shot_arg[4200] = "";
     if (shot)
         snprintf(shot_arg, sizeof shot_arg, " --screenshot '%s'", shot);
-    snprintf(cmd, sizeof cmd, "python3 '%s' http://127.0.0.1:%u/ '%s' %s 3 --timeout %d%s 2>&1",
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' http://127.0.0.1:%u/ '%s' %s 3 --timeout %d%s 2>&1",
              script, (unsigned)shoal_metrics_port(endpoint),
              shoal_node_id(shoal_system_self(tsn[2].sys)), TSHARD_TYPE, 60 * tscale(), shot_arg);
     FILE *p = popen(cmd, "r");
