@@ -571,8 +571,11 @@ static int run_node(const char *bind, const char *seed, const char *dir, const c
         return 1;
     }
     int err = 0;
-    if (http && !(n.http = shoal_http_start(n.sys, http, &err)))
+    if (http && !(n.http = shoal_http_start(n.sys, http, &err))) {
         fprintf(stderr, "session-judge: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
+        node_stop(&n, false);
+        return 1;
+    }
     while (!stop && !shoal_cluster_terminated(n.cl))
         sleep_ms(100);
     int rc = node_stop(&n, stop != 0) == 0 ? 0 : 1;
