@@ -120,9 +120,11 @@ static void map_add(map_t *m, const char *id, size_t len, const shoal_node_t *ho
         if (!m->rows)
             abort();
     }
-    char *copy = strndup(id, len);
+    char *copy = malloc(len + 1); /* id may be a map key: not NUL-terminated */
     if (!copy)
         abort();
+    memcpy(copy, id, len);
+    copy[len] = 0;
     m->rows[m->n++] = (shard_row_t){copy, home, -1};
 }
 
