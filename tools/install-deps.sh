@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
-# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext.)
+# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext;
+# prometheus: test_http runs its promtool on every node binary's /metrics; chromium,
+# chromium-driver, python3-selenium: test_dashboard drives the dashboard in headless Chromium.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -16,6 +18,8 @@ PACKAGES="
   serf
   redis-server redis-tools libhiredis-dev
   tshark
+  prometheus
+  chromium chromium-driver python3-selenium
   iproute2 iptables iputils-ping faketime
 "
 
