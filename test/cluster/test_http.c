@@ -185,7 +185,14 @@ static void cluster_routes(void **state)
                 usleep(50000);
         }
         assert_non_null(home);
-        assert_ptr_equal(home, shoal_region_shard_home(tsn[2].r, shard));
+        /* another member learns the allocation by gossip: wait for it there too */
+        const shoal_node_t *there = NULL;
+        for (int t = 0; t < 200 && !there; t++) {
+            there = shoal_region_shard_home(tsn[2].r, shard);
+            if (!there)
+                usleep(50000);
+        }
+        assert_ptr_equal(home, there);
         snprintf(want, sizeof want, "{\"id\":\"%s\",\"home\":\"%s\",\"entities\":", shard,
                  shoal_node_id(home));
         wait_answer(port[1], "/cluster/shards/" TSHARD_TYPE, 200, want);
