@@ -942,10 +942,12 @@ static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bo
         procs_stop(&p);
         return f;
     }
-    f.converge_ms = wait_all(&p, WANT_CONVERGED, -1, t0, CONVERGE_DEADLINE_MS);
+    /* a deadline that grows with the cluster: 100 members on 2 cores take longer to start */
+    int deadline_ms = n > 50 ? CONVERGE_DEADLINE_MS * 3 : CONVERGE_DEADLINE_MS;
+    f.converge_ms = wait_all(&p, WANT_CONVERGED, -1, t0, deadline_ms);
     if (f.converge_ms < 0) {
         note_failure("%s, %d nodes: not converged within %d s", label, n,
-                     CONVERGE_DEADLINE_MS / 1000);
+                     deadline_ms / 1000);
         procs_stop(&p);
         return f;
     }
