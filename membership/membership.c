@@ -2620,7 +2620,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
 
 int shoal_discovery_check(const char *discovery, const char *resolver, char *err, size_t errlen)
 {
-    int rc = disc_check(discovery, err, errlen);
+    int rc = discovery ? disc_check(discovery, err, errlen) : 0;
     if (rc == 0 && resolver)
         rc = disc_check_resolver(resolver, err, errlen);
     return rc;

@@ -476,8 +476,8 @@ int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *out, char *err,
                          size_t errlen);
 
-/* Checks a discovery name (SEED DISCOVERY: "dns:NAME:PORT" or "srv:NAME") and, when not NULL,
-   a resolver ("IPv4:port") without resolving anything: 0, or SHOAL_EINVAL with the reason in err.
+/* Checks a discovery name (SEED DISCOVERY: "dns:NAME:PORT" or "srv:NAME") and a resolver
+   ("IPv4:port"), each when not NULL, without resolving anything: 0, or SHOAL_EINVAL with the reason in err.
    For programs that take them as flags. */
 int shoal_discovery_check(const char *discovery, const char *resolver, char *err, size_t errlen);
 
