@@ -96,6 +96,8 @@ struct shoal_cluster {
     int64_t join_started, join_last_try, join_logged;
     int64_t outside_since_wall; /* wall-clock ms since this node is in no cluster (view) */
     const shoal_node_t *join_contact;
+    zhash_t *peer_at; /* while joining: endpoint -> the incarnation last handshaken there, for a
+                         seed that became one after its connection was up (discovery) */
     /* seed discovery (membership.h, SEED DISCOVERY): the seeds above are then the contact points
        found, sorted (the lowest address first) */
     disc_t *disc;

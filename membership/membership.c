@@ -1028,6 +1028,8 @@ static void react(shoal_cluster_t *c)
         c->was_member = true;
         if (c->joining) {
             c->joining = false;
+            zhash_destroy(&c->peer_at); /* only joining needs it */
+            c->peer_at = zhash_new();
             zsys_info("%s: joined (%s)", shoal_node_id(c->self),
                       shoal_member_status_name(me->status));
         }
@@ -1080,6 +1082,8 @@ static bool is_seed_self(const shoal_cluster_t *c, const char *seed)
     return strcmp(seed, c->self_endpoint) == 0;
 }
 
+static int seed_index(shoal_cluster_t *c, const shoal_node_t *n);
+
 /* Connects to every seed; those already handshaken get an InitJoin now, the others when their
    handshake completes (on_peer). */
 static void send_init_join(shoal_cluster_t *c)
@@ -1090,6 +1094,11 @@ static void send_init_join(shoal_cluster_t *c)
         if (is_seed_self(c, c->seeds[i]))
             continue;
         shoal_system_connect(c->sys, c->seeds[i]);
+        /* connected before it was a seed (a contact point found after it dialled us): its
+           handshake is done and no PEER_UP will come again */
+        const shoal_node_t *up = c->seed_known[i] ? NULL : zhash_lookup(c->peer_at, c->seeds[i]);
+        if (up)
+            seed_index(c, up);
         if (c->seed_known[i])
             cluster_send(c, c->seed_known[i], K_INIT_JOIN, &m.base);
     }
@@ -1241,6 +1250,11 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     if (ev != SHOAL_PEER_UP && ev != SHOAL_PEER_RESTARTED)
         return;
     pending_flush(c, node);
+    if (c->joining) {
+        char ep[300];
+        endpoint_of(node, ep, sizeof ep);
+        zhash_update(c->peer_at, ep, (void *)node);
+    }
     if (c->joining && is_seed_node(c, node)) {
         Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
         m.app_version = (char *)c->s.app_version;
@@ -2468,6 +2482,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->joining_since = zhash_new();
     c->voters = zhash_new();
     c->down_seen = zhash_new();
+    c->peer_at = zhash_new();
     voters_load(c); /* before any thread can reach c: the store is read from the caller's */
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
@@ -2603,6 +2618,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     zhash_destroy(&c->joining_since);
     zhash_destroy(&c->voters);
     zhash_destroy(&c->down_seen);
+    zhash_destroy(&c->peer_at);
     for (size_t i = 0; i < c->n_seeds; i++)
         free(c->seeds[i]);
     free(c->seeds);

@@ -6,7 +6,10 @@
     Cases: a cold start of 3 (A records) and of 5 (SRV records) nodes from one name forms exactly
     one cluster; a node added to the name later joins it; a node restarted on a new address
     rejoins; a name that points at nothing, or at the node alone, leaves the node waiting and its
-    view saying so; malformed names are refused with a reason.
+    view saying so; malformed names are refused with a reason. And the kvstore example as a user
+    runs it (build/bin/kvstore, three processes, --discover and SHOAL_DNS_RESOLVER): its cluster
+    forms by DNS, serves majority writes, and its lowest node, killed and restarted on its data
+    directory (kept membership), rejoins that cluster instead of forming a second one.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +20,7 @@
 
 #include "cluster.h"
 #include "members.h"
+#include "tools.h"
 
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
@@ -231,9 +235,21 @@ static int setup(void **state)
     return 0;
 }
 
+static pid_t kv_pids[4]; /* the kvstore processes of test_kvstore_forms_by_dns */
+static char *out;         /* and what the programs it runs printed */
+
 static int teardown(void **state)
 {
     (void)state;
+    for (int i = 0; i < 4; i++)
+        if (kv_pids[i] > 0) {
+            kill(kv_pids[i], SIGKILL);
+            waitpid(kv_pids[i], NULL, 0);
+            kv_pids[i] = 0;
+        }
+    unsetenv("SHOAL_DNS_RESOLVER");
+    free(out);
+    out = NULL;
     for (int i = 0; i < MAXN; i++)
         stop_node(i);
     dns_stop();
@@ -520,6 +536,108 @@ static void test_config_keys(void **state)
     shoal_config_destroy(&cfg);
 }
 
+/* --- the kvstore example, by DNS --------------------------------------------------------------- */
+
+#define OUT_CAP (1u << 20)
+
+typedef struct {
+    const char *tool;
+    int host, members;
+} kv_members_t;
+
+/* `shoal-cluster members` of the kvstore on 127.0.0.<host> shows `members` members, all Up,
+   converged. */
+static bool kv_cluster_up(void *arg)
+{
+    kv_members_t *k = arg;
+    struct timespec ts = {0, 200 * 1000000}; /* a tool run per poll: not every 5 ms */
+    nanosleep(&ts, NULL);
+    if (ttool_runf(k->tool, out, OUT_CAP, "--node tcp://127.0.0.%d:%d members", k->host,
+                   node_port) != 0)
+        return false;
+    char want[32];
+    snprintf(want, sizeof want, "members %d\n", k->members);
+    int up = 0;
+    for (const char *p = out; (p = strstr(p, "  Up ")); p++)
+        up++;
+    return strstr(out, "converged yes") && strstr(out, want) && up == k->members;
+}
+
+static pid_t kv_start(const char *kv, int host, const char *disc)
+{
+    char bind[64], data[160], log[160];
+    snprintf(bind, sizeof bind, "tcp://127.0.0.%d:%d", host, node_port);
+    snprintf(data, sizeof data, "%s/kv%d", dns_dir, host);
+    snprintf(log, sizeof log, "%s/kv%d.log", dns_dir, host);
+    pid_t pid = ttool_spawn(kv,
+                            (char *const[]){(char *)kv, "node", "--bind", bind, "--discover",
+                                            (char *)disc, "--data", data, "--fast", NULL},
+                            log);
+    assert_true(pid > 0);
+    return pid;
+}
+
+static void test_kvstore_forms_by_dns(void **state)
+{
+    (void)state;
+    char kv[4096], tool[4096];
+    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool))
+        fail_msg("build/bin/kvstore or shoal-cluster is missing: scons check builds them");
+    out = calloc(1, OUT_CAP);
+    assert_non_null(out);
+    /* 127.0.0.1 among them: the kvstore commands talk to the node at 127.0.0.1:PORT */
+    write_hosts((const char *[]){"127.0.0.1 kv." ZONE, "127.0.0.2 kv." ZONE, "127.0.0.3 kv." ZONE},
+                3);
+    dns_start(NULL, 0, "kv." ZONE, 3);
+    assert_int_equal(setenv("SHOAL_DNS_RESOLVER", resolver, 1), 0);
+    char disc[80];
+    snprintf(disc, sizeof disc, "dns:kv." ZONE ":%d", node_port);
+
+    /* bad --discover values are refused before anything starts */
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "node --bind tcp://127.0.0.1:%d --data %s/x "
+                                "--discover dns:kv." ZONE, node_port, dns_dir), 2);
+    assert_non_null(strstr(out, "--discover: discovery 'dns:kv." ZONE "': dns:NAME:PORT needs a port"));
+
+    pid_t *pids = kv_pids;
+    for (int i = 0; i < 3; i++)
+        pids[i] = kv_start(kv, 1 + i, disc);
+    kv_members_t k = {tool, 1, 3};
+    if (!wait_until(kv_cluster_up, &k, 30000))
+        fail_msg("the kvstore nodes did not form one cluster by DNS:\n%s", out);
+    k.host = 3;
+    assert_true(wait_until(kv_cluster_up, &k, 10000));
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "put %d k v majority", node_port), 0);
+
+    /* the lowest node dies and restarts on its data directory: it finds the others in a cluster
+       and joins it (the README's recipe that broke when its first seed restarted) */
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], NULL, 0);
+    pids[0] = kv_start(kv, 1, disc);
+    k.host = 1;
+    if (!wait_until(kv_cluster_up, &k, 40000))
+        fail_msg("the restarted kvstore did not rejoin:\n%s", out);
+    k.host = 2;
+    assert_true(wait_until(kv_cluster_up, &k, 20000));
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "get %d k majority", node_port), 0);
+    assert_non_null(strstr(out, "k = v"));
+
+    /* a node whose name gives nothing waits, and the operator tool says so */
+    char none[80];
+    snprintf(none, sizeof none, "dns:none." ZONE ":%d", node_port);
+    pids[3] = kv_start(kv, 4, none);
+    int rc = -1;
+    for (int i = 0; i < 100; i++) {
+        rc = ttool_runf(tool, out, OUT_CAP, "--node tcp://127.0.0.4:%d members", node_port);
+        if (rc == 0 && strstr(out, "waiting for contact points"))
+            break;
+        usleep(100000);
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, " is in no cluster since "));
+    assert_non_null(strstr(out, "waiting for contact points: dns:none." ZONE));
+    print_message("%s", out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -529,6 +647,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cold_start_3_by_a_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cold_start_5_by_srv_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_added_later_and_new_address, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kvstore_forms_by_dns, setup, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
