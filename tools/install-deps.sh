@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
-# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext.)
+# (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext;
+#  dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
+#  and a port of its own; -base is the program without the system service that would take
+#  port 53 from the machine's resolver.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -15,7 +18,7 @@ PACKAGES="
   clang libclang-rt-14-dev valgrind
   serf
   redis-server redis-tools libhiredis-dev
-  tshark
+  tshark dnsmasq-base
   iproute2 iptables iputils-ping faketime
 "
 

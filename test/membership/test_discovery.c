@@ -112,7 +112,7 @@ static bool dns_answers(void *arg)
 static void dns_start(const char *const *srv, size_t n_srv, const char *probe, int want)
 {
     if (access(DNSMASQ, X_OK) != 0)
-        fail_msg("%s not found: install the Debian package dnsmasq (sh tools/install-deps.sh)",
+        fail_msg("%s not found: install the Debian package dnsmasq-base (sh tools/install-deps.sh)",
                  DNSMASQ);
     struct passwd *pw = getpwuid(getuid());
     char user[80], port[32], hosts[160], srvs[8][200];
