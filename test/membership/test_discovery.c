@@ -198,20 +198,9 @@ static void start_node(int i, int host, const char *discovery)
     settings(&s, discovery);
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.%d:%d", host, node_port);
-    shoal_system_settings_t ss;
-    shoal_system_settings_default(&ss);
-    ss.endpoint = ep;
-    int err = 0;
-    nodes[i].sys = shoal_system_new(&ss, &err);
-    if (!nodes[i].sys)
-        fail_msg("node %d cannot start at %s: %s", i, ep, shoal_strerror(err));
-    nodes[i].cl = shoal_cluster_new(nodes[i].sys, &s, &err);
-    assert_non_null(nodes[i].cl);
-    shoal_replicator_settings_t rs;
-    tcluster_fast_settings(&rs);
-    nodes[i].data = shoal_replicator_new(nodes[i].sys, &rs, &err);
-    assert_non_null(nodes[i].data);
-    assert_int_equal(shoal_cluster_follow(nodes[i].cl, nodes[i].data), 0);
+    int rc = tmember_start(ep, &s, &nodes[i].sys, &nodes[i].cl, &nodes[i].data);
+    if (rc != 0)
+        fail_msg("node %d cannot start at %s: %s", i, ep, shoal_strerror(rc));
 }
 
 static void stop_node(int i)
@@ -341,22 +330,29 @@ static bool view_says(void *arg)
     return ok;
 }
 
-/* --- tests -------------------------------------------------------------------------------------- */
-
-/* Three nodes whose one name (A records) gives all three: exactly one cluster, all Up. */
-static void test_cold_start_3_by_a_records(void **state)
+/* Nodes 0-2 on 127.0.0.2-4, and the name "dns:ZONE:node_port" giving those three: they form one
+   cluster. disc receives the name. */
+static void cold_start_3(char *disc, size_t cap)
 {
-    (void)state;
     write_hosts((const char *[]){"127.0.0.2 " ZONE, "127.0.0.3 " ZONE, "127.0.0.4 " ZONE}, 3);
     dns_start(NULL, 0, ZONE, 3);
-    char disc[80];
-    snprintf(disc, sizeof disc, "dns:" ZONE ":%d", node_port);
+    snprintf(disc, cap, "dns:" ZONE ":%d", node_port);
     int64_t t0 = shoal_now_ms();
     for (int i = 0; i < 3; i++)
         start_node(i, 2 + i, disc);
     wait_one_cluster((const int[]){0, 1, 2}, 3, 3, 20000);
     print_message("cold start of 3 by DNS: one cluster, all Up in %lld ms\n",
                   (long long)(shoal_now_ms() - t0));
+}
+
+/* --- tests -------------------------------------------------------------------------------------- */
+
+/* Three nodes whose one name (A records) gives all three: exactly one cluster, all Up. */
+static void test_cold_start_3_by_a_records(void **state)
+{
+    (void)state;
+    char disc[80];
+    cold_start_3(disc, sizeof disc);
 }
 
 /* Five nodes whose SRV name gives all five (targets n2..n6 with their A records): one cluster. */
@@ -389,13 +385,8 @@ static void test_cold_start_5_by_srv_records(void **state)
 static void test_added_later_and_new_address(void **state)
 {
     (void)state;
-    write_hosts((const char *[]){"127.0.0.2 " ZONE, "127.0.0.3 " ZONE, "127.0.0.4 " ZONE}, 3);
-    dns_start(NULL, 0, ZONE, 3);
     char disc[80];
-    snprintf(disc, sizeof disc, "dns:" ZONE ":%d", node_port);
-    for (int i = 0; i < 3; i++)
-        start_node(i, 2 + i, disc);
-    wait_one_cluster((const int[]){0, 1, 2}, 3, 3, 20000);
+    cold_start_3(disc, sizeof disc);
 
     /* added later: the name gives a fourth address, whose node joins the running cluster */
     write_hosts((const char *[]){"127.0.0.2 " ZONE, "127.0.0.3 " ZONE, "127.0.0.4 " ZONE,
