@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <resolv.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,8 @@ struct disc {
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;
+    atomic_bool stop; /* written under mu (the condition variable); read without it between
+                         queries, so a stop does not wait for the rest of a round */
     /* the mailbox (under mu) */
     uint64_t gen;
     char **eps;
@@ -165,6 +167,7 @@ int disc_check_resolver(const char *resolver, char *err, size_t errlen)
  * Queries (resolver thread)
  */
 typedef struct {
+    const disc_t *d;
     point_t pts[MAX_POINTS];
     size_t n;
     char why[200];
@@ -198,6 +201,8 @@ typedef void (rr_fn)(res_state st, ns_msg *msg, ns_rr *rr, found_t *f, unsigned 
 static bool query(res_state st, const char *name, int type, rr_fn *each, found_t *f,
                   unsigned port)
 {
+    if (atomic_load(&f->d->stop))
+        return false; /* stopping: the rest of the round is not wanted */
     unsigned char answer[8192];
     int len = res_nsearch(st, name, ns_c_in, type, answer, sizeof answer);
     if (len < 0) {
@@ -269,6 +274,7 @@ static int cmp_point(const void *a, const void *b)
 static void resolve(disc_t *d, found_t *f)
 {
     memset(f, 0, sizeof *f);
+    f->d = d;
     struct __res_state st;
     memset(&st, 0, sizeof st);
     if (res_ninit(&st) < 0) {
