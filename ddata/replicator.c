@@ -229,7 +229,24 @@ void repl_entry_changed(shoal_replicator_t *r, entry_t *e)
         e->changed = true;
         bool ins;
         shoal_hmap_upsert(&r->changed_keys, e->key, e->klen, &ins)->value = e;
+        repl_notify_arm(r);
     }
+}
+
+static void notify_tick(shoal_system_t *sys, void *arg);
+
+/* Subscribers are told at the ticks of a grid of notify-subscribers-interval (Akka's
+   notify-subscribers-interval), but the timer runs only while there is something to tell: an
+   idle replicator costs no wake-ups (the cluster's own replicator ticks every 20 ms). The grid
+   keeps the latency a periodic timer would give: the next tick, not a full interval later. */
+void repl_notify_arm(shoal_replicator_t *r)
+{
+    if (r->t_notify > 0 || r->destroying)
+        return;
+    int64_t iv = r->s.notify_subscribers_interval_ms, now = shoal_now_ms();
+    int64_t delay = iv - (now - r->notify_epoch) % iv;
+    int id = shoal_system_timer(r->sys, (uint32_t)delay, false, notify_tick, r);
+    r->t_notify = id > 0 ? id : 0;
 }
 
 peer_t *repl_peer(shoal_replicator_t *r, const shoal_node_t *node)
@@ -1155,7 +1172,14 @@ void shoal_replicator_flush(shoal_replicator_t *r)
 static void notify_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
-    shoal_replicator_flush(arg);
+    shoal_replicator_t *r = arg;
+    r->t_notify = 0;
+    shoal_replicator_flush(r);
+    bool initial = false;
+    for (sub_t *s = r->subs; s; s = s->next)
+        initial |= s->initial;
+    if (r->changed_keys.n || initial) /* still loading, or callbacks changed keys */
+        repl_notify_arm(r);
 }
 
 static void expire_tick(shoal_system_t *sys, void *arg)
@@ -1209,6 +1233,7 @@ int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
     /* A new subscriber is told the current values at the next flush (not from inside this call,
        so it can finish setting up), and only it: the others have been told already. */
     s->initial = true;
+    repl_notify_arm(r);
     return s->id;
 }
 
@@ -1269,8 +1294,7 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->t_gossip = shoal_system_timer(sys, r->s.gossip_interval_ms, true, repl_gossip_tick, r);
     if (r->s.delta_enabled)
         r->t_delta = shoal_system_timer(sys, r->s.delta_interval_ms, true, repl_delta_tick, r);
-    r->t_notify =
-        shoal_system_timer(sys, r->s.notify_subscribers_interval_ms, true, notify_tick, r);
+    r->notify_epoch = shoal_now_ms();
     if (r->s.pruning_interval_ms)
         r->t_prune = shoal_system_timer(sys, r->s.pruning_interval_ms, true, repl_prune_tick, r);
     if (r->s.n_expire_keys) {

@@ -226,6 +226,7 @@ struct shoal_replicator {
     uint64_t durable_marker_ttl_ms;
 
     int t_gossip, t_delta, t_notify, t_prune, t_expire, t_load, t_retry;
+    int64_t notify_epoch; /* the notify timer's grid: armed only while there is news (repl_notify_arm) */
     /* operations refused by the quorum gate, completed on the next loop turn (t_refused): a
        caller that retries from its completion must not recurse inside its own call */
     struct refusal {
@@ -245,6 +246,7 @@ struct shoal_replicator {
 entry_t *repl_entry(shoal_replicator_t *r, const char *key, size_t klen);
 entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
                            const shoal_type_t *type);
+void repl_notify_arm(shoal_replicator_t *r);
 void repl_entry_changed(shoal_replicator_t *r, entry_t *e);
 void repl_entry_drop(shoal_replicator_t *r, entry_t *e);
 /* Stores a durable entry (no-op for others); done(arg, status) when stored. A failure is

@@ -5,6 +5,7 @@
 #ifndef SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
 #define SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
 
+#include <stdatomic.h>
 #include "discovery.h"
 #include "heartbeat.h"
 #include "membership.h"
@@ -137,6 +138,9 @@ struct shoal_cluster {
     task_t *tasks;
     size_t n_tasks;
     bool shutting_down, terminated;
+    /* terminated, for other threads: shoal_cluster_terminated is polled by mains (a node
+       call each time would wake the node thread for nothing) */
+    atomic_bool terminated_seen;
     int64_t downed_grace_until; /* a downed node gossips until then before it goes quiet */
     zhash_t *exiting_confirmed; /* node id -> node: Exiting members that confirmed (Akka's
                                    ExitingConfirmed); the leader removes only those */

@@ -14,7 +14,8 @@
 
 #include <math.h>
 
-#define TICK_MS 100
+#define TICK_MIN_MS 100 /* the node tick's bounds (node_tick_ms) */
+#define TICK_MAX_MS 250
 #define PENDING_TTL_MS 5000
 #define PUSH_FANOUT 2
 
@@ -1174,6 +1175,8 @@ static void set_seeds(shoal_cluster_t *c, const char *const *seeds, size_t n, bo
     c->n_seeds = n;
 }
 
+static void join_retry_arm(shoal_cluster_t *c);
+
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
 {
     if (cstate_member(c->state, c->self) || c->terminated)
@@ -1190,6 +1193,7 @@ int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
         return 0;
     }
     c->joining = true;
+    join_retry_arm(c);
     c->join_started = shoal_now_ms();
     c->join_logged = 0;
     char list[512] = "";
@@ -1586,12 +1590,30 @@ static bool seeds_tick(shoal_cluster_t *c, int64_t now)
     return false;
 }
 
+static void retry_tick(shoal_system_t *sys, void *arg);
+
+/* Joining asks its seeds again every 100 ms at most (retry_tick); the timer runs only while
+   joining. */
+static void join_retry_arm(shoal_cluster_t *c)
+{
+    if (c->t_retry <= 0) {
+        int id = shoal_system_timer(c->sys, 100, true, retry_tick, c);
+        c->t_retry = id > 0 ? id : 0;
+    }
+}
+
 static void retry_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     shoal_cluster_t *c = arg;
-    if (!c->joining || cstate_member(c->state, c->self) || c->terminated)
+    if (!c->joining || cstate_member(c->state, c->self) || c->terminated) {
+        /* a member (or a node that stopped) has nothing to retry: the timer stops until a join
+           starts again (join_retry_arm), so an idle member is not woken for it */
+        if (c->t_retry > 0)
+            shoal_system_timer_cancel(c->sys, c->t_retry);
+        c->t_retry = 0;
         return;
+    }
     int64_t now = shoal_now_ms();
     if (c->discovering) {
         if (discovery_tick(c, now))
@@ -1988,16 +2010,19 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
         }
     }
     size_t n_down = 0;
-    sbr_decision_t d;
-    if (unstable) {
+    sbr_config_t cfg = {c->s.sbr_strategy, c->s.static_quorum_size, c->s.keep_oldest_down_if_alone};
+    sbr_decision_t d = sbr_decide(&cfg, mem, st->n_members, rec, nrec, c->self, to_down, &n_down);
+    /* Unstable: Akka downs everyone, its last resort when no side can be trusted to be one. But
+       when every live unreachable member is indirectly connected (flapping links, or one member
+       whose own view is bad) there is no second side to fear: everyone still exchanges gossip
+       through someone, and downing the links' cover ends the flapping. Only a clean cut whose
+       picture keeps changing gets the last resort. */
+    if (unstable && d != SBR_NO_DECISION && d != SBR_DOWN_INDIRECT) {
         d = SBR_DOWN_ALL;
+        n_down = 0;
         for (size_t i = 0; i < st->n_members; i++)
             if (st->members[i].status < SHOAL_MEMBER_DOWN)
                 to_down[n_down++] = st->members[i].node;
-    } else {
-        sbr_config_t cfg = {c->s.sbr_strategy, c->s.static_quorum_size,
-                            c->s.keep_oldest_down_if_alone};
-        d = sbr_decide(&cfg, mem, st->n_members, rec, nrec, c->self, to_down, &n_down);
     }
     if (d != SBR_NO_DECISION && n_down) {
         zsys_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
@@ -2085,6 +2110,22 @@ static void unfreeze_done(shoal_replicator_t *r, int status, const char *key,
         c->frozen = false;
     }
     react(c);
+}
+
+/* The node tick drains the heartbeat actor's verdicts, checks the fence and shows the actor the
+   loop is alive. A quarter of the heartbeat interval (250 ms by default: Akka reaps verdicts
+   every second) keeps verdicts prompt without waking an idle node more than a few times a
+   second; the fence may act one tick late, so a tick stays within a quarter of its margin. */
+static uint32_t node_tick_ms(const shoal_cluster_settings_t *s)
+{
+    uint32_t t = s->heartbeat_interval_ms / 4;
+    if (t < TICK_MIN_MS)
+        t = TICK_MIN_MS;
+    if (t > TICK_MAX_MS)
+        t = TICK_MAX_MS;
+    if (s->fence_margin_ms && t > s->fence_margin_ms / 4)
+        t = s->fence_margin_ms / 4 ? s->fence_margin_ms / 4 : 1;
+    return t;
 }
 
 static void node_tick(shoal_system_t *sys, void *arg)
@@ -2392,14 +2433,14 @@ static int do_start(shoal_system_t *sys, void *arg)
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
     c->outside_since_wall = wall_ms();
-    c->t_tick = shoal_system_timer(sys, TICK_MS, true, node_tick, c);
+    c->t_tick = shoal_system_timer(sys, node_tick_ms(&c->s), true, node_tick, c);
     uint32_t g = c->s.gossip_interval_ms / 3 ? c->s.gossip_interval_ms / 3 : 1;
     c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);
     c->t_leader = shoal_system_timer(sys, c->s.leader_actions_interval_ms, true, leader_tick, c);
-    c->t_retry = shoal_system_timer(sys, 100, true, retry_tick, c);
     admin_register(c);
     if (c->disc) {
         c->joining = true;
+        join_retry_arm(c);
         c->discovering = true;
         c->join_started = c->disc_changed = shoal_now_ms();
         snprintf(c->disc_status, sizeof c->disc_status, "resolving %s", c->s.discovery);
@@ -2554,6 +2595,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
 {
     shoal_cluster_t *c = arg;
     c->terminated = true;
+    atomic_store(&c->terminated_seen, true);
     disc_stop(c->disc);
     singletons_stop_all(c);
     int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,

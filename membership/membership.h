@@ -64,8 +64,11 @@
     each side decides. keep-majority (ties keep the side holding the lowest address), keep-oldest
     (down-if-alone), static-quorum, down-all; each optionally limited to a role. Members that are
     unreachable only to some observers (indirectly connected) are downed on their own, never the
-    whole cluster. When unreachability keeps changing for down-all-when-unstable, everything
-    unreachable-affected is downed (Akka's safety). A downed or removed node stops itself, only
+    whole cluster. When unreachability keeps changing for down-all-when-unstable (after
+    stable-after), Akka downs everyone; here that last resort is kept for a clean cut whose picture
+    keeps changing: when every live unreachable member is indirectly connected (flapping links, a
+    member with a bad view) only a cover of those links is downed, as when stable, since there is
+    no second side that could keep itself. A downed or removed node stops itself, only
     itself, and its uid is quarantined: it must restart (new uid) to join again.
 
     DATA REPLICATORS follow the members: shoal_cluster_follow(r) makes a replicator of role R

@@ -93,6 +93,7 @@ static void finish(shoal_cluster_t *c)
         c->t_confirm = 0;
     }
     c->terminated = true;
+    atomic_store(&c->terminated_seen, true);
     zsys_info("%s: cluster shutdown complete", shoal_node_id(c->self));
     if (!c->removed_called) {
         c->removed_called = true;
@@ -312,13 +313,7 @@ int shoal_cluster_shutdown(shoal_cluster_t *c)
     return cluster_call(c, do_shutdown, c);
 }
 
-static int do_terminated(shoal_system_t *sys, void *arg)
-{
-    (void)sys;
-    return ((shoal_cluster_t *)arg)->terminated ? 1 : 0;
-}
-
 bool shoal_cluster_terminated(shoal_cluster_t *c)
 {
-    return c && cluster_call(c, do_terminated, c) == 1;
+    return c && atomic_load(&c->terminated_seen);
 }

@@ -48,10 +48,11 @@
     is fenced by time since contact (THE FENCE in membership.h). The timing argument: let T be
     the last heartbeat reply the cut-off node had from the kept side. The kept side cannot mark it
     unreachable before T + acceptable-heartbeat-pause, nor down it before stable-after more, and
-    it reallocates only after that (and after the removal margin); the cut-off node is fenced at
-    T + fence-after at the latest and stops every shard within one region tick (100 ms) of it.
-    So fence-after + fence-margin <= acceptable-heartbeat-pause + stable-after keeps the two
-    apart by at least fence-margin; shoal_sharding_new refuses settings that break it (naming the
+    it reallocates only after that (and after the removal margin); the cut-off node is fenced
+    within one membership tick of T + fence-after (a tick is at most a quarter of fence-margin)
+    and stops every shard within one region tick (20 ms) of that. So fence-after + fence-margin
+    <= acceptable-heartbeat-pause + stable-after keeps the two apart by at least three quarters
+    of fence-margin less a region tick; shoal_sharding_new refuses settings that break it (naming the
     keys). While fenced a region hosts nothing, even if told to; once contact returns it asks the
     coordinator again and hosts a shard only if the current allocation still names it.
 

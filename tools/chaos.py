@@ -365,8 +365,11 @@ class Nodes:
 # ------------------------------------------------------------------------------------------------
 # The nemesis schedule
 # ------------------------------------------------------------------------------------------------
-def make_schedule(rng, n, total_s, smoke, nemesis=2):
-    """[(start_s, kind, params, duration_s)], drawn from the seed and printed before the run."""
+def make_schedule(rng, n, total_s, smoke, nemesis=2, stretch=1.0):
+    """[(start_s, kind, params, duration_s)], drawn from the seed and printed before the run.
+    stretch multiplies how long each fault lasts (not what is drawn, so a seed gives the same
+    faults): 3 under default timings, where a cut must outlast stable-after (20 s) and the
+    fence (13 s) to make the resolver and the fence act."""
     if smoke:
         # one fault of each kind, mild enough for a sanitized build on 2 cores to ride out
         return [
@@ -422,6 +425,7 @@ def make_schedule(rng, n, total_s, smoke, nemesis=2):
             dur = rng.uniform(3, 8)
         else:
             p = {'delay_ms': rng.randint(5, 80), 'dup': round(rng.uniform(0.01, 0.2), 3)}
+        dur *= stretch
         sched.append((round(t, 1), kind, p, round(dur, 1)))
         t += dur + rng.uniform(2, 8)
     return sched
@@ -638,7 +642,9 @@ def main():
     ap.add_argument('--out', default='build/chaos')
     ap.add_argument('--workers', type=int, default=4)
     ap.add_argument('--entities', type=int, default=16)
-    ap.add_argument('--timing', choices=['fast', 'generous'], default=None)
+    ap.add_argument('--timing', choices=['fast', 'generous', 'default'], default=None,
+                    help='fast (the default): the tests\' timings; generous: for sanitized builds; '
+                         'default: the library\'s default (Akka\'s) timings, faults stretched 3x')
     ap.add_argument('--nemesis', type=int, choices=[1, 2], default=2,
                     help='2: every fault kind (default); 1: the kinds before one-way, seed-restart '
                          'and lone-restart were added, to replay a seed recorded with them')
@@ -657,7 +663,7 @@ def main():
     if not (2 <= args.nodes <= 9):
         log('--nodes takes 2 to 9')
         return 2
-    converge_timeout = args.converge_timeout or (180 if args.timing == 'generous' else 120)
+    converge_timeout = args.converge_timeout or (120 if args.timing == 'fast' else 180)
     dump = os.path.join(args.bin, 'ddata-dump')
     cluster_tool = os.path.join(args.bin, 'shoal-cluster')
     for path in [os.path.join(args.bin, b) for b in ('chaos-node', 'chaos-client')] + [dump, cluster_tool]:
@@ -761,11 +767,12 @@ def main():
             return True
 
         t0 = time.monotonic()
-        if not wait_until(cluster_ok, 90 if args.timing == 'generous' else 60, 0.5):
+        if not wait_until(cluster_ok, 60 if args.timing == 'fast' else 90, 0.5):
             raise RuntimeError('the %d nodes did not come Up together within the deadline' % args.nodes)
         log('%d nodes Up in %.1f s: %s' % (args.nodes, time.monotonic() - t0, ' '.join(eps)))
 
-        sched = make_schedule(rng, args.nodes, args.time, args.smoke, args.nemesis)
+        sched = make_schedule(rng, args.nodes, args.time, args.smoke, args.nemesis,
+                              3.0 if args.timing == 'default' else 1.0)
         log('nemesis schedule (%d faults):' % len(sched))
         for s in sched:
             log('  +%5.1fs %-9s %s%s' % (s[0], s[1], json.dumps(s[2], sort_keys=True),

@@ -324,7 +324,7 @@ int main(int argc, char **argv)
             by_signal = true;
             break;
         }
-        sleep_ms(100);
+        sleep_ms(500); /* a signal cuts it short */
     }
     int exit_code = 0;
     if (by_signal) {

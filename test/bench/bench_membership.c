@@ -55,16 +55,17 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#define MAXN 25
+#define MAXN 100
 #define CONVERGE_DEADLINE_MS 60000
 #define DETECT_DEADLINE_MS 60000
 #define REMOVE_DEADLINE_MS 90000
 #define SETTLE_MS 3000
 #define BYTES_WINDOW_MS 8000
-#define TIME_LIMIT_S 420
+#define TIME_LIMIT_S 1200
 #define POLL_MS 20 /* between polling rounds: fine enough, and light on 2 cores */
 
 static int failures;
@@ -556,6 +557,7 @@ typedef enum { SHOAL, SERF } system_kind_t;
 typedef struct {
     system_kind_t kind;
     bool fast;
+    bool cold; /* every node at once, the same two seeds (nodes 0 and 1), as a deployment does */
     int n;
     pid_t pid[MAXN];
     int port[MAXN], rpc_port[MAXN];
@@ -577,16 +579,25 @@ static pid_t start_node(procs_t *p, int i)
     char bind[64], seed[64], node[16], rpc[64], join[64];
     if (p->kind == SHOAL) {
         snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", p->port[i]);
+        char seed2[64];
         snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", p->port[0]);
-        char *argv[] = {shoal_member_path, "--bind", bind, "--seed", seed, "--quiet",
-                        p->fast ? "--fast" : NULL, NULL};
+        snprintf(seed2, sizeof seed2, "tcp://127.0.0.1:%d", p->port[1]);
+        char *argv[10] = {shoal_member_path, "--bind", bind, "--seed", seed, "--quiet"};
+        int a = 6;
+        if (p->cold && p->n > 1) {
+            argv[a++] = "--seed";
+            argv[a++] = seed2;
+        }
+        if (p->fast)
+            argv[a++] = "--fast";
+        argv[a] = NULL;
         return spawn(argv);
     }
     snprintf(node, sizeof node, "-node=n%d", i);
     snprintf(bind, sizeof bind, "-bind=127.0.0.1:%d", p->port[i]);
     snprintf(rpc, sizeof rpc, "-rpc-addr=127.0.0.1:%d", p->rpc_port[i]);
     snprintf(join, sizeof join, "-join=127.0.0.1:%d", p->port[0]);
-    char *argv[10];
+    char *argv[12];
     int a = 0;
     argv[a++] = serf_path;
     argv[a++] = "agent";
@@ -595,8 +606,13 @@ static pid_t start_node(procs_t *p, int i)
     argv[a++] = rpc;
     argv[a++] = "-log-level=err";
     argv[a++] = p->fast ? "-profile=local" : "-profile=lan";
-    if (i > 0)
+    if (i > 0 && p->cold) { /* node 0 may not listen yet: Serf's way to keep trying */
+        snprintf(join, sizeof join, "-retry-join=127.0.0.1:%d", p->port[0]);
         argv[a++] = join;
+        argv[a++] = "-retry-interval=1s";
+    } else if (i > 0) {
+        argv[a++] = join;
+    }
     argv[a] = NULL;
     return spawn(argv);
 }
@@ -614,13 +630,15 @@ static void procs_stop(procs_t *p)
     }
 }
 
-/* Starts the first node, waits until it accepts connections, then the others. */
-static bool procs_start(procs_t *p, system_kind_t kind, int n, bool fast)
+/* Starts the first node, waits until it accepts connections, then the others; cold: all at
+   once. */
+static bool procs_start(procs_t *p, system_kind_t kind, int n, bool fast, bool cold)
 {
     memset(p, 0, sizeof *p);
     p->kind = kind;
     p->n = n;
     p->fast = fast;
+    p->cold = cold;
     for (int i = 0; i < n; i++) {
         p->rpc[i].fd = -1;
         p->port[i] = next_port();
@@ -634,7 +652,7 @@ static bool procs_start(procs_t *p, system_kind_t kind, int n, bool fast)
         p->pid[i] = start_node(p, i);
         if (p->pid[i] < 0)
             return false;
-        if (i == 0 && !wait_port(kind == SHOAL ? p->port[0] : p->rpc_port[0], 10000)) {
+        if (i == 0 && !cold && !wait_port(kind == SHOAL ? p->port[0] : p->rpc_port[0], 10000)) {
             note_failure("%s: the first node did not start listening", sys_name(p));
             return false;
         }
@@ -803,7 +821,48 @@ static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadl
 typedef struct {
     double converge_ms, detect_ms, remove_ms, rss_kb, bytes_per_s;
     double anon_kb, pss_kb; /* the private part of the RSS, and the RSS with shared pages divided */
+    double file_kb;         /* RssFile: shared library pages mapped */
+    double wakeups_per_s;   /* a member's voluntary context switches, all threads (median) */
+    double cpu_pct;         /* the whole idle cluster's CPU, % of one core */
 } figures_t;
+
+/* A process's voluntary context switches over all its threads (each wake-up from a wait is one)
+   and its CPU time in clock ticks (utime + stime of every thread). */
+static void proc_idle_counters(pid_t pid, long long *switches, long long *ticks)
+{
+    char path[96], line[256];
+    *switches = 0;
+    *ticks = 0;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%.16s/status", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+                *switches += strtoll(line + 24, NULL, 10);
+        fclose(f);
+    }
+    closedir(d);
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f && fgets(line, sizeof line, f)) {
+        /* fields after the command (which may hold spaces): state is field 3, utime 14, stime 15 */
+        char *p = strrchr(line, ')');
+        long long ut = 0, st = 0;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut,
+                        &st) == 2)
+            *ticks = ut + st;
+    }
+    if (f)
+        fclose(f);
+}
 
 static bool netns;
 
@@ -871,14 +930,15 @@ static long median_kb(procs_t *p, const char *file, const char *field)
 
 /* One cluster: converge; then, as asked, RSS and idle bytes; then kill one node and time its
    detection (and removal, Shoal). */
-static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bool kill_one)
+static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bool kill_one,
+                     bool cold)
 {
-    figures_t f = {-1, -1, -1, -1, -1, -1, -1};
+    figures_t f = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     procs_t p;
     const char *label = kind == SHOAL ? (fast ? "shoal --fast" : "shoal defaults")
                                       : (fast ? "serf -profile=local" : "serf lan");
     double t0 = now_ms();
-    if (!procs_start(&p, kind, n, fast)) {
+    if (!procs_start(&p, kind, n, fast, cold)) {
         procs_stop(&p);
         return f;
     }
@@ -889,14 +949,35 @@ static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bo
         procs_stop(&p);
         return f;
     }
-    fprintf(stderr, "bench_membership: %s, %d nodes: converged in %.0f ms\n", label, n,
-            f.converge_ms);
+    fprintf(stderr, "bench_membership: %s, %d nodes%s: converged in %.0f ms\n", label, n,
+            cold ? " started at once" : "", f.converge_ms);
     if (idle_figures) {
         sleep_ms(SETTLE_MS);
         f.rss_kb = (double)median_kb(&p, "status", "VmRSS");
         f.anon_kb = (double)median_kb(&p, "status", "RssAnon");
         f.pss_kb = (double)median_kb(&p, "smaps_rollup", "Pss");
+        f.file_kb = (double)median_kb(&p, "status", "RssFile");
+        /* wake-ups and CPU over the same idle window as the bytes */
+        long long sw0[MAXN], tk0[MAXN], sw1, tk1;
+        for (int i = 0; i < n; i++)
+            proc_idle_counters(p.pid[i], &sw0[i], &tk0[i]);
+        double w0 = now_ms();
         f.bytes_per_s = idle_bytes_per_s(&p);
+        double secs = (now_ms() - w0) / 1000.0;
+        double rate[MAXN], ticks = 0;
+        for (int i = 0; i < n; i++) {
+            proc_idle_counters(p.pid[i], &sw1, &tk1);
+            rate[i] = (double)(sw1 - sw0[i]) / secs;
+            ticks += (double)(tk1 - tk0[i]);
+        }
+        for (int a = 1; a < n; a++)
+            for (int b = a; b > 0 && rate[b - 1] > rate[b]; b--) {
+                double t = rate[b];
+                rate[b] = rate[b - 1];
+                rate[b - 1] = t;
+            }
+        f.wakeups_per_s = rate[n / 2];
+        f.cpu_pct = ticks / (double)sysconf(_SC_CLK_TCK) / secs * 100.0;
     }
     if (kill_one) {
         int victim = n - 1;
@@ -928,7 +1009,7 @@ static double median_converge(system_kind_t kind, int n, double first)
     if (first != -2)
         v[k++] = first;
     while (k < 3)
-        v[k++] = run(kind, n, true, false, false).converge_ms;
+        v[k++] = run(kind, n, true, false, false, false).converge_ms;
     for (int i = 0; i < 3; i++)
         if (v[i] < 0)
             return -1;
@@ -941,6 +1022,22 @@ static double median_converge(system_kind_t kind, int n, double first)
     bench_note("converge_%d_nodes_fast, %s: %.0f / %.0f / %.0f ms, median %.0f", n,
                kind == SHOAL ? "shoal" : "serf", v[0], v[1], v[2], v[1]);
     return v[1];
+}
+
+/* BENCH_MEMBERSHIP_ONLY=10,25,cold,fast runs only the parts named (10: the 10-node default-timing
+   cluster and its idle figures; 25: the 25-node one; cold: the all-at-once starts of 10, 25, 50
+   and 100 nodes, or one of them as cold10, cold25, cold50, cold100; fast: the fast-timing
+   convergence) */
+static bool part(const char *name)
+{
+    const char *only = getenv("BENCH_MEMBERSHIP_ONLY");
+    if (!only || !*only)
+        return true;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return true;
+    return false;
 }
 
 static void report(const char *name, double value, const char *unit, double baseline)
@@ -1020,7 +1117,7 @@ int main(int argc, char **argv)
         if (use_serf && !serf)
             return 1;
         figures_t f = run(use_serf ? SERF : SHOAL, atoi(argv[3]) > 1 && atoi(argv[3]) <= MAXN ?
-                          atoi(argv[3]) : 10, strcmp(argv[4], "fast") == 0, false, false);
+                          atoi(argv[3]) : 10, strcmp(argv[4], "fast") == 0, false, false, false);
         return f.converge_ms < 0;
     }
     if (argc > 1) {
@@ -1031,34 +1128,86 @@ int main(int argc, char **argv)
                netns ? "private network namespace, gossip bytes = loopback tx bytes / N"
                      : "shared network, gossip bytes = Shoal's node_bytes_out (no baseline)");
 
-    figures_t none = {-1, -1, -1, -1, -1, -1, -1};
+    figures_t none = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     /* defaults: 10 nodes with idle figures and a kill; 25 nodes with idle bytes */
-    figures_t s10 = run(SHOAL, 10, false, true, true);
-    figures_t b10 = serf ? run(SERF, 10, false, true, true) : none;
+    figures_t s10 = part("10") ? run(SHOAL, 10, false, true, true, false) : none;
+    figures_t b10 = serf && part("10") ? run(SERF, 10, false, true, true, false) : none;
     report("converge_10_nodes", s10.converge_ms, "ms", b10.converge_ms);
     report("detect_unreachable_10_nodes", s10.detect_ms, "ms", b10.detect_ms);
     report("remove_after_kill_10_nodes", s10.remove_ms, "ms", 0);
-    bench_note("remove_after_kill_10_nodes: detection plus stable-after (20 s by default) of the "
-               "split-brain resolver, then the leader's Down -> Removed");
+    if (part("10"))
+        bench_note("remove_after_kill_10_nodes: detection plus stable-after (20 s by default) of the "
+                   "split-brain resolver, then the leader's Down -> Removed");
     report("idle_rss_kb", s10.rss_kb, "kB", b10.rss_kb);
-    bench_note("idle_rss_kb: median VmRSS of the 10 members of a converged idle cluster; target "
-               "<= 5120 kB");
-    bench_note("  of which private (RssAnon): shoal %.0f kB, serf %.0f kB; PSS (shared library "
-               "pages divided among their users): shoal %.0f kB, serf %.0f kB",
-               s10.anon_kb, b10.anon_kb, s10.pss_kb, b10.pss_kb);
+    if (part("10"))
+        bench_note("idle_rss_kb: median VmRSS of the 10 members of a converged idle cluster; target "
+                   "<= 5120 kB");
+    if (part("10"))
+        bench_note("  of which private (RssAnon): shoal %.0f kB, serf %.0f kB; PSS (shared library "
+                   "pages divided among their users): shoal %.0f kB, serf %.0f kB",
+                   s10.anon_kb, b10.anon_kb, s10.pss_kb, b10.pss_kb);
     report("gossip_bytes_per_s_10", s10.bytes_per_s, "B/s", netns ? b10.bytes_per_s : 0);
+    report("idle_rss_anon_kb", s10.anon_kb, "kB", b10.anon_kb);
+    report("idle_rss_file_kb", s10.file_kb, "kB", b10.file_kb);
+    report("idle_wakeups_per_s", s10.wakeups_per_s, "/s", b10.wakeups_per_s);
+    if (part("10"))
+        bench_note("idle_wakeups_per_s: median over the 10 idle members of the voluntary context "
+                   "switches per second of all of a member's threads (/proc), in the window of "
+                   "gossip_bytes_per_s_10; target <= serf's");
+    report("idle_cpu_pct_10", s10.cpu_pct, "%", b10.cpu_pct);
 
-    figures_t s25 = run(SHOAL, 25, false, true, false);
-    figures_t b25 = serf ? run(SERF, 25, false, true, false) : none;
+    figures_t s25 = part("25") ? run(SHOAL, 25, false, true, false, false) : none;
+    figures_t b25 = serf && part("25") ? run(SERF, 25, false, true, false, false) : none;
     report("converge_25_nodes", s25.converge_ms, "ms", b25.converge_ms);
     report("gossip_bytes_per_s_25", s25.bytes_per_s, "B/s", netns ? b25.bytes_per_s : 0);
+    report("idle_cpu_pct_25", s25.cpu_pct, "%", b25.cpu_pct);
+    if (part("25"))
+        bench_note("idle_cpu_pct_N: the whole idle cluster's CPU (utime + stime of every member), %% "
+                   "of one core, in the same window; target <= serf's");
 
     /* fast timings against Serf's local profile. Convergence is the median of 3 clusters: Serf's
        local profile retransmits a join's broadcast only twice, so on a busy machine a member
        sometimes misses one and learns it only at the next push-pull, 15 s later; one sample
        would make the ratio a coin toss. */
-    figures_t f10 = run(SHOAL, 10, true, false, true);
-    figures_t g10 = serf ? run(SERF, 10, true, false, true) : none;
+    /* cold starts with default timings: N nodes at once, the same two seeds, as a deployment
+       starts them; their idle figures; a kill at 50 and 100 */
+    static const int cold_n[] = {10, 25, 50};
+    double detect10 = s10.detect_ms;
+    for (size_t k = 0; k < sizeof cold_n / sizeof cold_n[0]; k++) {
+        int n = cold_n[k];
+        char name[32];
+        snprintf(name, sizeof name, "cold%d", n);
+        if (!part(name) && !part("cold"))
+            continue;
+        bool kill = n == 50;
+        figures_t sc = run(SHOAL, n, false, n == 50, kill, true);
+        figures_t bc = serf ? run(SERF, n, false, n == 50, kill, true) : none;
+        snprintf(name, sizeof name, "converge_cold_%d_nodes", n);
+        report(name, sc.converge_ms, "ms", bc.converge_ms);
+        if (n == 50) {
+            report("idle_cpu_pct_50", sc.cpu_pct, "%", bc.cpu_pct);
+            report("gossip_bytes_per_s_50", sc.bytes_per_s, "B/s", netns ? bc.bytes_per_s : 0);
+            report("detect_unreachable_50_nodes", sc.detect_ms, "ms", bc.detect_ms);
+        }
+    }
+    if (part("cold100") || part("cold")) {
+        figures_t sc = run(SHOAL, 100, false, true, true, true);
+        report("converge_cold_100_nodes", sc.converge_ms, "ms", 0);
+        report("idle_cpu_pct_100", sc.cpu_pct, "%", 0);
+        report("idle_wakeups_per_s_100", sc.wakeups_per_s, "/s", 0);
+        report("gossip_bytes_per_s_100", sc.bytes_per_s, "B/s", 0);
+        report("detect_unreachable_100_nodes", sc.detect_ms, "ms", detect10);
+        bench_note("the 100-node figures: shoal-member processes only (100 Serf agents are not "
+                   "run); detect_unreachable_100_nodes's baseline is the 10-node figure "
+                   "(target <= 2x); idle_cpu_pct_100 target <= 25%%");
+    }
+    if (!part("fast")) {
+        kill_children();
+        bench_note("bench_membership: %.1f s", bench_now() - start);
+        return failures ? 1 : 0;
+    }
+    figures_t f10 = run(SHOAL, 10, true, false, true, false);
+    figures_t g10 = serf ? run(SERF, 10, true, false, true, false) : none;
     double c10 = median_converge(SHOAL, 10, f10.converge_ms);
     double d10 = serf ? median_converge(SERF, 10, g10.converge_ms) : -1;
     report("converge_10_nodes_fast", c10, "ms", d10);

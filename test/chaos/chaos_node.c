@@ -1,7 +1,8 @@
 /*  chaos-node — one node of the chaos suite (tools/chaos.py), run as its own process.
 
       chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... [--discover NAME]
-                 --data DIR --log FILE [--timing fast|generous] [--shards N] [--fault "DIR CUT DROP DUP DELAY PEER|*"]
+                 --data DIR --log FILE [--timing fast|generous|default] [--shards N]
+                 [--fault "DIR CUT DROP DUP DELAY PEER|*"]
 
     A member of the cluster (joins through its seeds, or the contact points --discover finds by
     DNS, membership.h's SEED DISCOVERY; split-brain resolver keep-majority, the
@@ -418,11 +419,20 @@ static int apply_fault(shoal_system_t *sys, void *arg)
  * Settings. "fast": the tests' timings (failure detection ~1-2 s, stable-after 2 s), for the
  * release build in namespaces. "generous": slower detection and longer margins, so a sanitized
  * build on a busy 2-core machine is not taken for dead (the smoke inside scons check).
+ * "default": Akka's (and Shoal's) default timings untouched (heartbeat 1 s, acceptable pause 3 s,
+ * stable-after 20 s, the fence at pause + stable-after / 2), the way a deployment runs; the
+ * nemesis stretches its faults to match (tools/chaos.py).
  */
-static void cluster_timing(shoal_cluster_settings_t *cs, bool generous)
+typedef enum { TIMING_FAST, TIMING_GENEROUS, TIMING_DEFAULT } timing_t;
+
+static void cluster_timing(shoal_cluster_settings_t *cs, timing_t t)
 {
+    if (t == TIMING_DEFAULT) {
+        shoal_cluster_settings_default(cs);
+        return;
+    }
     shoal_cluster_settings_fast(cs);
-    if (generous) {
+    if (t == TIMING_GENEROUS) {
         cs->heartbeat_interval_ms = 500;
         cs->acceptable_heartbeat_pause_ms = 6000;
         cs->expected_response_after_ms = 2000;
@@ -451,7 +461,8 @@ static void sleep_ms(int ms)
 static int usage(void)
 {
     fprintf(stderr, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
-                    "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE [--timing fast|generous] [--shards N] "
+                    "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
+                    "[--timing fast|generous|default] [--shards N] "
                     "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"]\n");
     return 2;
 }
@@ -490,7 +501,7 @@ int main(int argc, char **argv)
             return usage();
     }
     if (!bind || !data || !logpath || shards == 0 ||
-        (strcmp(timing, "fast") && strcmp(timing, "generous")))
+        (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default")))
         return usage();
     if (discover) {
         char why[300];
@@ -550,7 +561,10 @@ int main(int argc, char **argv)
     rs.n_durable_keys = 2;
     rs.store = shoal_durable_store(durable, "");
     shoal_cluster_settings_t cs;
-    cluster_timing(&cs, !strcmp(timing, "generous"));
+    timing_t tm = !strcmp(timing, "generous")  ? TIMING_GENEROUS
+                  : !strcmp(timing, "default") ? TIMING_DEFAULT
+                                               : TIMING_FAST;
+    cluster_timing(&cs, tm);
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
     cs.discovery = discover;
@@ -564,17 +578,20 @@ int main(int argc, char **argv)
         sh = shoal_sharding_new(cluster, &rc);
     if (sh) {
         shoal_sharding_settings_t s;
-        shoal_sharding_settings_fast(&s);
+        if (tm == TIMING_DEFAULT)
+            shoal_sharding_settings_default(&s);
+        else
+            shoal_sharding_settings_fast(&s);
         s.number_of_shards = shards;
         s.entity_state = true;
         s.remember_entities = true;
         s.replicator = rep;
         s.passivation.idle_timeout_ms = 0;
-        if (!strcmp(timing, "generous")) {
+        if (tm == TIMING_GENEROUS) {
             s.state_write_timeout_ms = 4000;
             s.handoff_timeout_ms = 10000;
             s.shard_start_timeout_ms = 5000;
-        } else {
+        } else if (tm == TIMING_FAST) {
             s.state_write_timeout_ms = 3000;
         }
         region = shoal_region_start(sh, CHAOS_TYPE, &s, &acct_fns, NULL, &rc);

@@ -41,6 +41,7 @@ typedef struct {
     int cut;              /* the member cut off */
     shoal_fault_dir_t dir; /* BOTH, OUT (only its sends), IN (only its receipts) */
     shoal_sbr_strategy_t strategy;
+    uint32_t quorum; /* static-quorum's quorum-size */
 } fence_case_t;
 
 /* every entity has a live incarnation on a member other than `cut` */
@@ -77,6 +78,8 @@ static void run_case(const fence_case_t *fc)
     shoal_cluster_settings_t cs;
     tmember_settings(&cs);
     cs.sbr_strategy = fc->strategy;
+    if (fc->quorum)
+        cs.static_quorum_size = fc->quorum;
     tsnode_opts_t o = {.cluster = &cs, .seed = 0};
     tsnode_start(0, &o); /* node 0 first: the oldest, the coordinator's host */
     tsnode_wait_up(1u, 15000);
@@ -162,6 +165,13 @@ static void test_keep_oldest_cut_oldest(void **state)
     run_case(&(fence_case_t){0, SHOAL_FAULT_BOTH, SHOAL_SBR_KEEP_OLDEST});
 }
 
+static void test_static_quorum_cut_coordinator(void **state)
+{
+    (void)state;
+    /* quorum 2 of 3: the two others keep themselves; the coordinator's host, alone, must fence */
+    run_case(&(fence_case_t){0, SHOAL_FAULT_BOTH, SHOAL_SBR_STATIC_QUORUM, 2});
+}
+
 /* Timings under which a cut-off member could still host its shards when the other side
    reallocates them are refused when sharding starts, naming the keys. */
 static void test_settings_check(void **state)
@@ -210,6 +220,7 @@ int main(void)
         cmocka_unit_test_teardown(test_one_way_in_coordinator, teardown),
         cmocka_unit_test_teardown(test_keep_oldest_cut, teardown),
         cmocka_unit_test_teardown(test_keep_oldest_cut_oldest, teardown),
+        cmocka_unit_test_teardown(test_static_quorum_cut_coordinator, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
