@@ -282,7 +282,8 @@ uint32_t shoal_cluster_fence_after_ms(const shoal_cluster_settings_t *s);
 /* 0, or SHOAL_EINVAL with the keys that break the timing above named in err. */
 int shoal_cluster_fence_check(const shoal_cluster_settings_t *s, char *err, size_t errlen);
 /* Shortened timings for tests and the `_fast` benchmarks: gossip and heartbeats 200 ms,
-   acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s. */
+   acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s,
+   stable-margin 1 s and the discovery interval 500 ms. */
 void shoal_cluster_settings_fast(shoal_cluster_settings_t *s);
 
 typedef struct shoal_cluster shoal_cluster_t;
@@ -362,7 +363,8 @@ const shoal_member_t *shoal_cluster_view_member(const shoal_cluster_view_t *v,
 /* The role leader in a view (role NULL or "" = the leader). */
 const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v, const char *role);
 /* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}; a node in no
-   cluster adds "in_cluster":false, "joining" and "outside_since" (ISO 8601 UTC); "kept" lists the
+   cluster adds "in_cluster":false, "joining", "outside_since" (ISO 8601 UTC) and, with seed
+   discovery, "discovery" (what it waits for); "kept" lists the
    kept membership, and each member its "id"). */
 void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 

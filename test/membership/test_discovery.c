@@ -9,7 +9,9 @@
     view saying so; malformed names are refused with a reason. And the kvstore example as a user
     runs it (build/bin/kvstore, three processes, --discover and SHOAL_DNS_RESOLVER): its cluster
     forms by DNS, serves majority writes, and its lowest node, killed and restarted on its data
-    directory (kept membership), rejoins that cluster instead of forming a second one.
+    directory (kept membership), rejoins that cluster instead of forming a second one; two nodes
+    restarted while the name gives only them wait for their kept membership instead of forming a
+    second cluster, and join the running one once the name gives one of its members.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,13 +226,14 @@ static int setup(void **state)
     return 0;
 }
 
-static pid_t kv_pids[4]; /* the kvstore processes of test_kvstore_forms_by_dns */
+#define KV_MAX 5
+static pid_t kv_pids[KV_MAX]; /* the kvstore processes of the test_kvstore_ tests */
 static char *out;         /* and what the programs it runs printed */
 
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < KV_MAX; i++)
         if (kv_pids[i] > 0) {
             kill(kv_pids[i], SIGKILL);
             waitpid(kv_pids[i], NULL, 0);
@@ -629,6 +632,60 @@ static void test_kvstore_forms_by_dns(void **state)
     print_message("%s", out);
 }
 
+/* Kept membership holds with discovery: five kvstores form by DNS; two die, and come back while
+   the name gives only the two of them (the other three cut off from their view, still a cluster
+   of their own). They are in no cluster and answer so, the lower has the lowest address, the set
+   is stable: without kept membership it would form a second cluster. It waits instead, saying
+   that 2 of the 5 kept members answered; once the name gives a member of the running cluster
+   again, both join it. */
+static void test_kvstore_kept_membership_waits(void **state)
+{
+    (void)state;
+    char kv[4096], tool[4096];
+    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool))
+        fail_msg("build/bin/kvstore or shoal-cluster is missing: scons check builds them");
+    out = calloc(1, OUT_CAP);
+    assert_non_null(out);
+    const char *five[] = {"127.0.0.1 kv." ZONE, "127.0.0.2 kv." ZONE, "127.0.0.3 kv." ZONE,
+                          "127.0.0.4 kv." ZONE, "127.0.0.5 kv." ZONE};
+    write_hosts(five, 5);
+    dns_start(NULL, 0, "kv." ZONE, 5);
+    assert_int_equal(setenv("SHOAL_DNS_RESOLVER", resolver, 1), 0);
+    char disc[80];
+    snprintf(disc, sizeof disc, "dns:kv." ZONE ":%d", node_port);
+    for (int i = 0; i < 5; i++)
+        kv_pids[i] = kv_start(kv, 1 + i, disc);
+    kv_members_t k = {tool, 1, 5};
+    if (!wait_until(kv_cluster_up, &k, 30000))
+        fail_msg("the five kvstore nodes did not form one cluster by DNS:\n%s", out);
+
+    write_hosts(five, 2);
+    dns_reload("kv." ZONE, 2);
+    for (int i = 0; i < 2; i++) {
+        kill(kv_pids[i], SIGKILL);
+        waitpid(kv_pids[i], NULL, 0);
+        kv_pids[i] = kv_start(kv, 1 + i, disc);
+    }
+    bool waits = false;
+    for (int64_t end = shoal_now_ms() + 10000 * tscale(); !waits && shoal_now_ms() < end;) {
+        usleep(200000);
+        waits = ttool_runf(tool, out, OUT_CAP, "--node tcp://127.0.0.1:%d members", node_port) ==
+                    0 &&
+                strstr(out, "waits to form a cluster: 2 of the 5 kept members answered");
+    }
+    if (!waits)
+        fail_msg("the restarted lowest node does not wait for its kept membership:\n%s", out);
+    print_message("%s", out);
+
+    write_hosts(five, 3);
+    dns_reload("kv." ZONE, 3);
+    k.host = 1;
+    if (!wait_until(kv_cluster_up, &k, 40000))
+        fail_msg("the restarted nodes did not join the running cluster:\n%s", out);
+    k.host = 4;
+    assert_true(wait_until(kv_cluster_up, &k, 20000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +696,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cold_start_5_by_srv_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_added_later_and_new_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kvstore_forms_by_dns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kvstore_kept_membership_waits, setup, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
