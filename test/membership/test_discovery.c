@@ -571,34 +571,37 @@ static pid_t kv_start(const char *kv, int host, const char *disc)
     return pid;
 }
 
-static void test_kvstore_forms_by_dns(void **state)
+/* The kvstore tests' start: the programs found (kv and tool, PATH_MAX each), the name "kv.ZONE"
+   giving hosts[0..n) (127.0.0.1 first: the kvstore commands talk to the node at
+   127.0.0.1:PORT), SHOAL_DNS_RESOLVER set for the processes, and one kvstore per address, which
+   must form one cluster. disc receives the discovery name. */
+static void kv_cluster_start(const char *const *hosts, int n, char *kv, char *tool, char *disc,
+                             size_t cap)
 {
-    (void)state;
-    char kv[4096], tool[4096];
-    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool))
+    if (!ttool_find("kvstore", kv, 4096) || !ttool_find("shoal-cluster", tool, 4096))
         fail_msg("build/bin/kvstore or shoal-cluster is missing: scons check builds them");
     out = calloc(1, OUT_CAP);
     assert_non_null(out);
-    /* 127.0.0.1 among them: the kvstore commands talk to the node at 127.0.0.1:PORT */
-    write_hosts((const char *[]){"127.0.0.1 kv." ZONE, "127.0.0.2 kv." ZONE, "127.0.0.3 kv." ZONE},
-                3);
-    dns_start(NULL, 0, "kv." ZONE, 3);
+    write_hosts(hosts, (size_t)n);
+    dns_start(NULL, 0, "kv." ZONE, n);
     assert_int_equal(setenv("SHOAL_DNS_RESOLVER", resolver, 1), 0);
-    char disc[80];
-    snprintf(disc, sizeof disc, "dns:kv." ZONE ":%d", node_port);
-
-    /* bad --discover values are refused before anything starts */
-    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "node --bind tcp://127.0.0.1:%d --data %s/x "
-                                "--discover dns:kv." ZONE, node_port, dns_dir), 2);
-    assert_non_null(strstr(out, "--discover: discovery 'dns:kv." ZONE "': dns:NAME:PORT needs a port"));
-
-    pid_t *pids = kv_pids;
-    for (int i = 0; i < 3; i++)
-        pids[i] = kv_start(kv, 1 + i, disc);
-    kv_members_t k = {tool, 1, 3};
+    snprintf(disc, cap, "dns:kv." ZONE ":%d", node_port);
+    for (int i = 0; i < n; i++)
+        kv_pids[i] = kv_start(kv, 1 + i, disc);
+    kv_members_t k = {tool, 1, n};
     if (!wait_until(kv_cluster_up, &k, 30000))
-        fail_msg("the kvstore nodes did not form one cluster by DNS:\n%s", out);
-    k.host = 3;
+        fail_msg("the %d kvstore nodes did not form one cluster by DNS:\n%s", n, out);
+}
+
+static void test_kvstore_forms_by_dns(void **state)
+{
+    (void)state;
+    char kv[4096], tool[4096], disc[80];
+    kv_cluster_start((const char *[]){"127.0.0.1 kv." ZONE, "127.0.0.2 kv." ZONE,
+                                      "127.0.0.3 kv." ZONE},
+                     3, kv, tool, disc, sizeof disc);
+    pid_t *pids = kv_pids;
+    kv_members_t k = {tool, 3, 3};
     assert_true(wait_until(kv_cluster_up, &k, 10000));
     assert_int_equal(ttool_runf(kv, out, OUT_CAP, "put %d k v majority", node_port), 0);
 
@@ -630,6 +633,11 @@ static void test_kvstore_forms_by_dns(void **state)
     assert_non_null(strstr(out, " is in no cluster since "));
     assert_non_null(strstr(out, "waiting for contact points: dns:none." ZONE));
     print_message("%s", out);
+
+    /* a malformed --discover is refused before anything starts */
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "node --bind tcp://127.0.0.5:%d --data %s/x "
+                                "--discover dns:kv." ZONE, node_port, dns_dir), 2);
+    assert_non_null(strstr(out, "--discover: discovery 'dns:kv." ZONE "': dns:NAME:PORT needs a port"));
 }
 
 /* Kept membership holds with discovery: five kvstores form by DNS; two die, and come back while
@@ -641,23 +649,11 @@ static void test_kvstore_forms_by_dns(void **state)
 static void test_kvstore_kept_membership_waits(void **state)
 {
     (void)state;
-    char kv[4096], tool[4096];
-    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool))
-        fail_msg("build/bin/kvstore or shoal-cluster is missing: scons check builds them");
-    out = calloc(1, OUT_CAP);
-    assert_non_null(out);
+    char kv[4096], tool[4096], disc[80];
     const char *five[] = {"127.0.0.1 kv." ZONE, "127.0.0.2 kv." ZONE, "127.0.0.3 kv." ZONE,
                           "127.0.0.4 kv." ZONE, "127.0.0.5 kv." ZONE};
-    write_hosts(five, 5);
-    dns_start(NULL, 0, "kv." ZONE, 5);
-    assert_int_equal(setenv("SHOAL_DNS_RESOLVER", resolver, 1), 0);
-    char disc[80];
-    snprintf(disc, sizeof disc, "dns:kv." ZONE ":%d", node_port);
-    for (int i = 0; i < 5; i++)
-        kv_pids[i] = kv_start(kv, 1 + i, disc);
+    kv_cluster_start(five, 5, kv, tool, disc, sizeof disc);
     kv_members_t k = {tool, 1, 5};
-    if (!wait_until(kv_cluster_up, &k, 30000))
-        fail_msg("the five kvstore nodes did not form one cluster by DNS:\n%s", out);
 
     write_hosts(five, 2);
     dns_reload("kv." ZONE, 2);
