@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,6 +98,9 @@ void shoal_buf_printf(shoal_buf_t *buf, const char *fmt, ...) __attribute__((for
 void shoal_buf_append_quoted(shoal_buf_t *buf, const void *data, size_t len);
 /* NUL-terminated view of the contents (the NUL is not counted in len). */
 const char *shoal_buf_cstr(shoal_buf_t *buf);
+/* Appends a C string as a JSON string (quotes, backslash and control characters escaped; NULL is
+   ""). Bytes from 0x80 pass through: node ids, roles and keys are UTF-8 or ASCII. */
+void shoal_buf_json_string(shoal_buf_t *buf, const char *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Node ids
@@ -506,9 +510,12 @@ int shoal_type_register(const shoal_type_t *type);
  * engine and session: 18 to 26 KiB measured with libzmq 4.3.4, 40 KiB allowed here), so
  *     node ROUTER       1024 x (320 KiB + 40 KiB) = 360 MiB    (377,487,360 bytes)
  *     heartbeat ROUTER  1024 x (  4 KiB + 40 KiB) =  44 MiB    ( 46,137,344 bytes)
- *     metrics (HTTP)      64 x  64 KiB            =   4 MiB    (  4,194,304 bytes)
- *     total                                        ~ 408 MiB   (427,819,008 bytes)
- * and in general max_inbound_connections x (max_frame_bytes + 64 KiB + 4 KiB + 80 KiB) + 4 MiB.
+ *     HTTP endpoint       64 x  68 KiB            = 4.25 MiB   (  4,456,448 bytes)
+ *     total                                        ~ 408 MiB   (428,081,152 bytes)
+ * and in general max_inbound_connections x (max_frame_bytes + 64 KiB + 4 KiB + 80 KiB) +
+ * 4.25 MiB. (The HTTP endpoint's 64 connections: 64 KiB of request line and headers and a 4 KiB
+ * body each; each also has a thread, whose stack is address space the kernel backs only as far
+ * as it is used.)
  * Before this bound one connection to the heartbeat port could make the node allocate 2 GiB.
  * A connection past the handshake may in addition queue ZMQ_RCVHWM complete messages (1000
  * frames on the node's ROUTER, which the node drains every loop turn; 64 heartbeat messages).
@@ -654,6 +661,9 @@ int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, s
 int shoal_system_timer_cancel(shoal_system_t *sys, int timer_id);
 /* Monotonic milliseconds, as the node's timers see them. */
 int64_t shoal_now_ms(void);
+/* The CLOCK_REALTIME instant ms from now, as pthread_cond_timedwait takes its deadline: for the
+   threads that wait on the node with a bound. */
+struct timespec shoal_deadline_in(uint64_t ms);
 
 /* CURVE (SECURITY above). Makes a socket an upper layer owns a CURVE server (server: before
    bind) or a client of the node at `peer_node_endpoint` (before connect), with this node's key
@@ -707,6 +717,17 @@ void shoal_listener_drain(shoal_listener_t *l);
 void shoal_listener_stats(const shoal_listener_t *l, shoal_listener_stats_t *out);
 /* Stops the monitor and frees the guard; the socket itself stays open. NULL-safe. */
 void shoal_listener_destroy(shoal_listener_t **self_p);
+
+/* For the loops of threads that own many ZeroMQ sockets (the node's, membership's heartbeat
+   actor): zmq_poll reads ZMQ_EVENTS of every socket it is given at every wake-up, two system calls
+   each, so a loop over a socket per peer costs O(members) per wake-up. Such a loop waits on an
+   epoll set over each socket's ZMQ_FD instead and reads shoal_zmq_events only for the sockets
+   whose fd was readable, those it sent on since it last read them, and those a drain left
+   messages on (a ZMQ_FD announces commands, not messages; libzmq's rules) — THE LOOP in
+   system.c. shoal_zmq_fd: the socket's ZMQ_FD (-1 on error); shoal_zmq_events: its ZMQ_EVENTS
+   (0 on error). */
+int shoal_zmq_fd(void *zmq_sock);
+int shoal_zmq_events(void *zmq_sock);
 /* The node's public key (Z85, 40 characters), or NULL when plain. Thread-safe. */
 const char *shoal_system_public_key(const shoal_system_t *sys);
 /* Remembers the public key (Z85) of the member listening at `endpoint`, to connect to it; it
@@ -1191,36 +1212,64 @@ int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------------------------------------
- * METRICS. An optional HTTP endpoint (libmicrohttpd) serving every counter of a node in the
- * Prometheus text exposition format (version 0.0.4) at GET /metrics. Off unless started; bound to
- * 127.0.0.1 unless told otherwise, because the counters describe the cluster's internals.
+ * METRICS AND THE MANAGEMENT ENDPOINT. One optional HTTP endpoint per node (libmicrohttpd), off
+ * unless started, bound to 127.0.0.1 unless told otherwise (it describes the cluster's internals
+ * and, with POST routes, changes it). It serves
+ *   GET /metrics          every counter of the node in the Prometheus text format (0.0.4);
+ *   GET /health/alive     200 while the node loop answers within 1 s, else 503 (a liveness probe);
+ *   GET /health/ready     200 when every readiness check passes, else 503 with the first reason
+ *                         (a readiness probe; upper layers add checks, see below);
+ *   GET /cluster/replicators  each replicator's role, replica count, keys with type and digest;
+ * and whatever routes the upper layers add (membership adds a dashboard page at /). membership/ and sharding/ PROVIDE theirs to the node
+ * (shoal_http_provide), so shoal_http_start on a node gets every route of every layer running on
+ * it, those started later included: ddata/ knows nothing of members or shards.
  *
- * The HTTP thread gathers the text with shoal_system_call, so collectors run on the NODE THREAD
- * and may read node-thread state without locks; a node that is stopping (or too busy to take the
- * call) answers 503. Paths other than /metrics get 404, methods other than GET/HEAD 405.
+ * THREADS. Each connection has a thread of its own (at most 64 connections), so a request that
+ * waits does not hold up the others, /health/alive above all. A route runs either on the NODE
+ * THREAD (SHOAL_HTTP_NODE: the endpoint hands it over with a bounded wait, 5 s, and answers 503
+ * "node loop did not answer" past it; the node still runs it later and its answer is dropped), or
+ * on the connection's thread (SHOAL_HTTP_ANY_THREAD), for handlers that wait on the cluster (a
+ * cluster-wide query with its own timeout): those use only thread-safe calls. Readiness checks
+ * and metric collectors run on the node thread. Nothing here is per message: HTTP is not hot.
  *
- * Names follow Prometheus conventions: counters end in _total, units are in the name
+ * BAD REQUESTS get a clear 4xx and never reach a handler: an unknown path 404 (naming the routes),
+ * a method the route does not take 405 with Allow, a body over 4 KiB 413, a URL or headers over
+ * the connection's 64 KiB 414/431 (libmicrohttpd). POST routes (SHOAL_HTTP_POST) answer only
+ * clients on a loopback address (127.0.0.0/8, ::1) unless shoal_metrics_set_writes says
+ * otherwise: 403 for the others.
+ *
+ * Metric names follow Prometheus conventions: counters end in _total, units are in the name
  * (shoal_node_bytes_received_total, shoal_durable_commit_seconds_total), causes are labels
- * (shoal_node_frames_dropped_total{reason="oversized"}, shoal_replicator_keys{role="..."}).
- * Built in: the node (shoal_system_stats) and every replicator on it. membership/ and durable/
- * add theirs with shoal_cluster_metrics and shoal_durable_metrics.
+ * (shoal_node_frames_dropped_total{reason="oversized"}, shoal_replicator_keys{role="..."}); every
+ * family has # HELP and # TYPE (promtool check metrics passes). Built in: the node
+ * (shoal_system_stats) and every replicator on it; membership/ and sharding/ add theirs through
+ * their providers, durable/ with shoal_durable_metrics.
  */
 typedef struct shoal_metrics shoal_metrics_t;
 /* Appends metric families (with their # HELP and # TYPE lines) to out. Runs on the node thread. */
 typedef void (shoal_metrics_fn)(shoal_system_t *sys, shoal_buf_t *out, void *arg);
 
 /* Starts the endpoint on bind_address (an IPv4 or IPv6 literal; NULL = "127.0.0.1") and port
-   (0 = ephemeral). Any thread but the node's. NULL with *err (SHOAL_EINVAL: bad address,
-   SHOAL_EIO: cannot bind/start). */
+   (0 = ephemeral), with every route of every layer provided on sys. Any thread but the node's.
+   NULL with *err (SHOAL_EINVAL: bad address, SHOAL_EIO: cannot bind/start). */
 shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_address, uint16_t port,
                                      int *err);
+/* The same from a "[HOST:]PORT" spec as --http takes it ("8558", "0.0.0.0:8558", "[::1]:8558";
+   no host = 127.0.0.1): the one call that gives a node its endpoint. */
+shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err);
+/* Parses a "[HOST:]PORT" spec into host (cap bytes; "127.0.0.1" when absent) and port (either
+   may be NULL: a check of the spec alone). 0, or SHOAL_EINVAL (no port, a port not 0..65535 in
+   digits, a host over cap or not an IP literal). */
+int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port);
 /* The port actually bound. */
 uint16_t shoal_metrics_port(const shoal_metrics_t *m);
 /* Adds a collector (thread-safe); collectors run after the built-in part, in registration order.
-   arg must stay valid until shoal_metrics_stop. */
+   The same fn and arg twice count once. arg must stay valid until shoal_metrics_stop (or until
+   its provider is withdrawn). */
 int shoal_metrics_add(shoal_metrics_t *m, shoal_metrics_fn *fn, void *arg);
-/* Stops the endpoint (waits for a request in progress). Call before the node, and whatever the
-   collectors read, are destroyed; not from the node thread. NULL-safe. */
+/* Stops the endpoint (waits for requests in progress, and for node-thread work they left behind).
+   Call before the node, and whatever the routes read, are destroyed; not from the node thread.
+   NULL-safe. */
 void shoal_metrics_stop(shoal_metrics_t **self_p);
 /* The built-in part (node and replicators) as text, for tools. Node thread only (SHOAL_ETHREAD). */
 int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out);
@@ -1228,6 +1277,66 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out);
    label value escaped per the text format (backslash, double quote and newline). */
 void shoal_metrics_family(shoal_buf_t *out, const char *name, const char *type, const char *help);
 void shoal_metrics_label_value(shoal_buf_t *out, const char *value);
+
+/* Who may use POST routes. */
+typedef enum {
+    SHOAL_HTTP_WRITES_LOOPBACK = 0, /* clients on a loopback address (the default) */
+    SHOAL_HTTP_WRITES_ANY = 1,      /* anyone who reaches the endpoint (behind a proxy that checks) */
+    SHOAL_HTTP_WRITES_NONE = 2,     /* nobody: a read-only endpoint */
+} shoal_http_writes_t;
+int shoal_metrics_set_writes(shoal_metrics_t *m, shoal_http_writes_t who);
+
+/* A request as a route sees it (borrowed for the call). */
+typedef struct {
+    const char *method;    /* "GET", "HEAD" or "POST" */
+    const char *path;      /* the URL path, percent-decoded */
+    const char *rest;      /* the path after the route's prefix ("" for an exact route) */
+    const char *body;      /* the request body, NUL-terminated ("" when none; at most 4 KiB) */
+    size_t body_len;
+    bool loopback;         /* the client is on a loopback address */
+    size_t n_params;       /* the URL's query arguments, decoded */
+    const char *const *param_names;
+    const char *const *param_values;
+} shoal_http_request_t;
+/* The value of a query argument (?name=value), or NULL. */
+const char *shoal_http_param(const shoal_http_request_t *req, const char *name);
+/* What a route answers: status (0 = 200), content type (NULL = application/json) and body (the
+   handler appends to it; the endpoint frees it). */
+typedef struct {
+    unsigned status;
+    const char *content_type; /* a string literal */
+    shoal_buf_t body;
+} shoal_http_reply_t;
+/* Sets status and a JSON body {"error": message}: the shape of every refusal. */
+void shoal_http_error(shoal_http_reply_t *rep, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+typedef void (shoal_http_fn)(shoal_system_t *sys, const shoal_http_request_t *req,
+                             shoal_http_reply_t *rep, void *arg);
+/* Route flags: the methods (GET includes HEAD) and the thread the handler runs on. */
+#define SHOAL_HTTP_GET        0x1u
+#define SHOAL_HTTP_POST       0x2u
+#define SHOAL_HTTP_NODE       0x0u /* on the node thread, through a bounded wait (the default) */
+#define SHOAL_HTTP_ANY_THREAD 0x4u /* on the connection's thread: thread-safe calls only */
+/* Adds a route. `path` is exact ("/cluster/members", "/"), or a prefix when it ends in '/'
+   ("/cluster/members/": rest is what follows; "/" alone is exact); the longest match wins; a later route for the
+   same path and methods replaces an earlier one. Thread-safe. */
+int shoal_http_route(shoal_metrics_t *m, const char *path, unsigned flags, shoal_http_fn *fn,
+                     void *arg);
+/* A readiness check for /health/ready: true when ready, else false with the reason appended to
+   `reason`. Node thread. Checks run in registration order; the first that fails is the answer. */
+typedef bool (shoal_ready_fn)(shoal_system_t *sys, shoal_buf_t *reason, void *arg);
+int shoal_http_ready_check(shoal_metrics_t *m, const char *name, shoal_ready_fn *fn, void *arg);
+
+/* PROVIDERS: an upper layer's part of every endpoint of a node. fn(m, arg) adds its routes,
+   checks and collectors (all with `arg`); it is called for the endpoints running now and for
+   those started later. Thread-safe. */
+typedef void (shoal_http_provider_fn)(shoal_metrics_t *m, void *arg);
+int shoal_http_provide(shoal_system_t *sys, shoal_http_provider_fn *fn, void *arg);
+/* Takes back the provider registered with arg, and from every running endpoint of sys each
+   route, check and collector registered with arg; returns once no request uses them any more
+   (node-thread work of abandoned requests included). Before destroying what arg points to; any
+   thread but the node's. */
+void shoal_http_withdraw(shoal_system_t *sys, void *arg);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,18 @@
-/*  metrics.c — the Prometheus endpoint of a node (see ddata.h, METRICS).
+/*  metrics.c — the management endpoint of a node: /metrics, the health probes, the replicators,
+    and the routes upper layers provide (see ddata.h, METRICS AND THE MANAGEMENT ENDPOINT).
 
-    libmicrohttpd runs its own polling thread; a scrape hops onto the node thread with
-    shoal_system_call, so every collector sees node-thread state consistently and nothing here
-    needs a lock but the collector list. The text is built into one buffer and handed to MHD,
-    which frees it when the response has been sent.
+    libmicrohttpd gives each connection a thread. A request is copied into a JOB (method, path,
+    body, query arguments) that the node thread runs through shoal_system_post while the
+    connection's thread waits for it with a deadline; the job is shared by the two threads
+    (a reference each), so a node that answers late writes into the job, never into a stack that
+    is gone, and the last one out frees it. Whatever a late job may still touch (the endpoint, the
+    handlers' arguments) outlives it: stop and withdraw post a barrier behind it before freeing.
 */
 #include "replicator_internal.h"
 
 #include <arpa/inet.h>
 #include <czmq.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -19,21 +23,58 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+#define JSON_TYPE "application/json"
+
+/* Why these bounds: the POST routes take one word ("leave", "down"), so 4 KiB is generous; a
+   node thread busy for 5 s is broken for an operator's purposes (its heartbeats stop sooner);
+   a liveness probe must answer well inside a kubelet's default 1 s timeout... of its own, so the
+   node gets 1 s, and the probe's own timeout should be set above it (docs/operations.md). */
+#define BODY_MAX        4096
+#define PARAMS_MAX      16
+#define CALL_TIMEOUT_MS 5000
+#define ALIVE_TIMEOUT_MS 1000
 
 typedef struct {
     shoal_metrics_fn *fn;
     void *arg;
 } collector_t;
 
+typedef struct {
+    char *path;  /* exact, or a prefix when it ends in '/' */
+    size_t len;
+    unsigned flags;
+    uint32_t timeout_ms;
+    shoal_http_fn *fn;
+    void *arg;
+} route_t;
+
+typedef struct {
+    char *name;
+    shoal_ready_fn *fn;
+    void *arg;
+} check_t;
+
 struct shoal_metrics {
     shoal_system_t *sys;
     struct MHD_Daemon *daemon;
     uint16_t port;
-    pthread_mutex_t lock; /* the collector list: added from any thread, read on the node thread */
+    shoal_http_writes_t writes;
+    /* the lists: added from any thread, read by requests and on the node thread */
+    pthread_mutex_t lock;
     collector_t *collectors;
     size_t n_collectors, cap_collectors;
+    route_t *routes;
+    size_t n_routes, cap_routes;
+    check_t *checks;
+    size_t n_checks, cap_checks;
+    /* held (read) by each request while it runs a handler; withdraw takes it (write) to know that
+       no request still uses what it took off the lists */
+    pthread_rwlock_t use;
+    struct shoal_metrics *next; /* the live endpoints (registry below) */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -310,47 +351,554 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The endpoint
+ * Providers and live endpoints: process-wide, keyed by node, so that an upper layer started
+ * before or after the endpoint lands on it either way. Lock order: reg_lock, then an endpoint's
+ * lock.
  */
 typedef struct {
-    shoal_metrics_t *m;
-    shoal_buf_t text;
-} gather_t;
+    shoal_system_t *sys;
+    shoal_http_provider_fn *fn;
+    void *arg;
+} provider_t;
 
-static int gather(shoal_system_t *sys, void *arg)
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static provider_t *providers;
+static size_t n_providers, cap_providers;
+static shoal_metrics_t *live;
+
+static int barrier_fn(shoal_system_t *sys, void *arg)
 {
-    gather_t *g = arg;
-    int rc = shoal_metrics_collect(sys, &g->text);
-    if (rc < 0)
-        return rc;
-    /* a copy, so a collector may add another without deadlocking on the list lock */
-    pthread_mutex_lock(&g->m->lock);
-    size_t n = g->m->n_collectors;
-    collector_t *list = n ? shoal_memdup(g->m->collectors, n * sizeof *list) : NULL;
-    pthread_mutex_unlock(&g->m->lock);
-    for (size_t i = 0; i < n; i++)
-        list[i].fn(sys, &g->text, list[i].arg);
-    free(list);
+    (void)sys;
+    (void)arg;
     return 0;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *body,
-                             size_t len, bool copy, const char *allow)
+/* Calls and posts run in order: once this returns, every job posted before it has run (or the node
+   has stopped, and they never will). */
+static void node_barrier(shoal_system_t *sys)
 {
+    if (!shoal_system_on_thread(sys))
+        (void)shoal_system_call(sys, barrier_fn, NULL);
+}
+
+int shoal_http_provide(shoal_system_t *sys, shoal_http_provider_fn *fn, void *arg)
+{
+    if (!sys || !fn)
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&reg_lock);
+    SHOAL_GROW(providers, cap_providers, n_providers + 1);
+    providers[n_providers++] = (provider_t){sys, fn, arg};
+    for (shoal_metrics_t *m = live; m; m = m->next)
+        if (m->sys == sys)
+            fn(m, arg);
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+}
+
+void shoal_http_withdraw(shoal_system_t *sys, void *arg)
+{
+    if (!sys)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    size_t k = 0;
+    for (size_t i = 0; i < n_providers; i++)
+        if (providers[i].sys != sys || providers[i].arg != arg)
+            providers[k++] = providers[i];
+    n_providers = k;
+    bool any = false;
+    for (shoal_metrics_t *m = live; m; m = m->next) {
+        if (m->sys != sys)
+            continue;
+        any = true;
+        pthread_mutex_lock(&m->lock);
+        k = 0;
+        for (size_t i = 0; i < m->n_routes; i++)
+            if (m->routes[i].arg == arg)
+                free(m->routes[i].path);
+            else
+                m->routes[k++] = m->routes[i];
+        m->n_routes = k;
+        k = 0;
+        for (size_t i = 0; i < m->n_checks; i++)
+            if (m->checks[i].arg == arg)
+                free(m->checks[i].name);
+            else
+                m->checks[k++] = m->checks[i];
+        m->n_checks = k;
+        k = 0;
+        for (size_t i = 0; i < m->n_collectors; i++)
+            if (m->collectors[i].arg != arg)
+                m->collectors[k++] = m->collectors[i];
+        m->n_collectors = k;
+        pthread_mutex_unlock(&m->lock);
+        /* requests that found a route before it went: wait for them to finish */
+        pthread_rwlock_wrlock(&m->use);
+        pthread_rwlock_unlock(&m->use);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (any)
+        node_barrier(sys); /* and for what they left to the node thread */
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Jobs: a request handed to the node thread, with a deadline on the waiting side
+ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    bool done;
+    shoal_metrics_t *m;
+    shoal_http_fn *fn;
+    void *arg;
+    shoal_http_request_t req;
+    char *method, *path, *body;
+    size_t n_params;
+    char *names[PARAMS_MAX], *values[PARAMS_MAX];
+    shoal_http_reply_t rep;
+} job_t;
+
+static void job_release(job_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    bool last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last)
+        return;
+    free(j->method);
+    free(j->path);
+    free(j->body);
+    for (size_t i = 0; i < j->n_params; i++) {
+        free(j->names[i]);
+        free(j->values[i]);
+    }
+    shoal_buf_free(&j->rep.body);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static int job_run(shoal_system_t *sys, void *arg)
+{
+    job_t *j = arg;
+    j->fn(sys, &j->req, &j->rep, j->arg);
+    pthread_mutex_lock(&j->mu);
+    j->done = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+    return 0;
+}
+
+/* Runs the job on the node thread and waits up to timeout_ms: 0, SHOAL_ETIMEOUT, or the post's
+   error (SHOAL_ESTOPPED, SHOAL_EBUSY). The reply is in j->rep on 0. */
+static int job_call(job_t *j, uint32_t timeout_ms)
+{
+    j->refs = 2;
+    int rc = shoal_system_post(j->m->sys, job_run, j);
+    if (rc < 0) {
+        j->refs = 1;
+        return rc;
+    }
+    struct timespec until = shoal_deadline_in(timeout_ms);
+    pthread_mutex_lock(&j->mu);
+    int w = 0;
+    while (!j->done && w != ETIMEDOUT)
+        w = pthread_cond_timedwait(&j->cv, &j->mu, &until);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done ? 0 : SHOAL_ETIMEOUT;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Replies
+ */
+static void __attribute__((format(printf, 3, 0)))
+verror(shoal_http_reply_t *rep, unsigned status, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    rep->status = status;
+    rep->content_type = JSON_TYPE;
+    shoal_buf_reset(&rep->body);
+    shoal_buf_printf(&rep->body, "{\"error\":");
+    shoal_buf_json_string(&rep->body, msg);
+    shoal_buf_printf(&rep->body, "}\n");
+}
+
+void shoal_http_error(shoal_http_reply_t *rep, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(rep, status, fmt, ap);
+    va_end(ap);
+}
+
+const char *shoal_http_param(const shoal_http_request_t *req, const char *name)
+{
+    if (!req || !name)
+        return NULL;
+    for (size_t i = 0; i < req->n_params; i++)
+        if (strcmp(req->param_names[i], name) == 0)
+            return req->param_values[i];
+    return NULL;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, shoal_http_reply_t *rep,
+                                  const char *allow)
+{
+    unsigned status = rep->status ? rep->status : MHD_HTTP_OK;
+    /* the buffer goes to MHD as it is (freed with free(), which is what shoal_buf uses) */
+    size_t len = rep->body.len;
+    void *body = rep->body.data;
+    rep->body = (shoal_buf_t){0};
     struct MHD_Response *resp = MHD_create_response_from_buffer(
-        len, (void *)body, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_MUST_FREE);
+        len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
-        if (!copy)
-            free((void *)body);
+        free(body);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            status == MHD_HTTP_OK ? CONTENT_TYPE : "text/plain; charset=utf-8");
+                            rep->content_type ? rep->content_type : JSON_TYPE);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result r = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return r;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *allow,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *allow,
+                                  const char *fmt, ...)
+{
+    shoal_http_reply_t rep = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    verror(&rep, status, fmt, ap);
+    va_end(ap);
+    return send_reply(conn, &rep, allow);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Built-in routes (node thread)
+ */
+static void route_metrics(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg)
+{
+    (void)req;
+    shoal_metrics_t *m = arg;
+    int rc = shoal_metrics_collect(sys, &rep->body);
+    if (rc < 0) {
+        shoal_http_error(rep, MHD_HTTP_SERVICE_UNAVAILABLE, "node unavailable: %s",
+                         shoal_strerror(rc));
+        return;
+    }
+    /* a copy, so a collector may add another without deadlocking on the list lock */
+    pthread_mutex_lock(&m->lock);
+    size_t n = m->n_collectors;
+    collector_t *list = n ? shoal_memdup(m->collectors, n * sizeof *list) : NULL;
+    pthread_mutex_unlock(&m->lock);
+    for (size_t i = 0; i < n; i++)
+        list[i].fn(sys, &rep->body, list[i].arg);
+    free(list);
+    rep->content_type = CONTENT_TYPE;
+}
+
+static void route_alive(shoal_system_t *sys, const shoal_http_request_t *req,
+                        shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    (void)arg;
+    /* answering at all is the point: the node thread took the job within the deadline */
+    shoal_buf_printf(&rep->body, "{\"alive\":true}\n");
+}
+
+static void route_ready(shoal_system_t *sys, const shoal_http_request_t *req,
+                        shoal_http_reply_t *rep, void *arg)
+{
+    (void)req;
+    shoal_metrics_t *m = arg;
+    pthread_mutex_lock(&m->lock);
+    size_t n = m->n_checks;
+    check_t *list = n ? shoal_memdup(m->checks, n * sizeof *list) : NULL;
+    for (size_t i = 0; i < n; i++)
+        list[i].name = shoal_memdup(list[i].name, strlen(list[i].name) + 1);
+    pthread_mutex_unlock(&m->lock);
+    shoal_buf_t reason = {0};
+    size_t failed = n;
+    for (size_t i = 0; i < n && failed == n; i++)
+        if (!list[i].fn(sys, &reason, list[i].arg))
+            failed = i;
+    shoal_buf_t *out = &rep->body;
+    if (failed < n) {
+        rep->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        shoal_buf_printf(out, "{\"ready\":false,\"check\":");
+        shoal_buf_json_string(out, list[failed].name);
+        shoal_buf_printf(out, ",\"reason\":");
+        shoal_buf_json_string(out, reason.len ? shoal_buf_cstr(&reason) : "not ready");
+        shoal_buf_printf(out, "}\n");
+    } else {
+        shoal_buf_printf(out, "{\"ready\":true,\"checks\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                shoal_buf_append(out, ",", 1);
+            shoal_buf_json_string(out, list[i].name);
+        }
+        shoal_buf_printf(out, "]}\n");
+    }
+    for (size_t i = 0; i < n; i++)
+        free(list[i].name);
+    free(list);
+    shoal_buf_free(&reason);
+}
+
+typedef struct {
+    shoal_replicator_t *rep;
+    shoal_buf_t *out;
+    size_t n;
+} keys_ctx_t;
+
+static int key_json(const char *key, const shoal_type_t *type, void *arg)
+{
+    keys_ctx_t *x = arg;
+    shoal_buf_t *out = x->out;
+    shoal_buf_printf(out, "%s{\"key\":", x->n++ ? "," : "");
+    shoal_buf_json_string(out, key);
+    shoal_buf_printf(out, ",\"type\":");
+    shoal_buf_json_string(out, type ? type->name : "");
+    const shoal_crdt_t *v = shoal_replicator_peek(x->rep, key);
+    uint8_t d[16];
+    if (v && shoal_crdt_digest(v, d) == 0) {
+        shoal_buf_printf(out, ",\"digest\":\"");
+        for (int i = 0; i < 16; i++)
+            shoal_buf_printf(out, "%02x", d[i]);
+        shoal_buf_printf(out, "\"");
+    }
+    shoal_buf_printf(out, "}");
+    return 0;
+}
+
+static void route_replicators(shoal_system_t *sys, const shoal_http_request_t *req,
+                              shoal_http_reply_t *rep, void *arg)
+{
+    (void)req;
+    (void)arg;
+    shoal_replicator_t **reps = NULL;
+    size_t n = repl_all(sys, &reps);
+    if (n)
+        qsort(reps, n, sizeof *reps, by_role);
+    shoal_buf_t *out = &rep->body;
+    shoal_buf_printf(out, "{\"node\":");
+    shoal_buf_json_string(out, shoal_node_id(shoal_system_self(sys)));
+    shoal_buf_printf(out, ",\"replicators\":[");
+    for (size_t i = 0; i < n; i++) {
+        shoal_replicator_stats_t st;
+        shoal_replicator_stats(reps[i], &st);
+        shoal_buf_printf(out, "%s{\"role\":", i ? "," : "");
+        shoal_buf_json_string(out, shoal_replicator_role(reps[i]));
+        shoal_buf_printf(out, ",\"replicas\":%zu,\"tombstones\":%" PRIu64 ",\"keys\":[",
+                         shoal_replicator_replica_count(reps[i]), st.tombstones);
+        keys_ctx_t x = {reps[i], out, 0};
+        shoal_replicator_keys(reps[i], key_json, &x);
+        shoal_buf_printf(out, "]}");
+    }
+    shoal_buf_printf(out, "]}\n");
+    free(reps);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Requests
+ */
+typedef struct {
+    shoal_buf_t body;
+    bool too_big;
+} conn_t;
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (!sa)
+        return false;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+static enum MHD_Result take_param(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    job_t *j = cls;
+    if (j->n_params == PARAMS_MAX || !key)
+        return MHD_NO;
+    j->names[j->n_params] = shoal_memdup(key, strlen(key) + 1);
+    value = value ? value : "";
+    j->values[j->n_params] = shoal_memdup(value, strlen(value) + 1);
+    j->n_params++;
+    return MHD_YES;
+}
+
+/* A path ending in '/' is a prefix ("/cluster/members/"), except "/" itself: the page there is
+   not the answer to every unknown path. */
+static bool is_prefix(const route_t *r)
+{
+    return r->len > 1 && r->path[r->len - 1] == '/';
+}
+
+static bool route_matches(const route_t *r, const char *path)
+{
+    return is_prefix(r) ? strncmp(path, r->path, r->len) == 0 : strcmp(path, r->path) == 0;
+}
+
+/* The route for path (longest match wins), copied out of the list; false when none. */
+static bool find_route(shoal_metrics_t *m, const char *path, route_t *out, shoal_buf_t *allow)
+{
+    bool found = false;
+    size_t best = 0;
+    unsigned methods = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n_routes; i++) {
+        const route_t *r = &m->routes[i];
+        if (!route_matches(r, path) || r->len < best)
+            continue;
+        if (r->len > best)
+            methods = 0;
+        best = r->len;
+        methods |= r->flags;
+        *out = *r;
+        found = true;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (methods & SHOAL_HTTP_GET)
+        shoal_buf_printf(allow, "GET, HEAD");
+    if (methods & SHOAL_HTTP_POST)
+        shoal_buf_printf(allow, "%sPOST", allow->len ? ", " : "");
+    return found;
+}
+
+/* The same path may have a GET route and a POST route: pick the one for this method. */
+static bool route_for_method(shoal_metrics_t *m, const char *path, unsigned method, route_t *out)
+{
+    bool found = false;
+    size_t best = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n_routes; i++) {
+        const route_t *r = &m->routes[i];
+        if (route_matches(r, path) && (r->flags & method) && r->len >= best) {
+            best = r->len;
+            *out = *r;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
+static void list_routes(shoal_metrics_t *m, shoal_buf_t *out)
+{
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n_routes; i++)
+        shoal_buf_printf(out, "%s%s", i ? " " : "", m->routes[i].path);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn, const char *url,
+                                const char *method, conn_t *c)
+{
+    unsigned want;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+        want = SHOAL_HTTP_GET;
+    else if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
+        want = SHOAL_HTTP_POST;
+    else
+        want = 0;
+    if (!url || url[0] != '/')
+        return send_error(conn, MHD_HTTP_BAD_REQUEST, NULL, "bad request target");
+    route_t r = {0};
+    shoal_buf_t allow = {0};
+    if (!find_route(m, url, &r, &allow)) {
+        shoal_buf_t routes = {0};
+        list_routes(m, &routes);
+        enum MHD_Result res = send_error(conn, MHD_HTTP_NOT_FOUND, NULL,
+                                         "not found: %.200s (routes: %s)", url,
+                                         shoal_buf_cstr(&routes));
+        shoal_buf_free(&routes);
+        shoal_buf_free(&allow);
+        return res;
+    }
+    if (!want || !route_for_method(m, url, want, &r)) {
+        enum MHD_Result res = send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                         shoal_buf_cstr(&allow), "method %.32s not allowed on %.200s",
+                                         method, url);
+        shoal_buf_free(&allow);
+        return res;
+    }
+    shoal_buf_free(&allow);
+    if (c->too_big)
+        return send_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL, "body over %d bytes", BODY_MAX);
+
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    bool loopback = ci && is_loopback(ci->client_addr);
+    if (want == SHOAL_HTTP_POST) {
+        pthread_mutex_lock(&m->lock);
+        shoal_http_writes_t who = m->writes;
+        pthread_mutex_unlock(&m->lock);
+        if (who == SHOAL_HTTP_WRITES_NONE)
+            return send_error(conn, MHD_HTTP_FORBIDDEN, NULL,
+                              "this endpoint is read-only (POST refused)");
+        if (who == SHOAL_HTTP_WRITES_LOOPBACK && !loopback)
+            return send_error(conn, MHD_HTTP_FORBIDDEN, NULL,
+                              "POST is for loopback clients only (shoal_metrics_set_writes)");
+    }
+
+    job_t *j = shoal_calloc(1, sizeof *j);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->m = m;
+    j->fn = r.fn;
+    j->arg = r.arg;
+    j->method = shoal_memdup(method, strlen(method) + 1);
+    j->path = shoal_memdup(url, strlen(url) + 1);
+    const char *body = c->body.len ? shoal_buf_cstr(&c->body) : "";
+    j->body = shoal_memdup(body, c->body.len + 1);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, take_param, j);
+    j->req = (shoal_http_request_t){
+        .method = j->method,
+        .path = j->path,
+        .rest = j->path + (is_prefix(&r) ? r.len : strlen(j->path)),
+        .body = j->body,
+        .body_len = c->body.len,
+        .loopback = loopback,
+        .n_params = j->n_params,
+        .param_names = (const char *const *)j->names,
+        .param_values = (const char *const *)j->values,
+    };
+
+    int rc = 0;
+    if (r.flags & SHOAL_HTTP_ANY_THREAD) {
+        j->refs = 1;
+        r.fn(m->sys, &j->req, &j->rep, r.arg);
+    } else {
+        rc = job_call(j, r.timeout_ms);
+    }
+    enum MHD_Result res;
+    if (rc == SHOAL_ETIMEOUT)
+        res = send_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+                         "node loop did not answer within %u ms", (unsigned)r.timeout_ms);
+    else if (rc < 0)
+        res = send_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "node unavailable: %s",
+                         shoal_strerror(rc));
+    else
+        res = send_reply(conn, &j->rep, NULL);
+    job_release(j);
+    return res;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -359,39 +907,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls)
 {
     (void)version;
-    (void)upload_data;
-    static int seen;
     shoal_metrics_t *m = cls;
-    if (*con_cls == NULL) { /* headers only so far: answer once the body (if any) is read */
-        *con_cls = &seen;
+    conn_t *c = *con_cls;
+    if (!c) { /* headers only so far: answer once the body (if any) is read */
+        *con_cls = shoal_calloc(1, sizeof *c);
         return MHD_YES;
     }
-    if (*upload_data_size) { /* a body nobody asked for: discard it */
+    if (*upload_data_size) { /* bounded: past BODY_MAX the rest is read and dropped (413) */
+        if (c->body.len + *upload_data_size > BODY_MAX)
+            c->too_big = true;
+        else
+            shoal_buf_append(&c->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        static const char msg[] = "method not allowed\n";
-        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, msg, sizeof msg - 1, true, "GET, HEAD");
+    pthread_rwlock_rdlock(&m->use);
+    enum MHD_Result res = dispatch(m, conn, url, method, c);
+    pthread_rwlock_unlock(&m->use);
+    return res;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    conn_t *c = *con_cls;
+    if (c) {
+        shoal_buf_free(&c->body);
+        free(c);
+        *con_cls = NULL;
     }
-    if (!url || strcmp(url, "/metrics") != 0) {
-        static const char msg[] = "not found: try /metrics\n";
-        return reply(conn, MHD_HTTP_NOT_FOUND, msg, sizeof msg - 1, true, NULL);
-    }
-    gather_t g = {m, {0}};
-    int rc = shoal_system_call(m->sys, gather, &g);
-    if (rc < 0) {
-        shoal_buf_free(&g.text);
-        char msg[96];
-        int len = snprintf(msg, sizeof msg, "node unavailable (%d)\n", rc);
-        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, msg, (size_t)len, true, NULL);
-    }
-    /* hand the buffer itself to MHD (freed with free(), which is what shoal_buf uses) */
-    size_t len = g.text.len;
-    char *body = (char *)g.text.data;
-    if (!body)
-        return reply(conn, MHD_HTTP_OK, "", 0, true, NULL);
-    return reply(conn, MHD_HTTP_OK, body, len, false, NULL);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -402,7 +949,65 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n')
         line[--n] = 0;
-    zsys_warning("metrics: %s", line);
+    zsys_warning("http: %s", line);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The endpoint
+ */
+static int add_route(shoal_metrics_t *m, const char *path, unsigned flags, uint32_t timeout_ms,
+                     shoal_http_fn *fn, void *arg)
+{
+    if (!m || !path || path[0] != '/' || !fn || !(flags & (SHOAL_HTTP_GET | SHOAL_HTTP_POST)))
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    size_t len = strlen(path);
+    size_t i = 0;
+    unsigned methods = flags & (SHOAL_HTTP_GET | SHOAL_HTTP_POST);
+    while (i < m->n_routes &&
+           !(strcmp(m->routes[i].path, path) == 0 &&
+             (m->routes[i].flags & (SHOAL_HTTP_GET | SHOAL_HTTP_POST)) == methods))
+        i++;
+    if (i == m->n_routes) {
+        SHOAL_GROW(m->routes, m->cap_routes, m->n_routes + 1);
+        m->n_routes++;
+        m->routes[i].path = shoal_memdup(path, len + 1);
+    }
+    m->routes[i].len = len;
+    m->routes[i].flags = flags;
+    m->routes[i].timeout_ms = timeout_ms;
+    m->routes[i].fn = fn;
+    m->routes[i].arg = arg;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+int shoal_http_route(shoal_metrics_t *m, const char *path, unsigned flags, shoal_http_fn *fn,
+                     void *arg)
+{
+    return add_route(m, path, flags, CALL_TIMEOUT_MS, fn, arg);
+}
+
+int shoal_http_ready_check(shoal_metrics_t *m, const char *name, shoal_ready_fn *fn, void *arg)
+{
+    if (!m || !name || !fn)
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    SHOAL_GROW(m->checks, m->cap_checks, m->n_checks + 1);
+    m->checks[m->n_checks++] = (check_t){shoal_memdup(name, strlen(name) + 1), fn, arg};
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+int shoal_metrics_set_writes(shoal_metrics_t *m, shoal_http_writes_t who)
+{
+    if (!m || (who != SHOAL_HTTP_WRITES_LOOPBACK && who != SHOAL_HTTP_WRITES_ANY &&
+               who != SHOAL_HTTP_WRITES_NONE))
+        return SHOAL_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    m->writes = who;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
 }
 
 shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_address, uint16_t port,
@@ -419,7 +1024,9 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
     const char *addr = bind_address ? bind_address : "127.0.0.1";
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* a thread per connection: a request waiting on the node must not hold up /health/alive */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
@@ -430,7 +1037,7 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
         v6->sin6_port = htons(port);
         flags |= MHD_USE_IPv6;
     } else {
-        zsys_warning("metrics: '%s' is not an IP address", addr);
+        zsys_warning("http: '%s' is not an IP address", addr);
         *err = SHOAL_EINVAL;
         return NULL;
     }
@@ -438,16 +1045,27 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
     shoal_metrics_t *m = shoal_calloc(1, sizeof *m);
     m->sys = sys;
     pthread_mutex_init(&m->lock, NULL);
-    /* connection limits keep a slow or hostile scraper from tying up the endpoint */
+    pthread_rwlock_init(&m->use, NULL);
+    add_route(m, "/metrics", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_metrics, m);
+    add_route(m, "/health/alive", SHOAL_HTTP_GET, ALIVE_TIMEOUT_MS, route_alive, m);
+    add_route(m, "/health/ready", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_ready, m);
+    add_route(m, "/cluster/replicators", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_replicators, m);
+    /* connection limits keep a slow or hostile client from tying up the endpoint (each connection
+       is a thread, with 64 KiB for its request line and headers) */
     m->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, m,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                                  MHD_OPTION_END);
     if (!m->daemon) {
-        zsys_warning("metrics: cannot listen on %s port %u", addr, (unsigned)port);
+        zsys_warning("http: cannot listen on %s port %u", addr, (unsigned)port);
+        for (size_t i = 0; i < m->n_routes; i++)
+            free(m->routes[i].path);
+        free(m->routes);
+        pthread_rwlock_destroy(&m->use);
         pthread_mutex_destroy(&m->lock);
         free(m);
         *err = SHOAL_EIO;
@@ -455,7 +1073,65 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : port;
+    pthread_mutex_lock(&reg_lock);
+    m->next = live;
+    live = m;
+    for (size_t i = 0; i < n_providers; i++)
+        if (providers[i].sys == sys)
+            providers[i].fn(m, providers[i].arg);
+    pthread_mutex_unlock(&reg_lock);
     return m;
+}
+
+int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port)
+{
+    if (!spec)
+        return SHOAL_EINVAL;
+    const char *p = spec, *colon = NULL;
+    char h[INET6_ADDRSTRLEN] = "127.0.0.1";
+    if (spec[0] == '[') { /* [v6]:port */
+        const char *close = strchr(spec, ']');
+        if (!close || close[1] != ':' || (size_t)(close - spec - 1) >= sizeof h)
+            return SHOAL_EINVAL;
+        memcpy(h, spec + 1, (size_t)(close - spec - 1));
+        h[close - spec - 1] = 0;
+        p = close + 2;
+    } else if ((colon = strrchr(spec, ':')) != NULL) {
+        if ((size_t)(colon - spec) >= sizeof h || colon == spec)
+            return SHOAL_EINVAL;
+        memcpy(h, spec, (size_t)(colon - spec));
+        h[colon - spec] = 0;
+        p = colon + 1;
+    }
+    if (!*p || strlen(p) > 5 || strspn(p, "0123456789") != strlen(p))
+        return SHOAL_EINVAL;
+    unsigned long v = strtoul(p, NULL, 10);
+    if (v > 65535)
+        return SHOAL_EINVAL;
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, h, tmp) != 1 && inet_pton(AF_INET6, h, tmp) != 1)
+        return SHOAL_EINVAL;
+    if (host) {
+        if (strlen(h) >= cap)
+            return SHOAL_EINVAL;
+        strcpy(host, h);
+    }
+    if (port)
+        *port = (uint16_t)v;
+    return 0;
+}
+
+shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err)
+{
+    char host[INET6_ADDRSTRLEN];
+    uint16_t port;
+    if (shoal_http_parse(spec, host, sizeof host, &port) < 0) {
+        zsys_warning("http: '%s' is not [HOST:]PORT (HOST an IP address)", spec ? spec : "");
+        if (err)
+            *err = SHOAL_EINVAL;
+        return NULL;
+    }
+    return shoal_metrics_start(sys, host, port, err);
 }
 
 uint16_t shoal_metrics_port(const shoal_metrics_t *m)
@@ -468,10 +1144,15 @@ int shoal_metrics_add(shoal_metrics_t *m, shoal_metrics_fn *fn, void *arg)
     if (!m || !fn)
         return SHOAL_EINVAL;
     pthread_mutex_lock(&m->lock);
-    SHOAL_GROW(m->collectors, m->cap_collectors, m->n_collectors + 1);
-    m->collectors[m->n_collectors].fn = fn;
-    m->collectors[m->n_collectors].arg = arg;
-    m->n_collectors++;
+    bool have = false;
+    for (size_t i = 0; i < m->n_collectors && !have; i++)
+        have = m->collectors[i].fn == fn && m->collectors[i].arg == arg;
+    if (!have) { /* a provider's collector and an explicit call for the same part count once */
+        SHOAL_GROW(m->collectors, m->cap_collectors, m->n_collectors + 1);
+        m->collectors[m->n_collectors].fn = fn;
+        m->collectors[m->n_collectors].arg = arg;
+        m->n_collectors++;
+    }
     pthread_mutex_unlock(&m->lock);
     return 0;
 }
@@ -482,8 +1163,23 @@ void shoal_metrics_stop(shoal_metrics_t **self_p)
         return;
     shoal_metrics_t *m = *self_p;
     *self_p = NULL;
+    pthread_mutex_lock(&reg_lock);
+    for (shoal_metrics_t **pp = &live; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
     MHD_stop_daemon(m->daemon);
-    pthread_mutex_destroy(&m->lock);
+    node_barrier(m->sys); /* jobs abandoned past their deadline still point at m */
+    for (size_t i = 0; i < m->n_routes; i++)
+        free(m->routes[i].path);
+    for (size_t i = 0; i < m->n_checks; i++)
+        free(m->checks[i].name);
+    free(m->routes);
+    free(m->checks);
     free(m->collectors);
+    pthread_rwlock_destroy(&m->use);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }

@@ -1968,14 +1968,7 @@ static int sync_run(const waiter_t *req, shoal_crdt_t **out)
     }
     /* the operation's own timeout bounds the wait; a margin covers the node's scheduling */
     uint32_t wait_ms = (w->c.level == SHOAL_LOCAL ? 0 : w->c.timeout_ms) + 30000;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += wait_ms / 1000;
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = shoal_deadline_in(wait_ms);
     pthread_mutex_lock(&w->mu);
     while (!w->done)
         if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0)

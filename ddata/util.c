@@ -203,3 +203,17 @@ bool shoal_ratelimit_pass(shoal_ratelimit_t *r, int64_t interval_ms, uint64_t *s
     r->used = true;
     return true;
 }
+
+void shoal_buf_json_string(shoal_buf_t *buf, const char *s)
+{
+    shoal_buf_append(buf, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            shoal_buf_printf(buf, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            shoal_buf_printf(buf, "\\u%04x", *p);
+        else
+            shoal_buf_append(buf, p, 1);
+    }
+    shoal_buf_append(buf, "\"", 1);
+}

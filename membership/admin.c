@@ -154,29 +154,15 @@ const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v
     return NULL;
 }
 
-static void json_str(shoal_buf_t *out, const char *s)
-{
-    shoal_buf_append(out, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            shoal_buf_printf(out, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            shoal_buf_printf(out, "\\u%04x", *p);
-        else
-            shoal_buf_append(out, p, 1);
-    }
-    shoal_buf_append(out, "\"", 1);
-}
-
 void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
 {
     if (!v || !out)
         return;
     shoal_buf_append(out, "{\"self\":", 8);
-    json_str(out, v->self ? shoal_node_id(v->self) : "");
+    shoal_buf_json_string(out, v->self ? shoal_node_id(v->self) : "");
     shoal_buf_append(out, ",\"leader\":", 10);
     if (v->leader)
-        json_str(out, shoal_node_id(v->leader));
+        shoal_buf_json_string(out, shoal_node_id(v->leader));
     else
         shoal_buf_append(out, "null", 4);
     shoal_buf_printf(out, ",\"converged\":%s,\"may_act\":%s,\"version\":%llu,",
@@ -192,7 +178,7 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
                          v->joining ? "true" : "false", when);
         if (v->discovery) {
             shoal_buf_append(out, "\"discovery\":", 12);
-            json_str(out, v->discovery);
+            shoal_buf_json_string(out, v->discovery);
             shoal_buf_append(out, ",", 1);
         }
     }
@@ -201,7 +187,7 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         for (size_t i = 0; i < v->n_kept; i++) {
             if (i)
                 shoal_buf_append(out, ",", 1);
-            json_str(out, v->kept[i]);
+            shoal_buf_json_string(out, v->kept[i]);
         }
         shoal_buf_append(out, "],", 2);
     }
@@ -209,29 +195,29 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
     for (size_t i = 0; i < v->n_members; i++) {
         const shoal_member_t *m = &v->members[i];
         shoal_buf_append(out, i ? ",{\"node\":" : "{\"node\":", i ? 9 : 8);
-        json_str(out, shoal_node_id(m->node));
+        shoal_buf_json_string(out, shoal_node_id(m->node));
         char addr[300];
         snprintf(addr, sizeof addr, "%s:%u", shoal_node_host(m->node),
                  (unsigned)shoal_node_port(m->node));
         shoal_buf_append(out, ",\"address\":", 11);
-        json_str(out, addr);
+        shoal_buf_json_string(out, addr);
         shoal_buf_append(out, ",\"status\":", 10);
-        json_str(out, shoal_member_status_name(m->status));
+        shoal_buf_json_string(out, shoal_member_status_name(m->status));
         shoal_buf_printf(out, ",\"up_number\":%llu,\"reachable\":%s,\"leader\":%s,\"roles\":[",
                          (unsigned long long)m->up_number, m->reachable ? "true" : "false",
                          m->node == v->leader ? "true" : "false");
         for (size_t r = 0; r < m->n_roles; r++) {
             if (r)
                 shoal_buf_append(out, ",", 1);
-            json_str(out, m->roles[r]);
+            shoal_buf_json_string(out, m->roles[r]);
         }
         shoal_buf_append(out, "],\"app_version\":", 16);
-        json_str(out, m->app_version);
+        shoal_buf_json_string(out, m->app_version);
         shoal_buf_append(out, ",\"heartbeat\":", 13);
-        json_str(out, m->heartbeat_endpoint);
+        shoal_buf_json_string(out, m->heartbeat_endpoint);
         if (m->durable_id && *m->durable_id) {
             shoal_buf_append(out, ",\"id\":", 6);
-            json_str(out, m->durable_id);
+            shoal_buf_json_string(out, m->durable_id);
         }
         shoal_buf_append(out, "}", 1);
     }

@@ -68,6 +68,7 @@ typedef struct {
 
 struct shoal_cluster {
     shoal_system_t *sys;
+    struct cluster_events *events; /* recent events for the management endpoint (metrics.c) */
     const shoal_node_t *self;
     char *self_endpoint;
     shoal_cluster_settings_t s; /* strings deep-copied, owned */
@@ -168,6 +169,12 @@ struct shoal_cluster {
 /* membership.c */
 /* Runs fn on the node thread (directly when already there). */
 int cluster_call(shoal_cluster_t *c, shoal_call_fn *fn, void *arg);
+/* membership's routes, check and collector on the node's management endpoints (metrics.c):
+   provided once the cluster runs, withdrawn first thing at destroy */
+int cluster_http_provide(shoal_cluster_t *c);
+void cluster_http_withdraw(shoal_cluster_t *c);
+/* the dashboard page at / (dashboard.c) */
+void cluster_http_dashboard(shoal_metrics_t *m, shoal_cluster_t *c);
 shoal_member_status_t cluster_self_status(shoal_cluster_t *c);
 /* Applies fn to the local state (a change by this node), hands the result to the system
    replicator and reacts. */

@@ -24,6 +24,9 @@
 #include <czmq.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +173,7 @@ typedef struct {
     int64_t waiting_since; /* the first request sent since the last reply or the last dial; 0:
                               none waiting */
     uint32_t redial_after_ms;
+    bool check; /* its ZMQ_EVENTS to be read this turn (the actor's loop: THE LOOP in system.c) */
 } conn_t;
 
 typedef struct {
@@ -257,6 +261,10 @@ typedef struct {
     int on_time;
     uint64_t next_req, probe_seq;
     uint64_t rng;
+    /* readiness hints, as the node's loop (ddata.h, shoal_zmq_events) */
+    int epfd;
+    bool pipe_check, router_check, guard_check, conns_check;
+    int64_t next_recheck;
 } loop_t;
 
 static void *xcalloc(size_t n, size_t sz)
@@ -379,6 +387,31 @@ static void push_event(loop_t *l, const char *node_id, bool reachable)
 /* ---------------------------------------------------------------------------------------------
    Connections */
 
+enum { TAG_PIPE = 1, TAG_ROUTER, TAG_GUARD }; /* a connection's tag is its address */
+#define RECHECK_MS 2000
+
+static void watch(loop_t *l, void *zsock, uint64_t tag)
+{
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = tag};
+    int fd = shoal_zmq_fd(zsock);
+    if (l->epfd >= 0 && fd >= 0)
+        (void)epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+static void unwatch(loop_t *l, void *zsock)
+{
+    int fd = shoal_zmq_fd(zsock);
+    if (l->epfd >= 0 && fd >= 0)
+        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* A connection's socket came or went, or was sent on: read its EVENTS this turn. */
+static void conn_recheck(loop_t *l, conn_t *c)
+{
+    c->check = true;
+    l->conns_check = true;
+}
+
 static conn_t *conn_find(loop_t *l, const char *hb_ep)
 {
     for (size_t i = 0; i < l->nc; i++)
@@ -429,6 +462,8 @@ static conn_t *conn_get(loop_t *l, const char *hb_ep, const char *node_ep, int64
     snprintf(c->hb_ep, sizeof c->hb_ep, "%s", hb_ep);
     snprintf(c->node_ep, sizeof c->node_ep, "%s", node_ep);
     c->sock = s;
+    watch(l, zsock_resolve(s), (uint64_t)(uintptr_t)c);
+    conn_recheck(l, c);
     c->last_used = now;
     c->redial_after_ms = REDIAL_MIN_MS;
     l->conns = xrealloc(l->conns, (l->nc + 1) * sizeof *l->conns);
@@ -445,10 +480,10 @@ static void conn_send(loop_t *l, conn_t *c, const hb_msg_t *m, int64_t now)
     c->last_used = now;
     if (!c->waiting_since)
         c->waiting_since = now;
-    (void)l;
     /* EAGAIN (not connected yet, or the peer stopped reading): the message is lost, as a ping
        to a dead peer should be */
     (void)zmq_send(zsock_resolve(c->sock), buf, n, ZMQ_DONTWAIT);
+    conn_recheck(l, c);
 }
 
 static bool conn_referenced(const loop_t *l, const conn_t *c)
@@ -476,8 +511,11 @@ static void conns_redial(loop_t *l, int64_t now)
         zsock_t *s = conn_dial(l, c->hb_ep, c->node_ep);
         if (!s)
             continue; /* tried again next tick */
+        unwatch(l, zsock_resolve(c->sock));
         zsock_destroy(&c->sock);
         c->sock = s;
+        watch(l, zsock_resolve(s), (uint64_t)(uintptr_t)c);
+        conn_recheck(l, c);
         c->waiting_since = 0; /* the new socket's wait starts with its first request */
         l->st.redials++;
         c->redial_after_ms = c->redial_after_ms >= REDIAL_MAX_MS / 2 ? REDIAL_MAX_MS
@@ -490,6 +528,7 @@ static void conns_gc(loop_t *l, int64_t now, bool all_idle)
     for (size_t i = 0; i < l->nc;) {
         conn_t *c = l->conns[i];
         if (!conn_referenced(l, c) && (all_idle || now - c->last_used > CONN_IDLE_MS)) {
+            unwatch(l, zsock_resolve(c->sock));
             zsock_destroy(&c->sock);
             free(c);
             l->conns[i] = l->conns[--l->nc];
@@ -730,6 +769,7 @@ static void send_ack(loop_t *l, const uint8_t *rid, size_t rid_len, uint64_t req
     size_t n = hb_encode(&m, buf, sizeof buf);
     l->st.probes_answered++;
     /* a ROUTER drops what it cannot route or queue: never blocks */
+    l->router_check = true;
     if (zmq_send(l->router, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)rid_len)
         (void)zmq_send(l->router, buf, n, ZMQ_DONTWAIT);
 }
@@ -865,6 +905,7 @@ static void on_router_msg(loop_t *l, const uint8_t *rid, size_t rid_len, const u
                          .a_len = strlen(l->a->self_node_id)};
         uint8_t buf[EP_MAX + 32];
         size_t n = hb_encode(&pong, buf, sizeof buf);
+        l->router_check = true;
         if (zmq_send(l->router, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)rid_len)
             (void)zmq_send(l->router, buf, n, ZMQ_DONTWAIT);
     } else if (m.type == HB_PROBE_REQ) {
@@ -1076,53 +1117,95 @@ static void actor_fn(zsock_t *pipe, void *arg)
     l.next_tick = shoal_now_ms() + a->s.heartbeat_interval_ms;
     zsock_signal(pipe, 0);
 
-    zmq_pollitem_t *items = NULL;
-    size_t items_cap = 0;
-    bool running = true;
+    l.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l.epfd < 0)
+        zsys_error("heartbeat %s: epoll_create1: %s", a->endpoint, strerror(errno));
+    void *guard = shoal_listener_socket(a->guard);
+    watch(&l, zsock_resolve(pipe), TAG_PIPE);
+    watch(&l, l.router, TAG_ROUTER);
+    watch(&l, guard, TAG_GUARD);
+    l.pipe_check = l.router_check = l.guard_check = true;
+    conn_t **turn = NULL;
+    size_t turn_cap = 0;
+    bool running = l.epfd >= 0;
     while (running) {
         bool paused = atomic_load(&a->paused);
-        size_t n = 3 + l.nc;
-        if (n > items_cap) {
-            items_cap = n * 2;
-            items = xrealloc(items, items_cap * sizeof *items);
-        }
-        items[0] = (zmq_pollitem_t){.socket = zsock_resolve(pipe), .events = ZMQ_POLLIN};
-        items[1] = (zmq_pollitem_t){.socket = l.router, .events = ZMQ_POLLIN};
-        items[2] = (zmq_pollitem_t){.socket = shoal_listener_socket(a->guard),
-                                    .events = ZMQ_POLLIN};
-        conn_t **polled = xcalloc(l.nc, sizeof *polled);
-        size_t npolled = l.nc;
-        for (size_t i = 0; i < l.nc; i++) {
-            items[3 + i] = (zmq_pollitem_t){.socket = zsock_resolve(l.conns[i]->sock),
-                                            .events = ZMQ_POLLIN};
-            polled[i] = l.conns[i];
-        }
         int64_t now = shoal_now_ms();
         /* paused: no ticks, but wake up now and then to see the resume */
         int64_t wake = l.next_tick < l.next_check ? l.next_tick : l.next_check;
+        if (l.next_recheck < wake)
+            wake = l.next_recheck;
         long timeout = paused ? 10 : (long)(wake - now);
-        if (timeout < 0)
+        if (timeout < 0 || l.pipe_check || l.router_check || l.guard_check || l.conns_check)
             timeout = 0;
-        int rc = zmq_poll(items, (int)n, timeout);
+        struct epoll_event evs[32];
+        int n = epoll_wait(l.epfd, evs, 32, (int)timeout);
+        for (int i = 0; i < n; i++) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == TAG_PIPE)
+                l.pipe_check = true;
+            else if (tag == TAG_ROUTER)
+                l.router_check = true;
+            else if (tag == TAG_GUARD)
+                l.guard_check = true;
+            else
+                conn_recheck(&l, (conn_t *)(uintptr_t)tag);
+        }
         now = shoal_now_ms();
-        if (rc > 0) {
-            if (items[0].revents & ZMQ_POLLIN) {
+        if (now >= l.next_recheck) { /* a missed hint costs a second at most */
+            l.next_recheck = now + RECHECK_MS;
+            l.pipe_check = l.router_check = l.guard_check = l.conns_check = true;
+            for (size_t i = 0; i < l.nc; i++)
+                l.conns[i]->check = true;
+        }
+        if (l.pipe_check) {
+            l.pipe_check = false;
+            if (shoal_zmq_events(zsock_resolve(pipe)) & ZMQ_POLLIN) {
                 char *cmd = zstr_recv(pipe);
                 if (!cmd || strcmp(cmd, "$TERM") == 0)
                     running = false;
                 zstr_free(&cmd);
+                l.pipe_check = true;
             }
-            if (items[1].revents & ZMQ_POLLIN)
-                drain_router(&l, paused, now);
-            if (items[2].revents & ZMQ_POLLIN)
-                shoal_listener_drain(a->guard);
-            for (size_t i = 0; i < npolled; i++)
-                if (items[3 + i].revents & ZMQ_POLLIN)
-                    drain_conn(&l, polled[i], paused, now);
         }
-        free(polled);
         if (!running)
             break;
+        if (l.router_check) {
+            l.router_check = false;
+            if (shoal_zmq_events(l.router) & ZMQ_POLLIN)
+                drain_router(&l, paused, now);
+            if (shoal_zmq_events(l.router) & ZMQ_POLLIN)
+                l.router_check = true;
+        }
+        if (l.guard_check) {
+            l.guard_check = false;
+            if (shoal_zmq_events(guard) & ZMQ_POLLIN)
+                shoal_listener_drain(a->guard);
+            if (shoal_zmq_events(guard) & ZMQ_POLLIN)
+                l.guard_check = true;
+        }
+        if (l.conns_check) {
+            l.conns_check = false;
+            /* the connections as the turn began: a reply may open or drop one */
+            size_t nturn = l.nc;
+            if (nturn > turn_cap) {
+                turn_cap = nturn * 2;
+                turn = xrealloc(turn, turn_cap * sizeof *turn);
+            }
+            for (size_t i = 0; i < nturn; i++)
+                turn[i] = l.conns[i];
+            for (size_t i = 0; i < nturn; i++) {
+                conn_t *c = turn[i];
+                if (!c->check)
+                    continue;
+                c->check = false;
+                void *sock = zsock_resolve(c->sock);
+                if (shoal_zmq_events(sock) & ZMQ_POLLIN)
+                    drain_conn(&l, c, paused, now);
+                if (shoal_zmq_events(zsock_resolve(c->sock)) & ZMQ_POLLIN)
+                    conn_recheck(&l, c);
+            }
+        }
         if (!paused) {
             apply_peers(&l, now);
             if (now >= l.next_tick)
@@ -1135,7 +1218,7 @@ static void actor_fn(zsock_t *pipe, void *arg)
         publish_stats(&l);
     }
 
-    free(items);
+    free(turn);
     for (size_t i = 0; i < l.nt; i++)
         target_free(l.targets[i]);
     free(l.targets);
@@ -1146,6 +1229,8 @@ static void actor_fn(zsock_t *pipe, void *arg)
     conns_gc(&l, 0, true);
     free(l.conns);
     free(l.obo);
+    if (l.epfd >= 0)
+        close(l.epfd);
     shoal_listener_destroy(&a->guard);
     zsock_destroy(&a->router);
 }

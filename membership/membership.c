@@ -2588,6 +2588,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
         return NULL;
     }
     *err = 0;
+    cluster_http_provide(c);
     return c;
 }
 
@@ -2630,6 +2631,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
         return;
     shoal_cluster_t *c = *self_p;
     *self_p = NULL;
+    cluster_http_withdraw(c); /* no request may reach c from here on */
     /* first the node thread lets go of everything (timers, handlers, listeners, the heartbeat
        actor), then the actor stops (its thread reads the node's faults: the node outlives it) */
     if (c->sysrepl)

@@ -1,15 +1,20 @@
-/*  metrics.c — membership's part of the Prometheus endpoint (see ddata.h, METRICS).
+/*  metrics.c — membership's part of the management endpoint (see ddata.h, METRICS AND THE
+    MANAGEMENT ENDPOINT): its metric families, GET /cluster/members, POST /cluster/members/<member>
+    (leave or down) and the "cluster" readiness check. shoal_cluster_new provides them to the node;
+    shoal_cluster_destroy withdraws them.
 
-    The collector runs on the node thread, where shoal_cluster_view and shoal_cluster_stats read
-    the state directly (cluster_call does not hop threads there), so a scrape sees one consistent
-    state and costs the cluster no extra round trip.
+    Everything here runs on the node thread, where shoal_cluster_view, shoal_cluster_stats, leave
+    and down act on the state directly (cluster_call does not hop threads there), so a scrape or a
+    probe sees one consistent state and costs the cluster no extra round trip.
 */
-#include "membership.h"
+#include "cluster_internal.h"
 
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     shoal_member_status_t status;
@@ -117,4 +122,234 @@ int shoal_cluster_metrics(shoal_cluster_t *c, shoal_metrics_t *m)
     if (!c || !m)
         return SHOAL_EINVAL;
     return shoal_metrics_add(m, collect, c);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Routes
+ */
+static void route_members(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    shoal_cluster_view_t v;
+    int rc = shoal_cluster_view(arg, &v);
+    if (rc < 0) {
+        shoal_http_error(rep, 503, "no view of the cluster: %s", shoal_strerror(rc));
+        return;
+    }
+    shoal_cluster_view_json(&v, &rep->body);
+    shoal_buf_append(&rep->body, "\n", 1);
+    shoal_cluster_view_free(&v);
+}
+
+/* POST /cluster/members/<node id or host:port>, the action in the body or ?action=: "leave" or
+   "down" (as `shoal-cluster leave|down`). */
+static void route_member_action(shoal_system_t *sys, const shoal_http_request_t *req,
+                                shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    const char *action = shoal_http_param(req, "action");
+    char word[16] = "";
+    if (!action) { /* the body, trimmed: `curl -d down` */
+        const char *b = req->body;
+        b += strspn(b, " \t\r\n");
+        size_t n = strcspn(b, " \t\r\n");
+        if (n < sizeof word)
+            memcpy(word, b, n), word[n] = 0;
+        action = word;
+    }
+    bool down = strcmp(action, "down") == 0;
+    if (!down && strcmp(action, "leave") != 0) {
+        shoal_http_error(rep, 400, "say what to do with the member: leave or down (the body, or "
+                                   "?action=), not '%.32s'", action);
+        return;
+    }
+    if (!req->rest[0]) {
+        shoal_http_error(rep, 400, "name the member: POST /cluster/members/<host:port or node id>");
+        return;
+    }
+    const shoal_node_t *node = shoal_cluster_find(c, req->rest);
+    if (!node) {
+        shoal_http_error(rep, 404, "no member %.200s", req->rest);
+        return;
+    }
+    int rc = down ? shoal_cluster_down(c, node) : shoal_cluster_leave(c, node);
+    if (rc < 0) {
+        shoal_http_error(rep, rc == SHOAL_ENOTMEMBER ? 404 : 409, "%s %s: %s", action,
+                         shoal_node_id(node), shoal_strerror(rc));
+        return;
+    }
+    rep->status = 202; /* accepted: the cluster carries it out through gossip */
+    shoal_buf_printf(&rep->body, "{\"member\":");
+    shoal_buf_json_string(&rep->body, shoal_node_id(node));
+    shoal_buf_printf(&rep->body, ",\"action\":\"%s\"}\n", down ? "down" : "leave");
+}
+
+/* Ready: Up, allowed to act, and a majority of the Up members reachable (so this node's side of
+   a partition can still decide anything). */
+static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    shoal_cluster_view_t v;
+    if (shoal_cluster_view(c, &v) < 0) {
+        shoal_buf_printf(reason, "membership is stopping");
+        return false;
+    }
+    bool ok = false;
+    const shoal_member_t *me = v.self ? shoal_cluster_view_member(&v, v.self) : NULL;
+    size_t up = 0, reachable = 0;
+    for (size_t i = 0; i < v.n_members; i++) {
+        const shoal_member_t *m = &v.members[i];
+        if (m->status != SHOAL_MEMBER_UP && m->status != SHOAL_MEMBER_LEAVING)
+            continue;
+        up++;
+        reachable += m->reachable;
+    }
+    if (!me && v.discovery) /* seed discovery says what it waits for */
+        shoal_buf_printf(reason, "in no cluster (%s)", v.discovery);
+    else if (!me)
+        shoal_buf_printf(reason, "in no cluster%s", v.joining ? " (asking the seeds to join)" :
+                                                                " (no seeds: waiting to be joined)");
+    else if (me->status != SHOAL_MEMBER_UP)
+        shoal_buf_printf(reason, "member status %s, not up", shoal_member_status_name(me->status));
+    else if (!v.may_act)
+        shoal_buf_printf(reason, "not allowed to act (downed, or frozen by a clock gap)");
+    else if (reachable * 2 <= up)
+        shoal_buf_printf(reason, "no quorum: %zu of %zu up members reachable", reachable, up);
+    else
+        ok = true;
+    shoal_cluster_view_free(&v);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Recent events: GET /cluster/events, the last EVENTS_KEPT cluster events this node saw (oldest
+ * first), for the dashboard and for an operator asking "what just happened". A ring of fixed
+ * entries filled on the node thread: nothing allocated per event.
+ */
+#define EVENTS_KEPT 64
+
+typedef struct {
+    int64_t at_ms; /* wall clock */
+    shoal_cluster_event_kind_t kind;
+    char node[SHOAL_NODE_ID_MAX + 1]; /* the member, or the new leader ("" when none) */
+    char role[64];                    /* ROLE_LEADER_CHANGED */
+    bool converged;                   /* CONVERGENCE */
+} event_t;
+
+struct cluster_events {
+    int sub;
+    bool in_snapshot; /* the state as events at subscription: not news */
+    event_t ring[EVENTS_KEPT];
+    size_t next, n;
+};
+
+static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev, void *arg)
+{
+    (void)c;
+    struct cluster_events *e = arg;
+    if (ev->kind == SHOAL_EV_SNAPSHOT_BEGIN || ev->kind == SHOAL_EV_SNAPSHOT_END) {
+        e->in_snapshot = ev->kind == SHOAL_EV_SNAPSHOT_BEGIN;
+        return;
+    }
+    if (e->in_snapshot)
+        return;
+    event_t *x = &e->ring[e->next];
+    e->next = (e->next + 1) % EVENTS_KEPT;
+    e->n += e->n < EVENTS_KEPT;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    x->at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    x->kind = ev->kind;
+    const shoal_node_t *n = ev->member ? ev->member->node : ev->leader;
+    snprintf(x->node, sizeof x->node, "%s", n ? shoal_node_id(n) : "");
+    snprintf(x->role, sizeof x->role, "%s", ev->role ? ev->role : "");
+    x->converged = ev->converged;
+}
+
+static void route_events(shoal_system_t *sys, const shoal_http_request_t *req,
+                         shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    struct cluster_events *e = ((shoal_cluster_t *)arg)->events;
+    shoal_buf_t *out = &rep->body;
+    shoal_buf_printf(out, "{\"events\":[");
+    for (size_t i = 0; e && i < e->n; i++) {
+        const event_t *x = &e->ring[(e->next + EVENTS_KEPT - e->n + i) % EVENTS_KEPT];
+        time_t t = (time_t)(x->at_ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char when[40];
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        shoal_buf_printf(out, "%s{\"at\":\"%s.%03dZ\",\"event\":\"%s\"", i ? "," : "", when,
+                         (int)(x->at_ms % 1000), shoal_cluster_event_name(x->kind));
+        if (x->node[0]) {
+            shoal_buf_printf(out, ",\"node\":");
+            shoal_buf_json_string(out, x->node);
+        }
+        if (x->kind == SHOAL_EV_ROLE_LEADER_CHANGED) {
+            shoal_buf_printf(out, ",\"role\":");
+            shoal_buf_json_string(out, x->role);
+        }
+        if (x->kind == SHOAL_EV_CONVERGENCE)
+            shoal_buf_printf(out, ",\"converged\":%s", x->converged ? "true" : "false");
+        shoal_buf_printf(out, "}");
+    }
+    shoal_buf_printf(out, "]}\n");
+}
+
+static int events_start(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    int id = shoal_cluster_subscribe(c, on_event, c->events);
+    if (id < 0)
+        return id;
+    c->events->sub = id;
+    return 0;
+}
+
+static int events_stop(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    shoal_cluster_unsubscribe(c, c->events->sub);
+    return 0;
+}
+
+static void provide(shoal_metrics_t *m, void *arg)
+{
+    shoal_metrics_add(m, collect, arg);
+    cluster_http_dashboard(m, arg);
+    shoal_http_route(m, "/cluster/events", SHOAL_HTTP_GET, route_events, arg);
+    shoal_http_route(m, "/cluster/members", SHOAL_HTTP_GET, route_members, arg);
+    shoal_http_route(m, "/cluster/members/", SHOAL_HTTP_POST, route_member_action, arg);
+    shoal_http_ready_check(m, "cluster", ready, arg);
+}
+
+int cluster_http_provide(shoal_cluster_t *c)
+{
+    /* events are kept from the start, so an endpoint started later still shows how the node
+       got where it is */
+    c->events = calloc(1, sizeof *c->events);
+    if (!c->events)
+        abort();
+    if (cluster_call(c, events_start, c) < 0) {
+        free(c->events);
+        c->events = NULL;
+    }
+    return shoal_http_provide(shoal_cluster_system(c), provide, c);
+}
+
+void cluster_http_withdraw(shoal_cluster_t *c)
+{
+    shoal_http_withdraw(shoal_cluster_system(c), c);
+    if (c->events && c->sysrepl)
+        cluster_call(c, events_stop, c);
+    free(c->events);
+    c->events = NULL;
 }

@@ -311,15 +311,8 @@ static int run_query(shoal_region_t *r, query_t *q, uint32_t timeout_ms)
     int rc = shoal_system_call(r->sys, start_on_node, &x);
     if (rc < 0)
         return rc;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
     uint64_t wait_ms = (timeout_ms ? timeout_ms : r->s.shard_region_query_timeout_ms) + 5000;
-    until.tv_sec += (time_t)(wait_ms / 1000);
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = shoal_deadline_in(wait_ms);
     pthread_mutex_lock(&q->mu);
     int w = 0;
     while (!q->done && w != ETIMEDOUT)

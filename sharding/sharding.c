@@ -288,6 +288,7 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
         return NULL;
     }
     *err = 0;
+    sharding_http_provide(sh);
     return sh;
 }
 
@@ -320,6 +321,7 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
         return;
     shoal_sharding_t *sh = *self_p;
     *self_p = NULL;
+    sharding_http_withdraw(sh); /* no request may reach sh from here on */
     int rc = shoal_system_call(sh->sys, stop_on_node, sh);
     if (rc == SHOAL_EDEADLK) {
         zsys_error("shoal_sharding_destroy called from the node thread: refused");
@@ -528,9 +530,9 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
         for (size_t i = 0; i < sh->n_regions; i++) {
             uint64_t v;
             memcpy(&v, (const char *)&st[i] + fams[f].off, sizeof v);
-            shoal_buf_printf(out, "%s{type=", shoal_buf_cstr(&name));
+            shoal_buf_printf(out, "%s{type=\"", shoal_buf_cstr(&name));
             shoal_metrics_label_value(out, sh->regions[i]->name);
-            shoal_buf_printf(out, "} %llu\n", (unsigned long long)v);
+            shoal_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
         }
         shoal_buf_free(&name);
     }
@@ -538,9 +540,9 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
                          "Messages that could not be delivered, by reason");
     for (size_t i = 0; i < sh->n_regions; i++)
         for (int d = 1; d < SHOAL_DL_REASONS; d++) {
-            shoal_buf_printf(out, "shoal_sharding_dead_letters_total{type=");
+            shoal_buf_printf(out, "shoal_sharding_dead_letters_total{type=\"");
             shoal_metrics_label_value(out, sh->regions[i]->name);
-            shoal_buf_printf(out, ",reason=\"%s\"} %llu\n",
+            shoal_buf_printf(out, "\",reason=\"%s\"} %llu\n",
                              shoal_dead_letter_name((shoal_dead_letter_t)d),
                              (unsigned long long)st[i].dead_letters[d]);
         }

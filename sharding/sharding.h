@@ -572,7 +572,19 @@ bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size
 int shoal_external_allocate(shoal_region_t *r, const char *shard, const char *address,
                             uint32_t timeout_ms);
 
-/* Adds sharding's counters to a node's metrics endpoint (see ddata.h, METRICS). */
+/* PLACEMENT, as this node knows it: the coordinator's state in this node's replica of the role's
+   replicator (THE COORDINATOR'S STATE), else what the region learned from the coordinator. The
+   node hosting a shard of r's type, or the shard of an entity id (NULL: not allocated, or not
+   known here yet); the node running the type's coordinator (NULL: none yet). Interned node ids.
+   Thread-safe. The management endpoint's /cluster/shards/<type> gives the same answers. */
+const shoal_node_t *shoal_region_shard_home(shoal_region_t *r, const char *shard);
+const shoal_node_t *shoal_region_entity_home(shoal_region_t *r, const char *entity_id);
+const shoal_node_t *shoal_region_coordinator(shoal_region_t *r);
+
+/* Adds sharding's counters to a node's metrics endpoint (see ddata.h, METRICS AND THE MANAGEMENT
+   ENDPOINT). Sharding provides them, with GET /cluster/shards[/<type>] and the "sharding"
+   readiness check (every type registered with its coordinator), to every endpoint of its node by
+   itself: this call is for an endpoint's collector list alone. */
 int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m);
 
 #ifdef __cplusplus

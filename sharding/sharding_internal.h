@@ -428,5 +428,9 @@ bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
 bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
 shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
 shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+/* sharding's routes, check and collector on the node's management endpoints (http.c): provided
+   once sharding runs, withdrawn first thing at destroy */
+int sharding_http_provide(shoal_sharding_t *sh);
+void sharding_http_withdraw(shoal_sharding_t *sh);
 
 #endif

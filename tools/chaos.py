@@ -639,6 +639,8 @@ def main():
     ap.add_argument('--nodes', type=int, default=5)
     ap.add_argument('--seed', type=int, default=None)
     ap.add_argument('--net', choices=['auto', 'netns', 'loopback'], default='auto')
+    ap.add_argument('--tools', default=None,
+                    help='where ddata-dump and shoal-cluster are (default: --bin)')
     ap.add_argument('--out', default='build/chaos')
     ap.add_argument('--workers', type=int, default=4)
     ap.add_argument('--entities', type=int, default=16)
@@ -664,8 +666,11 @@ def main():
         log('--nodes takes 2 to 9')
         return 2
     converge_timeout = args.converge_timeout or (120 if args.timing == 'fast' else 180)
-    dump = os.path.join(args.bin, 'ddata-dump')
-    cluster_tool = os.path.join(args.bin, 'shoal-cluster')
+    # the operator tools come from --tools (default: --bin); the sanitized smoke's --bin holds
+    # only the chaos programs, its tools are the release ones
+    tools = args.tools or args.bin
+    dump = os.path.join(tools, 'ddata-dump')
+    cluster_tool = os.path.join(tools, 'shoal-cluster')
     for path in [os.path.join(args.bin, b) for b in ('chaos-node', 'chaos-client')] + [dump, cluster_tool]:
         if not os.access(path, os.X_OK):
             log('%s is missing: build it with scons (scons chaos does)' % path)

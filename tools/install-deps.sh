@@ -1,9 +1,11 @@
 #!/bin/sh
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
 # (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext;
-#  dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
-#  and a port of its own; -base is the program without the system service that would take
-#  port 53 from the machine's resolver.)
+# prometheus: test_http runs its promtool on every node binary's /metrics; chromium,
+# chromium-driver, python3-selenium: test_dashboard drives the dashboard in headless Chromium;
+# dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
+# and a port of its own; -base is the program without the system service that would take
+# port 53 from the machine's resolver.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -18,7 +20,10 @@ PACKAGES="
   clang libclang-rt-14-dev valgrind
   serf
   redis-server redis-tools libhiredis-dev
-  tshark dnsmasq-base
+  tshark
+  prometheus
+  chromium chromium-driver python3-selenium
+  dnsmasq-base
   iproute2 iptables iputils-ping faketime
 "
 

@@ -3,7 +3,7 @@
     prints one line per cluster event.
 
       shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]
-                   [--role NAME]... [--config FILE] [--fast] [--quiet]
+                   [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]
 
     --bind     where the node listens (default tcp://127.0.0.1:2552)
     --seed     a seed node's endpoint, repeatable; list this node's own endpoint first to let it
@@ -15,6 +15,9 @@
     --role     a role of this member, repeatable
     --config   a ZPL settings file (shoal/remote/..., shoal/cluster/...); the options above
                override what it sets
+    --http     serve the management endpoint (docs/operations.md: /cluster/members,
+               /health/ready, /health/alive, /metrics, ...) on HOST:PORT; HOST defaults to
+               127.0.0.1. Off without it.
     --fast     short timings (gossip and heartbeats 200 ms, stable-after 2 s), for tests
     --quiet    no event lines
 
@@ -50,7 +53,8 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
-               "                    [--role NAME]... [--config FILE] [--fast] [--quiet]\n"
+               "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
+               "                    [--quiet]\n"
                "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
 }
 
@@ -161,7 +165,7 @@ static bool need_arg(int argc, char **argv, int i)
 
 int main(int argc, char **argv)
 {
-    const char *bind = NULL, *config_path = NULL, *discover = NULL;
+    const char *bind = NULL, *config_path = NULL, *discover = NULL, *http = NULL;
     const char *seeds[MAX_LIST], *roles[MAX_LIST];
     size_t n_seeds = 0, n_roles = 0;
     bool fast = false, quiet = false;
@@ -190,6 +194,15 @@ int main(int argc, char **argv)
             if (!need_arg(argc, argv, i))
                 return 2;
             config_path = argv[++i];
+        } else if (strcmp(a, "--http") == 0) {
+            if (!need_arg(argc, argv, i))
+                return 2;
+            http = argv[++i];
+            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
+                fprintf(stderr, "shoal-member: --http takes [HOST:]PORT (HOST an IP address), "
+                                "not '%s'\n", http);
+                return 2;
+            }
         } else if (strcmp(a, "--fast") == 0) {
             fast = true;
         } else if (strcmp(a, "--quiet") == 0) {
@@ -309,7 +322,19 @@ int main(int argc, char **argv)
         shoal_config_destroy(&cfg);
         return 1;
     }
+    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &rc) : NULL;
+    if (http && !endpoint) {
+        fprintf(stderr, "shoal-member: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
+        shoal_cluster_destroy(&c);
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
     printf("shoal-member: %s listening at %s\n", self, shoal_system_endpoint(sys));
+    if (endpoint)
+        printf("shoal-member: management endpoint on port %u\n",
+               (unsigned)shoal_metrics_port(endpoint));
     if (cs.discovery)
         printf("shoal-member: finding the seeds through %s\n", cs.discovery);
     else if (cs.n_seed_nodes == 0)
@@ -346,6 +371,7 @@ int main(int argc, char **argv)
     printf("shoal-member: %s stopped: %s\n", self,
            by_signal && !shutdown_reason ? "shut down" : reason_text(shutdown_reason));
     fflush(stdout);
+    shoal_metrics_stop(&endpoint);
     shoal_cluster_destroy(&c);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);

@@ -3,7 +3,7 @@
     finds its data where it left it and catches up on the rest by gossip.
 
       kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR
-                   [--discover NAME] [--min-members N] [--fast]
+                   [--discover NAME] [--min-members N] [--http [HOST:]PORT] [--fast]
       kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
       kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
       kvstore del   PORT KEY [CONS]           remove a key
@@ -24,6 +24,8 @@
     a cluster started N at a time does not take majority writes while it has fewer. Majority and
     all are refused (exit 1, "no quorum") while the node is not Up: a node in no cluster has no
     majority to count.
+    --http serves the node's management endpoint (members, health probes, replicators, metrics:
+    docs/operations.md) on HOST:PORT, 127.0.0.1 when no HOST is given; off without it.
     The commands are clients of one node: they do not join the cluster.
 
     Exit codes: 0 ok; 1 refused, timed out (the consistency level was not reached in time: a write
@@ -75,7 +77,8 @@ static void sleep_ms(int ms)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR\n"
-               "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N] [--fast]\n"
+               "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N]\n"
+               "                    [--http [HOST:]PORT] [--fast]\n"
                "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
                "       kvstore get PORT [KEY] [local|majority|all|N]\n"
                "       kvstore del PORT KEY [local|majority|all|N]\n"
@@ -107,7 +110,7 @@ static bool is_endpoint(const char *s)
 
 static int run_node(int argc, char **argv)
 {
-    const char *bind = NULL, *data = NULL, *discover = NULL;
+    const char *bind = NULL, *data = NULL, *discover = NULL, *http = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     bool fast = false, new_cluster = false;
@@ -115,7 +118,8 @@ static int run_node(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data") ||
-                           !strcmp(a, "--min-members") || !strcmp(a, "--discover");
+                           !strcmp(a, "--min-members") || !strcmp(a, "--discover") ||
+                           !strcmp(a, "--http");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kvstore: %s needs a value\n", a);
             return EXIT_USAGE;
@@ -139,6 +143,13 @@ static int run_node(int argc, char **argv)
             if (errno || *end || end == argv[i] || min_members < 1 || min_members > 1000) {
                 fprintf(stderr, "kvstore: --min-members takes a number from 1 to 1000, not '%s'\n",
                         argv[i]);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--http")) {
+            http = argv[++i];
+            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
+                fprintf(stderr, "kvstore: --http takes [HOST:]PORT (HOST an IP address), not '%s'\n",
+                        http);
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--fast")) {
@@ -241,8 +252,17 @@ static int run_node(int argc, char **argv)
               (rc = shoal_system_call(sys, setup_on_node, c)) < 0)) {
         shoal_cluster_destroy(&c);
     }
+    shoal_metrics_t *endpoint = NULL;
+    if (c && http) {
+        endpoint = shoal_http_start(sys, http, &rc);
+        if (endpoint)
+            shoal_durable_metrics(durable, endpoint);
+        else
+            shoal_cluster_destroy(&c);
+    }
     if (!c) {
-        fprintf(stderr, "kvstore: cannot start %s: %s\n", rep ? "membership" : "the replicator",
+        fprintf(stderr, "kvstore: cannot start %s: %s\n",
+                !rep ? "the replicator" : http && !endpoint ? "the HTTP endpoint" : "membership",
                 shoal_strerror(rc));
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
@@ -275,7 +295,9 @@ static int run_node(int argc, char **argv)
         fprintf(stderr, "kvstore: %s: the cluster stopped this node\n", self);
         exit_code = EXIT_REFUSED;
     }
-    /* The order matters: the cluster uses the replicator, which uses the node and the store. */
+    /* The order matters: the endpoint reads the cluster and the store; the cluster uses the
+       replicator, which uses the node and the store. */
+    shoal_metrics_stop(&endpoint);
     shoal_cluster_destroy(&c);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);

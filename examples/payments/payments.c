@@ -3,8 +3,10 @@
 
       payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] [--keep]
                                                     the whole run (the driver)
-      payments --node --bind EP --seed EP --data DIR
-                                                    one payment node (the driver starts them)
+      payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]
+                                                    one payment node (the driver starts them;
+                                                    --http serves its management endpoint,
+                                                    docs/operations.md)
 
     THE FLOW of a payment is an entity of type "payment" (entity id = payment id) whose every step
     is stored as its entity state in the role's replicator, durable in LMDB on each node:
@@ -358,6 +360,7 @@ typedef struct {
     shoal_replicator_t *rep;
     shoal_durable_t *durable;
     shoal_sharding_t *sh;
+    shoal_metrics_t *http; /* --http: the management endpoint */
 } node_t;
 
 static void type_settings(shoal_sharding_settings_t *s, uint32_t shards, bool state,
@@ -449,6 +452,7 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
 
 static void node_stop(node_t *n)
 {
+    shoal_metrics_stop(&n->http);
     shoal_producer_destroy(&settle_p);
     shoal_sharding_destroy(&n->sh);
     shoal_cluster_destroy(&n->cl);
@@ -463,7 +467,7 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static int run_node(const char *bind, const char *seed, const char *data)
+static int run_node(const char *bind, const char *seed, const char *data, const char *http)
 {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -471,6 +475,12 @@ static int run_node(const char *bind, const char *seed, const char *data)
     node_t n;
     if (node_start(&n, bind, seed, data, true) != 0) {
         fprintf(stderr, "payments: node %s did not start\n", bind);
+        return 1;
+    }
+    int err = 0;
+    if (http && !(n.http = shoal_http_start(n.sys, http, &err))) {
+        fprintf(stderr, "payments: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
+        node_stop(&n);
         return 1;
     }
     while (!stop && !shoal_cluster_terminated(n.cl))
@@ -1141,7 +1151,7 @@ int main(int argc, char **argv)
 {
     int n = 2000, nodes = 3, rate = -1;
     bool node = false, quick = false, bench = false, keep = false;
-    const char *bind = NULL, *seed = NULL, *data = NULL;
+    const char *bind = NULL, *seed = NULL, *data = NULL, *http = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--node"))
             node = true;
@@ -1168,16 +1178,22 @@ int main(int argc, char **argv)
             seed = argv[++i];
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "--http") && i + 1 < argc) {
+            http = argv[++i];
+            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
+                fprintf(stderr, "payments: --http takes [HOST:]PORT, not '%s'\n", http);
+                return 2;
+            }
+        } else {
             fprintf(stderr,
                     "usage: payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] "
                     "[--keep]\n"
-                    "       payments --node --bind EP --seed EP --data DIR\n");
+                    "       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]\n");
             return 2;
         }
     }
     if (node)
-        return bind && seed ? run_node(bind, seed, data) : 2;
+        return bind && seed ? run_node(bind, seed, data, http) : 2;
     if (rate < 0) /* not given: 400 a second (the short run 200), the benchmark unpaced */
         rate = bench ? 0 : quick ? 200 : 400;
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */

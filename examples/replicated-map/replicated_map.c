@@ -1,7 +1,10 @@
 /*  replicated-map — a replicated key-value map (an LWWMap under one key) shared by node processes,
     with a chosen consistency.
 
-      replicated-map node PORT [PEER_PORT ...]      run a node on 127.0.0.1:PORT until Ctrl-C
+      replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]
+                                                    run a node on 127.0.0.1:PORT until Ctrl-C
+                                                    (--http: its management endpoint, with
+                                                    /metrics and /cluster/replicators)
       replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT
       replicated-map get  PORT [KEY] [CONS]         read (the whole map, or one key)
       replicated-map del  PORT KEY [CONS]           remove a key
@@ -63,7 +66,7 @@ static int connect_peers(shoal_system_t *sys, void *arg)
     return 0;
 }
 
-static int run_node(const char *port, int n_peers, char **peers)
+static int run_node(const char *port, int n_peers, char **peers, const char *http)
 {
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
@@ -84,6 +87,13 @@ static int run_node(const char *port, int n_peers, char **peers)
         shoal_system_destroy(&sys);
         return 1;
     }
+    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &err) : NULL;
+    if (http && !endpoint) {
+        fprintf(stderr, "replicated-map: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        return 1;
+    }
     peers_t p = {n_peers, peers};
     shoal_system_call(sys, connect_peers, &p);
     signal(SIGINT, on_signal);
@@ -92,6 +102,7 @@ static int run_node(const char *port, int n_peers, char **peers)
     fflush(stdout);
     while (!stop)
         usleep(50000);
+    shoal_metrics_stop(&endpoint);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);
     return 0;
@@ -208,14 +219,28 @@ int main(int argc, char **argv)
 {
     if (argc < 3 || strcmp(argv[1], "--help") == 0) {
         fprintf(stderr,
-                "usage: replicated-map node PORT [PEER_PORT ...]\n"
+                "usage: replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]\n"
                 "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
                 "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
                 "       replicated-map del PORT KEY [local|majority|all|N]\n"
                 "       replicated-map wait PORT N\n");
         return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
-    if (strcmp(argv[1], "node") == 0)
-        return run_node(argv[2], argc - 3, argv + 3);
+    if (strcmp(argv[1], "node") == 0) {
+        /* --http SPEC may come anywhere after PORT; the other arguments are peer ports */
+        const char *http = NULL;
+        int n = 0;
+        for (int i = 3; i < argc; i++) {
+            if (strcmp(argv[i], "--http") != 0) {
+                argv[3 + n++] = argv[i];
+            } else if (i + 1 < argc && shoal_http_parse(argv[i + 1], NULL, 0, NULL) == 0) {
+                http = argv[++i];
+            } else {
+                fprintf(stderr, "replicated-map: --http takes [HOST:]PORT\n");
+                return 2;
+            }
+        }
+        return run_node(argv[2], n, argv + 3, http);
+    }
     return client_command(argc, argv);
 }

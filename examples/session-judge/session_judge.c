@@ -4,7 +4,9 @@
       session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]
                     [--short] [--bench] [--keep]
       session-judge --node --bind EP --seed EP --redis PORT --index I --partitions P --dir DIR
-                                                              one judge node (started by the run)
+                    [--http [HOST:]PORT]                      one judge node (started by the run;
+                                                              --http: its management endpoint,
+                                                              docs/operations.md)
 
     THE LOG. Game servers (here: a thread of the driver) append each game's events — game id,
     sequence number, player, action — to a Redis stream `events:<p>`, p = hash(game) mod P, so one
@@ -470,6 +472,7 @@ typedef struct {
     shoal_system_t *sys;
     shoal_cluster_t *cl;
     shoal_sharding_t *sh;
+    shoal_metrics_t *http; /* --http: the management endpoint */
 } node_t;
 
 static int partitions = 8;
@@ -537,6 +540,7 @@ static int node_stop(node_t *n, bool leave)
                 atomic_load(&readers_running));
         return -1;
     }
+    shoal_metrics_stop(&n->http);
     shoal_sharding_destroy(&n->sh);
     shoal_cluster_destroy(&n->cl);
     shoal_system_destroy(&n->sys);
@@ -549,7 +553,7 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static int run_node(const char *bind, const char *seed, const char *dir)
+static int run_node(const char *bind, const char *seed, const char *dir, const char *http)
 {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -564,6 +568,12 @@ static int run_node(const char *bind, const char *seed, const char *dir)
     node_t n;
     if (node_start(&n, bind, seed, true) != 0) {
         fprintf(stderr, "session-judge: node %s did not start\n", bind);
+        return 1;
+    }
+    int err = 0;
+    if (http && !(n.http = shoal_http_start(n.sys, http, &err))) {
+        fprintf(stderr, "session-judge: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
+        node_stop(&n, false);
         return 1;
     }
     while (!stop && !shoal_cluster_terminated(n.cl))
@@ -1185,7 +1195,7 @@ int main(int argc, char **argv)
 {
     int games = 200, events = 100, nodes = 3, duration_ms = 15000;
     bool node = false, bench = false, keep = false;
-    const char *bind = NULL, *seed = NULL, *dir = NULL;
+    const char *bind = NULL, *seed = NULL, *dir = NULL, *http = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool good = true;
@@ -1213,6 +1223,8 @@ int main(int argc, char **argv)
             seed = v, i++;
         else if (!strcmp(a, "--dir"))
             dir = v, i++;
+        else if (!strcmp(a, "--http"))
+            good = shoal_http_parse(v, NULL, 0, NULL) == 0, http = v, i++;
         else if (!strcmp(a, "--redis"))
             good = number(v, 1, 65535, &redis_port), i++;
         else if (!strcmp(a, "--index"))
@@ -1236,7 +1248,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "session-judge --node needs --bind --seed --dir --redis --index\n");
             return 2;
         }
-        return run_node(bind, seed, dir);
+        return run_node(bind, seed, dir, http);
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
     return run_driver(games, events, nodes, duration_ms, bench, keep);

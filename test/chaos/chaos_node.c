@@ -463,14 +463,14 @@ static int usage(void)
     fprintf(stderr, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
                     "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
                     "[--timing fast|generous|default] [--shards N] "
-                    "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"]\n");
+                    "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *bind = NULL, *data = NULL, *logpath = NULL, *timing = "fast", *fault = NULL;
-    const char *discover = NULL;
+    const char *discover = NULL, *http = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     unsigned shards = 20;
@@ -497,6 +497,8 @@ int main(int argc, char **argv)
             shards = (unsigned)atoi(v);
         else if (!strcmp(a, "--fault"))
             fault = v;
+        else if (!strcmp(a, "--http") && shoal_http_parse(v, NULL, 0, NULL) == 0)
+            http = v;
         else
             return usage();
     }
@@ -609,6 +611,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "chaos-node: cannot start: %s\n", shoal_strerror(rc));
         _exit(1); /* half-built: nothing to keep, the store is consistent at every commit */
     }
+    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &rc) : NULL;
+    if (http && !endpoint) {
+        fprintf(stderr, "chaos-node: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
+        _exit(1);
+    }
+    if (endpoint)
+        shoal_durable_metrics(durable, endpoint);
     fprintf(stderr, "chaos-node %d: %s at %s, data in %s\n", node_index,
             shoal_node_id(shoal_system_self(sys)), bind, data);
 
@@ -624,6 +633,7 @@ int main(int argc, char **argv)
                 node_index);
         exit_code = 3;
     }
+    shoal_metrics_stop(&endpoint);
     shoal_producer_destroy(&producer);
     shoal_sharding_destroy(&sh);
     shoal_cluster_destroy(&cluster);

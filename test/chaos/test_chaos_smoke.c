@@ -26,7 +26,7 @@ static void test_chaos_smoke(void **state)
     if (access("tools/chaos.py", R_OK) != 0 || access("build/check/bin/chaos-node", X_OK) != 0)
         fail_msg("run from the repository root after scons built build/check/bin/chaos-node");
     /* the suite's own scratch directory, apart from a `scons chaos` run's build/chaos */
-    FILE *p = popen("python3 tools/chaos.py --smoke --bin build/check/bin "
+    FILE *p = popen("python3 tools/chaos.py --smoke --bin build/check/bin --tools build/bin "
                     "--out build/check/chaos-smoke 2>&1",
                     "r");
     assert_non_null(p);

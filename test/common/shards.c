@@ -397,7 +397,9 @@ void tsnode_start(int i, const tsnode_opts_t *o)
         fail_msg("node %d: sharding did not start: %s", i, shoal_strerror(err));
     if (!o->no_region)
         tsnode_region(i, TSHARD_TYPE, o->sharding, o->proxy);
-    if (o->seed < 0 || o->seed == i) {
+    if (o->no_join) {
+        return;
+    } else if (o->seed < 0 || o->seed == i) {
         assert_int_equal(shoal_cluster_join(tsn[i].cl, NULL, 0), 0);
     } else {
         const char *seed = shoal_system_endpoint(tsn[o->seed].sys);

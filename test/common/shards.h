@@ -59,6 +59,7 @@ typedef struct {
     bool proxy;                                /* shoal_region_start_proxy */
     bool no_region; /* membership and sharding only; start the region later */
     int seed;       /* join through node `seed`; -1 or i itself: form the cluster */
+    bool no_join;   /* do not join yet (the test calls shoal_cluster_join) */
     int port;       /* bind 127.0.0.1:port (tfree_port: below the ephemeral range, so this node
                        sorts first by address); 0: an ephemeral port */
     const char *app_version;

@@ -12,6 +12,7 @@
 #include "cluster.h"
 #include "ddata.h"
 #include "durable.h"
+#include "http.h"
 #include "membership.h"
 
 #include <arpa/inet.h>
@@ -26,76 +27,10 @@
 
 #define DEADLINE_MS 10000
 
-/* ---------------------------------------------------------------------------------------------
- * A raw HTTP client
- */
-typedef struct {
-    int status;
-    char content_type[128];
-    char *body; /* NUL-terminated */
-    char *raw;
-} resp_t;
-
-static void resp_free(resp_t *r)
-{
-    free(r->raw);
-    memset(r, 0, sizeof *r);
-}
-
-/* Sends `req` (len bytes) to 127.0.0.1:port and reads until the server closes. Returns false when
-   nothing parseable came back. */
-static bool http(uint16_t port, const char *req, size_t len, resp_t *out)
-{
-    memset(out, 0, sizeof *out);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct timeval tv = {5 * tscale(), 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    size_t cap = 4096, got = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (got + 1 >= cap)
-            buf = realloc(buf, cap *= 2);
-        ssize_t n = recv(fd, buf + got, cap - got - 1, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = 0;
-    out->raw = buf;
-    if (sscanf(buf, "HTTP/1.%*d %d", &out->status) != 1)
-        return false;
-    char *end = strstr(buf, "\r\n\r\n");
-    if (!end)
-        return false;
-    *end = 0;
-    out->body = end + 4;
-    for (char *line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n"))
-        if (strncasecmp(line + 2, "Content-Type:", 13) == 0) {
-            const char *v = line + 15;
-            while (*v == ' ')
-                v++;
-            size_t n = strcspn(v, "\r");
-            snprintf(out->content_type, sizeof out->content_type, "%.*s", (int)n, v);
-        }
-    return true;
-}
-
-static bool scrape(uint16_t port, resp_t *out)
+static bool scrape(uint16_t port, thttp_resp_t *out)
 {
     static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-    return http(port, req, sizeof req - 1, out);
+    return thttp_raw(NULL, port, NULL, req, sizeof req - 1, out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -291,9 +226,9 @@ typedef struct {
 static bool metric_reaches(void *arg)
 {
     wait_metric_t *w = arg;
-    resp_t r;
+    thttp_resp_t r;
     bool ok = scrape(w->n->port, &r) && r.status == 200 && value_of(r.body, w->prefix) >= w->at_least;
-    resp_free(&r);
+    thttp_free(&r);
     return ok;
 }
 
@@ -318,7 +253,7 @@ static void scrape_running_node(void **state)
     wait_metric_t puts = {&n, "shoal_durable_puts_total", 1};
     assert_true(wait_until(metric_reaches, &puts, DEADLINE_MS));
 
-    resp_t r;
+    thttp_resp_t r;
     assert_true(scrape(n.port, &r));
     assert_int_equal(r.status, 200);
     assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -362,24 +297,24 @@ static void scrape_running_node(void **state)
     assert_true(value_of(r.body, "shoal_durable_commits_total") >= 1);
     assert_true(value_of(r.body, "shoal_durable_commit_seconds_total") > 0);
     assert_true(value_of(r.body, "shoal_durable_map_size_bytes") > 0);
-    resp_free(&r);
+    thttp_free(&r);
 
     /* other paths and methods */
     static const char other[] = "GET /other HTTP/1.0\r\n\r\n";
-    assert_true(http(n.port, other, sizeof other - 1, &r));
+    assert_true(thttp_raw(NULL, n.port, NULL, other, sizeof other - 1, &r));
     assert_int_equal(r.status, 404);
-    resp_free(&r);
+    thttp_free(&r);
     static const char post[] = "POST /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello";
-    assert_true(http(n.port, post, sizeof post - 1, &r));
+    assert_true(thttp_raw(NULL, n.port, NULL, post, sizeof post - 1, &r));
     assert_int_equal(r.status, 405);
     assert_non_null(strstr(r.raw, "Allow: GET"));
-    resp_free(&r);
+    thttp_free(&r);
 
     /* hostile input: garbage, a request cut short, an absurd header; the next scrape works */
     static const char garbage[] = "B\xffGUS\x01 /\x02 HTTP/9.9\r\nno colon\r\n\r\n";
-    http(n.port, garbage, sizeof garbage - 1, &r);
+    thttp_raw(NULL, n.port, NULL, garbage, sizeof garbage - 1, &r);
     assert_true(r.status == 0 || r.status >= 400);
-    resp_free(&r);
+    thttp_free(&r);
     /* sent and dropped at once: a request cut short, and NUL-laden bytes (a NUL reads as an empty
        line, so the server would wait for a request line until its connection timeout) */
     static const char cut[] = "GET /metr";
@@ -399,15 +334,15 @@ static void scrape_running_node(void **state)
     int hl = snprintf(big, 64, "GET /metrics HTTP/1.0\r\nX-Big: ");
     memset(big + hl, 'a', big_len - (size_t)hl - 4);
     memcpy(big + big_len - 4, "\r\n\r\n", 4);
-    http(n.port, big, big_len, &r);
+    thttp_raw(NULL, n.port, NULL, big, big_len, &r);
     assert_true(r.status == 0 || r.status >= 400);
-    resp_free(&r);
+    thttp_free(&r);
     free(big);
 
     assert_true(scrape(n.port, &r));
     assert_int_equal(r.status, 200);
     assert_null(check_exposition(r.body));
-    resp_free(&r);
+    thttp_free(&r);
 
     node_stop(&n);
 }
@@ -439,7 +374,7 @@ static void messages_by_kind_class(void **state)
     shoal_consistency_t all = c_all(3000);
     assert_int_equal(t_incr(&c, 0, "hits", 2, &all), 0);
     assert_int_equal(t_incr(&c, 1, "hits", 3, &all), 0);
-    resp_t r;
+    thttp_resp_t r;
     assert_true(scrape(shoal_metrics_port(m), &r));
     assert_int_equal(r.status, 200);
     const char *bad = check_exposition(r.body);
@@ -461,7 +396,7 @@ static void messages_by_kind_class(void **state)
     assert_true(sent == value_of(r.body, "shoal_node_messages_sent_total"));
     assert_true(received >= 1);
     assert_true(received == value_of(r.body, "shoal_node_messages_received_total"));
-    resp_free(&r);
+    thttp_free(&r);
     shoal_metrics_stop(&m);
     tcluster_stop(&c);
 }
@@ -507,12 +442,12 @@ static void bad_arguments(void **state)
     shoal_buf_t b = {0};
     assert_int_equal(shoal_metrics_collect(sys, &b), SHOAL_ETHREAD);
     /* a node without replicators still answers */
-    resp_t r;
+    thttp_resp_t r;
     assert_true(scrape(shoal_metrics_port(m), &r));
     assert_int_equal(r.status, 200);
     assert_null(check_exposition(r.body));
     assert_non_null(strstr(r.body, "shoal_node_peers 0\n"));
-    resp_free(&r);
+    thttp_free(&r);
     shoal_metrics_stop(&m);
     shoal_metrics_stop(&m); /* NULL-safe */
     shoal_system_destroy(&sys);

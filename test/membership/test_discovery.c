@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "http.h"
 #include "members.h"
 #include "tools.h"
 
@@ -557,15 +558,19 @@ static bool kv_cluster_up(void *arg)
     return strstr(out, "converged yes") && strstr(out, want) && up == k->members;
 }
 
-static pid_t kv_start(const char *kv, int host, const char *disc)
+/* A kvstore on 127.0.0.<host>:node_port finding its seeds through disc; with its management
+   endpoint on 127.0.0.1:http when http is not 0. */
+static pid_t kv_start(const char *kv, int host, const char *disc, int http)
 {
-    char bind[64], data[160], log[160];
+    char bind[64], data[160], log[160], hp[16];
     snprintf(bind, sizeof bind, "tcp://127.0.0.%d:%d", host, node_port);
     snprintf(data, sizeof data, "%s/kv%d", dns_dir, host);
     snprintf(log, sizeof log, "%s/kv%d.log", dns_dir, host);
+    snprintf(hp, sizeof hp, "%d", http);
     pid_t pid = ttool_spawn(kv,
                             (char *const[]){(char *)kv, "node", "--bind", bind, "--discover",
-                                            (char *)disc, "--data", data, "--fast", NULL},
+                                            (char *)disc, "--data", data, "--fast",
+                                            http ? "--http" : NULL, hp, NULL},
                             log);
     assert_true(pid > 0);
     return pid;
@@ -587,7 +592,7 @@ static void kv_cluster_start(const char *const *hosts, int n, char *kv, char *to
     assert_int_equal(setenv("SHOAL_DNS_RESOLVER", resolver, 1), 0);
     snprintf(disc, cap, "dns:kv." ZONE ":%d", node_port);
     for (int i = 0; i < n; i++)
-        kv_pids[i] = kv_start(kv, 1 + i, disc);
+        kv_pids[i] = kv_start(kv, 1 + i, disc, 0);
     kv_members_t k = {tool, 1, n};
     if (!wait_until(kv_cluster_up, &k, 30000))
         fail_msg("the %d kvstore nodes did not form one cluster by DNS:\n%s", n, out);
@@ -609,7 +614,7 @@ static void test_kvstore_forms_by_dns(void **state)
        and joins it (the README's recipe that broke when its first seed restarted) */
     kill(pids[0], SIGKILL);
     waitpid(pids[0], NULL, 0);
-    pids[0] = kv_start(kv, 1, disc);
+    pids[0] = kv_start(kv, 1, disc, 0);
     k.host = 1;
     if (!wait_until(kv_cluster_up, &k, 40000))
         fail_msg("the restarted kvstore did not rejoin:\n%s", out);
@@ -621,7 +626,8 @@ static void test_kvstore_forms_by_dns(void **state)
     /* a node whose name gives nothing waits, and the operator tool says so */
     char none[80];
     snprintf(none, sizeof none, "dns:none." ZONE ":%d", node_port);
-    pids[3] = kv_start(kv, 4, none);
+    int http = tfree_port();
+    pids[3] = kv_start(kv, 4, none, http);
     int rc = -1;
     for (int i = 0; i < 100; i++) {
         rc = ttool_runf(tool, out, OUT_CAP, "--node tcp://127.0.0.4:%d members", node_port);
@@ -633,6 +639,13 @@ static void test_kvstore_forms_by_dns(void **state)
     assert_non_null(strstr(out, " is in no cluster since "));
     assert_non_null(strstr(out, "waiting for contact points: dns:none." ZONE));
     print_message("%s", out);
+    /* and its readiness probe too (the management endpoint, docs/operations.md) */
+    thttp_resp_t r = {0};
+    for (int i = 0; i < 50 && !thttp_get((uint16_t)http, "/health/ready", &r); i++)
+        usleep(100000); /* the endpoint may start a moment after the node */
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "in no cluster (waiting for contact points: dns:none." ZONE));
+    thttp_free(&r);
 
     /* a malformed --discover is refused before anything starts */
     assert_int_equal(ttool_runf(kv, out, OUT_CAP, "node --bind tcp://127.0.0.5:%d --data %s/x "
@@ -660,7 +673,7 @@ static void test_kvstore_kept_membership_waits(void **state)
     for (int i = 0; i < 2; i++) {
         kill(kv_pids[i], SIGKILL);
         waitpid(kv_pids[i], NULL, 0);
-        kv_pids[i] = kv_start(kv, 1 + i, disc);
+        kv_pids[i] = kv_start(kv, 1 + i, disc, 0);
     }
     bool waits = false;
     for (int64_t end = shoal_now_ms() + 10000 * tscale(); !waits && shoal_now_ms() < end;) {

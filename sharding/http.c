@@ -1,0 +1,304 @@
+/*  http.c — sharding's part of the management endpoint (see ddata.h, METRICS AND THE MANAGEMENT
+    ENDPOINT) and the placement calls (sharding.h, PLACEMENT).
+
+    GET /cluster/shards and /cluster/shards/<type> show, per entity type, each shard's home (the
+    coordinator's state as this node's replica holds it: the same answer the placement calls
+    give), the entities each hosting region reports for it, and the node running the coordinator.
+    The entity counts come from the cluster-wide stats query, which waits for the other regions
+    (with its own deadline), so those routes run on the connection's thread and read the node
+    only through thread-safe calls. The "sharding" readiness check and the metric families run on
+    the node thread. shoal_sharding_new provides them to the node; shoal_sharding_destroy withdraws
+    them.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sharding_internal.h"
+
+/* How long /cluster/shards waits for the other regions' counts: a region that has not answered
+   by then is listed as not answering, so a dead node costs the request this much, not a hang. */
+#define STATS_TIMEOUT_MS 3000
+
+/* ---------------------------------------------------------------------------------------------
+ * Placement (node thread)
+ */
+/* The coordinator's allocation of `shard` in this node's replica of "coord-<type>", else what
+   the region learned from the coordinator; NULL when unallocated or unknown here. */
+static const shoal_node_t *home_on_node(shoal_region_t *r, const char *shard)
+{
+    char key[SHOAL_SHARD_ID_MAX + 64];
+    snprintf(key, sizeof key, "coord-%s", r->name);
+    const shoal_crdt_t *state = r->rep ? shoal_replicator_peek(r->rep, key) : NULL;
+    if (state) {
+        char k[SHOAL_SHARD_ID_MAX + 3];
+        int kl = snprintf(k, sizeof k, "s/%s", shard);
+        size_t vlen = 0;
+        const char *v = shoal_lwwmap_get(state, k, (size_t)kl, &vlen);
+        if (v)
+            return vlen ? shoal_node_intern_n(v, vlen) : NULL; /* "" = deallocated */
+    }
+    home_t *h = zhashx_lookup(r->homes, shard);
+    return h ? h->node : NULL;
+}
+
+static const shoal_node_t *coordinator_on_node(shoal_region_t *r)
+{
+    const shoal_node_t *n = r->singleton ? shoal_singleton_host(r->singleton) : NULL;
+    return n ? n : r->coord_node;
+}
+
+typedef struct {
+    shoal_region_t *r;
+    const char *shard;
+    const shoal_node_t *out;
+} place_t;
+
+static int place_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    place_t *p = arg;
+    p->out = p->shard ? home_on_node(p->r, p->shard) : coordinator_on_node(p->r);
+    return 0;
+}
+
+static const shoal_node_t *place(shoal_region_t *r, const char *shard)
+{
+    place_t p = {r, shard, NULL};
+    if (shoal_system_on_thread(r->sys))
+        place_on_node(r->sys, &p);
+    else if (shoal_system_call(r->sys, place_on_node, &p) < 0)
+        return NULL;
+    return p.out;
+}
+
+const shoal_node_t *shoal_region_shard_home(shoal_region_t *r, const char *shard)
+{
+    if (!r || !shard || strlen(shard) > SHOAL_SHARD_ID_MAX)
+        return NULL;
+    return place(r, shard);
+}
+
+const shoal_node_t *shoal_region_entity_home(shoal_region_t *r, const char *entity_id)
+{
+    if (!r || !entity_id || strlen(entity_id) > SHOAL_ENTITY_ID_MAX)
+        return NULL;
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    shoal_region_shard_of(r, entity_id, shard);
+    return place(r, shard);
+}
+
+const shoal_node_t *shoal_region_coordinator(shoal_region_t *r)
+{
+    return r ? place(r, NULL) : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The shard map of a type
+ */
+typedef struct {
+    char *id;
+    const shoal_node_t *home;
+    long entities; /* -1: its home did not report it */
+} shard_row_t;
+
+typedef struct {
+    shoal_region_t *r;
+    const shoal_node_t *coordinator;
+    shard_row_t *rows;
+    size_t n, cap;
+} map_t;
+
+static void map_add(map_t *m, const char *id, size_t len, const shoal_node_t *home)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strlen(m->rows[i].id) == len && memcmp(m->rows[i].id, id, len) == 0)
+            return;
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 16;
+        m->rows = realloc(m->rows, m->cap * sizeof *m->rows);
+        if (!m->rows)
+            abort();
+    }
+    char *copy = malloc(len + 1); /* id may be a map key: not NUL-terminated */
+    if (!copy)
+        abort();
+    memcpy(copy, id, len);
+    copy[len] = 0;
+    m->rows[m->n++] = (shard_row_t){copy, home, -1};
+}
+
+static int alloc_entry(const void *key, size_t klen, const shoal_crdt_t *value, void *arg)
+{
+    map_t *m = arg;
+    size_t vlen = 0;
+    const char *v = shoal_lwwreg_value(value, &vlen);
+    if (klen > 2 && klen - 2 <= SHOAL_SHARD_ID_MAX && memcmp(key, "s/", 2) == 0 && v && vlen)
+        map_add(m, (const char *)key + 2, klen - 2, shoal_node_intern_n(v, vlen));
+    return 0;
+}
+
+static int map_on_node(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    map_t *m = arg;
+    shoal_region_t *r = m->r;
+    m->coordinator = coordinator_on_node(r);
+    char key[SHOAL_SHARD_ID_MAX + 64];
+    snprintf(key, sizeof key, "coord-%s", r->name);
+    const shoal_crdt_t *state = r->rep ? shoal_replicator_peek(r->rep, key) : NULL;
+    if (state)
+        shoal_ormap_foreach(state, alloc_entry, m);
+    /* what the region knows that this replica does not have yet */
+    for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
+        if (h->node)
+            map_add(m, h->id, strlen(h->id), h->node);
+    return 0;
+}
+
+/* Shard ids in numeric order when both are numbers (the default ids), else byte order. */
+static int by_shard(const void *a, const void *b)
+{
+    const char *x = ((const shard_row_t *)a)->id, *y = ((const shard_row_t *)b)->id;
+    bool nx = x[strspn(x, "0123456789")] == 0, ny = y[strspn(y, "0123456789")] == 0;
+    if (nx && ny && strlen(x) != strlen(y))
+        return strlen(x) < strlen(y) ? -1 : 1;
+    return strcmp(x, y);
+}
+
+static void node_json(shoal_buf_t *out, const shoal_node_t *n)
+{
+    if (n)
+        shoal_buf_json_string(out, shoal_node_id(n));
+    else
+        shoal_buf_printf(out, "null");
+}
+
+/* Appends the type's map as JSON; false (with an error in rep) when the node is stopping. */
+static bool type_json(shoal_region_t *r, shoal_buf_t *out, shoal_http_reply_t *rep)
+{
+    map_t m = {.r = r};
+    int rc = shoal_system_call(r->sys, map_on_node, &m);
+    if (rc < 0) {
+        shoal_http_error(rep, 503, "node unavailable: %s", shoal_strerror(rc));
+        return false;
+    }
+    shoal_sharding_stats_t st = {0};
+    int src = shoal_region_cluster_stats(r, STATS_TIMEOUT_MS, &st);
+    for (size_t i = 0; src == 0 && i < st.n_regions; i++)
+        for (size_t k = 0; k < st.regions[i].n_shards; k++) {
+            const shoal_shard_state_t *s = &st.regions[i].shards[k];
+            map_add(&m, s->id, strlen(s->id), st.regions[i].region);
+            for (size_t j = 0; j < m.n; j++)
+                if (strcmp(m.rows[j].id, s->id) == 0 && m.rows[j].home == st.regions[i].region)
+                    m.rows[j].entities = (long)s->n_entities;
+        }
+    if (m.n)
+        qsort(m.rows, m.n, sizeof *m.rows, by_shard);
+
+    shoal_buf_printf(out, "{\"type\":");
+    shoal_buf_json_string(out, r->name);
+    shoal_buf_printf(out, ",\"proxy\":%s,\"coordinator\":", r->proxy ? "true" : "false");
+    node_json(out, m.coordinator);
+    shoal_buf_printf(out, ",\"shards\":[");
+    for (size_t i = 0; i < m.n; i++) {
+        shoal_buf_printf(out, "%s{\"id\":", i ? "," : "");
+        shoal_buf_json_string(out, m.rows[i].id);
+        shoal_buf_printf(out, ",\"home\":");
+        node_json(out, m.rows[i].home);
+        if (m.rows[i].entities >= 0)
+            shoal_buf_printf(out, ",\"entities\":%ld}", m.rows[i].entities);
+        else
+            shoal_buf_printf(out, ",\"entities\":null}");
+    }
+    shoal_buf_printf(out, "],\"regions\":[");
+    for (size_t i = 0; src == 0 && i < st.n_regions; i++) {
+        const shoal_region_state_t *g = &st.regions[i];
+        size_t entities = 0;
+        for (size_t k = 0; k < g->n_shards; k++)
+            entities += g->shards[k].n_entities;
+        shoal_buf_printf(out, "%s{\"node\":", i ? "," : "");
+        node_json(out, g->region);
+        shoal_buf_printf(out, ",\"answered\":%s,\"shards\":%zu,\"entities\":%zu}",
+                         g->failed ? "false" : "true", g->n_shards, entities);
+    }
+    shoal_buf_printf(out, "]");
+    if (src < 0) /* the map stands; only the counts are missing */
+        shoal_buf_printf(out, ",\"stats_error\":\"%s\"", shoal_strerror(src));
+    shoal_buf_printf(out, "}");
+    shoal_sharding_stats_free(&st);
+    for (size_t i = 0; i < m.n; i++)
+        free(m.rows[i].id);
+    free(m.rows);
+    return true;
+}
+
+static void route_shards(shoal_system_t *sys, const shoal_http_request_t *req,
+                         shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    if (req->rest[0]) { /* /cluster/shards/<type> */
+        shoal_region_t *r = shoal_region_find(sh, req->rest);
+        if (!r) {
+            shoal_http_error(rep, 404, "no entity type %.200s on this node", req->rest);
+            return;
+        }
+        if (type_json(r, &rep->body, rep))
+            shoal_buf_append(&rep->body, "\n", 1);
+        return;
+    }
+    const char **names = NULL;
+    size_t n = shoal_sharding_type_names(sh, &names);
+    shoal_buf_printf(&rep->body, "{\"types\":[");
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        shoal_region_t *r = shoal_region_find(sh, names[i]);
+        if (!r)
+            continue; /* stopped meanwhile */
+        if (rep->body.len > 11)
+            shoal_buf_append(&rep->body, ",", 1);
+        ok = type_json(r, &rep->body, rep);
+    }
+    if (ok)
+        shoal_buf_printf(&rep->body, "]}\n");
+    free(names);
+}
+
+/* Ready: every entity type on this node has registered with its coordinator (so its messages
+   are routed, not buffered). */
+static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    for (size_t i = 0; i < sh->n_regions; i++) {
+        shoal_region_t *r = sh->regions[i];
+        if (r->stopped || r->registered)
+            continue;
+        const shoal_node_t *co = coordinator_on_node(r);
+        shoal_buf_printf(reason, "entity type %s not registered with its coordinator (%s%s)",
+                         r->name, co ? "at " : "none known yet", co ? shoal_node_id(co) : "");
+        return false;
+    }
+    return true;
+}
+
+static void provide(shoal_metrics_t *m, void *arg)
+{
+    shoal_sharding_metrics(arg, m);
+    shoal_http_route(m, "/cluster/shards", SHOAL_HTTP_GET | SHOAL_HTTP_ANY_THREAD, route_shards,
+                     arg);
+    shoal_http_route(m, "/cluster/shards/", SHOAL_HTTP_GET | SHOAL_HTTP_ANY_THREAD, route_shards,
+                     arg);
+    shoal_http_ready_check(m, "sharding", ready, arg);
+}
+
+int sharding_http_provide(shoal_sharding_t *sh)
+{
+    return shoal_http_provide(sh->sys, provide, sh);
+}
+
+void sharding_http_withdraw(shoal_sharding_t *sh)
+{
+    shoal_http_withdraw(sh->sys, sh);
+}
