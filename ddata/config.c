@@ -190,6 +190,7 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define FD      CLUSTER "failure-detector/"
 #define SBR     CLUSTER "split-brain-resolver/"
 #define CS      "shoal/coordinated-shutdown/"
+#define BOOT    "shoal/management/cluster/bootstrap/contact-point-discovery/"
 #define KEPT32(path, kind, flags)                                                                  \
     {                                                                                              \
         path, kind, flags, UINT32_MAX, CFG_KEPT, NULL, 0, NULL                                     \
@@ -316,6 +317,14 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SBR "fence-margin", K_DURATION, 0),
     /* Coordinated shutdown */
     KEPT32(CS "default-phase-timeout", K_DURATION, CFG_POSITIVE),
+    /* Seed discovery (membership.h, SEED DISCOVERY): Akka Management's Cluster Bootstrap keys;
+       discover (the name, "dns:NAME:PORT" or "srv:NAME") and resolver are Shoal's own, checked
+       by membership/config.c */
+    KEEP(BOOT "discover", K_STRING, 0),
+    KEPT32(BOOT "required-contact-point-nr", K_UINT, CFG_POSITIVE),
+    KEPT32(BOOT "stable-margin", K_DURATION, 0),
+    KEPT32(BOOT "interval", K_DURATION, CFG_POSITIVE),
+    KEEP(BOOT "resolver", K_STRING, 0),
 
     /* Sharding: shoal/cluster/sharding/... (sharding/config.c reads these rows with the getters
        into shoal_sharding_settings_t; the passivation, remember-entities and recovery rows wait

@@ -89,6 +89,8 @@ int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out)
     if (!cstate_member(st, c->self) || cluster_self_status(c) == SHOAL_MEMBER_REMOVED) {
         out->outside_since_ms = c->outside_since_wall;
         out->joining = c->joining;
+        if (c->discovering)
+            out->discovery = keep(p, c->disc_status);
     }
     return 0;
 }
@@ -174,6 +176,11 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
         shoal_buf_printf(out, "\"in_cluster\":false,\"joining\":%s,\"outside_since\":\"%s\",",
                          v->joining ? "true" : "false", when);
+        if (v->discovery) {
+            shoal_buf_append(out, "\"discovery\":", 12);
+            shoal_buf_json_string(out, v->discovery);
+            shoal_buf_append(out, ",", 1);
+        }
     }
     if (v->n_kept) {
         shoal_buf_append(out, "\"kept\":[", 8);

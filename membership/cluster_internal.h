@@ -6,6 +6,7 @@
 #define SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
 
 #include <stdatomic.h>
+#include "discovery.h"
 #include "heartbeat.h"
 #include "membership.h"
 #include "sbr.h"
@@ -97,6 +98,17 @@ struct shoal_cluster {
     int64_t join_started, join_last_try, join_logged;
     int64_t outside_since_wall; /* wall-clock ms since this node is in no cluster (view) */
     const shoal_node_t *join_contact;
+    zhash_t *peer_at; /* while joining: endpoint -> the incarnation last handshaken there, for a
+                         seed that became one after its connection was up (discovery) */
+    /* seed discovery (membership.h, SEED DISCOVERY): the seeds above are then the contact points
+       found, sorted (the lowest address first) */
+    disc_t *disc;
+    bool discovering;        /* joining through discovered contact points */
+    uint64_t disc_gen;       /* the resolver's last result taken */
+    int64_t disc_changed;    /* when the set of contact points last changed */
+    int64_t disc_logged;     /* the last "waiting for contact points" line (rate limit) */
+    char disc_why[200];      /* why the last resolution found nothing ("" when it found some) */
+    char disc_status[400];   /* what the view says while discovering */
 
     /* timers */
     int t_tick, t_gossip, t_leader, t_retry, t_leader_soon;

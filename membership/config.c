@@ -21,6 +21,7 @@
 #define FD      CLUSTER "failure-detector/"
 #define SBR     CLUSTER "split-brain-resolver/"
 #define CS      "shoal/coordinated-shutdown/"
+#define BOOT    "shoal/management/cluster/bootstrap/contact-point-discovery/"
 
 /* Akka's ClusterSettings: allow-weakly-up-members = on means 7 s. */
 #define WEAKLY_UP_ON_MS 7000
@@ -61,6 +62,9 @@ static const shoal_cfg_field_t fields[] = {
     MS32(SBR "fence-after", fence_after_ms),
     MS32(SBR "fence-margin", fence_margin_ms),
     MS32(CS "default-phase-timeout", phase_timeout_ms),
+    U32(BOOT "required-contact-point-nr", required_contact_point_nr),
+    MS32(BOOT "stable-margin", stable_margin_ms),
+    MS32(BOOT "interval", discovery_interval_ms),
 };
 
 /* A seed is an endpoint Shoal can dial and name a member by: tcp://host:port, port 1..65535. */
@@ -221,6 +225,28 @@ static int read_sbr(const shoal_config_t *cfg, shoal_cluster_settings_t *out, ch
     return 0;
 }
 
+/* Seed discovery's name and resolver: their form is checked here, so a bad one names its key at
+   start instead of failing when the node starts resolving. "" = off (the default). */
+static int read_discovery(const shoal_config_t *cfg, shoal_cluster_settings_t *out, char *err,
+                          size_t errlen)
+{
+    const char *paths[] = {BOOT "discover", BOOT "resolver"};
+    const char **dst[] = {&out->discovery, &out->discovery_resolver};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = shoal_config_get(cfg, paths[i]);
+        if (!v)
+            continue;
+        char why[300];
+        if (v[0] && shoal_discovery_check(i ? NULL : v, i ? v : NULL, why, sizeof why) < 0)
+            return shoal_config_error(err, errlen, "%s: %s", paths[i], why);
+        *dst[i] = v[0] ? v : NULL;
+    }
+    if (out->discovery && out->n_seed_nodes)
+        return shoal_config_error(err, errlen, "%s and %s: give one of them", BOOT "discover",
+                                  CLUSTER "seed-nodes");
+    return 0;
+}
+
 int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *out, char *err,
                          size_t errlen)
 {
@@ -254,6 +280,8 @@ int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *ou
     }
     if (rc == 0)
         rc = read_sbr(cfg, &s, err, errlen);
+    if (rc == 0)
+        rc = read_discovery(cfg, &s, err, errlen);
     if (rc < 0)
         return rc;
     *out = s;

@@ -56,6 +56,9 @@ void shoal_cluster_settings_default(shoal_cluster_settings_t *s)
     s->fence_margin_ms = 1000;
     s->phase_timeout_ms = 5000;
     s->system_notify_interval_ms = 20;
+    s->required_contact_point_nr = 2;
+    s->stable_margin_ms = 5000;
+    s->discovery_interval_ms = 1000;
 }
 
 void shoal_cluster_settings_fast(shoal_cluster_settings_t *s)
@@ -73,6 +76,8 @@ void shoal_cluster_settings_fast(shoal_cluster_settings_t *s)
     s->loop_stall_bound_ms = 5000;
     s->phase_timeout_ms = 2000;
     s->system_notify_interval_ms = 10;
+    s->stable_margin_ms = 1000;
+    s->discovery_interval_ms = 500;
 }
 
 const char *shoal_member_status_name(shoal_member_status_t st)
@@ -1024,8 +1029,14 @@ static void react(shoal_cluster_t *c)
         c->was_member = true;
         if (c->joining) {
             c->joining = false;
+            zhash_destroy(&c->peer_at); /* only joining needs it */
+            c->peer_at = zhash_new();
             zsys_info("%s: joined (%s)", shoal_node_id(c->self),
                       shoal_member_status_name(me->status));
+        }
+        if (c->discovering) {
+            c->discovering = false;
+            disc_stop(c->disc); /* Akka's bootstrap ends once the node is in a cluster */
         }
     }
     feed_replicators(c);
@@ -1072,6 +1083,8 @@ static bool is_seed_self(const shoal_cluster_t *c, const char *seed)
     return strcmp(seed, c->self_endpoint) == 0;
 }
 
+static int seed_index(shoal_cluster_t *c, const shoal_node_t *n);
+
 /* Connects to every seed; those already handshaken get an InitJoin now, the others when their
    handshake completes (on_peer). */
 static void send_init_join(shoal_cluster_t *c)
@@ -1082,6 +1095,11 @@ static void send_init_join(shoal_cluster_t *c)
         if (is_seed_self(c, c->seeds[i]))
             continue;
         shoal_system_connect(c->sys, c->seeds[i]);
+        /* connected before it was a seed (a contact point found after it dialled us): its
+           handshake is done and no PEER_UP will come again */
+        const shoal_node_t *up = c->seed_known[i] ? NULL : zhash_lookup(c->peer_at, c->seeds[i]);
+        if (up)
+            seed_index(c, up);
         if (c->seed_known[i])
             cluster_send(c, c->seed_known[i], K_INIT_JOIN, &m.base);
     }
@@ -1128,29 +1146,47 @@ static bool every_other_seed_nacked(const shoal_cluster_t *c)
     return others > 0;
 }
 
+/* Replaces the seed list. keep_answers: a seed still in the list keeps its known incarnation and
+   its answer (discovery's contact points, resolved again and again). */
+static void set_seeds(shoal_cluster_t *c, const char *const *seeds, size_t n, bool keep_answers)
+{
+    char **s = calloc(n + 1, sizeof *s);
+    const shoal_node_t **known = calloc(n + 1, sizeof *known);
+    bool *nacked = calloc(n + 1, sizeof *nacked);
+    if (!s || !known || !nacked)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        if (!(s[i] = strdup(seeds[i])))
+            abort();
+        for (size_t j = 0; keep_answers && j < c->n_seeds; j++)
+            if (strcmp(c->seeds[j], seeds[i]) == 0) {
+                known[i] = c->seed_known[j];
+                nacked[i] = c->seed_nacked[j];
+            }
+    }
+    for (size_t i = 0; i < c->n_seeds; i++)
+        free(c->seeds[i]);
+    free(c->seeds);
+    free(c->seed_known);
+    free(c->seed_nacked);
+    c->seeds = s;
+    c->seed_known = known;
+    c->seed_nacked = nacked;
+    c->n_seeds = n;
+}
+
 static void join_retry_arm(shoal_cluster_t *c);
 
 int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
 {
     if (cstate_member(c->state, c->self) || c->terminated)
         return SHOAL_ESTATE;
-    for (size_t i = 0; i < c->n_seeds; i++)
-        free(c->seeds[i]);
-    free(c->seeds);
-    c->seeds = calloc(n + 1, sizeof *c->seeds);
-    free(c->seed_known);
-    c->seed_known = calloc(n + 1, sizeof *c->seed_known);
-    free(c->seed_nacked);
-    c->seed_nacked = calloc(n + 1, sizeof *c->seed_nacked);
-    if (!c->seeds || !c->seed_known || !c->seed_nacked)
-        abort();
-    c->n_seeds = 0;
-    for (size_t i = 0; i < n; i++) {
-        c->seeds[c->n_seeds] = strdup(seeds[i]);
-        if (!c->seeds[c->n_seeds])
-            abort();
-        c->n_seeds++;
+    if (c->discovering) {
+        /* an explicit join replaces discovery */
+        c->discovering = false;
+        disc_stop(c->disc);
     }
+    set_seeds(c, seeds, n, false);
     bool only_self = n == 0 || (n == 1 && is_seed_self(c, seeds[0]));
     if (only_self) {
         form_alone(c, n ? "this node is its only seed" : "told to form one");
@@ -1218,6 +1254,11 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     if (ev != SHOAL_PEER_UP && ev != SHOAL_PEER_RESTARTED)
         return;
     pending_flush(c, node);
+    if (c->joining) {
+        char ep[300];
+        endpoint_of(node, ep, sizeof ep);
+        zhash_update(c->peer_at, ep, (void *)node);
+    }
     if (c->joining && is_seed_node(c, node)) {
         Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
         m.app_version = (char *)c->s.app_version;
@@ -1279,7 +1320,8 @@ static void on_init_join_nack(shoal_cluster_t *c, const shoal_node_t *from)
     if (i < 0)
         return;
     c->seed_nacked[i] = true;
-    if (c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
+    /* discovery forms only after stable-margin (discovery_tick), never on the last answer */
+    if (!c->discovering && c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&
         every_other_seed_nacked(c))
         form_alone(c, "every other seed answered that it is in no cluster");
 }
@@ -1409,31 +1451,99 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
     }
 }
 
-static void retry_tick(shoal_system_t *sys, void *arg);
-
-/* Joining asks its seeds again every 100 ms at most (retry_tick); the timer runs only while
-   joining. */
-static void join_retry_arm(shoal_cluster_t *c)
+/* Seed discovery (SEED DISCOVERY in membership.h): the resolver's latest contact points become
+   the seed list (the lowest address first); answers already given by contact points still in it
+   stand, but any change restarts stable-margin. */
+static void discovery_take(shoal_cluster_t *c, int64_t now)
 {
-    if (c->t_retry <= 0) {
-        int id = shoal_system_timer(c->sys, 100, true, retry_tick, c);
-        c->t_retry = id > 0 ? id : 0;
+    char **eps = NULL;
+    size_t n = 0;
+    if (!disc_take(c->disc, &c->disc_gen, &eps, &n, c->disc_why, sizeof c->disc_why))
+        return;
+    bool same = n == c->n_seeds;
+    for (size_t i = 0; same && i < n; i++)
+        same = strcmp(eps[i], c->seeds[i]) == 0;
+    if (!same) {
+        set_seeds(c, (const char *const *)eps, n, true);
+        c->disc_changed = now;
+        char list[400] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < n && used < sizeof list - 1; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, " %s", eps[i]);
+        zsys_info("%s: %s gives %zu contact point(s):%s", shoal_node_id(c->self), c->s.discovery,
+                  n, list);
+        send_init_join(c);
     }
+    disc_free_list(eps, n);
 }
 
-static void retry_tick(shoal_system_t *sys, void *arg)
+/* Akka Cluster Bootstrap's rules on the contact points; true when this node formed the cluster.
+   Joining a contact point that is in a cluster is the seeds' path (on_init_join_ack). */
+static bool discovery_tick(shoal_cluster_t *c, int64_t now)
 {
-    (void)sys;
-    shoal_cluster_t *c = arg;
-    if (!c->joining || cstate_member(c->state, c->self) || c->terminated) {
-        /* a member (or a node that stopped) has nothing to retry: the timer stops until a join
-           starts again (join_retry_arm), so an idle member is not woken for it */
-        if (c->t_retry > 0)
-            shoal_system_timer_cancel(c->sys, c->t_retry);
-        c->t_retry = 0;
-        return;
+    discovery_take(c, now);
+    size_t others = 0, nacked = 0;
+    bool self_found = false;
+    for (size_t i = 0; i < c->n_seeds; i++) {
+        if (is_seed_self(c, c->seeds[i])) {
+            self_found = true;
+            continue;
+        }
+        others++;
+        nacked += c->seed_nacked[i];
     }
-    int64_t now = shoal_now_ms();
+    size_t need = c->s.required_contact_point_nr ? c->s.required_contact_point_nr : 1;
+    size_t kept = zhash_size(c->voters);
+    int64_t stable_for = now - c->disc_changed;
+    bool lowest = c->n_seeds && is_seed_self(c, c->seeds[0]);
+    bool starved = c->n_seeds < need || c->n_seeds == 0;
+    char *st = c->disc_status;
+    size_t stlen = sizeof c->disc_status;
+    if (c->disc_gen == 0)
+        snprintf(st, stlen, "resolving %s", c->s.discovery);
+    else if (starved)
+        snprintf(st, stlen, "waiting for contact points: %s gives %zu%s, %zu needed%s%s",
+                 c->s.discovery, c->n_seeds, self_found && c->n_seeds == 1 ? " (this node alone)" : "",
+                 need, c->disc_why[0] ? "; " : "", c->disc_why);
+    else if (c->join_contact)
+        snprintf(st, stlen, "joining through %s, a contact point in a cluster",
+                 shoal_node_id(c->join_contact));
+    else if (!lowest)
+        snprintf(st, stlen, "%zu contact points, none in a cluster yet: %s, the lowest address, "
+                 "forms it", c->n_seeds, c->seeds[0]);
+    else if (nacked < others)
+        snprintf(st, stlen, "%zu contact points: %zu of the %zu others answered that they are in no "
+                 "cluster (all must before this node, the lowest address, forms one)",
+                 c->n_seeds, nacked, others);
+    else if (kept && 2 * (nacked + 1) <= kept)
+        snprintf(st, stlen, "the lowest address of %zu contact points waits to form a cluster: "
+                 "%zu of the %zu kept members answered that they are in no cluster (a majority is "
+                 "needed, so that a node cut off does not form a second cluster)",
+                 c->n_seeds, nacked + 1, kept);
+    else if (stable_for < (int64_t)c->s.stable_margin_ms)
+        snprintf(st, stlen, "%zu contact points, none in a cluster: forming one once the set has "
+                 "been stable for stable-margin (%lld of %u ms)", c->n_seeds,
+                 (long long)stable_for, c->s.stable_margin_ms);
+    else {
+        char why[160];
+        snprintf(why, sizeof why, "the lowest address of %zu contact points, none in a cluster, "
+                 "stable for %lld ms", c->n_seeds, (long long)stable_for);
+        form_alone(c, why);
+        return true;
+    }
+    /* rate-limited: at once when the name gives too little, else after 2 s; then every 10 s */
+    bool due = c->disc_logged ? now - c->disc_logged >= 10000
+                              : (starved && c->disc_gen) || now - c->join_started >= 2000;
+    if (due) {
+        c->disc_logged = now;
+        zsys_warning("%s: in no cluster: %s", shoal_node_id(c->self), st);
+    }
+    return false;
+}
+
+/* The seed list's rules (JOINING in membership.h); true when the node formed a cluster. */
+static bool seeds_tick(shoal_cluster_t *c, int64_t now)
+{
     /* the first seed forms the cluster when no other seed answered in time; with a kept
        membership, only once enough seeds answered that they are in no cluster to make a
        majority of it with this node: a first seed restarted behind a partition then waits for
@@ -1447,7 +1557,7 @@ static void retry_tick(shoal_system_t *sys, void *arg)
             form_alone(c, kept ? "a majority of the kept membership is in no cluster after "
                                  "seed-node-timeout"
                                : "no other seed is in a cluster after seed-node-timeout");
-            return;
+            return true;
         }
         if (!c->join_logged || now - c->join_logged >= 10000) {
             c->join_logged = now;
@@ -1477,6 +1587,39 @@ static void retry_tick(shoal_system_t *sys, void *arg)
                      ns ? "; no answer from" : "", silent, nn ? "; in no cluster either:" : "",
                      nacked);
     }
+    return false;
+}
+
+static void retry_tick(shoal_system_t *sys, void *arg);
+
+/* Joining asks its seeds again every 100 ms at most (retry_tick); the timer runs only while
+   joining. */
+static void join_retry_arm(shoal_cluster_t *c)
+{
+    if (c->t_retry <= 0) {
+        int id = shoal_system_timer(c->sys, 100, true, retry_tick, c);
+        c->t_retry = id > 0 ? id : 0;
+    }
+}
+
+static void retry_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (!c->joining || cstate_member(c->state, c->self) || c->terminated) {
+        /* a member (or a node that stopped) has nothing to retry: the timer stops until a join
+           starts again (join_retry_arm), so an idle member is not woken for it */
+        if (c->t_retry > 0)
+            shoal_system_timer_cancel(c->sys, c->t_retry);
+        c->t_retry = 0;
+        return;
+    }
+    int64_t now = shoal_now_ms();
+    if (c->discovering) {
+        if (discovery_tick(c, now))
+            return;
+    } else if (seeds_tick(c, now))
+        return;
     if (c->s.shutdown_after_unsuccessful_join_ms &&
         now - c->join_started >= (int64_t)c->s.shutdown_after_unsuccessful_join_ms) {
         zsys_error("%s: could not join any seed node: shutting down", shoal_node_id(c->self));
@@ -2295,6 +2438,18 @@ static int do_start(shoal_system_t *sys, void *arg)
     c->t_gossip = shoal_system_timer(sys, g, true, gossip_tick, c);
     c->t_leader = shoal_system_timer(sys, c->s.leader_actions_interval_ms, true, leader_tick, c);
     admin_register(c);
+    if (c->disc) {
+        c->joining = true;
+        join_retry_arm(c);
+        c->discovering = true;
+        c->join_started = c->disc_changed = shoal_now_ms();
+        snprintf(c->disc_status, sizeof c->disc_status, "resolving %s", c->s.discovery);
+        zsys_info("%s: joining a cluster through the contact points of %s (%u needed, "
+                  "stable-margin %u ms)",
+                  shoal_node_id(c->self), c->s.discovery, c->s.required_contact_point_nr,
+                  c->s.stable_margin_ms);
+        return 0;
+    }
     if (!c->n_seeds)
         return 0;
     return cluster_do_join(c, c->s.seed_nodes, c->s.n_seed_nodes);
@@ -2317,6 +2472,23 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
         (s->n_seed_nodes && !s->seed_nodes) || (s->n_roles && !s->roles) ||
         (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size))
         return NULL;
+    const char *resolver = s->discovery_resolver ? s->discovery_resolver
+                                                 : getenv("SHOAL_DNS_RESOLVER");
+    if (resolver && !*resolver)
+        resolver = NULL;
+    if (s->discovery) {
+        char why[300];
+        int bad = shoal_discovery_check(s->discovery, resolver, why, sizeof why);
+        if (!bad && s->n_seed_nodes) {
+            snprintf(why, sizeof why, "seed nodes and discovery %s: give one of them",
+                     s->discovery);
+            bad = SHOAL_EINVAL;
+        }
+        if (bad) {
+            zsys_error("membership: %s", why);
+            return NULL;
+        }
+    }
     if (cstate_register() < 0)
         return NULL;
     shoal_cluster_t *c = calloc(1, sizeof *c);
@@ -2335,6 +2507,8 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->s.sbr_role = own(c, s->sbr_role);
     c->s.heartbeat_endpoint = own(c, s->heartbeat_endpoint);
     c->s.durable_id = own(c, s->durable_id);
+    c->s.discovery = own(c, s->discovery);
+    c->s.discovery_resolver = own(c, resolver);
     if (s->n_role_min) {
         shoal_role_min_t *rm = calloc(s->n_role_min, sizeof *rm);
         if (!rm)
@@ -2349,6 +2523,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->joining_since = zhash_new();
     c->voters = zhash_new();
     c->down_seen = zhash_new();
+    c->peer_at = zhash_new();
     voters_load(c); /* before any thread can reach c: the store is read from the caller's */
     c->seeds = calloc(s->n_seed_nodes + 1, sizeof *c->seeds);
     c->seed_known = calloc(s->n_seed_nodes + 1, sizeof *c->seed_known);
@@ -2398,6 +2573,14 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
         return NULL;
     }
     c->hb_endpoint = strdup(hb_actor_endpoint(c->hb));
+    if (c->s.discovery) {
+        c->disc = disc_new(c->s.discovery, c->s.discovery_resolver, c->s.discovery_interval_ms,
+                           err);
+        if (!c->disc) {
+            shoal_cluster_destroy(&c);
+            return NULL;
+        }
+    }
     int rc = cluster_call(c, do_start, c);
     if (rc < 0) {
         *err = rc;
@@ -2414,6 +2597,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = arg;
     c->terminated = true;
     atomic_store(&c->terminated_seen, true);
+    disc_stop(c->disc);
     singletons_stop_all(c);
     int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,
                      &c->t_leader_soon, &c->t_confirm, &c->t_grace};
@@ -2456,6 +2640,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
         c->hb_detached = c->hb;
     c->hb = NULL;
     hb_actor_destroy(&c->hb_detached);
+    disc_destroy(&c->disc);
     shoal_replicator_destroy(&c->sysrepl);
     shutdown_free(c);
     for (size_t i = 0; i < c->n_followers; i++) {
@@ -2477,6 +2662,7 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     zhash_destroy(&c->joining_since);
     zhash_destroy(&c->voters);
     zhash_destroy(&c->down_seen);
+    zhash_destroy(&c->peer_at);
     for (size_t i = 0; i < c->n_seeds; i++)
         free(c->seeds[i]);
     free(c->seeds);
@@ -2490,4 +2676,12 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     free(c->hb_endpoint);
     free(c->self_endpoint);
     free(c);
+}
+
+int shoal_discovery_check(const char *discovery, const char *resolver, char *err, size_t errlen)
+{
+    int rc = discovery ? disc_check(discovery, err, errlen) : 0;
+    if (rc == 0 && resolver)
+        rc = disc_check_resolver(resolver, err, errlen);
+    return rc;
 }

@@ -103,6 +103,23 @@
     finds when the partition heals, instead of forming a second one; after a restart of every
     node (or a resolver that downed everyone) it forms the one cluster the others join.
 
+    SEED DISCOVERY (Akka Management's Cluster Bootstrap), instead of a written seed list: the node
+    resolves one DNS name (discovery "dns:NAME:PORT" for A/AAAA records and a fixed port, or
+    "srv:_shoal._tcp.NAME" for SRV records with theirs; a Kubernetes headless service) every
+    discovery interval, on a helper thread (the node loop never waits for DNS), and the addresses
+    found are its CONTACT POINTS. It asks each whether it is in a cluster (the seeds' InitJoin):
+    the first that is lets it in. Only when at least required-contact-point-nr contact points were
+    found, every other one answered that it is in no cluster, and the set has not changed for
+    stable-margin, does the contact point with the lowest address (address bytes, then port) form
+    the cluster, if that is this node; the others join it. The kept-membership rule of the first
+    seed holds here too: a node with kept membership forms a cluster only when a majority of the
+    kept identities answered that they are in no cluster, so a restarted node never forms a second
+    one. A name that resolves to nothing, or to this node alone, is logged (at once, then every
+    10 s) and the view says so (shoal_cluster_view_t.discovery, shown by shoal-cluster members).
+    This node's own contact point is found only if it is bound on the address the name gives (bind
+    on the pod IP, not on a wildcard). Discovery stops once the node is a member; an explicit
+    shoal_cluster_join replaces it. Seed nodes and discovery together are refused (SHOAL_EINVAL).
+
     SHUTDOWN runs in phases (like Akka's coordinated shutdown): tasks registered per phase, each
     phase with a timeout; it runs on leave, on being downed or removed, and on
     shoal_cluster_shutdown. Sharding hands off its shards in SHOAL_PHASE_SHARDING.
@@ -215,6 +232,17 @@ typedef struct {
                                                    stable-after / 2 */
     uint32_t fence_margin_ms;                   /* fence-margin: fence-after + this must end
                                                    before the other side can reallocate, 1 s */
+    /* shoal/management/cluster/bootstrap/contact-point-discovery (see SEED DISCOVERY) */
+    const char *discovery;                      /* discover (Shoal's own spelling of Akka's
+                                                   service-name and method): "dns:NAME:PORT" or
+                                                   "srv:NAME"; NULL = off (seed nodes instead) */
+    uint32_t required_contact_point_nr;         /* required-contact-point-nr, 2 */
+    uint32_t stable_margin_ms;                  /* stable-margin, 5 s */
+    uint32_t discovery_interval_ms;             /* interval: how often the name is resolved, 1 s */
+    const char *discovery_resolver;             /* resolver (Shoal's own): the nameserver as
+                                                   "IPv4:port"; NULL = the environment variable
+                                                   SHOAL_DNS_RESOLVER if set, else the system's
+                                                   (/etc/resolv.conf). Tests use a dnsmasq. */
     /* shoal/coordinated-shutdown */
     uint32_t phase_timeout_ms;                  /* default-phase-timeout, 5 s */
     /* the system replicator (role "__system"); its gossip interval is gossip_interval_ms */
@@ -254,7 +282,8 @@ uint32_t shoal_cluster_fence_after_ms(const shoal_cluster_settings_t *s);
 /* 0, or SHOAL_EINVAL with the keys that break the timing above named in err. */
 int shoal_cluster_fence_check(const shoal_cluster_settings_t *s, char *err, size_t errlen);
 /* Shortened timings for tests and the `_fast` benchmarks: gossip and heartbeats 200 ms,
-   acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s. */
+   acceptable pause 1 s, stable-after 2 s, seed-node-timeout 1 s, weakly-up-after 2 s,
+   stable-margin 1 s and the discovery interval 500 ms. */
 void shoal_cluster_settings_fast(shoal_cluster_settings_t *s);
 
 typedef struct shoal_cluster shoal_cluster_t;
@@ -319,6 +348,9 @@ typedef struct {
        the epoch) and whether it is asking seeds; 0 and false once it is a member */
     int64_t outside_since_ms;
     bool joining;
+    /* with seed discovery, while in no cluster: what it is waiting for ("waiting for contact
+       points: ...", "3 contact points, ..."); NULL otherwise */
+    const char *discovery;
     /* the kept membership (see KEPT MEMBERSHIP): the durable identities majorities count */
     const char *const *kept;
     size_t n_kept;
@@ -331,7 +363,8 @@ const shoal_member_t *shoal_cluster_view_member(const shoal_cluster_view_t *v,
 /* The role leader in a view (role NULL or "" = the leader). */
 const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v, const char *role);
 /* Renders a view as JSON ({"self":..,"leader":..,"converged":..,"members":[...]}; a node in no
-   cluster adds "in_cluster":false, "joining" and "outside_since" (ISO 8601 UTC); "kept" lists the
+   cluster adds "in_cluster":false, "joining", "outside_since" (ISO 8601 UTC) and, with seed
+   discovery, "discovery" (what it waits for); "kept" lists the
    kept membership, and each member its "id"). */
 void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 
@@ -442,9 +475,16 @@ int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 
 /* Settings from a configuration file (see ddata.h, CONFIGURATION FILES): shoal/cluster/...,
    shoal/cluster/failure-detector/..., shoal/cluster/split-brain-resolver/...,
-   shoal/coordinated-shutdown/.... Strings stay owned by cfg. */
+   shoal/coordinated-shutdown/..., and seed discovery's
+   shoal/management/cluster/bootstrap/contact-point-discovery/{discover,
+   required-contact-point-nr, stable-margin, interval, resolver}. Strings stay owned by cfg. */
 int shoal_config_cluster(const shoal_config_t *cfg, shoal_cluster_settings_t *out, char *err,
                          size_t errlen);
+
+/* Checks a discovery name (SEED DISCOVERY: "dns:NAME:PORT" or "srv:NAME") and a resolver
+   ("IPv4:port"), each when not NULL, without resolving anything: 0, or SHOAL_EINVAL with the reason in err.
+   For programs that take them as flags. */
+int shoal_discovery_check(const char *discovery, const char *resolver, char *err, size_t errlen);
 
 /* Admin requests over a client connection (the shoal-cluster tool). */
 #define SHOAL_KIND_CLUSTER_VIEW  0x8101u /* -> JSON view */

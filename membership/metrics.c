@@ -208,7 +208,9 @@ static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
         up++;
         reachable += m->reachable;
     }
-    if (!me)
+    if (!me && v.discovery) /* seed discovery says what it waits for */
+        shoal_buf_printf(reason, "in no cluster (%s)", v.discovery);
+    else if (!me)
         shoal_buf_printf(reason, "in no cluster%s", v.joining ? " (asking the seeds to join)" :
                                                                 " (no seeds: waiting to be joined)");
     else if (me->status != SHOAL_MEMBER_UP)

@@ -2,7 +2,10 @@
 # Installs every Debian package Shoal needs to build, test, fuzz and benchmark.
 # (tshark: test_curve captures loopback traffic to show CURVE leaves no plaintext;
 # prometheus: test_http runs its promtool on every node binary's /metrics; chromium,
-# chromium-driver, python3-selenium: test_dashboard drives the dashboard in headless Chromium.)
+# chromium-driver, python3-selenium: test_dashboard drives the dashboard in headless Chromium;
+# dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
+# and a port of its own; -base is the program without the system service that would take
+# port 53 from the machine's resolver.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -20,6 +23,7 @@ PACKAGES="
   tshark
   prometheus
   chromium chromium-driver python3-selenium
+  dnsmasq-base
   iproute2 iptables iputils-ping faketime
 "
 

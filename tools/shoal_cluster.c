@@ -156,6 +156,7 @@ typedef struct {
 typedef struct {
     char self[SHOAL_NODE_ID_MAX + 1], leader[SHOAL_NODE_ID_MAX + 1], converged[8], version[32];
     char in_cluster[8], joining[8], outside_since[32]; /* set only for a node in no cluster */
+    char discovery[512]; /* what seed discovery waits for, when the node finds its seeds by DNS */
     row_t *rows;
     size_t n_rows;
 } view_t;
@@ -233,6 +234,8 @@ static bool parse_view(const char *text, size_t len, view_t *v)
             ok = read_scalar(&j, v->joining, sizeof v->joining);
         else if (strcmp(key, "outside_since") == 0)
             ok = read_str(&j, v->outside_since, sizeof v->outside_since);
+        else if (strcmp(key, "discovery") == 0)
+            ok = read_str(&j, v->discovery, sizeof v->discovery);
         else if (strcmp(key, "members") == 0) {
             if (!eat(&j, '['))
                 return false;
@@ -272,7 +275,8 @@ static void print_table(const view_t *v)
         if (strptime(v->outside_since, "%Y-%m-%dT%H:%M:%SZ", &tm))
             secs = (long)(time(NULL) - timegm(&tm));
         printf("node %s is in no cluster since %s (%ld s): %s\n", v->self, v->outside_since, secs,
-               strcmp(v->joining, "true") == 0
+               v->discovery[0] ? v->discovery
+               : strcmp(v->joining, "true") == 0
                    ? "joining through its seeds (its log says which answered)"
                    : "not joining (waiting to be joined: shoal-cluster join SEED)");
         if (v->n_rows == 0)

@@ -2,13 +2,16 @@
     cluster, serves the operator tool (shoal-cluster) and the replicator's client requests, and
     prints one line per cluster event.
 
-      shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--role NAME]...
-                   [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]
+      shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]
+                   [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]
 
     --bind     where the node listens (default tcp://127.0.0.1:2552)
     --seed     a seed node's endpoint, repeatable; list this node's own endpoint first to let it
                form a new cluster when no other seed answers. Without seeds the node waits for
                `shoal-cluster join SEED`.
+    --discover find the seeds by DNS instead (membership.h, SEED DISCOVERY): dns:NAME:PORT (A/AAAA
+               records, one port) or srv:_shoal._tcp.NAME (SRV records); the nameserver is the
+               system's, or SHOAL_DNS_RESOLVER=IPv4:PORT. Bind on the address the name gives.
     --role     a role of this member, repeatable
     --config   a ZPL settings file (shoal/remote/..., shoal/cluster/...); the options above
                override what it sets
@@ -49,8 +52,10 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--role NAME]...\n"
-               "                    [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]\n");
+    fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
+               "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
+               "                    [--quiet]\n"
+               "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
 }
 
 static void sleep_ms(int ms)
@@ -160,7 +165,7 @@ static bool need_arg(int argc, char **argv, int i)
 
 int main(int argc, char **argv)
 {
-    const char *bind = NULL, *config_path = NULL, *http = NULL;
+    const char *bind = NULL, *config_path = NULL, *discover = NULL, *http = NULL;
     const char *seeds[MAX_LIST], *roles[MAX_LIST];
     size_t n_seeds = 0, n_roles = 0;
     bool fast = false, quiet = false;
@@ -181,6 +186,10 @@ int main(int argc, char **argv)
                 return 2;
             }
             (seed ? seeds : roles)[(*n)++] = argv[++i];
+        } else if (strcmp(a, "--discover") == 0) {
+            if (!need_arg(argc, argv, i))
+                return 2;
+            discover = argv[++i];
         } else if (strcmp(a, "--config") == 0) {
             if (!need_arg(argc, argv, i))
                 return 2;
@@ -217,6 +226,17 @@ int main(int argc, char **argv)
                     seeds[i]);
             return 2;
         }
+    if (discover) {
+        char err[300];
+        if (shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), err, sizeof err) < 0) {
+            fprintf(stderr, "shoal-member: --discover: %s\n", err);
+            return 2;
+        }
+        if (n_seeds) {
+            fprintf(stderr, "shoal-member: --discover finds the seeds: give no --seed with it\n");
+            return 2;
+        }
+    }
 
     /* Settings: defaults (or the fast ones), then the file, then the command line. */
     shoal_system_settings_t ss;
@@ -250,6 +270,12 @@ int main(int argc, char **argv)
     if (n_seeds) {
         cs.seed_nodes = seeds;
         cs.n_seed_nodes = n_seeds;
+        cs.discovery = NULL; /* the command line's seeds replace the file's discovery */
+    }
+    if (discover) {
+        cs.discovery = discover;
+        cs.seed_nodes = NULL; /* and its discovery replaces the file's seeds */
+        cs.n_seed_nodes = 0;
     }
     if (n_roles) {
         cs.roles = roles;
@@ -309,7 +335,9 @@ int main(int argc, char **argv)
     if (endpoint)
         printf("shoal-member: management endpoint on port %u\n",
                (unsigned)shoal_metrics_port(endpoint));
-    if (cs.n_seed_nodes == 0)
+    if (cs.discovery)
+        printf("shoal-member: finding the seeds through %s\n", cs.discovery);
+    else if (cs.n_seed_nodes == 0)
         printf("shoal-member: no seed nodes: waiting for `shoal-cluster --node %s join SEED`\n",
                shoal_system_endpoint(sys));
     fflush(stdout);

@@ -3,7 +3,7 @@
     finds its data where it left it and catches up on the rest by gossip.
 
       kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR
-                   [--min-members N] [--http [HOST:]PORT] [--fast]
+                   [--discover NAME] [--min-members N] [--http [HOST:]PORT] [--fast]
       kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
       kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
       kvstore del   PORT KEY [CONS]           remove a key
@@ -15,6 +15,10 @@
     or when none answers within seed-node-timeout; a seed that restarts asks the others first and
     joins their cluster. Without --seed the node waits to be joined (`shoal-cluster --node ENDPOINT
     join SEED`), unless --new-cluster tells it to form a new cluster alone. It prints
+    one line when it is Up. --discover dns:NAME:PORT (or srv:_shoal._tcp.NAME) finds the seeds by
+    DNS instead of a list (SEED DISCOVERY in membership.h; SHOAL_DNS_RESOLVER=IPv4:PORT names
+    another nameserver than the system's): the lowest address of the nodes the name gives forms
+    the cluster once two or more answer that they are in none. It prints
     one line when it is Up and runs until SIGINT or SIGTERM, which leave the cluster gracefully.
     --min-members N (Akka's min-nr-of-members): no member is moved to Up until N have joined, so
     a cluster started N at a time does not take majority writes while it has fewer. Majority and
@@ -73,7 +77,8 @@ static void sleep_ms(int ms)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR\n"
-               "                    [--min-members N] [--http [HOST:]PORT] [--fast]\n"
+               "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N]\n"
+               "                    [--http [HOST:]PORT] [--fast]\n"
                "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
                "       kvstore get PORT [KEY] [local|majority|all|N]\n"
                "       kvstore del PORT KEY [local|majority|all|N]\n"
@@ -105,7 +110,7 @@ static bool is_endpoint(const char *s)
 
 static int run_node(int argc, char **argv)
 {
-    const char *bind = NULL, *data = NULL, *http = NULL;
+    const char *bind = NULL, *data = NULL, *discover = NULL, *http = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     bool fast = false, new_cluster = false;
@@ -113,13 +118,16 @@ static int run_node(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data") ||
-                           !strcmp(a, "--min-members") || !strcmp(a, "--http");
+                           !strcmp(a, "--min-members") || !strcmp(a, "--discover") ||
+                           !strcmp(a, "--http");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kvstore: %s needs a value\n", a);
             return EXIT_USAGE;
         }
         if (!strcmp(a, "--bind")) {
             bind = argv[++i];
+        } else if (!strcmp(a, "--discover")) {
+            discover = argv[++i];
         } else if (!strcmp(a, "--data")) {
             data = argv[++i];
         } else if (!strcmp(a, "--seed")) {
@@ -173,6 +181,18 @@ static int run_node(int argc, char **argv)
         fprintf(stderr, "kvstore: --new-cluster forms a cluster alone: give it no --seed\n");
         return EXIT_USAGE;
     }
+    if (discover) {
+        char why[300];
+        if (shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why, sizeof why) < 0) {
+            fprintf(stderr, "kvstore: --discover: %s\n", why);
+            return EXIT_USAGE;
+        }
+        if (n_seeds || new_cluster) {
+            fprintf(stderr, "kvstore: --discover finds the seeds: give no --seed or --new-cluster "
+                            "with it\n");
+            return EXIT_USAGE;
+        }
+    }
     if (new_cluster)
         seeds[n_seeds++] = bind; /* its own endpoint as the only seed: it forms a cluster */
 
@@ -219,6 +239,7 @@ static int run_node(int argc, char **argv)
         shoal_cluster_settings_default(&cs);
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
+    cs.discovery = discover;
     cs.min_nr_of_members = (uint32_t)min_members;
     /* the kept membership: majorities stay majorities of the same members across a restart of
        every node (see KEPT MEMBERSHIP in membership.h) */
@@ -250,7 +271,9 @@ static int run_node(int argc, char **argv)
     }
     const char *self = shoal_node_id(shoal_system_self(sys));
     fprintf(stderr, "kvstore: %s listening at %s, data in %s\n", self, bind, data);
-    if (n_seeds == 0)
+    if (discover)
+        fprintf(stderr, "kvstore: finding the seeds through %s\n", discover);
+    else if (n_seeds == 0)
         fprintf(stderr, "kvstore: no seed nodes: waiting to be joined (`shoal-cluster --node %s "
                         "join SEED`), or start it with --new-cluster to form a cluster alone\n",
                 bind);

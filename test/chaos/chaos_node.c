@@ -1,9 +1,11 @@
 /*  chaos-node — one node of the chaos suite (tools/chaos.py), run as its own process.
 
-      chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... --data DIR --log FILE
-                 [--timing fast|generous|default] [--shards N] [--fault "DIR CUT DROP DUP DELAY PEER|*"]
+      chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... [--discover NAME]
+                 --data DIR --log FILE [--timing fast|generous|default] [--shards N]
+                 [--fault "DIR CUT DROP DUP DELAY PEER|*"]
 
-    A member of the cluster (joins through its seeds; split-brain resolver keep-majority, the
+    A member of the cluster (joins through its seeds, or the contact points --discover finds by
+    DNS, membership.h's SEED DISCOVERY; split-brain resolver keep-majority, the
     default), with the default replicator kept in an LMDB store in DIR (durable keys "chaos-*"
     and sharding's "shard-*"), and sharding with one entity type, "acct", with entity state and
     remember-entities on. It serves, as a node, the replicator's client requests (the workload's
@@ -459,7 +461,8 @@ static void sleep_ms(int ms)
 static int usage(void)
 {
     fprintf(stderr, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
-                    "--data DIR --log FILE [--timing fast|generous|default] [--shards N] "
+                    "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
+                    "[--timing fast|generous|default] [--shards N] "
                     "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT]\n");
     return 2;
 }
@@ -467,7 +470,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     const char *bind = NULL, *data = NULL, *logpath = NULL, *timing = "fast", *fault = NULL;
-    const char *http = NULL;
+    const char *discover = NULL, *http = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     unsigned shards = 20;
@@ -482,6 +485,8 @@ int main(int argc, char **argv)
             bind = v;
         else if (!strcmp(a, "--seed") && n_seeds < MAX_SEEDS)
             seeds[n_seeds++] = v;
+        else if (!strcmp(a, "--discover"))
+            discover = v;
         else if (!strcmp(a, "--data"))
             data = v;
         else if (!strcmp(a, "--log"))
@@ -500,7 +505,15 @@ int main(int argc, char **argv)
     if (!bind || !data || !logpath || shards == 0 ||
         (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default")))
         return usage();
-    if (n_seeds == 0)
+    if (discover) {
+        char why[300];
+        if (n_seeds || shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why,
+                                             sizeof why) < 0) {
+            fprintf(stderr, "chaos-node: --discover: %s\n",
+                    n_seeds ? "give no --seed with it" : why);
+            return 2;
+        }
+    } else if (n_seeds == 0)
         seeds[n_seeds++] = bind;
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -556,6 +569,7 @@ int main(int argc, char **argv)
     cluster_timing(&cs, tm);
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
+    cs.discovery = discover;
     cs.durable_id = shoal_durable_node_id(durable);
     cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 

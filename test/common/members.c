@@ -3,6 +3,8 @@
 
 #include "cluster.h"
 
+#include <time.h>
+
 void tmember_settings(shoal_cluster_settings_t *s)
 {
     shoal_cluster_settings_fast(s);
@@ -18,4 +20,27 @@ void tmember_data_settings(shoal_replicator_settings_t *s)
 {
     tcluster_fast_settings(s);
     s->max_pruning_dissemination_ms = 1000;
+}
+
+int tmember_start(const char *endpoint, const shoal_cluster_settings_t *s, shoal_system_t **sys,
+                  shoal_cluster_t **cl, shoal_replicator_t **data)
+{
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = endpoint;
+    int err = 0;
+    for (int64_t end = shoal_now_ms() + 5000;
+         !(*sys = shoal_system_new(&ss, &err)) && shoal_now_ms() < end;) {
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!*sys)
+        return err;
+    if (!(*cl = shoal_cluster_new(*sys, s, &err)))
+        return err ? err : SHOAL_EINVAL;
+    shoal_replicator_settings_t rs;
+    tcluster_fast_settings(&rs);
+    if (!(*data = shoal_replicator_new(*sys, &rs, &err)))
+        return err;
+    return shoal_cluster_follow(*cl, *data);
 }

@@ -13,4 +13,11 @@ void tmember_settings(shoal_cluster_settings_t *s);
    dissemination, so a removed node's pruning shows within a test. */
 void tmember_data_settings(shoal_replicator_settings_t *s);
 
+/* A member in this process: a node bound at `endpoint` (tried again for up to 5 s: a restart on
+   an address just left finds ZeroMQ still closing the old listener), membership with `s`, and a
+   data replicator with fast settings that follows the members. 0, or the first error (what
+   started is in *sys, *cl, *data for the caller to stop). */
+int tmember_start(const char *endpoint, const shoal_cluster_settings_t *s, shoal_system_t **sys,
+                  shoal_cluster_t **cl, shoal_replicator_t **data);
+
 #endif

@@ -565,25 +565,9 @@ static void start_with_seeds(int i, const char *endpoint, const char *const *see
     shoal_cluster_settings_t s = *s_in;
     s.seed_nodes = seeds;
     s.n_seed_nodes = n;
-    shoal_system_settings_t ss;
-    shoal_system_settings_default(&ss);
-    ss.endpoint = endpoint;
-    int err = 0;
-    /* a restart on the address just left: ZeroMQ may still be closing the old listener */
-    for (int64_t end = shoal_now_ms() + 5000; !(nodes[i].sys = shoal_system_new(&ss, &err)) &&
-                                               shoal_now_ms() < end;) {
-        struct timespec ts = {0, 50 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    if (!nodes[i].sys)
-        fail_msg("node %d cannot start at %s: %s", i, endpoint, shoal_strerror(err));
-    nodes[i].cl = shoal_cluster_new(nodes[i].sys, &s, &err);
-    assert_non_null(nodes[i].cl);
-    shoal_replicator_settings_t rs;
-    tcluster_fast_settings(&rs);
-    nodes[i].data = shoal_replicator_new(nodes[i].sys, &rs, &err);
-    assert_non_null(nodes[i].data);
-    assert_int_equal(shoal_cluster_follow(nodes[i].cl, nodes[i].data), 0);
+    int rc = tmember_start(endpoint, &s, &nodes[i].sys, &nodes[i].cl, &nodes[i].data);
+    if (rc != 0)
+        fail_msg("node %d cannot start at %s: %s", i, endpoint, shoal_strerror(rc));
 }
 
 /* A cold start of three nodes with the same seed list forms one cluster without waiting out
