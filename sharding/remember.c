@@ -489,7 +489,11 @@ typedef struct {
     life_t *life;
     void (*fn)(const char *shard, void *arg);
     void *arg;
+    shoal_region_t *r;
+    uint32_t attempts;
 } all_ctx_t;
+
+static void all_read(all_ctx_t *x);
 
 static int each_shard(const void *elem, size_t len, void *arg)
 {
@@ -504,14 +508,38 @@ static int each_shard(const void *elem, size_t len, void *arg)
     return 0;
 }
 
+static void all_retry_tick(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    all_ctx_t *x = arg;
+    if (!x->life->obj) {
+        life_release(x->life);
+        free(x);
+        return;
+    }
+    all_read(x);
+}
+
 static void all_done(shoal_replicator_t *rep, int status, const char *key,
                      const shoal_crdt_t *value, void *arg)
 {
     (void)rep;
-    (void)key;
     all_ctx_t *x = arg;
     if (status == 0 && value && x->life->obj && shoal_crdt_type(value) == shoal_type_by_name("GSet"))
         shoal_gset_foreach(value, each_shard, x);
+    /* A read that reached no majority (refused while this node is not yet Up, or timed out while
+       the others still load their stores after a full restart) is not "no shards": without
+       asking again, remembered entities would wait for their first message. Asked again with a
+       backoff (0.2 s doubling to 3.2 s) for as long as the coordinator lives; not found is an
+       answer. */
+    if (status != 0 && status != SHOAL_ENOTFOUND && x->life->obj) {
+        if (x->attempts++ % 10 == 0)
+            zsys_warning("%s: sharding %s: reading %s failed (%s); retrying",
+                         shoal_node_id(x->r->self), x->r->name, key, shoal_strerror(status));
+        uint32_t pause = 200u << (x->attempts < 4 ? x->attempts : 4);
+        if (shoal_system_timer(x->r->sys, pause, false, all_retry_tick, x) > 0)
+            return;
+    }
     life_release(x->life);
     free(x);
 }
@@ -519,16 +547,22 @@ static void all_done(shoal_replicator_t *rep, int status, const char *key,
 void remember_all_shards(shoal_region_t *r, void (*fn)(const char *shard, void *arg), void *arg,
                          life_t *life)
 {
-    char key[256];
-    snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
     all_ctx_t *x = calloc(1, sizeof *x);
     if (!x)
         abort();
     x->life = life_ref(life);
     x->fn = fn;
     x->arg = arg;
-    shoal_consistency_t c = read_level(r);
-    int rc = shoal_replicator_get(r->rep, key, shoal_type_by_name("GSet"), &c, all_done, x);
+    x->r = r;
+    all_read(x);
+}
+
+static void all_read(all_ctx_t *x)
+{
+    char key[256];
+    snprintf(key, sizeof key, "shard-%s-all-shards", x->r->name);
+    shoal_consistency_t c = read_level(x->r);
+    int rc = shoal_replicator_get(x->r->rep, key, shoal_type_by_name("GSet"), &c, all_done, x);
     if (rc < 0)
-        all_done(r->rep, rc, key, NULL, x);
+        all_done(x->r->rep, rc, key, NULL, x);
 }
