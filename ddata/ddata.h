@@ -58,10 +58,17 @@
 extern "C" {
 #endif
 
-/* ABI version of libshoal: the SONAME carries the major. */
+/* Version of libshoal and of every program built with it; the one place it is written (SConstruct
+   reads these three lines for the SONAME, whose number is the major, and for shoal.pc). */
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
 #define SHOAL_VERSION_PATCH 0
+#define SHOAL_VERSION_STR_(x) #x
+#define SHOAL_VERSION_STR(x)  SHOAL_VERSION_STR_(x)
+/* "MAJOR.MINOR.PATCH", as `--version` prints it. */
+#define SHOAL_VERSION                                                                              \
+    SHOAL_VERSION_STR(SHOAL_VERSION_MAJOR)                                                         \
+    "." SHOAL_VERSION_STR(SHOAL_VERSION_MINOR) "." SHOAL_VERSION_STR(SHOAL_VERSION_PATCH)
 
 /* ---------------------------------------------------------------------------------------------
  * Errors

@@ -24,6 +24,7 @@
     (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store;
     3 the node cannot be reached.
 */
+#include "cli.h"
 #include "ddata.h"
 #include "membership.h"
 #include "sharding.h"
@@ -70,7 +71,7 @@ static void usage(FILE *f)
             "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
             "       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]\n"
             "       ddata-dump --node ENDPOINT --sharding [TYPE] [--role R] [--entities] [--json]\n"
-            "       ddata-dump --help\n"
+            "       ddata-dump --help | --version\n"
             "--sharding TYPE: the type's coordinator state (shard, home, epoch term.counter),\n"
             "regions, remembered entities per shard (--entities: their ids), all-shards set and\n"
             "daemon workers; without TYPE (last, or before another option): the types found.\n"
@@ -2151,6 +2152,9 @@ static int compare_mode(char **eps, int n, const char *role)
  */
 int main(int argc, char **argv)
 {
+    int cli = cli_help_or_version(argc, argv, "ddata-dump", usage);
+    if (cli >= 0)
+        return cli;
     shoal_sharding_register_types(); /* entity states decode and render like any value */
     store_opts_t so = {0};
     const char *node = NULL, *role = "";
@@ -2162,11 +2166,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            free(eps);
-            return EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--json")) {
             so.json = true;
         } else if (!strcmp(a, "--metrics")) {
             want_metrics = true;

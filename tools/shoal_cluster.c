@@ -10,6 +10,7 @@
     --node     the member to ask (default tcp://127.0.0.1:2552)
     --json     `members` prints the node's view as JSON, as the node renders it
     --timeout  how long to wait for the node, in ms (default 3000)
+    --help     the usage on stdout; --version: "shoal-cluster VERSION"
     MEMBER is a node id host:port:uid, or host:port for the live incarnation there; `leave`
     without MEMBER makes the asked node itself leave. `forget ID` drops a durable identity that
     will never return from the kept membership (majorities count the kept identities across a
@@ -19,6 +20,7 @@
     Exit codes: 0 ok; 1 the node answered with an error; 2 usage error; 3 the node could not be
     reached in time.
 */
+#include "cli.h"
 #include "membership.h"
 
 #include <stdio.h>
@@ -33,6 +35,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] COMMAND\n"
+               "       shoal-cluster --help | --version\n"
                "  members              the members as the node sees them\n"
                "  join SEED_ENDPOINT   make the node join the cluster of that seed\n"
                "  leave [MEMBER]       a member (default: the node itself) leaves gracefully\n"
@@ -321,6 +324,9 @@ int main(int argc, char **argv)
     const char *node = "tcp://127.0.0.1:2552";
     bool json = false;
     long timeout_ms = 3000;
+    int cli = cli_help_or_version(argc, argv, "shoal-cluster", usage);
+    if (cli >= 0)
+        return cli;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -336,9 +342,6 @@ int main(int argc, char **argv)
                                 "'%s'\n", argv[i]);
                 return EXIT_USAGE;
             }
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
         } else {
             fprintf(stderr, "shoal-cluster: %s '%s'\n",
                     strcmp(a, "--node") == 0 || strcmp(a, "--timeout") == 0 ? "missing value for"

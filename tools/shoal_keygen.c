@@ -6,11 +6,15 @@
     member) and DIR/NAME.cert_secret (readable by its owner only: give DIR/NAME.cert as the node's
     curve_cert, or SHOAL_CURVE_CERT). --endpoint records where the node listens in the public
     certificate, which is how other members (and clients) find the server key of a seed they have
-    never met. NAME defaults to "node". Prints the public key (Z85). Refuses to overwrite an
-    existing key pair unless --force.
+    never met. NAME defaults to "node". DIR is made with its parents (mode 0700 for those it
+    makes). Prints where the two files went and the public key (Z85), each line labelled. Refuses
+    to overwrite an existing key pair unless --force. --help prints the usage, --version
+    "shoal-keygen VERSION".
 
     Exit codes: 0 written; 1 cannot write; 2 usage.
 */
+#include "cli.h"
+
 #include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,16 +22,49 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: shoal-keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT] [--force]\n");
-    return 2;
+    fprintf(f, "usage: shoal-keygen DIR [--name NAME] [--endpoint tcp://HOST:PORT] [--force]\n"
+               "       shoal-keygen --help | --version\n"
+               "Writes DIR/NAME.cert (public) and DIR/NAME.cert_secret (mode 0600); NAME defaults\n"
+               "to node. DIR and its parents are made when missing.\n");
+}
+
+/* mkdir -p: every missing component of `dir` with mode 0700; 0, or -1 with errno. */
+static int make_dirs(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(path, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *name = "node", *endpoint = NULL;
     bool force = false;
+    int cli = cli_help_or_version(argc, argv, "shoal-keygen", usage);
+    if (cli >= 0)
+        return cli;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
             name = argv[++i];
@@ -36,18 +73,18 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--force") == 0)
             force = true;
         else if (argv[i][0] == '-' || dir)
-            return usage();
+            return cli_usage_error(usage);
         else
             dir = argv[i];
     }
     if (!dir || !name[0] || strchr(name, '/'))
-        return usage();
+        return cli_usage_error(usage);
     if (endpoint && strncmp(endpoint, "tcp://", 6) != 0 && strncmp(endpoint, "ipc://", 6) != 0) {
         fprintf(stderr, "shoal-keygen: --endpoint must be tcp://HOST:PORT or ipc://PATH\n");
         return 2;
     }
     zsys_handler_set(NULL);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    if (make_dirs(dir) != 0) {
         fprintf(stderr, "shoal-keygen: cannot make %s: %s\n", dir, strerror(errno));
         return 1;
     }
@@ -73,7 +110,8 @@ int main(int argc, char **argv)
         return 1;
     }
     chmod(sec, 0600);
-    printf("%s\n", zcert_public_txt(cert));
+    printf("public certificate: %s\nsecret certificate: %s\npublic key: %s\n", pub, sec,
+           zcert_public_txt(cert));
     zcert_destroy(&cert);
     return 0;
 }

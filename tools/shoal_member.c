@@ -20,12 +20,14 @@
                127.0.0.1. Off without it.
     --fast     short timings (gossip and heartbeats 200 ms, stable-after 2 s), for tests
     --quiet    no event lines
+    --help     this usage on stdout; --version: "shoal-member VERSION"
 
     SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
     shutdown has run (15 s at most). A member downed or removed by the cluster exits too (0).
     Exit codes: 0 ok, 1 the node could not start (bind failure, bad config file) or its join
     failed for good, 2 bad arguments.
 */
+#include "cli.h"
 #include "membership.h"
 
 #include <errno.h>
@@ -55,6 +57,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
                "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
                "                    [--quiet]\n"
+               "       shoal-member --help | --version\n"
                "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
 }
 
@@ -169,6 +172,9 @@ int main(int argc, char **argv)
     const char *seeds[MAX_LIST], *roles[MAX_LIST];
     size_t n_seeds = 0, n_roles = 0;
     bool fast = false, quiet = false;
+    int cli = cli_help_or_version(argc, argv, "shoal-member", usage);
+    if (cli >= 0)
+        return cli;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -207,9 +213,6 @@ int main(int argc, char **argv)
             fast = true;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
         } else {
             fprintf(stderr, "shoal-member: unknown option '%s'\n", a);
             usage(stderr);

@@ -3,10 +3,12 @@
     Each replica changes its own copy while "partitioned" (no exchange), then they ship their
     deltas to each other as encoded bytes, in a different order at each replica, one delta twice.
     The tour prints what each replica sees before and after, and checks that the three end with
-    identical values and identical digests (exit status 1 if they do not).
+    identical values and identical digests (exit status 1 if they do not). It takes no arguments
+    but --help and --version (anything else: exit 2).
 
     Until the replicator and the cluster exist, this is Shoal's main demo: the data types alone.
 */
+#include "cli.h"
 #include "ddata.h"
 
 #include <stdio.h>
@@ -86,8 +88,24 @@ static void receive(replica_t *to, replica_t *from)
     }
 }
 
-int main(void)
+static void usage(FILE *f)
 {
+    fprintf(f, "usage: crdt-tour\n"
+               "       crdt-tour --help | --version\n"
+               "Three replicas of a small shop converge through encoded deltas; exit 1 if they\n"
+               "do not end identical.\n");
+}
+
+int main(int argc, char **argv)
+{
+    int cli = cli_help_or_version(argc, argv, "crdt-tour", usage);
+    if (cli >= 0)
+        return cli;
+    if (argc > 1) {
+        fprintf(stderr, "crdt-tour: unknown argument '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
     replica_t r[R] = {{.name = "lisbon"}, {.name = "oslo"}, {.name = "quito"}};
     for (int i = 0; i < R; i++) {
         r[i].node = shoal_node_make("127.0.0.1", (uint16_t)(2551 + i), 1000 + (uint64_t)i);

@@ -8,6 +8,7 @@
       kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
       kvstore del   PORT KEY [CONS]           remove a key
       kvstore watch PORT [SECONDS]            print the node's map, then every change (0 = forever)
+      kvstore --help | --version
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority, timeout 3 s.
 
     The node joins the cluster through its seeds. Give every node the same seed list: the first
@@ -32,6 +33,7 @@
     stays applied on the node and spreads by gossip), no such key, or the node could not start;
     2 usage; 3 the node is unreachable.
 */
+#include "cli.h"
 #include "durable.h"
 #include "membership.h"
 
@@ -82,7 +84,8 @@ static void usage(FILE *f)
                "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
                "       kvstore get PORT [KEY] [local|majority|all|N]\n"
                "       kvstore del PORT KEY [local|majority|all|N]\n"
-               "       kvstore watch PORT [SECONDS]\n");
+               "       kvstore watch PORT [SECONDS]\n"
+               "       kvstore --help | --version\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -574,13 +577,12 @@ done:;
 
 int main(int argc, char **argv)
 {
+    int cli = cli_help_or_version(argc, argv, "kvstore", usage);
+    if (cli >= 0)
+        return cli;
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(stdout);
-        return 0;
     }
     if (!strcmp(argv[1], "node"))
         return run_node(argc, argv);

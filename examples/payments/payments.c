@@ -7,6 +7,7 @@
                                                     one payment node (the driver starts them;
                                                     --http serves its management endpoint,
                                                     docs/operations.md)
+      payments --help | --version
 
     THE FLOW of a payment is an entity of type "payment" (entity id = payment id) whose every step
     is stored as its entity state in the role's replicator, durable in LMDB on each node:
@@ -40,6 +41,7 @@
     request to last settlement, the kill included) beside stateless ask round trips through the
     same cluster, measured before the payments.
 */
+#include "cli.h"
 #include "durable.h"
 #include "sharding.h"
 
@@ -1147,8 +1149,18 @@ static bool number_arg(const char *opt, const char *text, long lo, long hi, int 
     return true;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] [--keep]\n"
+               "       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]\n"
+               "       payments --help | --version\n");
+}
+
 int main(int argc, char **argv)
 {
+    int cli = cli_help_or_version(argc, argv, "payments", usage);
+    if (cli >= 0)
+        return cli;
     int n = 2000, nodes = 3, rate = -1;
     bool node = false, quick = false, bench = false, keep = false;
     const char *bind = NULL, *seed = NULL, *data = NULL, *http = NULL;
@@ -1185,10 +1197,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(stderr,
-                    "usage: payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] "
-                    "[--keep]\n"
-                    "       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]\n");
+            usage(stderr);
             return 2;
         }
     }

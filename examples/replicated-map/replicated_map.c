@@ -9,11 +9,13 @@
       replicated-map get  PORT [KEY] [CONS]         read (the whole map, or one key)
       replicated-map del  PORT KEY [CONS]           remove a key
       replicated-map wait PORT N                    wait (10 s at most) until the node has N peers
+      replicated-map --help | --version
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority. Timeout 3 s.
 
     Nodes find each other by port on 127.0.0.1; each one's replicator counts the others as peers
     once their handshake is done. The commands are clients: they do not join the cluster.
 */
+#include "cli.h"
 #include "ddata.h"
 
 #include <signal.h>
@@ -215,16 +217,24 @@ static int client_command(int argc, char **argv)
     return 0;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]\n"
+               "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
+               "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
+               "       replicated-map del PORT KEY [local|majority|all|N]\n"
+               "       replicated-map wait PORT N\n"
+               "       replicated-map --help | --version\n");
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr,
-                "usage: replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]\n"
-                "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
-                "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
-                "       replicated-map del PORT KEY [local|majority|all|N]\n"
-                "       replicated-map wait PORT N\n");
-        return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
+    int cli = cli_help_or_version(argc, argv, "replicated-map", usage);
+    if (cli >= 0)
+        return cli;
+    if (argc < 3) {
+        usage(stderr);
+        return 2;
     }
     if (strcmp(argv[1], "node") == 0) {
         /* --http SPEC may come anywhere after PORT; the other arguments are peer ports */
@@ -241,6 +251,12 @@ int main(int argc, char **argv)
             }
         }
         return run_node(argv[2], n, argv + 3, http);
+    }
+    if (strcmp(argv[1], "put") != 0 && strcmp(argv[1], "get") != 0 &&
+        strcmp(argv[1], "del") != 0 && strcmp(argv[1], "wait") != 0) {
+        fprintf(stderr, "replicated-map: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
     }
     return client_command(argc, argv);
 }

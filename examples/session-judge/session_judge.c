@@ -7,6 +7,7 @@
                     [--http [HOST:]PORT]                      one judge node (started by the run;
                                                               --http: its management endpoint,
                                                               docs/operations.md)
+      session-judge --help | --version
 
     THE LOG. Game servers (here: a thread of the driver) append each game's events — game id,
     sequence number, player, action — to a Redis stream `events:<p>`, p = hash(game) mod P, so one
@@ -38,6 +39,7 @@
     0 reorders), no two incarnations of one judge overlapped, the moves are listed. Exit 0 only
     when every check holds.
 */
+#include "cli.h"
 #include "sharding.h"
 
 #include <hiredis/hiredis.h>
@@ -1174,10 +1176,13 @@ out:
     return ok ? 0 : 1;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: session-judge [--games G] [--events-per-game E] [--partitions P] "
-                    "[--nodes K] [--short] [--bench] [--keep]\n");
+    fprintf(f, "usage: session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]\n"
+               "                     [--short] [--bench] [--keep]\n"
+               "       session-judge --node --bind EP --seed EP --redis PORT --index I\n"
+               "                     --partitions P --dir DIR [--http [HOST:]PORT]\n"
+               "       session-judge --help | --version\n");
 }
 
 /* A whole decimal number in [lo, hi], else false. */
@@ -1193,6 +1198,9 @@ static bool number(const char *s, long lo, long hi, int *out)
 
 int main(int argc, char **argv)
 {
+    int cli = cli_help_or_version(argc, argv, "session-judge", usage);
+    if (cli >= 0)
+        return cli;
     int games = 200, events = 100, nodes = 3, duration_ms = 15000;
     bool node = false, bench = false, keep = false;
     const char *bind = NULL, *seed = NULL, *dir = NULL, *http = NULL;
@@ -1235,7 +1243,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "session-judge: bad option or value: %s%s%s (--games 1..100000, "
                             "--events-per-game 1..1000000, --partitions 1..64, --nodes 2..%d)\n",
                     a, v ? " " : "", v ? v : "", MAX_NODES);
-            usage();
+            usage(stderr);
             return 2;
         }
     }

@@ -16,10 +16,12 @@
       chaos-client fault EP SPEC          the transport's fault injection on one node ("heal", or
                                           "DIR CUT DROP DUP DELAY_MS PEER|*", see chaos.h)
       chaos-client info EP                the node's counters (chaos.h, CHAOS_KIND_INFO)
+      chaos-client --help | --version
 
     Exit: 0 ok, 1 a request failed, 2 usage.
 */
 #include "chaos.h"
+#include "cli.h"
 #include "membership.h"
 
 #include <inttypes.h>
@@ -475,20 +477,23 @@ static int simple_request(const char *ep, uint16_t kind, const char *text)
     return ex;
 }
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: chaos-client run --nodes EP,EP,... --duration SECONDS --log FILE "
-                    "[--workers W] [--entities E] [--run-id ID] [--seed N] [--pause-ms MS]\n"
-                    "       chaos-client check --nodes EP,EP,... [--entities E]\n"
-                    "       chaos-client fault EP SPEC\n"
-                    "       chaos-client info EP\n");
-    return 2;
+    fprintf(f, "usage: chaos-client run --nodes EP,EP,... --duration SECONDS --log FILE "
+               "[--workers W] [--entities E] [--run-id ID] [--seed N] [--pause-ms MS]\n"
+               "       chaos-client check --nodes EP,EP,... [--entities E]\n"
+               "       chaos-client fault EP SPEC\n"
+               "       chaos-client info EP\n"
+               "       chaos-client --help | --version\n");
 }
 
 int main(int argc, char **argv)
 {
+    int cli = cli_help_or_version(argc, argv, "chaos-client", usage);
+    if (cli >= 0)
+        return cli;
     if (argc < 2)
-        return usage();
+        return cli_usage_error(usage);
     const char *mode = argv[1];
     if (!strcmp(mode, "fault") && argc == 4)
         return simple_request(argv[2], CHAOS_KIND_FAULT, argv[3]);
@@ -502,7 +507,7 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
-            return usage();
+            return cli_usage_error(usage);
         const char *v = argv[++i];
         if (!strcmp(a, "--nodes"))
             list = strdup(v);
@@ -521,17 +526,17 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pause-ms"))
             pause_ms = atoi(v);
         else
-            return usage();
+            return cli_usage_error(usage);
     }
     if (!list || split_nodes(list) == 0 || n_entities <= 0)
-        return usage();
+        return cli_usage_error(usage);
     int ex;
     if (!strcmp(mode, "run") && duration > 0 && logpath && workers > 0 && workers <= 64)
         ex = run_mode(workers, duration, logpath, seed);
     else if (!strcmp(mode, "check"))
         ex = check_mode(entities);
     else
-        ex = usage();
+        ex = cli_usage_error(usage);
     free(list);
     return ex;
 }

@@ -2,7 +2,8 @@
 
       chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... [--discover NAME]
                  --data DIR --log FILE [--timing fast|generous|default] [--shards N]
-                 [--fault "DIR CUT DROP DUP DELAY PEER|*"]
+                 [--fault "DIR CUT DROP DUP DELAY PEER|*"] [--http [HOST:]PORT]
+      chaos-node --help | --version
 
     A member of the cluster (joins through its seeds, or the contact points --discover finds by
     DNS, membership.h's SEED DISCOVERY; split-brain resolver keep-majority, the
@@ -30,6 +31,7 @@
     removed: it must restart as a new incarnation to join again), 1 when it cannot start.
 */
 #include "chaos.h"
+#include "cli.h"
 #include "durable.h"
 #include "sharding.h"
 
@@ -458,13 +460,13 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
-                    "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
-                    "[--timing fast|generous|default] [--shards N] "
-                    "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT]\n");
-    return 2;
+    fprintf(f, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
+               "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
+               "[--timing fast|generous|default] [--shards N] "
+               "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT]\n"
+               "       chaos-node --help | --version\n");
 }
 
 int main(int argc, char **argv)
@@ -474,10 +476,13 @@ int main(int argc, char **argv)
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     unsigned shards = 20;
+    int cli = cli_help_or_version(argc, argv, "chaos-node", usage);
+    if (cli >= 0)
+        return cli;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
-            return usage();
+            return cli_usage_error(usage);
         const char *v = argv[++i];
         if (!strcmp(a, "--index"))
             node_index = atoi(v);
@@ -500,11 +505,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--http") && shoal_http_parse(v, NULL, 0, NULL) == 0)
             http = v;
         else
-            return usage();
+            return cli_usage_error(usage);
     }
     if (!bind || !data || !logpath || shards == 0 ||
         (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default")))
-        return usage();
+        return cli_usage_error(usage);
     if (discover) {
         char why[300];
         if (n_seeds || shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why,
