@@ -29,10 +29,9 @@ bool ttool_find(const char *name, char *path, size_t cap)
     return access(path, X_OK) == 0;
 }
 
-int ttool_run(const char *path, const char *args, char *out, size_t cap)
+/* Runs a shell command line, its stdout into out (NUL-terminated, cut at cap-1 bytes). */
+static int run_shell(const char *cmd, char *out, size_t cap)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", path, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -52,6 +51,20 @@ int ttool_run(const char *path, const char *args, char *out, size_t cap)
     out[n] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int ttool_run(const char *path, const char *args, char *out, size_t cap)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", path, args);
+    return run_shell(cmd, out, cap);
+}
+
+int ttool_run_stream(const char *path, const char *args, int fd, char *out, size_t cap)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", path, args, fd == 2 ? "2>&1 >/dev/null" : "2>/dev/null");
+    return run_shell(cmd, out, cap);
 }
 
 int ttool_spawn(const char *path, char *const argv[], const char *log)

@@ -14,6 +14,9 @@ bool ttool_find(const char *name, char *path, size_t cap);
 /* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
    bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */
 int ttool_run(const char *path, const char *args, char *out, size_t cap);
+/* ttool_run keeping only one stream: fd 1, stdout (stderr thrown away), or 2, stderr (stdout thrown
+   away), to tell where a program writes. */
+int ttool_run_stream(const char *path, const char *args, int fd, char *out, size_t cap);
 /* ttool_run with the arguments formatted like printf. */
 int ttool_runf(const char *path, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
