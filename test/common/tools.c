@@ -63,7 +63,8 @@ int ttool_run(const char *path, const char *args, char *out, size_t cap)
 int ttool_run_stream(const char *path, const char *args, int fd, char *out, size_t cap)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", path, args, fd == 2 ? "2>&1 >/dev/null" : "2>/dev/null");
+    const char *keep = fd == 2 ? "2>&1 >/dev/null" : "2>/dev/null";
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", path, args, keep);
     return run_shell(cmd, out, cap);
 }
 

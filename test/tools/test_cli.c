@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #define MAX_PROGS 32
-#define OUT_CAP 65536
+#define OUT_CAP   65536
 
 static char root[4096]; /* the repository: build/bin/<prog> is root/build/bin/<prog> */
 static char progs[MAX_PROGS][64];
@@ -188,8 +188,8 @@ static void flags_documented(const char *prog, const char *usage, const char *sc
         char bold[70];
         snprintf(bold, sizeof bold, "*%s*", flag);
         if (!strstr(scd, bold)) {
-            print_message("%s: the usage shows %s, docs/man/%s.1.scd does not document it\n",
-                          prog, flag, prog);
+            print_message("%s: the usage shows %s, docs/man/%s.1.scd does not document it\n", prog,
+                          flag, prog);
             fail();
         }
     }
@@ -201,8 +201,8 @@ static void test_man_pages(void **state)
     static char usage[OUT_CAP], scd[OUT_CAP], page[OUT_CAP], out[OUT_CAP];
     char probe[16];
     bool have_man = ttool_run("/bin/sh", "-c 'command -v man'", probe, sizeof probe) == 0;
-    const char *sections[] = {"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS",
-                              "SEE ALSO"};
+    const char *sections[] = {"NAME",    "SYNOPSIS",    "DESCRIPTION",
+                              "OPTIONS", "EXIT STATUS", "SEE ALSO"};
     for (int i = 0; i < n_progs; i++) {
         char path[4200], src[4200], man[4200];
         prog_path(progs[i], path, sizeof path);
@@ -270,10 +270,8 @@ static void test_keygen(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_version),
-        cmocka_unit_test(test_unknown_flag),
-        cmocka_unit_test(test_man_pages),
+        cmocka_unit_test(test_help),         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_unknown_flag), cmocka_unit_test(test_man_pages),
         cmocka_unit_test(test_keygen),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
