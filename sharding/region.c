@@ -1181,8 +1181,10 @@ static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t 
         /* fenced (or not allowed to act): host nothing; the messages wait, and the home is
            asked again once the fence is lifted, so the coordinator's allocation then decides */
         h->node = NULL;
+        h->refused_here = true;
         return;
     }
+    h->refused_here = false;
     if (node == r->self && !r->proxy) {
         if (!s || s->status == SH_ACTIVE)
             shard_host(r, shard, epoch);
@@ -1490,7 +1492,17 @@ static void shards_tick(shoal_region_t *r, int64_t now)
 
 static void pending_tick(shoal_region_t *r)
 {
+    int may = -1; /* shoal_cluster_may_host, asked once and only when a home needs it */
     for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
+        if (h->refused_here && !h->buffer.head && !h->node && !h->handing_off) {
+            /* offered while this node could not host: ask where it is once it can (the
+               coordinator may have moved it meanwhile; if not, the answer hosts it here) */
+            if (may < 0)
+                may = r->proxy ? 0 : shoal_cluster_may_host(r->sh->c);
+            if (may)
+                ask_home(r, h);
+            continue;
+        }
         if (!h->buffer.head)
             continue;
         if (h->node == r->self && !zhashx_lookup(r->shards, h->id) && !r->proxy &&

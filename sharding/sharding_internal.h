@@ -188,6 +188,9 @@ typedef struct {
     uint64_t epoch;           /* newest allocation heard of */
     bool handing_off;         /* BeginHandOff seen, no new home yet: buffer */
     int64_t asked_at;         /* GetShardHome sent (0: not asked) */
+    /* offered to this node while it could not host (not yet Up, fenced): asked again once it
+       can, messages or not (a remembered shard allocated eagerly has none to wake it) */
+    bool refused_here;
     bqueue_t buffer;
 } home_t;
 
