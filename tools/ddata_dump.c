@@ -1273,9 +1273,19 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
             if (rc == 0) {
                 entry_t e;
                 entry_read(&e, &v);
-                if (found++)
-                    LIT(out, "\n");
-                show_key(out, role, &k, &e);
+                if (o->json) { /* the listing's shape, with this key alone in each replicator */
+                    if (found++)
+                        LIT(out, ",");
+                    LIT(out, "{\"role\":");
+                    json_str(out, role, strlen(role));
+                    LIT(out, ",\"keys\":[");
+                    list_entry(out, &k, &e, true);
+                    LIT(out, "]}");
+                } else {
+                    if (found++)
+                        LIT(out, "\n");
+                    show_key(out, role, &k, &e);
+                }
                 entry_free(&e);
             }
             continue;

@@ -216,6 +216,14 @@ static void test_json(void **state)
     /* rendered values hold quotes: they must come out escaped */
     must_contain(out, "\\\"apple\\\"");
     assert_true(strlen(out) > 2 && strcmp(out + strlen(out) - 3, "]}\n") == 0);
+    /* one key: the same shape, that key alone (it printed the text form inside the JSON) */
+    snprintf(args, sizeof args, "'%s' --key counter --json", dir);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "{\"format\":\"shoal-durable 1\",\"replicators\":[{\"role\":\"\",\"keys\":"
+                      "[{\"key\":\"counter\",\"type\":\"GCounter\",");
+    assert_null(strstr(out, "\"key\":\"gone\""));
+    assert_null(strstr(out, "\ntype: "));
+    assert_true(strlen(out) > 6 && strcmp(out + strlen(out) - 6, "}]}]}\n") == 0);
 }
 
 static void test_salvage_and_compact(void **state)
