@@ -1121,13 +1121,20 @@ static void notify_entry(shoal_replicator_t *r, entry_t *e, shoal_change_t ch, c
     }
 }
 
+/* A subscriber added since the last flush still waits to be told the current values. */
+static bool subs_awaiting_initial(const shoal_replicator_t *r)
+{
+    for (const sub_t *s = r->subs; s; s = s->next)
+        if (s->initial)
+            return true;
+    return false;
+}
+
 void shoal_replicator_flush(shoal_replicator_t *r)
 {
     if (!r || r->loading)
         return;
-    bool initial = false;
-    for (sub_t *s = r->subs; s; s = s->next)
-        initial |= s->initial;
+    bool initial = subs_awaiting_initial(r);
     size_t n = r->changed_keys.n;
     if (!n && !initial)
         return;
@@ -1175,10 +1182,7 @@ static void notify_tick(shoal_system_t *sys, void *arg)
     shoal_replicator_t *r = arg;
     r->t_notify = 0;
     shoal_replicator_flush(r);
-    bool initial = false;
-    for (sub_t *s = r->subs; s; s = s->next)
-        initial |= s->initial;
-    if (r->changed_keys.n || initial) /* still loading, or callbacks changed keys */
+    if (r->changed_keys.n || subs_awaiting_initial(r)) /* still loading, or callbacks changed keys */
         repl_notify_arm(r);
 }
 

@@ -131,6 +131,22 @@ static bool outside_address(char *out, size_t cap)
 /* ---------------------------------------------------------------------------------------------
  * cluster_routes
  */
+/* The home a region's placement call gives for an entity (or, with `shard`, a shard id). */
+typedef struct {
+    shoal_region_t *r;
+    const char *id;
+    bool shard;
+    const shoal_node_t *home;
+} placement_t;
+
+static bool placement_known(void *arg)
+{
+    placement_t *p = arg;
+    p->home = p->shard ? shoal_region_shard_home(p->r, p->id)
+                       : shoal_region_entity_home(p->r, p->id);
+    return p->home != NULL;
+}
+
 static void cluster_routes(void **state)
 {
     (void)state;
@@ -178,21 +194,13 @@ static void cluster_routes(void **state)
     for (size_t k = 0; k < 6; k++) {
         char shard[SHOAL_SHARD_ID_MAX + 1], want[256];
         shoal_region_shard_of(tsn[0].r, ids[k], shard);
-        const shoal_node_t *home = NULL;
-        for (int t = 0; t < 200 && !home; t++) {
-            home = shoal_region_entity_home(tsn[1].r, ids[k]);
-            if (!home)
-                usleep(50000);
-        }
-        assert_non_null(home);
+        placement_t by_entity = {tsn[1].r, ids[k], false, NULL};
+        assert_true(wait_until(placement_known, &by_entity, 10000));
+        const shoal_node_t *home = by_entity.home;
         /* another member learns the allocation by gossip: wait for it there too */
-        const shoal_node_t *there = NULL;
-        for (int t = 0; t < 200 && !there; t++) {
-            there = shoal_region_shard_home(tsn[2].r, shard);
-            if (!there)
-                usleep(50000);
-        }
-        assert_ptr_equal(home, there);
+        placement_t by_shard = {tsn[2].r, shard, true, NULL};
+        assert_true(wait_until(placement_known, &by_shard, 10000));
+        assert_ptr_equal(home, by_shard.home);
         snprintf(want, sizeof want, "{\"id\":\"%s\",\"home\":\"%s\",\"entities\":", shard,
                  shoal_node_id(home));
         wait_answer(port[1], "/cluster/shards/" TSHARD_TYPE, 200, want);
