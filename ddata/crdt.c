@@ -277,20 +277,52 @@ bool shoal_crdt_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t 
     return self->type->needs_pruning_from(self, removed);
 }
 
-int shoal_crdt_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into)
+void shoal_crdt_prune_bounds(const shoal_crdt_t *v, const shoal_node_t *removed,
+                             const shoal_node_t *into, uint64_t *into_max, uint64_t *removed_max)
+{
+    if (v && v->type->prune_bounds)
+        v->type->prune_bounds(v, removed, into, into_max, removed_max);
+}
+
+int shoal_crdt_prune_with(shoal_crdt_t *v, const shoal_node_t *removed,
+                          const shoal_prune_plan_t *plan, bool owner)
+{
+    if (!v)
+        return 0;
+    if (plan->span && v->type->prune_apply)
+        return v->type->prune_apply(v, removed, plan, owner);
+    if (owner)
+        return v->type->prune ? v->type->prune(v, removed, plan->into) : 0;
+    return v->type->prune_cleanup ? v->type->prune_cleanup(v, removed) : 0;
+}
+
+int shoal_crdt_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into,
+                     shoal_prune_plan_t *plan)
 {
     if (!self || !removed || !into || removed == into)
         return SHOAL_EINVAL;
-    if (!self->type->prune)
-        return 0;
-    return self->type->prune(self, removed, into);
+    uint64_t into_max = 0, removed_max = 0;
+    shoal_crdt_prune_bounds(self, removed, into, &into_max, &removed_max);
+    shoal_prune_plan_t p = {.into = into};
+    if (removed_max) {
+        if (into_max >= UINT64_MAX - removed_max)
+            return SHOAL_EOVERFLOW; /* the block would not fit in into's counters */
+        p.base = into_max + 1;
+        p.span = removed_max;
+    }
+    int rc = shoal_crdt_prune_with(self, removed, &p, true);
+    if (rc == 0 && plan)
+        *plan = p;
+    return rc;
 }
 
-int shoal_crdt_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
+int shoal_crdt_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed,
+                             const shoal_prune_plan_t *plan)
 {
-    if (!self || !removed)
+    if (!self || !removed || (plan && plan->span && (!plan->into || plan->into == removed ||
+                                                     plan->base == 0 ||
+                                                     plan->base - 1 > UINT64_MAX - plan->span)))
         return SHOAL_EINVAL;
-    if (!self->type->prune_cleanup)
-        return 0;
-    return self->type->prune_cleanup(self, removed);
+    shoal_prune_plan_t none = {0};
+    return shoal_crdt_prune_with(self, removed, plan && plan->span ? plan : &none, false);
 }

@@ -211,11 +211,32 @@ int shoal_crdt_render(const shoal_crdt_t *self, shoal_buf_t *out);
    writing at most `cap` of them into `nodes`. */
 size_t shoal_crdt_modified_by(const shoal_crdt_t *self, const shoal_node_t **nodes, size_t cap);
 bool shoal_crdt_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *removed);
-/* Folds removed's contribution into `into`, keeping the value. */
-int shoal_crdt_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
-/* Drops what is left of removed (after every replica pruned), so merging back old state that
-   still holds its contribution cannot resurrect it. */
-int shoal_crdt_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed);
+/* How the replicas of a dot-based value (ORSet, and the maps built on it) re-home a removed
+   node's dots, the same way everywhere: dot (removed, n) becomes (into, base + n - 1) for
+   n <= span; a dot above the span (one the pruning node never saw) is dropped. The owner (the
+   node that prunes, `into`) computes the plan over its whole value and reserves the block: its
+   own counter jumps past base + span - 1, so no dot of its own ever collides with a mapped one.
+   Every other replica, and every delta or old state that arrives later, applies the same plan
+   (shoal_crdt_prune_cleanup): so a remove made at another replica before it learnt of the
+   pruning, which saw (removed, n), also covers the owner's re-homed copy of that add. Dropping
+   the removed node's dots instead (a plan with span 0, or none: counters, and pruning markers
+   written before plans existed) would let the re-homed add win over that remove. */
+typedef struct {
+    const shoal_node_t *into;
+    uint64_t base;
+    uint64_t span; /* 0: nothing to re-home: the removed node's parts are dropped */
+} shoal_prune_plan_t;
+
+/* Folds removed's contribution into `into`, keeping the value. For a dot-based value, `plan`
+   (may be NULL) receives what the other replicas must apply with shoal_crdt_prune_cleanup. */
+int shoal_crdt_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into,
+                     shoal_prune_plan_t *plan);
+/* After the owner pruned: re-homes removed's dots by the owner's plan (NULL or span 0: drops
+   what is left of removed), so merging back old state, or a delta, that still holds its
+   contribution cannot resurrect it, nor lose a remove that observed it. Works on values and on
+   their deltas. */
+int shoal_crdt_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed,
+                             const shoal_prune_plan_t *plan);
 
 /* ---------------------------------------------------------------------------------------------
  * VersionVector
@@ -417,6 +438,14 @@ struct shoal_type {
     bool (*needs_pruning_from)(const shoal_crdt_t *self, const shoal_node_t *removed);
     int (*prune)(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into);
     int (*prune_cleanup)(shoal_crdt_t *self, const shoal_node_t *removed);
+    /* Optional, for dot-based types (see shoal_prune_plan_t): raise *into_max and *removed_max
+       to the highest counters of those nodes anywhere in the value; then apply a plan, as its
+       owner (also reserving the block) or as any other replica. Delta types may have
+       needs_pruning_from, prune_cleanup and prune_apply without has_pruning. */
+    void (*prune_bounds)(const shoal_crdt_t *self, const shoal_node_t *removed,
+                         const shoal_node_t *into, uint64_t *into_max, uint64_t *removed_max);
+    int (*prune_apply)(shoal_crdt_t *self, const shoal_node_t *removed,
+                       const shoal_prune_plan_t *plan, bool owner);
 
     /* Optional. A replica asked to acknowledge a write (Update with WriteTo/Majority/All) first
        asks the type whether it takes `incoming` (a full value or a delta) on top of `current`:
@@ -860,8 +889,9 @@ const char *shoal_client_error(const shoal_client_t *c);
  * key is folded into a surviving node in a coordinated round: the designated node (the lowest node
  * id among the replicator's nodes) marks each key "pruning initialized", the marker spreads by
  * gossip, and once every current peer has seen it the designated node prunes and marks it
- * "performed"; state arriving later from a replica that still holds the removed node's part is
- * cleaned (shoal_crdt_prune_cleanup) before it is merged. Values do not change while pruning runs.
+ * "performed", writing its plan (shoal_prune_plan_t) into the marker; state and deltas arriving
+ * later from a replica that still holds the removed node's part are cleaned by that plan
+ * (shoal_crdt_prune_cleanup) before they are merged. Values do not change while pruning runs.
  *
  * TOMBSTONES of deleted keys are collected after tombstone_ttl_ms, but only once every current
  * peer has been seen holding them; the names of collected keys are then refused for another

@@ -49,6 +49,13 @@ static inline bool shoal_is(const shoal_crdt_t *v, const shoal_type_t *t)
 }
 
 /* Decodes an envelope at a nesting depth (maps decode their values with depth + 1). */
+/* Pruning's building blocks for values that nest others (maps): the highest counters of two
+   nodes anywhere in v, and one plan applied as its owner or as another replica (a plan with span
+   0 folds, as owner, or drops, otherwise). */
+void shoal_crdt_prune_bounds(const shoal_crdt_t *v, const shoal_node_t *removed,
+                             const shoal_node_t *into, uint64_t *into_max, uint64_t *removed_max);
+int shoal_crdt_prune_with(shoal_crdt_t *v, const shoal_node_t *removed,
+                          const shoal_prune_plan_t *plan, bool owner);
 int shoal_crdt_decode_depth(const void *data, size_t len, int depth, shoal_crdt_t **out);
 /* Encodes a value into a protobuf-c Value envelope whose payload points into `scratch`
    (which must outlive the envelope). Used by the maps for their nested values. */

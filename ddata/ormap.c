@@ -672,6 +672,11 @@ static int delta_render(const shoal_crdt_t *self, shoal_buf_t *out)
     return 0;
 }
 
+static bool delta_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *removed);
+static int delta_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed);
+static int delta_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
+                             const shoal_prune_plan_t *plan, bool owner);
+
 const shoal_type_t shoal_type_ormap_delta = {
     .name = "ORMapDelta",
     .tag = SHOAL_ORMAP_DELTA,
@@ -681,6 +686,9 @@ const shoal_type_t shoal_type_ormap_delta = {
     .has_pruning = false,
     .is_map = false,
     .create = NULL,
+    .needs_pruning_from = delta_needs_pruning_from,
+    .prune_cleanup = delta_prune_cleanup,
+    .prune_apply = delta_prune_apply,
     .destroy = delta_destroy,
     .clone = delta_clone,
     .merge = delta_merge,
@@ -1384,33 +1392,88 @@ static bool map_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t 
     return false;
 }
 
-static int map_prune_either(shoal_crdt_t *self, const shoal_node_t *removed,
-                            const shoal_node_t *into)
+/* The keys ORSet and every value (tombstones included) follow one plan: its base lies above
+   `into`'s counters in all of them, so that the owner's reservation holds in each. */
+static void map_prune_bounds(const shoal_crdt_t *self, const shoal_node_t *removed,
+                             const shoal_node_t *into, uint64_t *into_max, uint64_t *removed_max)
+{
+    const ormap_t *m = CM(self);
+    shoal_crdt_prune_bounds(m->keys, removed, into, into_max, removed_max);
+    for (size_t i = 0; i < m->values.cap; i++)
+        if (SHOAL_HSLOT_LIVE(&m->values.slots[i]))
+            shoal_crdt_prune_bounds(m->values.slots[i].value, removed, into, into_max,
+                                    removed_max);
+}
+
+static int map_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
+                           const shoal_prune_plan_t *plan, bool owner)
 {
     ormap_t *m = M(self);
-    int rc = into ? shoal_crdt_prune(m->keys, removed, into)
-                  : shoal_crdt_prune_cleanup(m->keys, removed);
+    int rc = shoal_crdt_prune_with(m->keys, removed, plan, owner);
     shoal_crdt_reset_delta(m->keys);
     for (size_t i = 0; i < m->values.cap && rc == 0; i++) {
         shoal_hslot_t *s = &m->values.slots[i];
         if (!SHOAL_HSLOT_LIVE(s))
             continue;
-        rc = into ? shoal_crdt_prune(s->value, removed, into)
-                  : shoal_crdt_prune_cleanup(s->value, removed);
+        rc = shoal_crdt_prune_with(s->value, removed, plan, owner);
         shoal_crdt_reset_delta(s->value);
     }
+    if (rc == 0 && m->delta)
+        rc = delta_prune_apply(m->delta, removed, plan, false);
     settle_all(m); /* keys may have gone, tombstones may have become empty */
     return rc;
 }
 
 static int map_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into)
 {
-    return map_prune_either(self, removed, into);
+    uint64_t into_max = 0, removed_max = 0;
+    map_prune_bounds(self, removed, into, &into_max, &removed_max);
+    shoal_prune_plan_t p = {.into = into};
+    if (removed_max) {
+        if (into_max >= UINT64_MAX - removed_max)
+            return SHOAL_EOVERFLOW;
+        p.base = into_max + 1;
+        p.span = removed_max;
+    }
+    return map_prune_apply(self, removed, &p, true);
 }
 
 static int map_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
 {
-    return map_prune_either(self, removed, NULL);
+    shoal_prune_plan_t none = {0};
+    return map_prune_apply(self, removed, &none, false);
+}
+
+/* A delta (the keys delta and each entry, value delta or full value) is cleaned like a state:
+   a removal it carries that saw the removed node's dots must cover their re-homed copies. */
+static bool delta_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *removed)
+{
+    const ormap_delta_t *d = CD(self);
+    if (shoal_crdt_needs_pruning_from(d->keys, removed))
+        return true;
+    for (size_t i = 0; i < d->entries.cap; i++)
+        if (SHOAL_HSLOT_LIVE(&d->entries.slots[i]) &&
+            shoal_crdt_needs_pruning_from(d->entries.slots[i].value, removed))
+            return true;
+    return false;
+}
+
+static int delta_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
+                             const shoal_prune_plan_t *plan, bool owner)
+{
+    (void)owner; /* a delta reserves nothing: its origin's state did */
+    ormap_delta_t *d = D(self);
+    int rc = shoal_crdt_prune_with(d->keys, removed, plan, false);
+    for (size_t i = 0; i < d->entries.cap && rc == 0; i++)
+        if (SHOAL_HSLOT_LIVE(&d->entries.slots[i]))
+            rc = shoal_crdt_prune_with(d->entries.slots[i].value, removed, plan, false);
+    return rc;
+}
+
+static int delta_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
+{
+    shoal_prune_plan_t none = {0};
+    return delta_prune_apply(self, removed, &none, false);
 }
 
 #define MAP_TYPE(var, tname, ttag, decoder)                                                        \
@@ -1437,6 +1500,8 @@ static int map_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
         .needs_pruning_from = map_needs_pruning_from,                                              \
         .prune = map_prune,                                                                        \
         .prune_cleanup = map_prune_cleanup,                                                        \
+        .prune_bounds = map_prune_bounds,                                                          \
+        .prune_apply = map_prune_apply,                                                            \
     }
 
 MAP_TYPE(shoal_type_ormap, "ORMap", SHOAL_ORMAP, ormap_decode);

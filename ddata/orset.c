@@ -27,9 +27,12 @@
     state's context. Deltas join the same way per element, which makes delta groups: the pending
     delta of a set accumulates every mutation since the last take/reset.
 
-    Pruning folds a removed node's dots into `into`: each element carrying one gets a fresh dot
-    of `into` instead (the value is kept); prune_cleanup drops whatever is left of the removed
-    node (elements only it kept alive disappear) so that old state cannot bring it back.
+    Pruning re-homes a removed node's dots by a plan (ddata.h, shoal_prune_plan_t): (removed, n)
+    becomes (into, base + n - 1), in elements and in the context, the same way at the owner, at
+    every other replica and in every delta, so a remove that saw the old dot covers the new one
+    (Akka gives each element a fresh dot of `into`, which a concurrent remove of the old dot does
+    not cover: the element came back). Without a plan, prune_cleanup drops whatever is left of
+    the removed node (elements only it kept alive disappear).
 
     Representation. Elements live in a byte-string hash map whose values are dot sets from a
     pool (no malloc per element beyond the key copy). A dot set holds two dots inline (one is
@@ -1813,6 +1816,8 @@ static bool os_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *
     return cc_has_node(&COS(self)->cc, removed);
 }
 
+static void dl_drop_node(orset_delta_t *d, const shoal_node_t *removed);
+
 static bool ds_has_node(const dotset_t *e, const shoal_node_t *node)
 {
     const dot_t *d = ds_cdots(e);
@@ -1833,49 +1838,180 @@ static void ds_drop_node(dotset_t *e, const shoal_node_t *node)
     e->n = w;
 }
 
-static int slot_key_cmp(const void *a, const void *b)
+/* ---------------------------------------------------------------------------------------------
+ * Pruning by plan (shoal_prune_plan_t, ddata.h): the removed node's dot (removed, n) becomes
+ * (into, base + n - 1) for n <= span, at every replica and in every delta, so that a remove
+ * which saw the old dot covers the new one.
+ */
+/* A vector gap no longer than this is moved into the cloud dot by dot at a replica that is not
+   the owner (its own vector of `into` lags the block); a longer one (a removed node that made
+   over a million adds to one set) is dropped, as before plans, rather than held in memory. */
+#define REHOME_CLOUD_MAX (1u << 20)
+
+static inline bool plan_map(const shoal_prune_plan_t *p, dot_t *d)
 {
-    const shoal_hslot_t *x = *(shoal_hslot_t *const *)a, *y = *(shoal_hslot_t *const *)b;
-    return shoal_bytes_cmp(x->key, x->klen, y->key, y->klen);
+    if (d->counter > p->span)
+        return false; /* never seen by the owner: dropped, as a cleanup drops it */
+    d->node = p->into;
+    d->counter = p->base + d->counter - 1;
+    return true;
+}
+
+/* Re-homes the removed node's dots of a sorted dot set, keeping it sorted and without
+   duplicates (a replica may hold a dot and, merged in from a replica that applied the plan, its
+   re-homed copy). Returns true if the set held any. */
+static bool ds_rehome(dotset_t *e, const shoal_node_t *removed, const shoal_prune_plan_t *p,
+                      const cc_t *seen)
+{
+    if (!ds_has_node(e, removed))
+        return false;
+    const dot_t *d = ds_cdots(e);
+    dotbuf_t out;
+    db_init(&out);
+    for (uint32_t k = 0; k < e->n; k++) {
+        dot_t x = d[k];
+        if (x.node == removed) {
+            if (!plan_map(p, &x))
+                continue;
+            /* a state whose context already holds the re-homed dot without carrying it has
+               merged a remove of it (a delta from a replica that applied the plan first): the
+               join of the two copies drops it */
+            if (seen && cc_contains(seen, x) && !dots_has(d, e->n, x))
+                continue;
+        }
+        db_push(&out, x);
+    }
+    dots_sort(out.d, out.n);
+    size_t u = 0;
+    for (size_t k = 0; k < out.n; k++)
+        if (u == 0 || dot_cmp(out.d[u - 1], out.d[k]) != 0)
+            out.d[u++] = out.d[k];
+    ds_assign(e, out.d, u);
+    db_free(&out);
+    return true;
+}
+
+/* Drops from e the dots that are in `minus` (both sorted). */
+static void ds_subtract(dotset_t *e, const dotset_t *minus)
+{
+    dot_t *d = ds_dots(e);
+    uint32_t w = 0;
+    for (uint32_t k = 0; k < e->n; k++) {
+        size_t pos;
+        if (!ds_find(minus, d[k], &pos))
+            d[w++] = d[k];
+    }
+    e->n = w;
+}
+
+/* The context's dots of removed, re-homed. The owner also claims every dot of `into` up to the
+   block's end: below the block are its own dots (it has them all) and counters it never used;
+   in the block, what it did not see of the removed node is then dropped everywhere, as a
+   cleanup drops it. Another replica adds exactly the re-homed dots it knows of. */
+static void cc_rehome(cc_t *cc, const shoal_node_t *removed, const shoal_prune_plan_t *p,
+                      bool owner)
+{
+    if (owner) {
+        uint64_t top = p->base + p->span - 1;
+        cc_remove_node(cc, removed);
+        if (shoal_nm_get(&cc->vv, p->into) < top)
+            shoal_nm_set(&cc->vv, p->into, top);
+        cc_compact(cc); /* cloud dots of into at or below top are now in the vector */
+        return;
+    }
+    uint64_t v = shoal_nm_get(&cc->vv, removed);
+    uint64_t upto = v < p->span ? v : p->span; /* the vector's dots 1..upto move */
+    dotbuf_t moved;
+    db_init(&moved);
+    for (size_t i = 0; i < cc->ncloud; i++) {
+        dot_t d = cc->cloud[i];
+        if (d.node == removed && plan_map(p, &d))
+            db_push(&moved, d);
+    }
+    cc_remove_node(cc, removed);
+    if (upto) {
+        uint64_t have = shoal_nm_get(&cc->vv, p->into);
+        if (have + 1 >= p->base) { /* the block continues the vector */
+            if (p->base + upto - 1 > have)
+                shoal_nm_set(&cc->vv, p->into, p->base + upto - 1);
+        } else if (upto <= REHOME_CLOUD_MAX) {
+            for (uint64_t n = 0; n < upto; n++)
+                db_push(&moved, (dot_t){p->into, p->base + n});
+        }
+    }
+    qsort(moved.d, moved.n, sizeof *moved.d, dot_qcmp); /* distinct: the map is one-to-one */
+    cc_cloud_union(cc, moved.d, moved.n);
+    db_free(&moved);
+}
+
+static void os_prune_bounds(const shoal_crdt_t *self, const shoal_node_t *removed,
+                            const shoal_node_t *into, uint64_t *into_max, uint64_t *removed_max)
+{
+    const cc_t *cc = &COS(self)->cc;
+    uint64_t a = cc_max(cc, into), b = cc_max(cc, removed);
+    if (a > *into_max)
+        *into_max = a;
+    if (b > *removed_max)
+        *removed_max = b;
+}
+
+/* Re-homes the removed node's dots of a delta (a delta group) by the plan. */
+static void dl_rehome(orset_delta_t *d, const shoal_node_t *removed, const shoal_prune_plan_t *p)
+{
+    for (size_t i = 0; i < d->elems.cap; i++) {
+        shoal_hslot_t *sl = &d->elems.slots[i];
+        if (!SHOAL_HSLOT_LIVE(sl))
+            continue;
+        dentry_t *e = sl->value;
+        bool a = ds_rehome(&e->dots, removed, p, NULL), b = ds_rehome(&e->seen, removed, p, NULL);
+        if (a || b)
+            ds_subtract(&e->dots, &e->seen); /* seen removed wins, as in a join */
+        if (e->dots.n == 0 && e->seen.n == 0) {
+            ds_free(&e->dots);
+            ds_free(&e->seen);
+            pool_free(&d->pool, e);
+            hmap_kill(&d->elems, sl);
+        }
+    }
+}
+
+static int os_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
+                          const shoal_prune_plan_t *p, bool owner)
+{
+    orset_t *s = OS(self);
+    bool held = cc_has_node(&s->cc, removed);
+    if (!held && !owner)
+        return 0;
+    if (held)
+        for (size_t i = 0; i < s->elems.cap; i++) {
+            shoal_hslot_t *sl = &s->elems.slots[i];
+            if (!SHOAL_HSLOT_LIVE(sl) || !ds_rehome(sl->value, removed, p, &s->cc))
+                continue;
+            if (((dotset_t *)sl->value)->n == 0) {
+                os_entry_free(s, sl->value);
+                hmap_kill(&s->elems, sl);
+            }
+        }
+    cc_rehome(&s->cc, removed, p, owner);
+    if (s->delta)
+        dl_rehome(s->delta, removed, p);
+    return 0;
 }
 
 static int os_prune(shoal_crdt_t *self, const shoal_node_t *removed, const shoal_node_t *into)
 {
-    orset_t *s = OS(self);
-    if (!cc_has_node(&s->cc, removed))
+    uint64_t into_max = 0, removed_max = 0;
+    os_prune_bounds(self, removed, into, &into_max, &removed_max);
+    if (!removed_max)
         return 0;
-    /* the elements to re-add, in canonical order so that the fresh dots do not depend on the
-       map's layout */
-    shoal_hslot_t **hit = NULL;
-    size_t nhit = 0, caphit = 0;
-    for (size_t i = 0; i < s->elems.cap; i++) {
-        shoal_hslot_t *sl = &s->elems.slots[i];
-        if (SHOAL_HSLOT_LIVE(sl) && ds_has_node(sl->value, removed)) {
-            SHOAL_GROW(hit, caphit, nhit + 1);
-            hit[nhit++] = sl;
-        }
-    }
-    uint64_t max = cc_max(&s->cc, into);
-    if (nhit > UINT64_MAX - max) {
-        free(hit);
+    if (into_max >= UINT64_MAX - removed_max)
         return SHOAL_EOVERFLOW;
-    }
-    if (nhit > 1)
-        qsort(hit, nhit, sizeof *hit, slot_key_cmp);
-    for (size_t k = 0; k < nhit; k++) {
-        dotset_t *e = hit[k]->value;
-        ds_drop_node(e, removed);
-        dot_t d = {into, ++max};
-        ds_reserve(e, e->n + 1u);
-        ds_dots(e)[e->n++] = d;
-        dots_sort(ds_dots(e), e->n);
-        cc_add(&s->cc, d);
-    }
-    free(hit);
-    cc_remove_node(&s->cc, removed);
-    return 0;
+    shoal_prune_plan_t p = {into, into_max + 1, removed_max};
+    return os_prune_apply(self, removed, &p, true);
 }
 
+/* Without a plan: drops whatever is left of the removed node (elements only it kept alive
+   disappear) so that old state cannot bring it back. */
 static int os_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
 {
     orset_t *s = OS(self);
@@ -1892,6 +2028,42 @@ static int os_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
         }
     }
     cc_remove_node(&s->cc, removed);
+    if (s->delta)
+        dl_drop_node(s->delta, removed);
+    return 0;
+}
+
+static bool dl_needs_pruning_from(const shoal_crdt_t *self, const shoal_node_t *removed)
+{
+    const shoal_hmap_t *h = &CDL(self)->elems;
+    for (size_t i = 0; i < h->cap; i++) {
+        const shoal_hslot_t *sl = &h->slots[i];
+        if (SHOAL_HSLOT_LIVE(sl)) {
+            const dentry_t *e = sl->value;
+            if (ds_has_node(&e->dots, removed) || ds_has_node(&e->seen, removed))
+                return true;
+        }
+    }
+    return false;
+}
+
+static void dl_drop_node(orset_delta_t *d, const shoal_node_t *removed)
+{
+    shoal_prune_plan_t none = {0}; /* span 0: every dot of removed is above it, so dropped */
+    dl_rehome(d, removed, &none);
+}
+
+static int dl_prune_cleanup(shoal_crdt_t *self, const shoal_node_t *removed)
+{
+    dl_drop_node(DL(self), removed);
+    return 0;
+}
+
+static int dl_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
+                          const shoal_prune_plan_t *p, bool owner)
+{
+    (void)owner; /* a delta reserves nothing: its origin's state did */
+    dl_rehome(DL(self), removed, p);
     return 0;
 }
 
@@ -1902,6 +2074,9 @@ const shoal_type_t shoal_type_orset_delta = {
     .delta_type = NULL,
     .delta_causal = false,
     .has_pruning = false,
+    .needs_pruning_from = dl_needs_pruning_from,
+    .prune_cleanup = dl_prune_cleanup,
+    .prune_apply = dl_prune_apply,
     .create = NULL, /* deltas come from mutations of an ORSet */
     .destroy = dl_destroy,
     .clone = dl_clone,
@@ -1934,4 +2109,6 @@ const shoal_type_t shoal_type_orset = {
     .needs_pruning_from = os_needs_pruning_from,
     .prune = os_prune,
     .prune_cleanup = os_prune_cleanup,
+    .prune_bounds = os_prune_bounds,
+    .prune_apply = os_prune_apply,
 };

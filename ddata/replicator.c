@@ -295,6 +295,8 @@ static void pruning_to_pb(const pruning_t *p, Shoal__Replicator__PruningState *p
         pb->seen[i] = (char *)shoal_node_id(p->seen[i]);
     pb->performed = p->performed;
     pb->obsolete_at_ms = p->obsolete_at_ms;
+    pb->plan_base = p->plan_base;
+    pb->plan_span = p->plan_span;
 }
 
 void repl_envelope_to_pb(shoal_replicator_t *r, entry_t *e, Shoal__Replicator__DataEnvelope *pb,
@@ -362,6 +364,10 @@ void repl_refresh_digest(shoal_replicator_t *r, entry_t *e)
         XXH3_128bits_update(st, shoal_node_id(p->removed), strlen(shoal_node_id(p->removed)) + 1);
         XXH3_128bits_update(st, shoal_node_id(p->owner), strlen(shoal_node_id(p->owner)) + 1);
         XXH3_128bits_update(st, &p->performed, 1);
+        if (p->performed && p->plan_span) {
+            uint64_t plan[2] = {p->plan_base, p->plan_span};
+            XXH3_128bits_update(st, plan, sizeof plan);
+        }
         if (!p->performed)
             for (size_t j = 0; j < p->n_seen; j++)
                 XXH3_128bits_update(st, shoal_node_id(p->seen[j]),
@@ -425,6 +431,11 @@ static int pruning_from_pb(const Shoal__Replicator__PruningState *pb, pruning_t 
         return SHOAL_ENODE;
     p->performed = pb->performed;
     p->obsolete_at_ms = pb->obsolete_at_ms;
+    if (pb->plan_span && (!pb->performed || p->owner == p->removed || pb->plan_base == 0 ||
+                          pb->plan_base - 1 > UINT64_MAX - pb->plan_span))
+        return SHOAL_EDECODE; /* a block that does not fit, or a plan before the pruning */
+    p->plan_base = pb->plan_base;
+    p->plan_span = pb->plan_span;
     if (pb->n_seen > 4096)
         return SHOAL_ETOOBIG;
     p->seen = pb->n_seen ? shoal_malloc(pb->n_seen * sizeof *p->seen) : NULL;
@@ -492,21 +503,39 @@ static bool pruning_merge(entry_t *e, const pruning_t *in)
         p->owner = in->owner;
         p->performed = in->performed;
         p->obsolete_at_ms = in->obsolete_at_ms;
+        p->plan_base = in->plan_base;
+        p->plan_span = in->plan_span;
         /* a performed marker has no seen set (a malformed one from a peer or a store may) */
         for (size_t i = 0; i < in->n_seen && !in->performed; i++)
             seen_add(p, in->seen[i]);
         return true;
     }
     if (p->performed) {
-        if (in->performed && in->obsolete_at_ms > p->obsolete_at_ms) {
+        if (!in->performed)
+            return false;
+        /* Two owners that both performed (designation changed mid-round) must still agree on
+           one marker, or the digests never meet: the lower owner's, then the lower plan. */
+        int c = in->owner == p->owner ? 0 : shoal_node_cmp(in->owner, p->owner);
+        if (c == 0 && in->plan_base != p->plan_base)
+            c = in->plan_base < p->plan_base ? -1 : 1;
+        if (c == 0 && in->plan_span != p->plan_span)
+            c = in->plan_span < p->plan_span ? -1 : 1;
+        if (c < 0) {
+            p->owner = in->owner;
+            p->plan_base = in->plan_base;
+            p->plan_span = in->plan_span;
             p->obsolete_at_ms = in->obsolete_at_ms;
-            return false; /* not part of the digest */
+            return true;
         }
+        if (in->obsolete_at_ms > p->obsolete_at_ms)
+            p->obsolete_at_ms = in->obsolete_at_ms; /* not part of the digest */
         return false;
     }
     if (in->performed) {
         p->performed = true;
         p->owner = in->owner;
+        p->plan_base = in->plan_base;
+        p->plan_span = in->plan_span;
         p->obsolete_at_ms = in->obsolete_at_ms;
         free(p->seen);
         p->seen = NULL;
@@ -628,10 +657,11 @@ int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
         const pruning_t *p = &e->pruning[i];
         if (!p->performed)
             continue;
+        shoal_prune_plan_t plan = {p->owner, p->plan_base, p->plan_span};
         if (shoal_crdt_needs_pruning_from(in, p->removed))
-            shoal_crdt_prune_cleanup(in, p->removed);
+            shoal_crdt_prune_cleanup(in, p->removed, &plan);
         if (e->value && shoal_crdt_needs_pruning_from(e->value, p->removed))
-            shoal_crdt_prune_cleanup(e->value, p->removed);
+            shoal_crdt_prune_cleanup(e->value, p->removed, &plan);
     }
     if (r->admitting && e->value && e->value->type->admit &&
         (rc = e->value->type->admit(e->value, in)) != 0) {
@@ -741,10 +771,12 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
     }
     if (delta) {
         /* clean the removed nodes' parts out of a delta that still carries them */
-        for (size_t i = 0; i < e->n_pruning; i++)
-            if (e->pruning[i].performed &&
-                shoal_crdt_needs_pruning_from(delta, e->pruning[i].removed))
-                shoal_crdt_prune_cleanup(delta, e->pruning[i].removed);
+        for (size_t i = 0; i < e->n_pruning; i++) {
+            const pruning_t *p = &e->pruning[i];
+            shoal_prune_plan_t plan = {p->owner, p->plan_base, p->plan_span};
+            if (p->performed && shoal_crdt_needs_pruning_from(delta, p->removed))
+                shoal_crdt_prune_cleanup(delta, p->removed, &plan);
+        }
         rc = shoal_crdt_merge_delta(e->value, delta);
         shoal_crdt_destroy(&delta);
         if (rc < 0) {

@@ -50,6 +50,10 @@ typedef struct {
     size_t n_seen;
     bool performed;
     int64_t obsolete_at_ms; /* wall clock */
+    /* performed: the owner's plan (shoal_prune_plan_t, into = owner) that every replica applies
+       to state and deltas still holding the removed node; span 0 for markers from before plans
+       and for values without dots, whose leftovers are dropped */
+    uint64_t plan_base, plan_span;
 } pruning_t;
 
 typedef struct {

@@ -1322,8 +1322,11 @@ void repl_prune_tick(shoal_system_t *sys, void *arg)
             pruning_t *p = &e->pruning[j];
             if (!p->performed && p->owner == r->self &&
                 seen_by_all_peers(r, p->seen, p->n_seen)) {
-                if (e->value && shoal_crdt_prune(e->value, p->removed, r->self) == 0) {
+                shoal_prune_plan_t plan;
+                if (e->value && shoal_crdt_prune(e->value, p->removed, r->self, &plan) == 0) {
                     p->performed = true;
+                    p->plan_base = plan.base;
+                    p->plan_span = plan.span;
                     /* a durable key's marker must outlive a node that is down with its store
                        for a while (Akka's durable pruning-marker-time-to-live) */
                     p->obsolete_at_ms = wall + (int64_t)(e->durable ? r->durable_marker_ttl_ms

@@ -93,7 +93,7 @@ static void test_no_delta_no_pruning(void **state)
     assert_null(shoal_crdt_take_delta(f));
     shoal_crdt_reset_delta(f);
     assert_int_equal(shoal_crdt_modified_by(f, NULL, 0), 0);
-    assert_int_equal(shoal_crdt_prune(f, prop_node(0), prop_node(1)), 0);
+    assert_int_equal(shoal_crdt_prune(f, prop_node(0), prop_node(1), NULL), 0);
     assert_true(shoal_flag_enabled(f));
     /* a full state can still go through merge_delta */
     shoal_crdt_t *g = shoal_flag_new();

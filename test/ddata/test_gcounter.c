@@ -75,7 +75,7 @@ static void test_gcounter_pruning_keeps_value_and_cleanup_prevents_resurrection(
     assert_true(shoal_crdt_needs_pruning_from(x, gone));
     const shoal_node_t *nodes[4];
     assert_int_equal(shoal_crdt_modified_by(x, nodes, 4), 2);
-    assert_int_equal(shoal_crdt_prune(x, gone, into), 0);
+    assert_int_equal(shoal_crdt_prune(x, gone, into, NULL), 0);
     assert_false(shoal_crdt_needs_pruning_from(x, gone));
     assert_int_equal(shoal_gcounter_value(x), 12);
     /* merged back without cleanup, the removed node's 7 would count twice */
@@ -83,7 +83,7 @@ static void test_gcounter_pruning_keeps_value_and_cleanup_prevents_resurrection(
     shoal_crdt_merge(naive, old);
     assert_int_equal(shoal_gcounter_value(naive), 19);
     /* the replicator cleans old state first: the value stays */
-    assert_int_equal(shoal_crdt_prune_cleanup(old, gone), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(old, gone, NULL), 0);
     assert_int_equal(shoal_crdt_merge(x, old), 0);
     assert_int_equal(shoal_gcounter_value(x), 12);
     shoal_crdt_destroy(&naive);
@@ -164,7 +164,7 @@ static void test_version_vector_compare(void **state)
     shoal_vv_witness(m, prop_node(1), 4);
     assert_int_equal(shoal_vv_get(m, prop_node(1)), 9);
     /* pruning drops the removed node and moves the survivor forward, so m stays after b */
-    assert_int_equal(shoal_crdt_prune(m, prop_node(1), prop_node(0)), 0);
+    assert_int_equal(shoal_crdt_prune(m, prop_node(1), prop_node(0), NULL), 0);
     assert_int_equal(shoal_vv_get(m, prop_node(1)), 0);
     assert_int_equal(shoal_vv_get(m, prop_node(0)), 2);
     assert_int_equal(shoal_vv_size(m), 1);

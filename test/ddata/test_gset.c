@@ -217,8 +217,8 @@ static void test_no_pruning(void **state)
     const shoal_node_t *nodes[2];
     assert_int_equal(shoal_crdt_modified_by(s, nodes, 2), 0);
     assert_false(shoal_crdt_needs_pruning_from(s, prop_node(0)));
-    assert_int_equal(shoal_crdt_prune(s, prop_node(0), prop_node(1)), 0);
-    assert_int_equal(shoal_crdt_prune_cleanup(s, prop_node(0)), 0);
+    assert_int_equal(shoal_crdt_prune(s, prop_node(0), prop_node(1), NULL), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(s, prop_node(0), NULL), 0);
     assert_int_equal(shoal_gset_size(s), 1);
     shoal_crdt_destroy(&s);
 }

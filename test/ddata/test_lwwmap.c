@@ -436,14 +436,14 @@ static void test_pncountermap_pruning(void **state)
     assert_true(shoal_crdt_needs_pruning_from(m, B));
     const shoal_node_t *nodes[4];
     assert_int_equal(shoal_crdt_modified_by(m, nodes, 4), 2);
-    assert_int_equal(shoal_crdt_prune(m, B, C), 0);
+    assert_int_equal(shoal_crdt_prune(m, B, C, NULL), 0);
     assert_false(shoal_crdt_needs_pruning_from(m, B));
     assert_int_equal(pget(m, "x"), -2);
     assert_int_equal(pget(m, "y"), 7);
     assert_int_equal(shoal_crdt_modified_by(m, nodes, 4), 2);
     assert_ptr_equal(nodes[0], A);
     assert_ptr_equal(nodes[1], C);
-    assert_int_equal(shoal_crdt_prune_cleanup(m, B), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(m, B, NULL), 0);
     assert_int_equal(pget(m, "x"), -2);
     assert_int_equal(pget(m, "y"), 7);
     assert_null(shoal_crdt_delta(m));

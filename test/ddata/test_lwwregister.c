@@ -356,7 +356,7 @@ static void test_no_delta_no_pruning(void **state)
     assert_null(shoal_crdt_take_delta(r));
     assert_int_equal(shoal_crdt_modified_by(r, NULL, 0), 0);
     assert_false(shoal_crdt_needs_pruning_from(r, A));
-    assert_int_equal(shoal_crdt_prune(r, A, B), 0);
+    assert_int_equal(shoal_crdt_prune(r, A, B, NULL), 0);
     assert_ptr_equal(shoal_lwwreg_writer(r), A);
     shoal_crdt_destroy(&r);
 }

@@ -609,7 +609,7 @@ static void test_pruning_keeps_values(void **state)
     assert_int_equal(shoal_crdt_modified_by(m, nodes, 1), 3); /* count, even past cap */
     assert_true(shoal_crdt_needs_pruning_from(m, B));
 
-    assert_int_equal(shoal_crdt_prune(m, B, A), 0);
+    assert_int_equal(shoal_crdt_prune(m, B, A, NULL), 0);
     assert_null(shoal_crdt_delta(m));
     assert_false(shoal_crdt_needs_pruning_from(m, B));
     assert_int_equal(gvalue(m, "x"), 3);
@@ -620,7 +620,7 @@ static void test_pruning_keeps_values(void **state)
     assert_ptr_equal(nodes[0], A);
     assert_ptr_equal(nodes[1], C);
 
-    assert_int_equal(shoal_crdt_prune_cleanup(m, B), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(m, B, NULL), 0);
     assert_int_equal(gvalue(m, "x"), 3);
     assert_int_equal(gvalue(m, "y"), 3);
     assert_int_equal(shoal_ormap_size(m), 3);
@@ -628,6 +628,122 @@ static void test_pruning_keeps_values(void **state)
     assert_true(shoal_crdt_equal(r, m));
     shoal_crdt_destroy(&r);
     shoal_crdt_destroy(&m);
+}
+
+/* A key (and an ORMultiMap binding) added by a node that is then removed and pruned into A,
+   removed at B before B heard of the pruning: the remove saw only the removed node's dots. A
+   applies the plan to B's delta, B to its own state when it hears, and the key stays removed on
+   both (chaos seed 1867285726 found the ORSet case; maps hold their keys in one). */
+static void prune_then_remove(shoal_crdt_t *(*make)(void), int (*put)(shoal_crdt_t *, const char *),
+                              int (*drop)(shoal_crdt_t *, const char *),
+                              bool (*holds)(const shoal_crdt_t *))
+{
+    shoal_crdt_t *gone = make(); /* the node C, removed later */
+    assert_int_equal(put(gone, "k"), 0);
+    shoal_crdt_reset_delta(gone);
+    shoal_crdt_t *a = make(), *b = make();
+    assert_int_equal(shoal_crdt_merge(a, gone), 0);
+    assert_int_equal(shoal_crdt_merge(b, gone), 0);
+    assert_true(holds(a) && holds(b));
+    for (int order = 0; order < 2; order++) {
+        shoal_crdt_t *x = shoal_crdt_clone(a), *y = shoal_crdt_clone(b);
+        shoal_crdt_reset_delta(x);
+        shoal_crdt_reset_delta(y);
+        shoal_prune_plan_t plan;
+        assert_int_equal(shoal_crdt_prune(x, C, A, &plan), 0);
+        assert_true(plan.span > 0);
+        assert_false(shoal_crdt_needs_pruning_from(x, C));
+        assert_true(holds(x));
+        assert_int_equal(drop(y, "k"), 0); /* B has not heard of the pruning */
+        shoal_crdt_t *d = shoal_crdt_take_delta(y);
+        assert_non_null(d);
+        if (order == 0) { /* the delta reaches A, which cleans it by its plan */
+            shoal_crdt_t *got = prop_roundtrip(d);
+            assert_true(shoal_crdt_needs_pruning_from(got, C));
+            assert_int_equal(shoal_crdt_prune_cleanup(got, C, &plan), 0);
+            assert_false(shoal_crdt_needs_pruning_from(got, C));
+            assert_int_equal(shoal_crdt_merge_delta(x, got), 0);
+            assert_false(holds(x));
+            shoal_crdt_destroy(&got);
+        }
+        /* B hears of the pruning with A's state */
+        assert_int_equal(shoal_crdt_prune_cleanup(y, C, &plan), 0);
+        assert_int_equal(shoal_crdt_merge(y, x), 0);
+        assert_false(holds(y));
+        assert_int_equal(shoal_crdt_merge(x, y), 0);
+        assert_false(holds(x));
+        prop_assert_same(x, y, "replicas equal after the pruning", 0);
+        /* without the plan, B's cleanup forgets what its remove saw and A's copy comes back */
+        if (order == 1) {
+            shoal_crdt_t *z = shoal_crdt_clone(b);
+            shoal_crdt_reset_delta(z);
+            assert_int_equal(drop(z, "k"), 0);
+            shoal_crdt_reset_delta(z);
+            shoal_crdt_t *x2 = shoal_crdt_clone(a);
+            assert_int_equal(shoal_crdt_prune(x2, C, A, NULL), 0);
+            assert_int_equal(shoal_crdt_prune_cleanup(z, C, NULL), 0);
+            assert_int_equal(shoal_crdt_merge(z, x2), 0);
+            assert_true(holds(z)); /* the old behaviour, which plans fix */
+            shoal_crdt_destroy(&z);
+            shoal_crdt_destroy(&x2);
+        }
+        shoal_crdt_destroy(&d);
+        shoal_crdt_destroy(&x);
+        shoal_crdt_destroy(&y);
+    }
+    shoal_crdt_destroy(&gone);
+    shoal_crdt_destroy(&a);
+    shoal_crdt_destroy(&b);
+}
+
+static shoal_crdt_t *make_mm(void)
+{
+    return shoal_ormultimap_new(false);
+}
+static shoal_crdt_t *make_mm_vd(void)
+{
+    return shoal_ormultimap_new(true);
+}
+static shoal_crdt_t *make_lww(void)
+{
+    return shoal_lwwmap_new();
+}
+/* the writer of each operation: C adds (it is the node removed later), B removes */
+static int mm_put(shoal_crdt_t *m, const char *k)
+{
+    return shoal_ormultimap_add(m, C, k, strlen(k), "v", 1);
+}
+static int mm_drop_key(shoal_crdt_t *m, const char *k)
+{
+    return shoal_ormap_remove(m, B, k, strlen(k));
+}
+static int mm_drop_binding(shoal_crdt_t *m, const char *k)
+{
+    return shoal_ormultimap_remove_binding(m, B, k, strlen(k), "v", 1);
+}
+static bool mm_holds(const shoal_crdt_t *m)
+{
+    const shoal_crdt_t *s = shoal_ormultimap_get(m, "k", 1);
+    return s && shoal_orset_contains(s, "v", 1);
+}
+static int lww_put(shoal_crdt_t *m, const char *k)
+{
+    return shoal_lwwmap_put(m, C, k, strlen(k), "v", 1, NULL, NULL);
+}
+static bool lww_holds(const shoal_crdt_t *m)
+{
+    size_t n;
+    return shoal_lwwmap_get(m, "k", 1, &n) != NULL;
+}
+
+static void test_pruning_with_concurrent_key_remove(void **state)
+{
+    (void)state;
+    prune_then_remove(make_mm, mm_put, mm_drop_key, mm_holds);
+    prune_then_remove(make_mm_vd, mm_put, mm_drop_key, mm_holds);
+    prune_then_remove(make_mm, mm_put, mm_drop_binding, mm_holds);
+    prune_then_remove(make_mm_vd, mm_put, mm_drop_binding, mm_holds);
+    prune_then_remove(make_lww, lww_put, mm_drop_key, lww_holds);
 }
 
 static void test_wrong_types_and_arguments(void **state)
@@ -1168,6 +1284,7 @@ int main(void)
         cmocka_unit_test(test_delta_groups),
         cmocka_unit_test(test_delta_group_full_and_delta_entries),
         cmocka_unit_test(test_pruning_keeps_values),
+        cmocka_unit_test(test_pruning_with_concurrent_key_remove),
         cmocka_unit_test(test_wrong_types_and_arguments),
         cmocka_unit_test(test_decode_rejects),
         cmocka_unit_test(test_multimap_bindings),

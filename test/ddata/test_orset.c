@@ -612,7 +612,7 @@ static void test_pruning(void **state)
     assert_false(shoal_crdt_needs_pruning_from(x, Z));
 
     /* prune at X: the value stays, R is gone, nothing to ship */
-    assert_int_equal(shoal_crdt_prune(x, R, X), 0);
+    assert_int_equal(shoal_crdt_prune(x, R, X, NULL), 0);
     assert_render(x, before);
     assert_false(shoal_crdt_needs_pruning_from(x, R));
     assert_null(shoal_crdt_delta(x));
@@ -623,12 +623,12 @@ static void test_pruning(void **state)
     shoal_crdt_t *x_pruned = prop_roundtrip(x);
     prop_assert_same(x_pruned, x, "pruned state round trips", 0);
     /* a second prune finds nothing */
-    assert_int_equal(shoal_crdt_prune(x, R, X), 0);
+    assert_int_equal(shoal_crdt_prune(x, R, X, NULL), 0);
     prop_assert_same(x_pruned, x, "prune twice = prune once", 0);
 
     /* Y's old state, cleaned up, merged into X: X's value is kept */
     shoal_crdt_t *clean = copy_of(y_old);
-    assert_int_equal(shoal_crdt_prune_cleanup(clean, R), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(clean, R, NULL), 0);
     assert_false(shoal_crdt_needs_pruning_from(clean, R));
     assert_render(clean, "ORSet{\"both\", \"x1\", \"y1\"}"); /* what only R kept is gone */
     assert_int_equal(shoal_crdt_merge(x, clean), 0);
@@ -650,7 +650,7 @@ static void test_pruning(void **state)
     assert_true(has(raw, "r1"));
 
     /* Y itself: cleans up its own state, takes X's, and ends equal */
-    assert_int_equal(shoal_crdt_prune_cleanup(y, R), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(y, R, NULL), 0);
     assert_int_equal(shoal_crdt_merge(y, x), 0);
     prop_assert_same(y, x, "Y converges with pruned X", 0);
     assert_render(y, "ORSet{\"r2\", \"x1\", \"y1\"}");
@@ -659,6 +659,172 @@ static void test_pruning(void **state)
     shoal_crdt_t *all[] = {r, x, y, y_old, x_pruned, clean, raw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         shoal_crdt_destroy(&all[i]);
+}
+
+/* Pruning while other replicas keep removing, randomized (chaos seed 1867285726 found the case:
+   an element added via R, R removed and pruned into X, a remove of it at Y that had not yet heard
+   of the pruning: without a plan the remove saw only R's dot, which Y's cleanup then forgot, and
+   X's re-homed copy of the add came back everywhere). Two worlds run the same operations and the
+   same deliveries (deltas in any order, duplicated, late; full states): in one, R is pruned into
+   X half-way and every replica applies X's plan when it hears of it (with the state, as the
+   replicator's marker travels); in the other nothing is pruned. At the end both hold the same
+   elements, and the pruned replicas are equal and hold nothing of R. */
+#define PR_REPLICAS 4 /* 0 = R, removed half-way; 1 = X, the owner; 2, 3 */
+#define PR_ELEMS 6
+
+typedef struct {
+    shoal_crdt_t *p, *u; /* the delta in the pruned world and in the other */
+    int to;
+} pr_msg_t;
+
+typedef struct {
+    shoal_crdt_t *p[PR_REPLICAS], *u[PR_REPLICAS];
+    bool knows[PR_REPLICAS]; /* has heard of the pruning (the owner at once) */
+    bool pruned;
+    shoal_prune_plan_t plan;
+    pr_msg_t q[512];
+    size_t nq;
+    prop_rng_t rng;
+} pr_world_t;
+
+static const shoal_node_t *pr_node(int i)
+{
+    return i == 0 ? prop_node(3) : prop_node(i - 1);
+}
+
+static void pr_learn(pr_world_t *w, int i)
+{
+    if (!w->pruned || w->knows[i])
+        return;
+    assert_int_equal(shoal_crdt_prune_cleanup(w->p[i], pr_node(0), &w->plan), 0);
+    w->knows[i] = true;
+}
+
+/* A copy of what replica `from` sends, cleaned as its receiver `to` cleans it. */
+static shoal_crdt_t *pr_received(pr_world_t *w, const shoal_crdt_t *v, int to)
+{
+    shoal_crdt_t *c = prop_roundtrip(v);
+    if (w->knows[to] && shoal_crdt_needs_pruning_from(c, pr_node(0)))
+        assert_int_equal(shoal_crdt_prune_cleanup(c, pr_node(0), &w->plan), 0);
+    return c;
+}
+
+static void pr_deliver_one(pr_world_t *w, size_t k)
+{
+    pr_msg_t m = w->q[k];
+    w->q[k] = w->q[--w->nq];
+    shoal_crdt_t *d = pr_received(w, m.p, m.to);
+    assert_int_equal(shoal_crdt_merge_delta(w->p[m.to], d), 0);
+    assert_int_equal(shoal_crdt_merge_delta(w->u[m.to], m.u), 0);
+    shoal_crdt_destroy(&d);
+    if (prop_chance(&w->rng, 1, 6) && w->nq < 512) { /* delivered again later */
+        w->q[w->nq++] = m;
+        return;
+    }
+    shoal_crdt_destroy(&m.p);
+    shoal_crdt_destroy(&m.u);
+}
+
+static void pr_full_state(pr_world_t *w, int from, int to)
+{
+    if (w->knows[from])
+        pr_learn(w, to); /* the marker travels with the state */
+    shoal_crdt_t *s = pr_received(w, w->p[from], to);
+    assert_int_equal(shoal_crdt_merge(w->p[to], s), 0);
+    shoal_crdt_destroy(&s);
+    assert_int_equal(shoal_crdt_merge(w->u[to], w->u[from]), 0);
+}
+
+static void pr_step(pr_world_t *w, int first)
+{
+    int i = first + (int)prop_below(&w->rng, PR_REPLICAS - first);
+    uint64_t r = prop_below(&w->rng, 10);
+    if (r < 6) {
+        char e[2] = {(char)('a' + prop_below(&w->rng, PR_ELEMS)), 0};
+        bool adding = r < 3;
+        /* a replica that has not heard of the pruning may still show an element that a remove
+           of its re-homed copy took away elsewhere: the worlds run the same operations only */
+        if (!adding && !(has(w->p[i], e) && has(w->u[i], e)))
+            return;
+        assert_int_equal(adding ? add(w->p[i], pr_node(i), e) : rm(w->p[i], pr_node(i), e), 0);
+        assert_int_equal(adding ? add(w->u[i], pr_node(i), e) : rm(w->u[i], pr_node(i), e), 0);
+        shoal_crdt_t *dp = shoal_crdt_take_delta(w->p[i]), *du = shoal_crdt_take_delta(w->u[i]);
+        for (int to = first; to < PR_REPLICAS && dp; to++)
+            if (to != i && w->nq < 512)
+                w->q[w->nq++] = (pr_msg_t){shoal_crdt_clone(dp), shoal_crdt_clone(du), to};
+        shoal_crdt_destroy(&dp);
+        shoal_crdt_destroy(&du);
+    } else if (r < 8 && w->nq) {
+        pr_deliver_one(w, prop_below(&w->rng, w->nq));
+    } else {
+        int from = first + (int)prop_below(&w->rng, PR_REPLICAS - first);
+        if (from != i)
+            pr_full_state(w, from, i);
+    }
+}
+
+static void test_pruning_with_concurrent_removes(void **state)
+{
+    (void)state;
+    uint64_t seed = prop_seed();
+    int cases = prop_cases(400);
+    for (int c = 0; c < cases; c++) {
+        pr_world_t *w = calloc(1, sizeof *w);
+        prop_rng_init(&w->rng, seed + (uint64_t)c);
+        for (int i = 0; i < PR_REPLICAS; i++) {
+            w->p[i] = shoal_orset_new();
+            w->u[i] = shoal_orset_new();
+        }
+        for (int s = 0; s < 40; s++)
+            pr_step(w, 0);
+        /* R is gone; the owner holds all R ever did (the replicator prunes long after removal) */
+        pr_full_state(w, 0, 1);
+        for (int s = 0; s < 40; s++) {
+            if (!w->pruned && prop_chance(&w->rng, 1, 8)) {
+                assert_int_equal(shoal_crdt_prune(w->p[1], pr_node(0), pr_node(1), &w->plan), 0);
+                w->pruned = w->knows[1] = true;
+            }
+            if (w->pruned && prop_chance(&w->rng, 1, 10))
+                pr_learn(w, 2 + (int)prop_below(&w->rng, 2));
+            pr_step(w, 1);
+        }
+        if (!w->pruned) {
+            assert_int_equal(shoal_crdt_prune(w->p[1], pr_node(0), pr_node(1), &w->plan), 0);
+            w->pruned = w->knows[1] = true;
+        }
+        for (int i = 2; i < PR_REPLICAS; i++)
+            pr_learn(w, i);
+        while (w->nq)
+            pr_deliver_one(w, prop_below(&w->rng, w->nq));
+        for (int round = 0; round < 2; round++)
+            for (int a = 1; a < PR_REPLICAS; a++)
+                for (int b = 1; b < PR_REPLICAS; b++)
+                    if (a != b)
+                        pr_full_state(w, a, b);
+        for (int a = 0; a < PR_REPLICAS; a++) /* the other world: R's state too */
+            for (int b = 0; b < PR_REPLICAS; b++)
+                assert_int_equal(shoal_crdt_merge(w->u[b], w->u[a]), 0);
+        for (int i = 1; i < PR_REPLICAS; i++) {
+            prop_assert_same(w->p[i], w->p[1], "pruned replicas converge", seed + (uint64_t)c);
+            assert_false(shoal_crdt_needs_pruning_from(w->p[i], pr_node(0)));
+        }
+        for (int k = 0; k < PR_ELEMS; k++) {
+            char e[2] = {(char)('a' + k), 0};
+            if (has(w->p[1], e) != has(w->u[1], e)) {
+                char *a = render(w->p[1]), *b = render(w->u[1]);
+                print_error("seed %llu: element %s: pruned %s, unpruned %s\n",
+                            (unsigned long long)(seed + (uint64_t)c), e, a, b);
+                free(a);
+                free(b);
+            }
+            assert_int_equal(has(w->p[1], e), has(w->u[1], e));
+        }
+        for (int i = 0; i < PR_REPLICAS; i++) {
+            shoal_crdt_destroy(&w->p[i]);
+            shoal_crdt_destroy(&w->u[i]);
+        }
+        free(w);
+    }
 }
 
 static void test_binary_elements(void **state)
@@ -1122,6 +1288,7 @@ int main(void)
         cmocka_unit_test(test_out_of_order_delivery_of_deltas),
         cmocka_unit_test(test_vector_only_context_would_lose_adds),
         cmocka_unit_test(test_pruning),
+        cmocka_unit_test(test_pruning_with_concurrent_removes),
         cmocka_unit_test(test_binary_elements),
         cmocka_unit_test(test_canonical_order),
         cmocka_unit_test(test_decode_rejects),

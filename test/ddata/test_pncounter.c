@@ -287,7 +287,7 @@ static void test_pruning_keeps_value_and_cleanup_prevents_double_count(void **st
     assert_int_equal(value_of(x), 7);
 
     /* X folds A into B: same value, A gone */
-    assert_int_equal(shoal_crdt_prune(x, A, B), 0);
+    assert_int_equal(shoal_crdt_prune(x, A, B, NULL), 0);
     assert_int_equal(value_of(x), 7);
     assert_int_equal(shoal_pncounter_increments(x), 10);
     assert_int_equal(shoal_pncounter_decrements(x), 3);
@@ -304,20 +304,20 @@ static void test_pruning_keeps_value_and_cleanup_prevents_double_count(void **st
 
     /* ...so the replicator cleans up first: then the old state merges in harmlessly */
     shoal_crdt_t *y = shoal_crdt_clone(y_old);
-    assert_int_equal(shoal_crdt_prune_cleanup(y, A), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(y, A, NULL), 0);
     assert_false(shoal_crdt_needs_pruning_from(y, A));
     assert_int_equal(shoal_crdt_merge(x, y), 0);
     assert_int_equal(value_of(x), 7);
     /* and after Y itself prunes, the replicas are equal */
-    assert_int_equal(shoal_crdt_prune(y_old, A, B), 0);
+    assert_int_equal(shoal_crdt_prune(y_old, A, B, NULL), 0);
     assert_true(shoal_crdt_equal(x, y_old));
 
     /* pruning a node that contributed nothing changes nothing */
     shoal_crdt_t *before = shoal_crdt_clone(x);
-    assert_int_equal(shoal_crdt_prune(x, C, B), 0);
-    assert_int_equal(shoal_crdt_prune_cleanup(x, C), 0);
+    assert_int_equal(shoal_crdt_prune(x, C, B, NULL), 0);
+    assert_int_equal(shoal_crdt_prune_cleanup(x, C, NULL), 0);
     assert_true(shoal_crdt_equal(x, before));
-    assert_int_equal(shoal_crdt_prune(x, B, B), SHOAL_EINVAL);
+    assert_int_equal(shoal_crdt_prune(x, B, B, NULL), SHOAL_EINVAL);
 
     shoal_crdt_destroy(&before);
     shoal_crdt_destroy(&y);
@@ -335,7 +335,7 @@ static void test_prune_overflow_leaves_value(void **state)
     assert_int_equal(shoal_pncounter_add(c, A, 2), 0);
     shoal_crdt_t *before = shoal_crdt_clone(c);
     /* decrements fold fine, increments do not: nothing at all may change */
-    assert_int_equal(shoal_crdt_prune(c, A, B), SHOAL_EOVERFLOW);
+    assert_int_equal(shoal_crdt_prune(c, A, B, NULL), SHOAL_EOVERFLOW);
     assert_true(shoal_crdt_equal(c, before));
     shoal_crdt_destroy(&before);
     shoal_crdt_destroy(&c);

@@ -813,6 +813,7 @@ typedef struct {
     int n_markers;
     bool performed;
     int64_t obsolete_at_ms; /* of the first marker */
+    uint64_t plan_base, plan_span; /* of the first marker */
 } stored_t;
 
 static void stored_each(void *arg, const char *key, size_t klen, const void *data, size_t len)
@@ -832,6 +833,8 @@ static void stored_each(void *arg, const char *key, size_t klen, const void *dat
     if (env->n_pruning) {
         s->performed = env->pruning[0]->performed;
         s->obsolete_at_ms = env->pruning[0]->obsolete_at_ms;
+        s->plan_base = env->pruning[0]->plan_base;
+        s->plan_span = env->pruning[0]->plan_span;
     }
     shoal__replicator__data_envelope__free_unpacked(env, NULL);
 }
@@ -848,7 +851,7 @@ static int read_stored(shoal_replicator_t *r, void *arg)
 
 static stored_t stored(tcluster_t *c, int i, const char *key)
 {
-    stored_t s = {c->store[i], key, false, 0, 0, false, 0};
+    stored_t s = {c->store[i], key, false, 0, 0, false, 0, 0, 0};
     assert_int_equal(on_node(c, i, read_stored, &s), 0);
     return s;
 }
@@ -1021,6 +1024,88 @@ static void test_durable_pruning_marker_stored_for_10_days(void **state)
         assert_true(ttl > 10 * DAY_MS - 10 * 60 * 1000 && ttl <= 10 * DAY_MS);
         assert_int_equal(st.counter, 30);
     }
+    tcluster_stop(&c);
+}
+
+typedef struct {
+    tcluster_t *c;
+    const char *key;
+    const shoal_node_t *gone;
+} set_pruned_wait_t;
+
+/* Both survivors hold e1 and e2 and nothing of the removed node. */
+static bool set_pruned_everywhere(void *arg)
+{
+    set_pruned_wait_t *w = arg;
+    shoal_consistency_t l = c_local();
+    for (int i = 0; i < 2; i++) {
+        shoal_crdt_t *v = NULL;
+        shoal_replicator_get_sync(w->c->rep[i], w->key, NULL, &l, &v);
+        bool ok = v && !shoal_crdt_needs_pruning_from(v, w->gone) &&
+                  shoal_orset_contains(v, "e1", 2) && shoal_orset_contains(v, "e2", 2);
+        shoal_crdt_destroy(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+typedef struct {
+    tcluster_t *c;
+    const char *key;
+    const char *want; /* rendering */
+} set_wait_t;
+
+static bool both_render(void *arg)
+{
+    set_wait_t *w = arg;
+    shoal_consistency_t l = c_local();
+    for (int i = 0; i < 2; i++) {
+        shoal_crdt_t *v = NULL;
+        shoal_replicator_get_sync(w->c->rep[i], w->key, NULL, &l, &v);
+        shoal_buf_t b = {0};
+        if (v)
+            shoal_crdt_render(v, &b);
+        bool ok = v && strcmp(shoal_buf_cstr(&b), w->want) == 0;
+        shoal_buf_free(&b);
+        shoal_crdt_destroy(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* The pruning of an ORSet re-homes the removed node's dots by a plan that the performed marker
+   carries to every replica (and to its store): the non-owner holds the same plan, and a remove
+   of an element added through the removed node removes it everywhere. */
+static void test_orset_pruning_plan_travels(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    durable_settings(&s);
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 3, &s);
+    shoal_consistency_t all = c_all(3000);
+    assert_int_equal(t_add(&c, 2, "d-set", "e1", &all), 0);
+    assert_int_equal(t_add(&c, 2, "d-set", "e2", &all), 0);
+    const shoal_node_t *gone = shoal_system_self(c.sys[2]);
+    tcluster_kill(&c, 2, true);
+    set_pruned_wait_t pw = {&c, "d-set", gone};
+    assert_true(wait_until(set_pruned_everywhere, &pw, 20000));
+    for (int i = 0; i < 2; i++) {
+        stored_wait_t w = {&c, i, "d-set", 0};
+        assert_true(wait_until(stored_marker_performed, &w, 10000));
+        stored_t st = stored(&c, i, "d-set");
+        print_message("node %d: plan base %llu span %llu\n", i, (unsigned long long)st.plan_base,
+                      (unsigned long long)st.plan_span);
+        assert_int_equal(st.plan_span, 2); /* the removed node's two adds */
+        assert_true(st.plan_base >= 1);
+    }
+    shoal_consistency_t local = c_local();
+    assert_int_equal(t_remove(&c, 1, "d-set", "e1", &local), 0);
+    assert_int_equal(t_add(&c, 0, "d-set", "e3", &local), 0);
+    set_wait_t sw = {&c, "d-set", "ORSet{\"e2\", \"e3\"}"};
+    assert_true(wait_until(both_render, &sw, 10000));
     tcluster_stop(&c);
 }
 
@@ -1211,6 +1296,7 @@ int main(void)
         cmocka_unit_test_teardown(test_replica_store_failure_retried, tcluster_teardown),
         cmocka_unit_test_teardown(test_durable_pruning_marker_stored_for_10_days,
                                   tcluster_teardown),
+        cmocka_unit_test_teardown(test_orset_pruning_plan_travels, tcluster_teardown),
         cmocka_unit_test_teardown(test_loaded_marker_cleans_incoming_state, tcluster_teardown),
         cmocka_unit_test_teardown(test_old_store_not_shared_until_synced, tcluster_teardown),
         cmocka_unit_test_teardown(test_recent_store_shared_at_once, tcluster_teardown),
