@@ -1025,7 +1025,15 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
    completion does not recurse): a majority of the peers a lone node happens to know is not a majority of the cluster.
    Refusals are counted (no_quorum); each change of the gate is logged once, with `why`. LOCAL and
    FROM_N are unaffected. A replicator nobody gates (the ddata API over a static peer list) counts
-   its configured peers, reachable or not, as before. Node thread. */
+   its configured peers, reachable or not, as before.
+   CATCHING UP. When the gate opens (the node became a full member: new, or restarted), its replica
+   may lack writes that a majority acknowledged before it counted (while the cluster was smaller,
+   say). Until it has synced with N - (N/2 + 1) + 1 of the N counted nodes' replicas (an
+   anti-entropy exchange with each, sent to all of them at once on the next loop turn and on every
+   gossip tick), a MAJORITY read there needs that many answers from the others (one more than
+   usual when N is odd), and its peers' reads are held and answered once it has caught up
+   (counted: catch_ups, reads_deferred, reads_deferred_dropped past 4096 held). Writes are
+   unaffected. Node thread. */
 int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why);
 /* Removes the gate (membership stops following the replicator). Node thread. */
 int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r);
@@ -1098,6 +1106,8 @@ typedef struct {
     uint64_t writes_refused; /* writes a type's admit check refused here */
     uint64_t store_retries; /* writes of durable keys retried after the store failed */
     uint64_t no_quorum;     /* MAJORITY/ALL reads and writes refused with SHOAL_ENOQUORUM */
+    uint64_t catch_ups;     /* times this replica caught up after its gate opened */
+    uint64_t reads_deferred, reads_deferred_dropped; /* peers' reads held while catching up */
 } shoal_replicator_stats_t;
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 

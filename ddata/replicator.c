@@ -1106,8 +1106,77 @@ static void load_tick(shoal_system_t *sys, void *arg)
     run_pending(r);
 }
 
+size_t repl_catch_up_need(const shoal_replicator_t *r)
+{
+    size_t n = repl_counted_nodes(r);
+    return n < 2 ? 0 : n - (n / 2 + 1) + 1;
+}
+
+/* Ends catching up once enough of the peers synced with are still counted. */
+void repl_catch_up_check(shoal_replicator_t *r)
+{
+    if (!r->catching_up)
+        return;
+    size_t have = 0;
+    for (size_t i = 0; i < r->n_caught_from; i++) {
+        const peer_t *p = repl_peer(r, r->caught_from[i]);
+        have += p && p->counted;
+    }
+    size_t need = repl_catch_up_need(r);
+    if (have < need)
+        return;
+    r->catching_up = false;
+    free(r->caught_from);
+    r->caught_from = NULL;
+    r->n_caught_from = 0;
+    r->stats.catch_ups++;
+    if (need)
+        zsys_info("%s: replicator '%s': caught up with %zu of %zu peers: this replica counts "
+                  "toward MAJORITY reads again", shoal_node_id(r->self), r->role, have,
+                  repl_counted_nodes(r) - 1);
+    repl_answer_deferred_reads(r, true);
+}
+
+static void catch_up_fire(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_t *r = arg;
+    r->t_catch_up = 0;
+    repl_catch_up_check(r);
+    repl_catch_up_round(r);
+}
+
+/* The gate opened: see `catching_up` in replicator_internal.h. */
+static void catch_up_start(shoal_replicator_t *r)
+{
+    r->catching_up = true;
+    free(r->caught_from);
+    r->caught_from = NULL;
+    r->n_caught_from = 0;
+    size_t need = repl_catch_up_need(r);
+    if (need)
+        zsys_info("%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
+                  "synced with %zu peers", shoal_node_id(r->self), r->role, need);
+    /* not checked now: membership gives the peers right after opening the gate, and a check
+       before that would find nothing to catch up with; the first round goes on the next turn */
+    if (!r->t_catch_up)
+        r->t_catch_up = shoal_system_timer(r->sys, 0, false, catch_up_fire, r);
+}
+
 void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
 {
+    if (r->catching_up) {
+        peer_t *p = repl_peer(r, peer);
+        bool known = false;
+        for (size_t i = 0; i < r->n_caught_from && !known; i++)
+            known = r->caught_from[i] == peer;
+        if (p && p->counted && !known) {
+            r->caught_from =
+                shoal_realloc(r->caught_from, (r->n_caught_from + 1) * sizeof *r->caught_from);
+            r->caught_from[r->n_caught_from++] = peer;
+        }
+        repl_catch_up_check(r);
+    }
     if (!r->unsynced)
         return;
     r->unsynced = false;
@@ -1385,6 +1454,8 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     r->destroying = true;
     if (r->t_refused > 0)
         shoal_system_timer_cancel(sys, r->t_refused);
+    if (r->t_catch_up > 0)
+        shoal_system_timer_cancel(sys, r->t_catch_up);
     refusals_complete(r, SHOAL_ESTOPPED);
     if (r->unstored.n)
         zsys_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
@@ -1413,6 +1484,8 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     }
     repl_reassembly_free(r);
     free(r->peers);
+    free(r->caught_from);
+    repl_answer_deferred_reads(r, false);
     free(r->removed);
     free(r->role);
     free(r);
@@ -1471,6 +1544,8 @@ int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const cha
         return SHOAL_ETHREAD;
     if (r->gated && r->quorum_ok == open)
         return 0;
+    if (open)
+        catch_up_start(r);
     if (open)
         zsys_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
                   r->role, why ? why : "a full member");

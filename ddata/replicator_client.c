@@ -179,7 +179,8 @@ static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
     LINE(chunks_received); LINE(write_timeouts); LINE(read_timeouts); LINE(store_failures);
     LINE(pruning_performed); LINE(tombstones_collected); LINE(dropped_malformed);
     LINE(dropped_wrong_type); LINE(dropped_collected_key); LINE(dropped_stale);
-    LINE(store_retries); LINE(writes_refused); LINE(no_quorum);
+    LINE(store_retries); LINE(writes_refused); LINE(no_quorum); LINE(catch_ups);
+    LINE(reads_deferred); LINE(reads_deferred_dropped);
 #undef LINE
     shoal_system_stats_t n;
     if (shoal_system_stats(r->sys, &n) == 0) {

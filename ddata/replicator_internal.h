@@ -226,6 +226,21 @@ struct shoal_replicator {
        is sent to peers until this node has synced (received a peer's side of an anti-entropy
        exchange, see repl_synced). */
     bool unsynced;
+    /* CATCHING UP. The gate just opened (the node became a full member: a new node, or a
+       restarted one): this replica may lack writes a majority acknowledged before it counted,
+       e.g. while the cluster was smaller. Until it has synced with enough counted peers
+       (caught_from; see repl_catch_up_need) its own copy does not count toward MAJORITY reads,
+       and it does not answer peers' reads. */
+    bool catching_up;
+    const shoal_node_t **caught_from;
+    size_t n_caught_from;
+    struct deferred_read {
+        const shoal_node_t *from;
+        uint64_t req;
+        char *key;
+    } *deferred; /* peers' reads that arrived while catching up, answered after */
+    size_t n_deferred;
+    int t_catch_up; /* the first catch-up round, on the loop turn after the gate opened */
     bool admitting; /* the merge in progress is a write to acknowledge: run the type's admit */
     uint64_t durable_marker_ttl_ms;
 
@@ -267,6 +282,14 @@ int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms);
 /* The node has received a peer's side of an anti-entropy exchange: an unsynced replicator
    (see `unsynced`) may share its data again. */
 void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer);
+/* How many counted peers a catching-up replica must have synced with: N - (N/2 + 1) + 1 of N
+   counted nodes (itself included), so that they meet every majority acknowledged before, even
+   one that counted this node's previous life and whose copy is gone. */
+size_t repl_catch_up_need(const shoal_replicator_t *r);
+void repl_catch_up_check(shoal_replicator_t *r);
+void repl_catch_up_round(shoal_replicator_t *r);
+/* Answers (answer = true, once caught up) or drops the reads held while catching up. */
+void repl_answer_deferred_reads(shoal_replicator_t *r, bool answer);
 void repl_refresh_digest(shoal_replicator_t *r, entry_t *e);
 void repl_refresh_all_digests(shoal_replicator_t *r);
 void repl_root_digest(shoal_replicator_t *r, uint8_t out[16]);

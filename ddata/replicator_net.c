@@ -290,6 +290,14 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
 {
     int needed = repl_peers_needed(r, c);
     int vneed = repl_voters_needed(r, c);
+    repl_catch_up_check(r);
+    if (r->catching_up && c->level == SHOAL_MAJORITY && needed >= 0) {
+        /* this replica may lack what a majority acknowledged before it counted: enough of the
+           others to meet every such majority answer (one more than usual when N is odd) */
+        size_t meet = repl_catch_up_need(r);
+        if (meet > (size_t)needed)
+            needed = (int)meet;
+    }
     if (vneed > 0 && needed == 0)
         needed = vneed; /* a majority of the voters, however few nodes the cluster has now */
     entry_t *e = repl_entry(r, key, strlen(key));
@@ -583,21 +591,13 @@ static void on_chunk(shoal_replicator_t *r, const shoal_node_t *from,
     shoal_buf_free(&done.data);
 }
 
-static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
-                    const Shoal__Replicator__Read *m)
+static void answer_read(shoal_replicator_t *r, const shoal_node_t *from, uint64_t req,
+                        const char *key)
 {
-    if (!m->key) {
-        r->stats.dropped_malformed++;
-        return;
-    }
-    /* an answer would share loaded values that may predate expired pruning markers: the reader
-       counts on the other replicas (or its deadline) until this node has synced */
-    if (r->unsynced)
-        return;
     Shoal__Replicator__ReadResult res = SHOAL__REPLICATOR__READ_RESULT__INIT;
     res.role = r->role;
-    res.req = m->req;
-    entry_t *e = repl_entry(r, m->key, strlen(m->key));
+    res.req = req;
+    entry_t *e = repl_entry(r, key, strlen(key));
     Shoal__Replicator__DataEnvelope env;
     shoal_buf_t scratch = {0};
     if (e && (e->value || e->deleted)) {
@@ -609,6 +609,54 @@ static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
     if (res.found)
         repl_envelope_pb_free(&env);
     shoal_buf_free(&scratch);
+}
+
+/* Reads that arrived while this replica was catching up, answered once it has (a reader whose
+   deadline passed meanwhile drops the late answer). Bounded: past the bound a read is dropped,
+   counted, and the reader counts on its other peers or its deadline. */
+#define DEFERRED_READS_MAX 4096
+
+void repl_answer_deferred_reads(shoal_replicator_t *r, bool answer)
+{
+    for (size_t i = 0; i < r->n_deferred; i++) {
+        if (answer && !r->catching_up && !r->unsynced)
+            answer_read(r, r->deferred[i].from, r->deferred[i].req, r->deferred[i].key);
+        free(r->deferred[i].key);
+    }
+    free(r->deferred);
+    r->deferred = NULL;
+    r->n_deferred = 0;
+}
+
+static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
+                    const Shoal__Replicator__Read *m)
+{
+    if (!m->key) {
+        r->stats.dropped_malformed++;
+        return;
+    }
+    /* an answer would share loaded values that may predate expired pruning markers: the reader
+       counts on the other replicas (or its deadline) until this node has synced */
+    if (r->unsynced)
+        return;
+    /* or miss writes a majority acknowledged before this replica counted: answered once it has
+       caught up (a round trip or two) */
+    if (r->catching_up) {
+        if (r->n_deferred >= DEFERRED_READS_MAX) {
+            r->stats.reads_deferred_dropped++;
+            return;
+        }
+        r->stats.reads_deferred++;
+        r->deferred = shoal_realloc(r->deferred, (r->n_deferred + 1) * sizeof *r->deferred);
+        r->deferred[r->n_deferred].from = from;
+        r->deferred[r->n_deferred].req = m->req;
+        r->deferred[r->n_deferred].key = strdup(m->key);
+        if (!r->deferred[r->n_deferred].key)
+            abort();
+        r->n_deferred++;
+        return;
+    }
+    answer_read(r, from, m->req, m->key);
 }
 
 static void on_read_result(shoal_replicator_t *r, const shoal_node_t *from,
@@ -1001,7 +1049,8 @@ void repl_gossip_tick(shoal_system_t *sys, void *arg)
         idx = (size_t)(repl_random(r) % r->n_peers);
     const shoal_node_t *to = idx < r->n_peers ? cands[idx] : NULL;
     free(cands);
-    if (!to)
+    repl_catch_up_check(r);
+    if (!to && !r->catching_up)
         return;
     uint8_t root[16];
     repl_root_digest(r, root);
@@ -1011,9 +1060,40 @@ void repl_gossip_tick(shoal_system_t *sys, void *arg)
     st.root.len = 16;
     st.n_keys = r->entries.n;
     st.bucket_count = N_BUCKETS;
-    repl_send(r, to, K_STATUS, &st.base);
     r->stats.gossip_rounds++;
+    if (r->catching_up) {
+        repl_catch_up_round(r);
+        return;
+    }
+    repl_send(r, to, K_STATUS, &st.base);
     r->stats.status_sent++;
+}
+
+/* A status to every counted peer not synced with yet, at once: catching up takes one round, not
+   one per peer; an equal root is answered, so that it counts too. */
+void repl_catch_up_round(shoal_replicator_t *r)
+{
+    if (!r->catching_up || r->loading)
+        return;
+    uint8_t root[16];
+    repl_root_digest(r, root);
+    Shoal__Replicator__Status st = SHOAL__REPLICATOR__STATUS__INIT;
+    st.role = r->role;
+    st.root.data = root;
+    st.root.len = 16;
+    st.n_keys = r->entries.n;
+    st.bucket_count = N_BUCKETS;
+    st.reply_when_equal = true;
+    for (size_t i = 0; i < r->n_peers; i++) {
+        const peer_t *p = &r->peers[i];
+        bool done = false;
+        for (size_t k = 0; k < r->n_caught_from && !done; k++)
+            done = r->caught_from[k] == p->node;
+        if (p->counted && !done) {
+            repl_send(r, p->node, K_STATUS, &st.base);
+            r->stats.status_sent++;
+        }
+    }
 }
 
 static void on_status(shoal_replicator_t *r, const shoal_node_t *from,
@@ -1030,6 +1110,11 @@ static void on_status(shoal_replicator_t *r, const shoal_node_t *from,
         /* converged: one small message was the whole round. The sender holds everything we
            hold, our tombstones included. */
         repl_synced(r, from);
+        if (m->reply_when_equal) { /* it is catching up: an empty Gossip says "in sync" */
+            Shoal__Replicator__Gossip g = SHOAL__REPLICATOR__GOSSIP__INIT;
+            g.role = r->role;
+            repl_send(r, from, K_GOSSIP, &g.base);
+        }
         if (r->stats.tombstones)
             for (size_t i = 0; i < r->entries.cap; i++) {
                 shoal_hslot_t *s = &r->entries.slots[i];

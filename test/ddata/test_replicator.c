@@ -425,6 +425,73 @@ static void test_partition_times_out_then_heals(void **state)
     tcluster_stop(&c);
 }
 
+static int open_gate(shoal_replicator_t *r, void *arg)
+{
+    (void)arg;
+    return shoal_replicator_set_quorum_gate(r, true, "test: a full member");
+}
+
+typedef struct {
+    tcluster_t *c;
+    bool counted;
+} count_newcomers_t;
+
+/* Nodes 3 and 4 are peers that count (a majority is of 5), or not yet (of 3). */
+static int count_newcomers(shoal_replicator_t *r, void *arg)
+{
+    count_newcomers_t *a = arg;
+    for (int j = 3; j < 5; j++) {
+        /* (refused on the node itself, which is no peer of its own) */
+        (void)shoal_replicator_add_peer(r, shoal_system_self(a->c->sys[j]), a->counted,
+                                        (uint64_t)j);
+    }
+    return 0;
+}
+
+/* A member that starts counting (a new node, or a restarted one) must not make a majority read
+   miss what a majority acknowledged before it counted (chaos seed 743854579: an entity save
+   acknowledged by 2 of 3 members, two members restarted and counted again, the shard's new home
+   read a "majority" of 3 of 5 from itself, the other new member and the one old member the
+   save had not reached). Here the write is acknowledged by nodes 0 and 1 of 3; nodes 3 and 4
+   then count; node 3, cut off from nodes 0 and 1, must not answer "not found" from itself,
+   node 2 and node 4, which all lack the write; once it reaches them it reads the value. */
+static void test_new_member_catches_up_before_its_copy_counts(void **state)
+{
+    (void)state;
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 5, NULL);
+    shoal_fault_t cut = {.dir = SHOAL_FAULT_BOTH, .cut = true}, none = {.dir = SHOAL_FAULT_BOTH};
+    for (int j = 2; j < 5; j++)
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(shoal_system_fault(c.sys[j], shoal_system_endpoint(c.sys[i]), &cut), 0);
+            assert_int_equal(shoal_system_fault(c.sys[i], shoal_system_endpoint(c.sys[j]), &cut), 0);
+        }
+    count_newcomers_t nc = {&c, false};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(on_node(&c, i, count_newcomers, &nc), 0);
+    shoal_consistency_t maj = c_majority(1000);
+    assert_int_equal(t_incr(&c, 0, "saved", 7, &maj), 0); /* acknowledged by nodes 0 and 1 */
+    nc.counted = true;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(on_node(&c, i, count_newcomers, &nc), 0);
+    assert_int_equal(on_node(&c, 3, open_gate, NULL), 0); /* node 3 became a full member */
+    uint64_t v = 0;
+    int rc = t_gcounter(&c, 3, "saved", &maj, &v);
+    print_message("node 3, catching up, cut off from the write: %s\n", shoal_strerror(rc));
+    assert_true(rc == SHOAL_ETIMEOUT || rc == SHOAL_ENOQUORUM); /* never "not found" */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(shoal_system_fault(c.sys[3], shoal_system_endpoint(c.sys[i]), &none), 0);
+        assert_int_equal(shoal_system_fault(c.sys[i], shoal_system_endpoint(c.sys[3]), &none), 0);
+    }
+    int64_t deadline = shoal_now_ms() + 10000 * tscale();
+    do
+        rc = t_gcounter(&c, 3, "saved", &maj, &v);
+    while (rc != 0 && shoal_now_ms() < deadline);
+    assert_int_equal(rc, 0);
+    assert_int_equal(v, 7);
+    tcluster_stop(&c);
+}
+
 static void test_loss_and_duplication_converge(void **state)
 {
     (void)state;
@@ -1297,6 +1364,8 @@ int main(void)
         cmocka_unit_test_teardown(test_durable_pruning_marker_stored_for_10_days,
                                   tcluster_teardown),
         cmocka_unit_test_teardown(test_orset_pruning_plan_travels, tcluster_teardown),
+        cmocka_unit_test_teardown(test_new_member_catches_up_before_its_copy_counts,
+                                  tcluster_teardown),
         cmocka_unit_test_teardown(test_loaded_marker_cleans_incoming_state, tcluster_teardown),
         cmocka_unit_test_teardown(test_old_store_not_shared_until_synced, tcluster_teardown),
         cmocka_unit_test_teardown(test_recent_store_shared_at_once, tcluster_teardown),
