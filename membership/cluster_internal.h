@@ -28,6 +28,7 @@ enum {
     K_INIT_JOIN_NACK,    /* an InitJoin's answer from a node in no cluster (Akka's InitJoinNack);
                             the body is an InitJoinAck with status 0 */
     K_FORGET,            /* drop a durable identity from the kept membership (an AdminRequest) */
+    K_GOSSIP_STATUS,     /* digest-only gossip: clock digest and seen set (a GossipStatus) */
 };
 
 /* A data replicator that follows the members of its role, with what it was last told. */

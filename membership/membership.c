@@ -20,7 +20,9 @@
 #define PUSH_FANOUT 2
 
 static void react(shoal_cluster_t *c);
+static void publish(shoal_cluster_t *c);
 static void push_on_change(shoal_cluster_t *c);
+static int gossip_to(shoal_cluster_t *c, const shoal_node_t *to);
 static void leader_soon(shoal_cluster_t *c);
 
 /* ---------------------------------------------------------------------------------------------
@@ -1389,6 +1391,67 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
     shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from); /* the welcome */
 }
 
+/* Digest-only gossip: our clock's digest and seen set (see GOSSIP in membership.h). */
+static int send_seen_status(shoal_cluster_t *c, const shoal_node_t *to, bool reply)
+{
+    uint8_t digest[16];
+    cstate_clock_digest(c->state, digest);
+    size_t nb = cstate_seen_bits(c->state, NULL, 0);
+    uint8_t *bits = calloc(nb ? nb : 1, 1);
+    if (!bits)
+        abort();
+    cstate_seen_bits(c->state, bits, nb);
+    Shoal__Cluster__GossipStatus m = SHOAL__CLUSTER__GOSSIP_STATUS__INIT;
+    m.clock_digest.data = digest;
+    m.clock_digest.len = sizeof digest;
+    m.seen.data = bits;
+    m.seen.len = nb;
+    m.reply = reply;
+    int rc = cluster_send(c, to, K_GOSSIP_STATUS, &m.base);
+    free(bits);
+    if (rc == 0)
+        c->stats.seen_status_sent++;
+    return rc;
+}
+
+static void on_gossip_status(shoal_cluster_t *c, const shoal_node_t *from,
+                             const Shoal__Cluster__GossipStatus *m)
+{
+    if (!cstate_member(c->state, c->self))
+        return; /* not in a cluster yet: the welcome brings the whole state */
+    c->stats.seen_status_received++;
+    if (!m || m->clock_digest.len != 16) {
+        c->stats.seen_status_malformed++;
+        zsys_warning("%s: malformed gossip status from %s dropped", shoal_node_id(c->self),
+                     shoal_node_id(from));
+        return;
+    }
+    uint8_t mine[16];
+    cstate_clock_digest(c->state, mine);
+    if (memcmp(mine, m->clock_digest.data, 16) != 0) {
+        /* it held our clock once (or it would have had the whole state): we are behind it or
+           concurrent. Our whole state goes; push-pull brings its own back if it knows more. */
+        c->stats.seen_status_other_clock++;
+        if (cstate_member(c->state, from))
+            shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from);
+        return;
+    }
+    size_t added = 0, missing = 0;
+    int rc = cstate_merge_seen_bits(c->state, m->seen.data, m->seen.len, &added, &missing);
+    if (rc < 0) {
+        c->stats.seen_status_malformed++;
+        zsys_warning("%s: gossip status from %s dropped: %s", shoal_node_id(c->self),
+                     shoal_node_id(from), shoal_strerror(rc));
+        return;
+    }
+    if (missing && !m->reply)
+        send_seen_status(c, from, true);
+    if (added) {
+        publish(c);
+        react(c);
+    }
+}
+
 static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
                        const uint8_t *data, size_t len, void *arg)
 {
@@ -1437,6 +1500,12 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
             zhash_insert(c->exiting_confirmed, shoal_node_id(from), (void *)from);
             leader_soon(c);
         }
+        break;
+    }
+    case K_GOSSIP_STATUS: {
+        Shoal__Cluster__GossipStatus *m = shoal__cluster__gossip_status__unpack(NULL, len, data);
+        on_gossip_status(c, from, m);
+        shoal__cluster__gossip_status__free_unpacked(m, NULL);
         break;
     }
     case K_HANDOVER_DONE: {
@@ -1722,6 +1791,18 @@ void cluster_tell_everyone(shoal_cluster_t *c)
     }
 }
 
+/* One gossip message to `to`: the whole state, or only the clock's digest and the seen set when
+   `to` has seen our clock (Akka's GossipStatus): what can still differ then is the seen set. */
+static int gossip_to(shoal_cluster_t *c, const shoal_node_t *to)
+{
+    if (cstate_seen_by(c->state, to))
+        return send_seen_status(c, to, false);
+    int rc = shoal_replicator_push(c->sysrepl, CLUSTER_KEY, to);
+    if (rc == 0)
+        c->stats.gossip_sent++;
+    return rc;
+}
+
 /* Every change of the state goes at once to PUSH_FANOUT members: ones that have not seen the
    current version if there are, else any (a change of the seen table alone is news too: it is how
    members learn the state converged). A receiver that learns nothing does not pass it on, and
@@ -1740,8 +1821,7 @@ static void push_on_change(shoal_cluster_t *c)
        before the last member hears it and the next gossip round has to find it */
     for (size_t k = 0; k < PUSH_FANOUT && n; k++) {
         size_t i = (size_t)(next_random(c) % n);
-        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
-            c->stats.gossip_sent++;
+        gossip_to(c, peers[i]);
         peers[i] = peers[--n];
     }
     free(peers);
@@ -1774,8 +1854,7 @@ static void gossip_tick(shoal_system_t *sys, void *arg)
     size_t n = gossip_targets(c, false, peers);
     if (n) {
         size_t i = choose_peer(c->sysrepl, peers, n, c);
-        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
-            c->stats.gossip_sent++;
+        gossip_to(c, peers[i]);
     }
     free(peers);
 }
@@ -2429,6 +2508,7 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_JOIN, on_message, c);
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
     shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
+    shoal_system_register(sys, K_GOSSIP_STATUS, on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */

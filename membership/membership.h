@@ -33,6 +33,10 @@
     while fewer than half have seen the version); the peer is one that has not seen it with
     probability 0.8 (lowered above 400 members); once converged only the replicator's small
     digest status goes out. Pushes older than gossip-time-to-live are dropped by the receiver.
+    A member that has seen this node's clock is sent a GossipStatus instead of the whole state
+    (Akka's): the clock's digest and the seen set as one bit per member (about 140 bytes at
+    1,000 members against a state of about 120 KB); the receiver merges the seen set if its
+    clock is the same, and otherwise answers with its whole state.
 
     JOINING. A node with seed nodes asks them to let it in (InitJoin); the first that answers gets
     the Join; the first seed (its own address first in the list) forms the cluster alone when no
@@ -470,6 +474,11 @@ typedef struct {
        mechanism and those closed or timed out before they were complete */
     uint64_t heartbeat_connections_refused, heartbeat_handshakes_failed;
     uint64_t heartbeat_handshakes_mismatched, heartbeat_handshakes_incomplete;
+    /* digest-only gossip (GossipStatus: the clock's digest and the seen set, sent instead of the
+       whole state to a member that has seen this node's clock): sent, received, received with
+       another clock (answered with the whole state), malformed (dropped) */
+    uint64_t seen_status_sent, seen_status_received, seen_status_other_clock;
+    uint64_t seen_status_malformed;
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 
