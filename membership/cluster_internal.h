@@ -115,6 +115,7 @@ struct shoal_cluster {
     int t_tick, t_gossip, t_leader, t_retry, t_leader_soon;
     int64_t last_tick;
     uint32_t gossip_round;
+    uint8_t pushed_clock[16]; /* digest of the clock push_on_change last spread */
 
     /* frozen after a clock gap until fresh gossip keeps it a member */
     bool frozen;
