@@ -123,7 +123,7 @@ typedef struct {
     uint64_t rng;
     double now;
     size_t full, status, ae_status, buckets, keys; /* wire bytes of each message */
-    double p_unseen;                                /* choose_peer's different-view probability */
+    double p_unseen;                               /* choose_peer's different-view probability */
     uint64_t messages;
     /* the policy: seen_push 0 = a change of the seen set alone is not pushed (the rounds spread
        it), 1 = pushed as digest-only statuses, 2 = pushed as whole states; status_first: the
@@ -218,8 +218,13 @@ static void sim_send(sim_t *S, int kind, int from, int to, int flag)
     S->node[from].sent += bytes;
     S->node[to].sent += GOSSIP_MODEL_SEGMENT_HEADERS; /* its ACK */
     S->messages++;
-    simev_t e = {.t = S->now + (bytes > 1000 ? 5.0 : 2.0), .kind = kind, .from = from, .to = to,
-                 .v = S->node[from].v, .flag = flag, .seen = S->node[from].seen};
+    simev_t e = {.t = S->now + (bytes > 1000 ? 5.0 : 2.0),
+                 .kind = kind,
+                 .from = from,
+                 .to = to,
+                 .v = S->node[from].v,
+                 .flag = flag,
+                 .seen = S->node[from].seen};
     sim_push(S, e);
 }
 
@@ -390,7 +395,7 @@ static sim_result_t simulate_change(int n, uint64_t seed)
     S.p_unseen = cs.gossip_different_view_probability;
     if (n > (int)cs.reduce_gossip_different_view_probability)
         S.p_unseen = S.p_unseen * cs.reduce_gossip_different_view_probability / n;
-    S.seen_push = sim_policy_seen_push >= 0 ? sim_policy_seen_push
+    S.seen_push = sim_policy_seen_push >= 0                              ? sim_policy_seen_push
                   : n > (int)cs.reduce_gossip_different_view_probability ? 0
                                                                          : 1;
     S.status_first = sim_policy_status_first;
@@ -475,7 +480,8 @@ int main(int argc, char **argv)
                     for (size_t k = 0; k < 4; k++) {
                         sim_result_t r = {0};
                         for (int sd = 0; sd < 3; sd++) {
-                            sim_result_t x = simulate_change(ns[k], 0x5eed + (uint64_t)(k * 3 + sd));
+                            sim_result_t x =
+                                simulate_change(ns[k], 0x5eed + (uint64_t)(k * 3 + sd));
                             r.bytes_per_member += x.bytes_per_member / 3;
                             r.converge_ms += x.converge_ms / 3;
                             r.full_per_member += x.full_per_member / 3;

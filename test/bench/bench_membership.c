@@ -31,10 +31,10 @@
 
     gossip_bytes_per_s_N_model (N = 10, 25, 50, as measured in this run): the same figure from the
       messages' real sizes and the idle gossip schedule (test/bench/common/gossip_model.h), with
-      the measured figure as its baseline: the ratio checks the model. gossip_bytes_per_s_1000_model:
-      the model at 1,000 members (target <= 10 KB/s per member), which no machine of ours runs;
-      what one membership change costs at 1,000 members is bench_cluster_state's
-      gossip_bytes_per_change_1000.
+      the measured figure as its baseline: the ratio checks the model.
+    gossip_bytes_per_s_1000_model: the model at 1,000 members (target <= 10 KB/s per member),
+      which no machine of ours runs; what one membership change costs at 1,000 members is
+      bench_cluster_state's gossip_bytes_per_change_1000.
 
     Without serf on PATH the Shoal figures are printed without baselines (a note says so on
     stderr). Every wait has a deadline; a failed measurement is reported on stderr and makes the

@@ -865,7 +865,7 @@ static void test_decisions_agree_after_convergence(void **state)
      - a seen-only status merged into a replica gives what merging the whole state gives.
    At the end, after the queued messages and a few rounds of all-to-all gossip, every replica holds
    the same state, seen by every replica. The case seed is printed on failure. */
-#define SEEN_R 4
+#define SEEN_R        4
 #define SEEN_MAX_HIST 512
 
 typedef struct {
@@ -900,11 +900,11 @@ static int replica_of(const shoal_node_t *n)
     return -1;
 }
 
-#define SEEN_FAIL(seed, ...)                                                                      \
-    do {                                                                                          \
-        print_error("seen-set property (case seed %llu, run SHOAL_SEED=%llu): ",                  \
-                    (unsigned long long)(seed), (unsigned long long)prop_seed());                 \
-        fail_msg(__VA_ARGS__);                                                                    \
+#define SEEN_FAIL(seed, ...)                                                                       \
+    do {                                                                                           \
+        print_error("seen-set property (case seed %llu, run SHOAL_SEED=%llu): ",                   \
+                    (unsigned long long)(seed), (unsigned long long)prop_seed());                  \
+        fail_msg(__VA_ARGS__);                                                                     \
     } while (0)
 
 static void seen_invariants(cstate_t *const *r, const hist_t *hist, uint64_t seed)
@@ -941,7 +941,8 @@ static void seen_change(cstate_t *s, int i, prop_rng_t *rng)
         if (!m) {
             assert_int_equal(add(s, N(i), k), 0);
         } else if (m->status < SHOAL_MEMBER_LEAVING) {
-            assert_int_equal(cstate_set_status(s, N(i), N(k), (shoal_member_status_t)(m->status + 1)), 0);
+            assert_int_equal(
+                cstate_set_status(s, N(i), N(k), (shoal_member_status_t)(m->status + 1)), 0);
         }
         break;
     case 1: {
@@ -983,8 +984,10 @@ static void seen_deliver(cstate_t **r, hist_t *hist, const seen_msg_t *m, uint64
         size_t added = 0, missing = 0;
         assert_int_equal(cstate_merge_seen_bits(dst, m->bits, m->nbits, &added, &missing), 0);
         if (!shoal_crdt_equal(&full->base, &dst->base))
-            SEEN_FAIL(seed, "a seen-only status merged into replica %d differs from its whole "
-                            "state merged", m->to);
+            SEEN_FAIL(seed,
+                      "a seen-only status merged into replica %d differs from its whole "
+                      "state merged",
+                      m->to);
         cstate_destroy(&full);
     } else {
         shoal_crdt_merge(&dst->base, &m->state->base);

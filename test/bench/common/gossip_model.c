@@ -109,8 +109,8 @@ gossip_model_idle_t gossip_model_idle(int n, int data_replicators)
     uint8_t buf[600];
     m.ping_bytes = gossip_model_raw_wire_bytes(hb_encode(&ping, buf, sizeof buf));
     m.pong_bytes = gossip_model_raw_wire_bytes(hb_encode(&pong, buf, sizeof buf));
-    m.monitored = n - 1 < (int)cs.monitored_by_nr_of_members ? n - 1
-                                                              : (int)cs.monitored_by_nr_of_members;
+    m.monitored =
+        n - 1 < (int)cs.monitored_by_nr_of_members ? n - 1 : (int)cs.monitored_by_nr_of_members;
     double hb_per_s = 1000.0 / (double)cs.heartbeat_interval_ms;
     m.heartbeat_b_per_s = hb_per_s * m.monitored *
                           (double)(m.ping_bytes + m.pong_bytes + GOSSIP_MODEL_SEGMENT_HEADERS);
@@ -130,10 +130,10 @@ gossip_model_idle_t gossip_model_idle(int n, int data_replicators)
     size_t data_status =
         gossip_model_wire_bytes(K_STATUS, shoal__replicator__status__get_packed_size(&st));
     m.status_bytes = sys_status;
-    m.status_b_per_s =
-        1000.0 / (double)cs.gossip_interval_ms * (double)(sys_status + GOSSIP_MODEL_SEGMENT_HEADERS) +
-        data_replicators * 1000.0 / (double)rs.gossip_interval_ms *
-            (double)(data_status + GOSSIP_MODEL_SEGMENT_HEADERS);
+    m.status_b_per_s = 1000.0 / (double)cs.gossip_interval_ms *
+                           (double)(sys_status + GOSSIP_MODEL_SEGMENT_HEADERS) +
+                       data_replicators * 1000.0 / (double)rs.gossip_interval_ms *
+                           (double)(data_status + GOSSIP_MODEL_SEGMENT_HEADERS);
     m.total_b_per_s = m.heartbeat_b_per_s + m.status_b_per_s;
     return m;
 }
