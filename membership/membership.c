@@ -1396,11 +1396,8 @@ static int send_seen_status(shoal_cluster_t *c, const shoal_node_t *to, bool rep
 {
     uint8_t digest[16];
     cstate_clock_digest(c->state, digest);
-    size_t nb = cstate_seen_bits(c->state, NULL, 0);
-    uint8_t *bits = calloc(nb ? nb : 1, 1);
-    if (!bits)
-        abort();
-    cstate_seen_bits(c->state, bits, nb);
+    uint8_t bits[(CSTATE_MAX_MEMBERS + 7) / 8]; /* members are bounded: no allocation */
+    size_t nb = cstate_seen_bits(c->state, bits, sizeof bits);
     Shoal__Cluster__GossipStatus m = SHOAL__CLUSTER__GOSSIP_STATUS__INIT;
     m.clock_digest.data = digest;
     m.clock_digest.len = sizeof digest;
@@ -1409,7 +1406,6 @@ static int send_seen_status(shoal_cluster_t *c, const shoal_node_t *to, bool rep
     m.reply = reply;
     m.clock_sum = cstate_version_sum(c->state);
     int rc = cluster_send(c, to, K_GOSSIP_STATUS, &m.base);
-    free(bits);
     if (rc == 0)
         c->stats.seen_status_sent++;
     return rc;

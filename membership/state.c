@@ -25,6 +25,7 @@
 
 #include "membership.pb-c.h"
 
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation per digest */
 #include <xxhash.h>
 
 #include <stdio.h>
@@ -759,9 +760,9 @@ bool cstate_seen_by(const cstate_t *s, const shoal_node_t *node)
 
 void cstate_clock_digest(const cstate_t *s, uint8_t out[16])
 {
-    XXH3_state_t *h = XXH3_createState();
-    if (!h)
-        abort();
+    XXH3_state_t st;
+    XXH3_state_t *h = &st;
+    XXH3_INITSTATE(h);
     XXH3_128bits_reset(h);
     for (size_t i = 0; is_state(s) && i < shoal_vv_size(s->vclock); i++) {
         const shoal_node_t *node = NULL;
@@ -776,7 +777,6 @@ void cstate_clock_digest(const cstate_t *s, uint8_t out[16])
     }
     XXH128_canonical_t d;
     XXH128_canonicalFromHash(&d, XXH3_128bits_digest(h));
-    XXH3_freeState(h);
     memcpy(out, d.digest, 16);
 }
 
