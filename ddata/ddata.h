@@ -957,7 +957,7 @@ typedef struct {
 typedef struct shoal_replicator shoal_replicator_t;
 
 /* Chooses the gossip peer for a round among `n` candidates (the policy of the system replicator
-   is membership's); NULL = uniformly at random. Returns an index < n. */
+   is membership's); NULL = uniformly at random. Returns an index < n, or n to skip the round. */
 typedef size_t (shoal_gossip_choose_fn)(shoal_replicator_t *r, const shoal_node_t *const *peers,
                                         size_t n, void *arg);
 

@@ -28,6 +28,7 @@ enum {
     K_INIT_JOIN_NACK,    /* an InitJoin's answer from a node in no cluster (Akka's InitJoinNack);
                             the body is an InitJoinAck with status 0 */
     K_FORGET,            /* drop a durable identity from the kept membership (an AdminRequest) */
+    K_GOSSIP_STATUS,     /* digest-only gossip: clock digest and seen set (a GossipStatus) */
 };
 
 /* A data replicator that follows the members of its role, with what it was last told. */
@@ -114,6 +115,7 @@ struct shoal_cluster {
     int t_tick, t_gossip, t_leader, t_retry, t_leader_soon;
     int64_t last_tick;
     uint32_t gossip_round;
+    uint8_t pushed_clock[16]; /* digest of the clock push_on_change last spread */
 
     /* frozen after a clock gap until fresh gossip keeps it a member */
     bool frozen;

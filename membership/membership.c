@@ -20,7 +20,9 @@
 #define PUSH_FANOUT 2
 
 static void react(shoal_cluster_t *c);
+static void publish(shoal_cluster_t *c);
 static void push_on_change(shoal_cluster_t *c);
+static int gossip_to(shoal_cluster_t *c, const shoal_node_t *to, bool round);
 static void leader_soon(shoal_cluster_t *c);
 
 /* ---------------------------------------------------------------------------------------------
@@ -1389,6 +1391,70 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
     shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from); /* the welcome */
 }
 
+/* Digest-only gossip: our clock's digest and seen set (see GOSSIP in membership.h). */
+static int send_seen_status(shoal_cluster_t *c, const shoal_node_t *to, bool reply)
+{
+    uint8_t digest[16];
+    cstate_clock_digest(c->state, digest);
+    uint8_t bits[(CSTATE_MAX_MEMBERS + 7) / 8]; /* members are bounded: no allocation */
+    size_t nb = cstate_seen_bits(c->state, bits, sizeof bits);
+    Shoal__Cluster__GossipStatus m = SHOAL__CLUSTER__GOSSIP_STATUS__INIT;
+    m.clock_digest.data = digest;
+    m.clock_digest.len = sizeof digest;
+    m.seen.data = bits;
+    m.seen.len = nb;
+    m.reply = reply;
+    m.clock_sum = cstate_version_sum(c->state);
+    int rc = cluster_send(c, to, K_GOSSIP_STATUS, &m.base);
+    if (rc == 0)
+        c->stats.seen_status_sent++;
+    return rc;
+}
+
+static void on_gossip_status(shoal_cluster_t *c, const shoal_node_t *from,
+                             const Shoal__Cluster__GossipStatus *m)
+{
+    c->stats.seen_status_received++;
+    if (!m || m->clock_digest.len != 16) {
+        c->stats.seen_status_malformed++;
+        zsys_warning("%s: malformed gossip status from %s dropped", shoal_node_id(c->self),
+                     shoal_node_id(from));
+        return;
+    }
+    uint8_t mine[16];
+    cstate_clock_digest(c->state, mine);
+    bool member = cstate_member(c->state, c->self) != NULL;
+    if (!member || memcmp(mine, m->clock_digest.data, 16) != 0) {
+        /* another clock. A clock that dominates another has the higher sum, so the side with
+           the higher (or an equal: concurrent) sum sends its whole state, and push-pull brings
+           the other's back if it knows more; the side with the lower sum (or no state yet: a
+           joining node) asks for it with its own status. */
+        c->stats.seen_status_other_clock++;
+        if (member && cstate_version_sum(c->state) >= m->clock_sum) {
+            if (cstate_member(c->state, from) &&
+                shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from) == 0)
+                c->stats.gossip_sent++;
+        } else if (!m->reply) {
+            send_seen_status(c, from, true);
+        }
+        return;
+    }
+    size_t added = 0, missing = 0;
+    int rc = cstate_merge_seen_bits(c->state, m->seen.data, m->seen.len, &added, &missing);
+    if (rc < 0) {
+        c->stats.seen_status_malformed++;
+        zsys_warning("%s: gossip status from %s dropped: %s", shoal_node_id(c->self),
+                     shoal_node_id(from), shoal_strerror(rc));
+        return;
+    }
+    if (missing && !m->reply)
+        send_seen_status(c, from, true);
+    if (added) {
+        publish(c);
+        react(c);
+    }
+}
+
 static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
                        const uint8_t *data, size_t len, void *arg)
 {
@@ -1437,6 +1503,12 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
             zhash_insert(c->exiting_confirmed, shoal_node_id(from), (void *)from);
             leader_soon(c);
         }
+        break;
+    }
+    case K_GOSSIP_STATUS: {
+        Shoal__Cluster__GossipStatus *m = shoal__cluster__gossip_status__unpack(NULL, len, data);
+        on_gossip_status(c, from, m);
+        shoal__cluster__gossip_status__free_unpacked(m, NULL);
         break;
     }
     case K_HANDOVER_DONE: {
@@ -1684,6 +1756,30 @@ static size_t choose_peer(shoal_replicator_t *r, const shoal_node_t *const *peer
     return (size_t)(next_random(c) % n);
 }
 
+/* Whether every member (not Removed) has seen the current clock, as this node knows. */
+static bool all_seen(shoal_cluster_t *c)
+{
+    size_t alive = 0;
+    for (size_t i = 0; i < c->state->n_members; i++)
+        if (c->state->members[i].status != SHOAL_MEMBER_REMOVED)
+            alive++;
+    return cstate_seen_count(c->state) >= alive;
+}
+
+/* The system replicator's anti-entropy partner. While some member has not seen the current
+   clock, membership's own rounds run (gossip_tick, three a second) and settle what differs with
+   digest-only statuses; the replicator's round would find the digests different (the seen sets
+   differ) and ship whole states both ways, so it waits (an index past the peers skips the
+   round). Once all have seen, it is the safety net again. */
+static size_t anti_entropy_peer(shoal_replicator_t *r, const shoal_node_t *const *peers, size_t n,
+                                void *arg)
+{
+    shoal_cluster_t *c = arg;
+    if (cstate_member(c->state, c->self) && !all_seen(c))
+        return n;
+    return choose_peer(r, peers, n, c);
+}
+
 /* Members (other than this one, not Removed, not unreachable from here) in `out`; with `unseen`
    only those that have not seen the current version. */
 static size_t gossip_targets(shoal_cluster_t *c, bool unseen, const shoal_node_t **out)
@@ -1722,13 +1818,40 @@ void cluster_tell_everyone(shoal_cluster_t *c)
     }
 }
 
+/* One gossip message to `to`: the whole state, or only the clock's digest and the seen set when
+   `to` has seen our clock (Akka's GossipStatus): what can still differ then is the seen set. A
+   gossip round (`round`) always starts with the status: most members it picks already hold the
+   clock (the push reached them) and only the seen set differs; one that does not answers by
+   the clocks' order (on_gossip_status), so the whole state crosses only where a clock is
+   behind. */
+static int gossip_to(shoal_cluster_t *c, const shoal_node_t *to, bool round)
+{
+    if (round || cstate_seen_by(c->state, to))
+        return send_seen_status(c, to, false);
+    int rc = shoal_replicator_push(c->sysrepl, CLUSTER_KEY, to);
+    if (rc == 0)
+        c->stats.gossip_sent++;
+    return rc;
+}
+
 /* Every change of the state goes at once to PUSH_FANOUT members: ones that have not seen the
-   current version if there are, else any (a change of the seen table alone is news too: it is how
-   members learn the state converged). A receiver that learns nothing does not pass it on, and
-   pushes are push-pull, so the rumour dies out once everyone has it. */
+   current version if there are, else any. A new clock goes whole (to the members that have not
+   seen it); a change of the seen set alone (how members learn the state converged) goes as a
+   digest-only status, and only while the cluster has at most
+   reduce-gossip-different-view-probability members: above, every member would pass on every
+   mark it learns (O(N) messages per member per change), and the rounds of gossip_tick spread
+   it instead. A receiver that learns nothing does not pass it on, and pushes are push-pull, so
+   the rumour dies out once everyone has it. bench_cluster_state simulates this policy at 100 and
+   1,000 members (gossip_bytes_per_change_N; --policies compares the alternatives). */
 static void push_on_change(shoal_cluster_t *c)
 {
     if (c->terminated || !cstate_member(c->state, c->self))
+        return;
+    uint8_t clock[16];
+    cstate_clock_digest(c->state, clock);
+    bool new_clock = memcmp(clock, c->pushed_clock, sizeof clock) != 0;
+    memcpy(c->pushed_clock, clock, sizeof clock);
+    if (!new_clock && c->state->n_members > c->s.reduce_gossip_different_view_probability)
         return;
     const shoal_node_t **peers = calloc(c->state->n_members + 1, sizeof *peers);
     if (!peers)
@@ -1740,8 +1863,10 @@ static void push_on_change(shoal_cluster_t *c)
        before the last member hears it and the next gossip round has to find it */
     for (size_t k = 0; k < PUSH_FANOUT && n; k++) {
         size_t i = (size_t)(next_random(c) % n);
-        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
-            c->stats.gossip_sent++;
+        if (new_clock)
+            gossip_to(c, peers[i], false);
+        else
+            send_seen_status(c, peers[i], false);
         peers[i] = peers[--n];
     }
     free(peers);
@@ -1774,8 +1899,7 @@ static void gossip_tick(shoal_system_t *sys, void *arg)
     size_t n = gossip_targets(c, false, peers);
     if (n) {
         size_t i = choose_peer(c->sysrepl, peers, n, c);
-        if (shoal_replicator_push(c->sysrepl, CLUSTER_KEY, peers[i]) == 0)
-            c->stats.gossip_sent++;
+        gossip_to(c, peers[i], true);
     }
     free(peers);
 }
@@ -2429,6 +2553,7 @@ static int do_start(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_JOIN, on_message, c);
     shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
     shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
+    shoal_system_register(sys, K_GOSSIP_STATUS, on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
@@ -2542,7 +2667,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     rs.notify_subscribers_interval_ms = s->system_notify_interval_ms;
     rs.pruning_interval_ms = 0;
     rs.gossip_ttl_ms = s->gossip_time_to_live_ms;
-    rs.gossip_choose = choose_peer;
+    rs.gossip_choose = anti_entropy_peer;
     rs.gossip_choose_arg = c;
     c->sysrepl = shoal_replicator_new(sys, &rs, err);
     if (!c->sysrepl) {

@@ -1,5 +1,5 @@
 /*  state.h — private to membership/: the cluster state value (custom ddata type "ClusterState",
-    tag 100) and the pure functions over it (convergence, leader, reachability).
+    tag 100, format version 2) and the pure functions over it (convergence, leader, reachability).
 
     The value is a join-semilattice (see membership.h, THE CLUSTER STATE):
       members      sorted by node (shoal_node_cmp); merge per node: status max, up_number the
@@ -7,14 +7,29 @@
                    public key) are written once by the joining node; if two records ever disagree
                    the one whose fields compare lower (canonical bytes) wins, so merge stays a
                    join.
-      reach rows   one per observer: {version, sorted set of subjects it cannot reach}; merge
-                   keeps the row with the higher version (equal versions: the lower canonical
-                   bytes, deterministic). Only the observer writes its row.
+      reach rows   one per observer that cannot reach someone: {version, sorted set of subjects};
+                   only the observer writes its row, and its version is the observer's clock
+                   entry after that write (a dot). An observer that reaches everyone again drops
+                   its row; the clock remembers the drop: a row whose version the other side's
+                   clock already covers, and which that side no longer holds, was dropped there
+                   and is dropped by the merge (the causal-context rule of delta CRDTs). So rows
+                   exist only for observers that see someone unreachable now (Akka keeps records
+                   only for non-reachable subjects).
       vclock       a VersionVector; every local change raises the writer's entry.
-      seen         node -> VersionVector (what that node had seen); merge pointwise max. Marking
-                   seen does not raise the clock.
+      seen         the set of nodes that have seen this very clock (Akka's Gossip.seen): a local
+                   change clears it (the writer then marks itself), marking seen does not raise
+                   the clock. Clock and seen merge as one lattice ordered by (clock, then seen
+                   set): equal clocks union their sets, a strictly newer clock's set wins, and
+                   concurrent clocks merge to a clock nobody has seen yet (the empty set). This
+                   is a join (the least upper bound in that order), so merge stays commutative,
+                   associative and idempotent, and the seen set costs one index per member
+                   instead of one vector clock per member (N² before).
+    Marking seen means "this node holds the content of this clock": the content is a function of
+    the clock because every change raises it (a merge of concurrent states gives the same
+    content wherever it happens).
     Encoding is canonical protobuf (proto/membership.proto), decode validates everything (sorted,
-    unique, statuses in range, sizes bounded) and never crashes.
+    unique, statuses in range, sizes bounded) and never crashes. Format 1 (a seen table of one
+    clock per node) still decodes: a node whose clock covers the state's is in the seen set.
 */
 #ifndef SHOAL_MEMBERSHIP_STATE_H
 #define SHOAL_MEMBERSHIP_STATE_H
@@ -48,17 +63,12 @@ typedef struct {
 } creach_row_t;
 
 typedef struct {
-    const shoal_node_t *node;
-    shoal_crdt_t *vv; /* VersionVector */
-} cseen_t;
-
-typedef struct {
     shoal_crdt_t base; /* type = &cstate_type */
     cmember_t *members;
     size_t n_members, members_cap;
     creach_row_t *rows;
     size_t n_rows, rows_cap;
-    cseen_t *seen;
+    const shoal_node_t **seen; /* sorted by shoal_node_cmp, unique, members only */
     size_t n_seen, seen_cap;
     shoal_crdt_t *vclock;
 } cstate_t;
@@ -87,8 +97,8 @@ int cstate_set_up_number(cstate_t *s, const shoal_node_t *writer, const shoal_no
                          uint64_t up_number);
 
 /* Reachability: replaces the observer's row with this set (sorted or not; deduplicated), raising
-   the row version and the observer's clock entry. No-op (0, nothing raised) if the set is the
-   same. */
+   the observer's clock entry (the row's version is that entry); an empty set drops the row. No-op
+   (0, nothing raised) if the set is the same. */
 int cstate_set_unreachable(cstate_t *s, const shoal_node_t *observer,
                            const shoal_node_t *const *subjects, size_t n);
 const creach_row_t *cstate_row(const cstate_t *s, const shoal_node_t *observer);
@@ -98,10 +108,23 @@ bool cstate_is_unreachable(const cstate_t *s, const shoal_node_t *node);
 size_t cstate_observers_of(const cstate_t *s, const shoal_node_t *node,
                            const shoal_node_t **out, size_t cap);
 
-/* Seen */
-void cstate_mark_seen(cstate_t *s, const shoal_node_t *node); /* seen[node] = clock */
-bool cstate_seen_by(const cstate_t *s, const shoal_node_t *node); /* seen[node] >= clock */
+/* Seen: `node` (a member; others are ignored) has seen the current clock. */
+void cstate_mark_seen(cstate_t *s, const shoal_node_t *node);
+bool cstate_seen_by(const cstate_t *s, const shoal_node_t *node); /* in the seen set */
 size_t cstate_seen_count(const cstate_t *s); /* members (not Removed) that have seen */
+
+/* Digest-only gossip (membership's GossipStatus): a 16-byte digest of the clock, and the seen
+   set as a bitset over the member list (bit i = members[i], little-endian within a byte). Two
+   states with the same clock digest have the same members, so the bitset means the same on
+   both. cstate_seen_bits fills ceil(n_members / 8) bytes of `out` (cap at least that). */
+void cstate_clock_digest(const cstate_t *s, uint8_t out[16]);
+size_t cstate_seen_bits(const cstate_t *s, uint8_t *out, size_t cap);
+/* Merges a peer's seen bitset into s, whose clock digest the caller found equal to the peer's:
+   the same as merging the peer's state. SHOAL_EDECODE if the bitset's length does not match the
+   member list or it names a bit past the last member (nothing changed then). *added: how many
+   nodes were added; *missing: how many of s's seen nodes the peer's set lacks. */
+int cstate_merge_seen_bits(cstate_t *s, const uint8_t *bits, size_t len, size_t *added,
+                           size_t *missing);
 
 /* Pure decisions, every node computes the same */
 bool cstate_converged(const cstate_t *s);

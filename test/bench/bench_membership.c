@@ -29,12 +29,20 @@
       out. Otherwise it is the nodes' own node_bytes_out counters (heartbeats, which go through
       their own socket, and headers not counted) without a baseline.
 
+    gossip_bytes_per_s_N_model (N = 10, 25, 50, as measured in this run): the same figure from the
+      messages' real sizes and the idle gossip schedule (test/bench/common/gossip_model.h), with
+      the measured figure as its baseline: the ratio checks the model.
+    gossip_bytes_per_s_1000_model: the model at 1,000 members (target <= 10 KB/s per member),
+      which no machine of ours runs; what one membership change costs at 1,000 members is
+      bench_cluster_state's gossip_bytes_per_change_1000.
+
     Without serf on PATH the Shoal figures are printed without baselines (a note says so on
     stderr). Every wait has a deadline; a failed measurement is reported on stderr and makes the
     exit code 1, the others still run. Every child is killed (SIGKILL) on exit, on a signal, on the
     overall time limit, and with this process (PR_SET_PDEATHSIG).
 */
 #include "bench.h"
+#include "gossip_model.h"
 #include "membership.h"
 
 #include <errno.h>
@@ -1049,6 +1057,18 @@ static void report(const char *name, double value, const char *unit, double base
     bench_report(name, value, unit, baseline > 0 ? baseline : 0);
 }
 
+/* The idle model at n members beside the figure measured at n (only when measured on the
+   loopback of a private namespace: the model counts what that counts). shoal-member runs one
+   data replicator beside the system one. */
+static void report_model(int n, double measured)
+{
+    if (!netns || measured <= 0)
+        return;
+    char name[48];
+    snprintf(name, sizeof name, "gossip_bytes_per_s_%d_model", n);
+    report(name, gossip_model_idle(n, 1).total_b_per_s, "B/s", measured);
+}
+
 static bool find_serf(void)
 {
     const char *env = getenv("SERF");
@@ -1163,6 +1183,8 @@ int main(int argc, char **argv)
     report("converge_25_nodes", s25.converge_ms, "ms", b25.converge_ms);
     report("gossip_bytes_per_s_25", s25.bytes_per_s, "B/s", netns ? b25.bytes_per_s : 0);
     report("idle_cpu_pct_25", s25.cpu_pct, "%", b25.cpu_pct);
+    report_model(10, s10.bytes_per_s);
+    report_model(25, s25.bytes_per_s);
     if (part("25"))
         bench_note("idle_cpu_pct_N: the whole idle cluster's CPU (utime + stime of every member), %% "
                    "of one core, in the same window; target <= serf's");
@@ -1190,7 +1212,19 @@ int main(int argc, char **argv)
             report("idle_cpu_pct_50", sc.cpu_pct, "%", bc.cpu_pct);
             report("gossip_bytes_per_s_50", sc.bytes_per_s, "B/s", netns ? bc.bytes_per_s : 0);
             report("detect_unreachable_50_nodes", sc.detect_ms, "ms", bc.detect_ms);
+            report_model(50, sc.bytes_per_s);
         }
+    }
+    {
+        gossip_model_idle_t m = gossip_model_idle(1000, 1);
+        report("gossip_bytes_per_s_1000_model", m.total_b_per_s, "B/s", 0);
+        bench_note("gossip_bytes_per_s_1000_model: an idle member of 1,000 (target <= 10240 B/s): "
+                   "heartbeats %.0f B/s (pings of %zu B, pongs of %zu B on the wire, to and from "
+                   "%d members), the replicators' digest status %.0f B/s (%zu B); checked by "
+                   "gossip_bytes_per_s_N_model against the measured N; a change costs "
+                   "gossip_bytes_per_change_1000 (bench_cluster_state) on top",
+                   m.heartbeat_b_per_s, m.ping_bytes, m.pong_bytes, m.monitored, m.status_b_per_s,
+                   m.status_bytes);
     }
     if (part("cold100") || part("cold")) {
         figures_t sc = run(SHOAL, 100, false, true, true, true);

@@ -1,5 +1,6 @@
 /*  fuzz_cluster_msg.c — libFuzzer target for membership's own messages (proto/cluster.proto):
-    what a joining node, a singleton's old host or an operator's tool sends. The first byte picks
+    what a joining node, a singleton's old host, an operator's tool or a member's digest-only
+    gossip (GossipStatus) sends. The first byte picks
     the message; decoding never crashes and what decodes packs again.
 */
 #include "cluster.pb-c.h"
@@ -29,6 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         &shoal__cluster__init_join__descriptor,     &shoal__cluster__init_join_ack__descriptor,
         &shoal__cluster__join__descriptor,          &shoal__cluster__hand_over_done__descriptor,
         &shoal__cluster__admin_request__descriptor, &shoal__cluster__admin_reply__descriptor,
+        &shoal__cluster__gossip_status__descriptor,
     };
     const ProtobufCMessageDescriptor *d = descs[data[0] % (sizeof descs / sizeof descs[0])];
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size - 1, data + 1);

@@ -210,7 +210,7 @@ static bool heartbeats_flow(void *arg)
 }
 
 /* Five nodes join through the seed and converge; everyone agrees on the leader; a data
-   replicator follows the Up members (counted). */
+   replicator follows the Up members (counted); the seen marks travel as digest-only statuses. */
 static void test_five_join_and_converge(void **state)
 {
     (void)state;
@@ -248,6 +248,18 @@ static void test_five_join_and_converge(void **state)
     shoal_crdt_destroy(&init);
     /* the heartbeat ring runs (convergence can come before the first heartbeat round) */
     assert_true(wait_until(heartbeats_flow, nodes[0].cl, 5000));
+    /* the seen marks travelled as digest-only statuses (clock digest and seen bits), every one
+       of them well formed */
+    uint64_t sent = 0, received = 0;
+    for (int i = 0; i < 5; i++) {
+        shoal_cluster_stats_t st;
+        assert_int_equal(shoal_cluster_stats(nodes[i].cl, &st), 0);
+        sent += st.seen_status_sent;
+        received += st.seen_status_received;
+        assert_int_equal(st.seen_status_malformed, 0);
+    }
+    assert_true(sent > 0);
+    assert_true(received > 0);
 }
 
 /* Leave: Leaving -> Exiting -> Removed everywhere, and the leaver's cluster part shuts down. */

@@ -244,7 +244,7 @@ static void test_reachability_rows(void **state)
     assert_int_equal(cstate_set_unreachable(s, N(1), subj, 3), 0);
     const creach_row_t *r = cstate_row(s, N(1));
     assert_non_null(r);
-    assert_int_equal(r->version, 1);
+    assert_int_equal(r->version, v0 + 1); /* the row's version is the clock entry it raised */
     assert_int_equal(r->n, 2);
     assert_ptr_equal(r->unreachable[0], N(2));
     assert_ptr_equal(r->unreachable[1], N(3));
@@ -252,7 +252,7 @@ static void test_reachability_rows(void **state)
     /* the same set in another order: nothing raised */
     const shoal_node_t *same[] = {N(2), N(3)};
     assert_int_equal(cstate_set_unreachable(s, N(1), same, 2), 0);
-    assert_int_equal(cstate_row(s, N(1))->version, 1);
+    assert_int_equal(cstate_row(s, N(1))->version, v0 + 1);
     assert_int_equal(shoal_vv_get(s->vclock, N(1)), v0 + 1);
     /* clearing an absent row is a no-op too */
     assert_int_equal(cstate_set_unreachable(s, N(0), NULL, 0), 0);
@@ -283,16 +283,44 @@ static void test_reachability_rows(void **state)
 
     /* merge keeps the row with the higher version */
     cstate_t *a = up_cluster(3), *b = cstate_clone(a);
-    cstate_set_unreachable(a, N(0), one, 1); /* v1 {2} */
+    const shoal_node_t *two[] = {N(1), N(2)};
+    cstate_set_unreachable(a, N(0), one, 1); /* {2} */
     shoal_crdt_merge(&b->base, &a->base);
-    cstate_set_unreachable(b, N(0), NULL, 0); /* v2 {} : a newer row of the same observer */
+    cstate_set_unreachable(b, N(0), two, 2); /* {1, 2}: a newer row of the same observer */
     cstate_t *ab = cstate_clone(a);
     shoal_crdt_merge(&ab->base, &b->base);
-    assert_int_equal(cstate_row(ab, N(0))->version, 2);
-    assert_int_equal(cstate_row(ab, N(0))->n, 0);
-    assert_false(cstate_is_unreachable(ab, N(2)));
+    assert_int_equal(cstate_row(ab, N(0))->version, shoal_vv_get(b->vclock, N(0)));
+    assert_int_equal(cstate_row(ab, N(0))->n, 2);
+    assert_true(cstate_is_unreachable(ab, N(1)));
     shoal_crdt_merge(&b->base, &a->base);
     assert_true(shoal_crdt_equal(&ab->base, &b->base));
+
+    /* reaching everyone again drops the row; a merge with a state that still holds the old row
+       does not bring it back (that state's clock does not cover the drop), and a state that
+       has not seen the row at all does not take it away */
+    cstate_t *old = cstate_clone(b); /* holds {1, 2} */
+    cstate_t *fresh = up_cluster(3); /* never saw N(0)'s row */
+    uint64_t before = shoal_vv_get(b->vclock, N(0));
+    assert_int_equal(cstate_set_unreachable(b, N(0), NULL, 0), 0);
+    assert_null(cstate_row(b, N(0)));
+    assert_int_equal(b->n_rows, 0);
+    assert_int_equal(shoal_vv_get(b->vclock, N(0)), before + 1);
+    shoal_crdt_merge(&b->base, &old->base);
+    assert_null(cstate_row(b, N(0)));
+    shoal_crdt_merge(&old->base, &b->base);
+    assert_null(cstate_row(old, N(0)));
+    assert_false(cstate_is_unreachable(old, N(2)));
+    shoal_crdt_merge(&fresh->base, &ab->base); /* ab still has the row; fresh never saw it */
+    assert_non_null(cstate_row(fresh, N(0)));
+    shoal_crdt_merge(&fresh->base, &b->base); /* b saw it and dropped it */
+    assert_null(cstate_row(fresh, N(0)));
+    /* a new row after the drop wins over the old one everywhere */
+    assert_int_equal(cstate_set_unreachable(b, N(0), one, 1), 0);
+    shoal_crdt_merge(&ab->base, &b->base);
+    assert_int_equal(cstate_row(ab, N(0))->n, 1);
+    assert_int_equal(cstate_row(ab, N(0))->version, before + 2);
+    cstate_destroy(&old);
+    cstate_destroy(&fresh);
     cstate_destroy(&a);
     cstate_destroy(&b);
     cstate_destroy(&ab);
@@ -378,9 +406,9 @@ static void test_seen_and_convergence(void **state)
 static void test_seen_survives_merge_ping_pong(void **state)
 {
     (void)state;
-    /* Two replicas that mark their own seen and gossip back and forth: with a seen *set* reset
-       on every version change (a naive design), concurrent marks would erase each other and the
-       pair could ping-pong for ever without converging. With versions recorded, they settle. */
+    /* Two replicas that mark their own seen and gossip back and forth: a seen set reset on every
+       version change must not let concurrent marks erase each other for ever (equal clocks
+       union their sets; a merge of concurrent clocks is a new clock both then mark). */
     cstate_t *a = up_cluster(2);
     cstate_t *b = cstate_clone(a);
     cstate_mark_seen(a, N(0));
@@ -709,7 +737,7 @@ static void test_decode_rejects_invalid_input(void **state)
     assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
 
     /* a newer format version is refused; garbage payloads are errors */
-    static const uint8_t newer[] = {0x08, 0x64, 0x10, 0x02};
+    static const uint8_t newer[] = {0x08, 0x64, 0x10, 0x03};
     shoal_crdt_t *out = NULL;
     assert_int_equal(shoal_crdt_decode(newer, sizeof newer, &out), SHOAL_EVERSION);
     /* every truncation of a real encoding is an error or a valid value, never a crash */
@@ -827,6 +855,341 @@ static void test_decisions_agree_after_convergence(void **state)
     }
 }
 
+/* --------------------------------------------------------------------------------------------- */
+/* The seen set under gossip: replicas that change the state, send whole states and seen-only
+   statuses to each other (delivered late, out of order, duplicated), and mark themselves seen
+   after every merge as membership's react() does. Checked after every step:
+     - soundness (what convergence relies on): a node in a replica's seen set really held a state
+       with that replica's clock at some point;
+     - convergence is only claimed when every Up or Leaving member held that clock;
+     - a seen-only status merged into a replica gives what merging the whole state gives.
+   At the end, after the queued messages and a few rounds of all-to-all gossip, every replica holds
+   the same state, seen by every replica. The case seed is printed on failure. */
+#define SEEN_R        4
+#define SEEN_MAX_HIST 512
+
+typedef struct {
+    uint8_t d[SEEN_MAX_HIST][16]; /* clock digests this replica's state has had */
+    size_t n;
+} hist_t;
+
+static void hist_note(hist_t *h, const cstate_t *s)
+{
+    uint8_t d[16];
+    cstate_clock_digest(s, d);
+    for (size_t i = 0; i < h->n; i++)
+        if (memcmp(h->d[i], d, 16) == 0)
+            return;
+    if (h->n < SEEN_MAX_HIST)
+        memcpy(h->d[h->n++], d, 16);
+}
+
+static bool hist_has(const hist_t *h, const uint8_t d[16])
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (memcmp(h->d[i], d, 16) == 0)
+            return true;
+    return false;
+}
+
+static int replica_of(const shoal_node_t *n)
+{
+    for (int i = 0; i < SEEN_R; i++)
+        if (N(i) == n)
+            return i;
+    return -1;
+}
+
+#define SEEN_FAIL(seed, ...)                                                                       \
+    do {                                                                                           \
+        print_error("seen-set property (case seed %llu, run SHOAL_SEED=%llu): ",                   \
+                    (unsigned long long)(seed), (unsigned long long)prop_seed());                  \
+        fail_msg(__VA_ARGS__);                                                                     \
+    } while (0)
+
+static void seen_invariants(cstate_t *const *r, const hist_t *hist, uint64_t seed)
+{
+    for (int i = 0; i < SEEN_R; i++) {
+        uint8_t d[16];
+        cstate_clock_digest(r[i], d);
+        for (size_t k = 0; k < r[i]->n_seen; k++) {
+            int x = replica_of(r[i]->seen[k]);
+            if (x < 0 || !hist_has(&hist[x], d))
+                SEEN_FAIL(seed, "replica %d lists %s as having seen a clock it never held", i,
+                          shoal_node_id(r[i]->seen[k]));
+        }
+        if (!cstate_converged(r[i]))
+            continue;
+        for (size_t k = 0; k < r[i]->n_members; k++) {
+            const cmember_t *m = &r[i]->members[k];
+            int x = replica_of(m->node);
+            if ((m->status == SHOAL_MEMBER_UP || m->status == SHOAL_MEMBER_LEAVING) &&
+                (x < 0 || !hist_has(&hist[x], d)))
+                SEEN_FAIL(seed, "replica %d claims convergence but %s never held its clock", i,
+                          shoal_node_id(m->node));
+        }
+    }
+}
+
+/* A change at replica i: a member's status forward, its own reachability row, or a new member. */
+static void seen_change(cstate_t *s, int i, prop_rng_t *rng)
+{
+    int k = (int)prop_below(rng, SEEN_R + 2);
+    const cmember_t *m = cstate_member(s, N(k));
+    switch (prop_below(rng, 3)) {
+    case 0:
+        if (!m) {
+            assert_int_equal(add(s, N(i), k), 0);
+        } else if (m->status < SHOAL_MEMBER_LEAVING) {
+            assert_int_equal(
+                cstate_set_status(s, N(i), N(k), (shoal_member_status_t)(m->status + 1)), 0);
+        }
+        break;
+    case 1: {
+        const shoal_node_t *subj[SEEN_R + 2];
+        size_t n = 0;
+        for (int j = 0; j < SEEN_R + 2; j++)
+            if (j != i && prop_chance(rng, 1, 4))
+                subj[n++] = N(j);
+        assert_int_equal(cstate_set_unreachable(s, N(i), subj, n), 0);
+        break;
+    }
+    default:
+        if (m && m->status >= SHOAL_MEMBER_UP && !m->up_number)
+            assert_int_equal(cstate_set_up_number(s, N(i), N(k), 1 + prop_below(rng, 9)), 0);
+        break;
+    }
+}
+
+/* A message in flight: a whole state, or a seen-only status (clock digest and seen bits). */
+typedef struct {
+    int to;
+    bool status;
+    cstate_t *state; /* whole state, or the sender's state the status was cut from */
+    uint8_t digest[16];
+    uint8_t bits[8];
+    size_t nbits;
+} seen_msg_t;
+
+static void seen_deliver(cstate_t **r, hist_t *hist, const seen_msg_t *m, uint64_t seed)
+{
+    cstate_t *dst = r[m->to];
+    if (m->status) {
+        uint8_t mine[16];
+        cstate_clock_digest(dst, mine);
+        if (memcmp(mine, m->digest, 16) != 0)
+            return; /* membership answers a differing digest with its whole state: not here */
+        cstate_t *full = cstate_clone(dst);
+        shoal_crdt_merge(&full->base, &m->state->base);
+        size_t added = 0, missing = 0;
+        assert_int_equal(cstate_merge_seen_bits(dst, m->bits, m->nbits, &added, &missing), 0);
+        if (!shoal_crdt_equal(&full->base, &dst->base))
+            SEEN_FAIL(seed,
+                      "a seen-only status merged into replica %d differs from its whole "
+                      "state merged",
+                      m->to);
+        cstate_destroy(&full);
+    } else {
+        shoal_crdt_merge(&dst->base, &m->state->base);
+    }
+    hist_note(&hist[m->to], dst);
+    if (cstate_member(dst, N(m->to)))
+        cstate_mark_seen(dst, N(m->to)); /* react() */
+}
+
+static void test_seen_set_under_gossip(void **state)
+{
+    (void)state;
+    uint64_t base = prop_seed() ^ 0x5ee5;
+    for (int c = 0; c < prop_cases(300); c++) {
+        uint64_t seed = base + (uint64_t)c;
+        prop_rng_t rng;
+        prop_rng_init(&rng, seed);
+        cstate_t *r[SEEN_R];
+        hist_t *hist = calloc(SEEN_R, sizeof *hist);
+        assert_non_null(hist);
+        r[0] = up_cluster(SEEN_R);
+        for (int i = 1; i < SEEN_R; i++)
+            r[i] = cstate_clone(r[0]);
+        for (int i = 0; i < SEEN_R; i++) {
+            hist_note(&hist[i], r[i]);
+            cstate_mark_seen(r[i], N(i));
+        }
+        seen_msg_t q[64];
+        size_t nq = 0;
+        int steps = 20 + (int)prop_below(&rng, 80);
+        for (int st = 0; st < steps; st++) {
+            int i = (int)prop_below(&rng, SEEN_R);
+            uint64_t what = prop_below(&rng, 10);
+            if (what < 2) {
+                seen_change(r[i], i, &rng);
+                hist_note(&hist[i], r[i]);
+                if (cstate_member(r[i], N(i)))
+                    cstate_mark_seen(r[i], N(i));
+            } else if (what < 6 && nq < 64) {
+                seen_msg_t *m = &q[nq++];
+                memset(m, 0, sizeof *m);
+                m->to = (int)prop_below(&rng, SEEN_R);
+                m->state = cstate_clone(r[i]);
+                m->status = r[i]->n_members <= 64 && prop_chance(&rng, 1, 2);
+                if (m->status) {
+                    cstate_clock_digest(r[i], m->digest);
+                    m->nbits = cstate_seen_bits(r[i], m->bits, sizeof m->bits);
+                }
+            } else if (nq) {
+                size_t k = (size_t)prop_below(&rng, nq); /* any order */
+                seen_deliver(r, hist, &q[k], seed);
+                if (!prop_chance(&rng, 1, 4)) { /* else delivered again later: duplicated */
+                    cstate_destroy(&q[k].state);
+                    q[k] = q[--nq];
+                }
+            }
+            seen_invariants(r, hist, seed);
+        }
+        while (nq) {
+            seen_deliver(r, hist, &q[nq - 1], seed);
+            cstate_destroy(&q[--nq].state);
+            seen_invariants(r, hist, seed);
+        }
+        /* gossip until quiet: each round every replica sends its state to every other */
+        for (int round = 0; round < 3; round++)
+            for (int i = 0; i < SEEN_R; i++)
+                for (int j = 0; j < SEEN_R; j++) {
+                    seen_msg_t m = {.to = j, .state = r[i]};
+                    seen_deliver(r, hist, &m, seed);
+                    seen_invariants(r, hist, seed);
+                }
+        for (int i = 1; i < SEEN_R; i++)
+            if (!shoal_crdt_equal(&r[0]->base, &r[i]->base))
+                SEEN_FAIL(seed, "replicas 0 and %d differ after gossip went quiet", i);
+        for (int i = 0; i < SEEN_R; i++)
+            if (!cstate_seen_by(r[0], N(i)))
+                SEEN_FAIL(seed, "replica %d has not seen the final state", i);
+        for (int i = 0; i < SEEN_R; i++)
+            cstate_destroy(&r[i]);
+        free(hist);
+    }
+}
+
+/* A format-1 state (a seen table of clocks, empty reachability rows) from an older member. */
+static void test_format1_state_decodes(void **state)
+{
+    (void)state;
+    handmade_t h;
+    handmade(&h); /* clock {0:2, 1:1}; row of 0 lists 1 */
+    /* node 0 saw {0:2, 1:1} (the current clock), node 1 saw {0:1} (older) */
+    Shoal__Membership__Seen se[2], *sp[2];
+    Shoal__Membership__Clock sc[2];
+    uint32_t n0[] = {0, 1}, n1[] = {0};
+    uint64_t c0[] = {2, 1}, c1[] = {1};
+    for (int i = 0; i < 2; i++) {
+        shoal__membership__seen__init(&se[i]);
+        shoal__membership__clock__init(&sc[i]);
+        se[i].node = (uint32_t)i;
+        se[i].clock = &sc[i];
+        sp[i] = &se[i];
+    }
+    sc[0].nodes = n0;
+    sc[0].counters = c0;
+    sc[0].n_nodes = sc[0].n_counters = 2;
+    sc[1].nodes = n1;
+    sc[1].counters = c1;
+    sc[1].n_nodes = sc[1].n_counters = 1;
+    h.msg.seen = sp;
+    h.msg.n_seen = 2;
+    assert_int_equal(decode_msg(&h.msg), 0);
+
+    size_t n = shoal__membership__cluster_state__get_packed_size(&h.msg);
+    uint8_t *p = malloc(n);
+    shoal__membership__cluster_state__pack(&h.msg, p);
+    Shoal__Ddata__Value env = SHOAL__DDATA__VALUE__INIT;
+    env.type = CSTATE_TAG;
+    env.version = 1;
+    env.payload.data = p;
+    env.payload.len = n;
+    size_t en = shoal__ddata__value__get_packed_size(&env);
+    uint8_t *e = malloc(en);
+    shoal__ddata__value__pack(&env, e);
+    shoal_crdt_t *out = NULL;
+    assert_int_equal(shoal_crdt_decode(e, en, &out), 0);
+    const cstate_t *d = (const cstate_t *)out;
+    assert_true(cstate_seen_by(d, N(0)));
+    assert_false(cstate_seen_by(d, N(1)));
+    assert_int_equal(d->n_seen, 1);
+    assert_true(cstate_is_unreachable(d, N(1)));
+    /* written back as format 2: the seen set, not the table */
+    shoal_buf_t b = {0};
+    assert_int_equal(shoal_crdt_encode(out, &b), 0);
+    Shoal__Ddata__Value *env2 = shoal__ddata__value__unpack(NULL, b.len, b.data);
+    assert_non_null(env2);
+    assert_int_equal(env2->version, 2);
+    Shoal__Membership__ClusterState *cs =
+        shoal__membership__cluster_state__unpack(NULL, env2->payload.len, env2->payload.data);
+    assert_non_null(cs);
+    assert_int_equal(cs->n_seen, 0);
+    assert_int_equal(cs->n_seen_by, 1);
+    shoal__membership__cluster_state__free_unpacked(cs, NULL);
+    shoal__ddata__value__free_unpacked(env2, NULL);
+    shoal_buf_free(&b);
+    shoal_crdt_destroy(&out);
+
+    /* an empty row (format 1 kept them) is dropped; both seen forms at once are refused */
+    handmade(&h);
+    h.r.n_unreachable = 0;
+    h.msg.seen = sp;
+    h.msg.n_seen = 2;
+    assert_int_equal(decode_msg(&h.msg), 0);
+    uint32_t by[] = {0};
+    h.msg.seen_by = by;
+    h.msg.n_seen_by = 1;
+    assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
+    free(p);
+    free(e);
+}
+
+/* Format 2's own rules: the seen set names members only, ascending; a row's version is covered
+   by its observer's clock entry. */
+static void test_decode_rejects_bad_seen_set_and_rows(void **state)
+{
+    (void)state;
+    handmade_t h;
+    uint32_t by[2];
+    handmade(&h);
+    by[0] = 0;
+    by[1] = 1;
+    h.msg.seen_by = by;
+    h.msg.n_seen_by = 2;
+    assert_int_equal(decode_msg(&h.msg), 0);
+    by[0] = 1;
+    by[1] = 0; /* not ascending */
+    assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
+    by[0] = by[1] = 0; /* duplicate */
+    assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
+    by[1] = 7; /* past the table */
+    assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
+    handmade(&h);
+    h.r.version = 3; /* observer 0's clock entry is 2 */
+    assert_int_equal(decode_msg(&h.msg), SHOAL_EDECODE);
+
+    /* seen bits: a length that does not match the members, or a bit past the last member */
+    cstate_t *s = up_cluster(3);
+    uint8_t bits[2] = {0x07, 0};
+    assert_int_equal(cstate_merge_seen_bits(s, bits, 2, NULL, NULL), SHOAL_EDECODE);
+    bits[0] = 0x0f;
+    assert_int_equal(cstate_merge_seen_bits(s, bits, 1, NULL, NULL), SHOAL_EDECODE);
+    assert_int_equal(s->n_seen, 0);
+    bits[0] = 0x05;
+    size_t added = 0, missing = 0;
+    cstate_mark_seen(s, N(1));
+    assert_int_equal(cstate_merge_seen_bits(s, bits, 1, &added, &missing), 0);
+    assert_int_equal(added, 2);
+    assert_int_equal(missing, 1);
+    assert_int_equal(cstate_seen_count(s), 3);
+    assert_int_equal(cstate_seen_bits(s, bits, sizeof bits), 1);
+    assert_int_equal(bits[0], 0x07);
+    cstate_destroy(&s);
+}
+
 int main(void)
 {
     prop_seed();
@@ -847,6 +1210,9 @@ int main(void)
         cmocka_unit_test(test_decode_rejects_invalid_input),
         cmocka_unit_test(test_properties),
         cmocka_unit_test(test_decisions_agree_after_convergence),
+        cmocka_unit_test(test_seen_set_under_gossip),
+        cmocka_unit_test(test_format1_state_decodes),
+        cmocka_unit_test(test_decode_rejects_bad_seen_set_and_rows),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
