@@ -1058,6 +1058,16 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     zsys_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
               shoal_node_id(co->r->self), co->r->name, (unsigned long long)co->term,
               zhashx_size(co->allocs), zhashx_size(co->regions));
+    /* A new term on the node of the previous one is invisible to the regions (the singleton's
+       host did not change): tell them, so that they register again and drop the handoffs the
+       previous term began (region_on_control). */
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions)) {
+        Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
+        m.kind = SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES;
+        m.type_name = co->r->name;
+        m.term = co->term;
+        region_send_control(co->r, c->node, &m);
+    }
 }
 
 static void read_state(coordinator_t *co)

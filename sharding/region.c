@@ -1197,10 +1197,36 @@ static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t 
     flush(r, h);
 }
 
+/* The handoffs a coordinator began and did not finish are void once another coordinator (a new
+   node, or a new term on the same node) decides: the regions that buffer for them ask it where
+   the shards are. Without this a region kept buffering for ever (chaos seed 1827442800: the
+   coordinator fenced itself mid-handoff and came back as a new term on the same node; the shard's
+   messages timed out for minutes on every region that had seen the BeginHandOff). */
+static void void_handoffs(shoal_region_t *r)
+{
+    for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
+        if (h->handing_off) {
+            h->handing_off = false;
+            h->asked_at = 0;
+        }
+}
+
 void region_on_control(shoal_region_t *r, const shoal_node_t *from,
                        const Shoal__Sharding__Control *m)
 {
     const Shoal__Sharding__ShardHome *h0 = m->n_homes ? m->homes[0] : NULL;
+    if (m->kind >= SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK &&
+        m->kind <= SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE && from == r->coord_node &&
+        m->term > r->coord_term) {
+        /* a coordinator term this region has not registered with: the singleton restarted on
+           the same node (a new node is seen by check_coordinator) */
+        if (r->coord_term && m->kind != SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK) {
+            r->registered = false;
+            r->register_sent_at = 0;
+        }
+        r->coord_term = m->term;
+        void_handoffs(r);
+    }
     switch (m->kind) {
     case SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK:
         if (from != r->coord_node)
@@ -1254,8 +1280,11 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         break;
     }
     case SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF: {
+        if (m->term && m->term < r->coord_term)
+            break; /* from a coordinator term that is gone: its handoff will never finish */
         home_t *h = home_get(r, h0->shard);
         h->handing_off = true;
+        h->handoff_since = shoal_now_ms();
         h->node = NULL;
         const shoal_node_t *owner = *h0->region ? shoal_node_intern(h0->region) : NULL;
         if (owner && owner != r->self) {
@@ -1390,6 +1419,7 @@ static void check_coordinator(shoal_region_t *r, int64_t now)
     const shoal_node_t *host = shoal_singleton_host(r->singleton);
     if (host != r->coord_node) {
         r->coord_node = host;
+        r->coord_term = 0; /* the new coordinator's term, whatever it is, comes with its ack */
         r->registered = false;
         r->register_sent_at = 0;
         /* requests to the old coordinator are void: ask the new one */
@@ -1490,10 +1520,18 @@ static void shards_tick(shoal_region_t *r, int64_t now)
     }
 }
 
-static void pending_tick(shoal_region_t *r)
+static void pending_tick(shoal_region_t *r, int64_t now)
 {
     int may = -1; /* shoal_cluster_may_host, asked once and only when a home needs it */
     for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
+        if (h->handing_off && now - h->handoff_since > 2 * (int64_t)r->s.handoff_timeout_ms) {
+            /* the coordinator gives a handoff handoff-timeout; one still open after twice that
+               was abandoned (its coordinator went away before finishing): ask where it is */
+            zsys_info("%s: sharding %s: shard %s: its handoff never finished: asking the "
+                      "coordinator where it is", shoal_node_id(r->self), r->name, h->id);
+            h->handing_off = false;
+            h->asked_at = 0;
+        }
         if (h->refused_here && !h->buffer.head && !h->node && !h->handing_off) {
             /* offered while this node could not host: ask where it is once it can (the
                coordinator may have moved it meanwhile; if not, the answer hosts it here) */
@@ -1545,7 +1583,7 @@ static void region_tick(shoal_region_t *r, int64_t now)
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
     }
     shards_tick(r, now);
-    pending_tick(r);
+    pending_tick(r, now);
     graceful_tick(r, now);
     region_queries_tick(r, now);
     if (r->daemon)
@@ -1571,7 +1609,7 @@ void region_cluster_changed(shoal_region_t *r)
     check_coordinator(r, shoal_now_ms());
     if (r->coord)
         coordinator_cluster_changed(r->coord);
-    pending_tick(r);
+    pending_tick(r, shoal_now_ms());
 }
 
 void region_node_removed(shoal_region_t *r, const shoal_node_t *node)

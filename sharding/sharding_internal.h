@@ -187,6 +187,7 @@ typedef struct {
     const shoal_node_t *node; /* NULL: unknown, or moving */
     uint64_t epoch;           /* newest allocation heard of */
     bool handing_off;         /* BeginHandOff seen, no new home yet: buffer */
+    int64_t handoff_since;    /* when BeginHandOff came (a handoff never finished is void) */
     int64_t asked_at;         /* GetShardHome sent (0: not asked) */
     /* offered to this node while it could not host (not yet Up, fenced): asked again once it
        can, messages or not (a remembered shard allocated eagerly has none to wake it) */
@@ -235,6 +236,7 @@ struct shoal_region {
     shoal_singleton_t *singleton;
     coordinator_t *coord;          /* when the singleton runs here */
     const shoal_node_t *coord_node; /* where we registered (or try to) */
+    uint64_t coord_term; /* the coordinator's newest term heard of: a newer one registers again */
     bool registered;
     int64_t register_sent_at;
     bool nack_logged;
