@@ -1,8 +1,8 @@
 /*  payments — payment flows as sharded entities that survive a node being killed (the seeds'
     payment-flow resiliency article).
 
-      payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] [--keep]
-                                                    the whole run (the driver)
+      payments [--payments N] [--nodes N] [--rate R] [--base-port P] [--short] [--bench]
+               [--keep]                             the whole run (the driver)
       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]
                                                     one payment node (the driver starts them;
                                                     --http serves its management endpoint,
@@ -40,6 +40,11 @@
     ignored. Exit 0 only then. --bench adds a BENCH line: payments settled per second (first
     request to last settlement, the kill included) beside stateless ask round trips through the
     same cluster, measured before the payments.
+
+    PORTS: the driver's node listens on 127.0.0.1:P, payment node i (1..N) on P + i; each node's
+    heartbeat takes an ephemeral port besides. --base-port gives P (a firewall, a second run
+    beside the first); without it P is derived from the process id (20000..30999), so runs
+    started together rarely collide and a collision fails the start with a clear message.
 */
 #include "cli.h"
 #include "durable.h"
@@ -848,7 +853,7 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int run_driver(int n_payments, int n_nodes, int rate, bool bench, bool keep)
+static int run_driver(int n_payments, int n_nodes, int rate, int base, bool bench, bool keep)
 {
     if (readlink("/proc/self/exe", self_path, sizeof self_path - 1) < 0)
         return 1;
@@ -859,12 +864,16 @@ static int run_driver(int n_payments, int n_nodes, int rate, bool bench, bool ke
     confirmed_at = malloc(sizeof *confirmed_at * (size_t)n_payments);
     for (int k = 0; k < n_payments; k++)
         confirmed_at[k] = -1;
-    int base = 20000 + (int)(getpid() % 11000);
+    if (base == 0)
+        base = 20000 + (int)(getpid() % 11000);
     char seed[64];
     snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", base);
+    printf("ports: the driver on 127.0.0.1:%d, payment nodes on %d..%d\n", base, base + 1,
+           base + n_nodes);
     node_t drv;
     if (node_start(&drv, seed, seed, NULL, false) != 0) {
-        fprintf(stderr, "payments: the driver's node did not start\n");
+        fprintf(stderr, "payments: the driver's node did not start on port %d (in use? "
+                        "--base-port P takes P..P+%d)\n", base, n_nodes);
         return 1;
     }
     /* membership events come on the node thread */
@@ -1151,7 +1160,8 @@ static bool number_arg(const char *opt, const char *text, long lo, long hi, int 
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: payments [--payments N] [--nodes N] [--rate R] [--short] [--bench] [--keep]\n"
+    fprintf(f, "usage: payments [--payments N] [--nodes N] [--rate R] [--base-port P] [--short]\n"
+               "                [--bench] [--keep]\n"
                "       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]\n"
                "       payments --help | --version\n");
 }
@@ -1161,7 +1171,7 @@ int main(int argc, char **argv)
     int cli = cli_help_or_version(argc, argv, "payments", usage);
     if (cli >= 0)
         return cli;
-    int n = 2000, nodes = 3, rate = -1;
+    int n = 2000, nodes = 3, rate = -1, base = 0;
     bool node = false, quick = false, bench = false, keep = false;
     const char *bind = NULL, *seed = NULL, *data = NULL, *http = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1183,6 +1193,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
             /* three at least: keep-majority keeps the side with two of three when one is killed */
             if (!number_arg("--nodes", argv[++i], 3, MAX_NODES, &nodes))
+                return 2;
+        } else if (!strcmp(argv[i], "--base-port") && i + 1 < argc) {
+            /* the driver on P, the nodes above it: P + MAX_NODES still a port */
+            if (!number_arg("--base-port", argv[++i], 1, 65535 - MAX_NODES, &base))
                 return 2;
         } else if (!strcmp(argv[i], "--bind") && i + 1 < argc)
             bind = argv[++i];
@@ -1206,5 +1220,5 @@ int main(int argc, char **argv)
     if (rate < 0) /* not given: 400 a second (the short run 200), the benchmark unpaced */
         rate = bench ? 0 : quick ? 200 : 400;
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
-    return run_driver(n, nodes, rate, bench, keep);
+    return run_driver(n, nodes, rate, base, bench, keep);
 }

@@ -2,7 +2,7 @@
     judge entities, while judge nodes come and go (the seeds' session-routing article).
 
       session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]
-                    [--short] [--bench] [--keep]
+                    [--base-port B] [--short] [--bench] [--keep]
       session-judge --node --bind EP --seed EP --redis PORT --index I --partitions P --dir DIR
                     [--http [HOST:]PORT]                      one judge node (started by the run;
                                                               --http: its management endpoint,
@@ -38,6 +38,11 @@
     games move between nodes. At the end: every game's judge saw all its events in order (0 gaps,
     0 reorders), no two incarnations of one judge overlapped, the moves are listed. Exit 0 only
     when every check holds.
+
+    PORTS: the driver's node on 127.0.0.1:B, judge node i (1..K+1) on B + i, redis-server on
+    B + 20; each node's heartbeat takes an ephemeral port besides. --base-port gives B (refused
+    when one of those ports is taken); without it the driver looks for a free block of 25 from
+    20000 on, starting at one derived from its process id.
 */
 #include "cli.h"
 #include "sharding.h"
@@ -903,7 +908,8 @@ static void print_from_to(long m[MAX_NODES + 2][MAX_NODES + 2])
             }
 }
 
-static int run_driver(int games, int events, int nodes, int duration_ms, bool bench, bool keep)
+static int run_driver(int games, int events, int nodes, int duration_ms, int base_port, bool bench,
+                      bool keep)
 {
     ssize_t sl = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (sl < 0)
@@ -916,18 +922,27 @@ static int run_driver(int games, int events, int nodes, int duration_ms, bool be
     /* ports: the driver on base, judge node i on base + i, redis on base + 20; blocks of 25 (runs
        started together have neighbouring pids: their blocks must not overlap) */
     int base = 0;
-    for (int tries = 0; tries < 50 && !base; tries++) {
-        int b = 20000 + 25 * (int)((getpid() + tries * 7) % 440);
+    for (int tries = 0; tries < (base_port ? 1 : 50) && !base; tries++) {
+        int b = base_port ? base_port : 20000 + 25 * (int)((getpid() + tries * 7) % 440);
         bool ok = port_free(b + 20);
         for (int i = 0; i <= nodes + 1 && ok; i++)
             ok = port_free(b + i);
         if (ok)
             base = b;
     }
-    if (!base) {
-        fprintf(stderr, "session-judge: no free ports between 20000 and 31000\n");
+    if (!base && base_port) {
+        fprintf(stderr, "session-judge: --base-port %d: a port of %d..%d or %d is in use\n",
+                base_port, base_port, base_port + nodes + 1, base_port + 20);
+        rmdir(run_dir);
         return 1;
     }
+    if (!base) {
+        fprintf(stderr, "session-judge: no free ports between 20000 and 31000\n");
+        rmdir(run_dir);
+        return 1;
+    }
+    printf("ports: the driver on 127.0.0.1:%d, judge nodes on %d..%d, redis-server on %d\n", base,
+           base + 1, base + nodes + 1, base + 20);
     redis_port = base + 20;
     char rport[16], log[300];
     snprintf(rport, sizeof rport, "%d", redis_port);
@@ -1179,7 +1194,7 @@ out:
 static void usage(FILE *f)
 {
     fprintf(f, "usage: session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]\n"
-               "                     [--short] [--bench] [--keep]\n"
+               "                     [--base-port B] [--short] [--bench] [--keep]\n"
                "       session-judge --node --bind EP --seed EP --redis PORT --index I\n"
                "                     --partitions P --dir DIR [--http [HOST:]PORT]\n"
                "       session-judge --help | --version\n");
@@ -1201,7 +1216,7 @@ int main(int argc, char **argv)
     int cli = cli_help_or_version(argc, argv, "session-judge", usage);
     if (cli >= 0)
         return cli;
-    int games = 200, events = 100, nodes = 3, duration_ms = 15000;
+    int games = 200, events = 100, nodes = 3, duration_ms = 15000, base_port = 0;
     bool node = false, bench = false, keep = false;
     const char *bind = NULL, *seed = NULL, *dir = NULL, *http = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1233,6 +1248,8 @@ int main(int argc, char **argv)
             dir = v, i++;
         else if (!strcmp(a, "--http"))
             good = shoal_http_parse(v, NULL, 0, NULL) == 0, http = v, i++;
+        else if (!strcmp(a, "--base-port")) /* B + 20 (redis) still a port */
+            good = number(v, 1, 65535 - 20, &base_port), i++;
         else if (!strcmp(a, "--redis"))
             good = number(v, 1, 65535, &redis_port), i++;
         else if (!strcmp(a, "--index"))
@@ -1241,7 +1258,8 @@ int main(int argc, char **argv)
             good = false;
         if (!good) {
             fprintf(stderr, "session-judge: bad option or value: %s%s%s (--games 1..100000, "
-                            "--events-per-game 1..1000000, --partitions 1..64, --nodes 2..%d)\n",
+                            "--events-per-game 1..1000000, --partitions 1..64, --nodes 2..%d, "
+                            "--base-port 1..65515)\n",
                     a, v ? " " : "", v ? v : "", MAX_NODES);
             usage(stderr);
             return 2;
@@ -1259,5 +1277,5 @@ int main(int argc, char **argv)
         return run_node(bind, seed, dir, http);
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
-    return run_driver(games, events, nodes, duration_ms, bench, keep);
+    return run_driver(games, events, nodes, duration_ms, base_port, bench, keep);
 }

@@ -5,7 +5,9 @@
     shards killed with SIGKILL once half of the requests are confirmed; every payment must end
     settled exactly once (each id in one ledger once, totals equal) or failed at its sanctions
     deadline (exactly the ones the simulated sanctions service ignores), none stuck, and the
-    killed node's flows must answer again from their stored state.
+    killed node's flows must answer again from their stored state. It runs on the ports given with
+    --base-port (a free block the test found); a base port whose port is taken fails the start at
+    once, saying so, and a base port out of range is a usage error.
     (session-judge has a test of its own: test_session_judge.c.)
 
     kvstore in no cluster: a node whose seeds never answer refuses majority and all (exit 1,
@@ -19,10 +21,13 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,13 +47,32 @@ static void must_contain(const char *text, const char *want)
     }
 }
 
+/* n consecutive ports that were free a moment ago (tfree_port hands out ascending ports). */
+static int free_block(int n)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        int base = tfree_port(), k = 1;
+        while (k < n && tfree_port() == base + k)
+            k++;
+        if (base && k == n)
+            return base;
+    }
+    return 0;
+}
+
 static void test_payments(void **state)
 {
     (void)state;
-    char path[4096];
+    char path[4096], args[64], want[128];
     if (!ttool_find("payments", path, sizeof path))
         fail_msg("build/bin/payments is missing: scons check builds the examples");
-    int rc = ttool_run(path, "--short", out, OUT_CAP);
+    int base = free_block(4); /* the driver and three payment nodes */
+    assert_true(base > 0);
+    snprintf(args, sizeof args, "--short --base-port %d", base);
+    int rc = ttool_run(path, args, out, OUT_CAP);
+    snprintf(want, sizeof want, "ports: the driver on 127.0.0.1:%d, payment nodes on %d..%d\n",
+             base, base + 1, base + 3);
+    must_contain(out, want);
     must_contain(out, "payments: 400 sent from the driver's node (at-least-once), 400 confirmed");
     must_contain(out, "final: 384 settled, 16 failed (sanctions deadline), 0 stuck, 0 unanswered");
     must_contain(out, "ledgers: 384 payments, total 207356 (expected 384, 207356)");
@@ -60,6 +84,36 @@ static void test_payments(void **state)
     must_contain(out, ", 0 without their stored state");
     must_contain(out, "\nOK: every payment settled exactly once");
     assert_int_equal(rc, 0);
+}
+
+/* --base-port: a taken port fails the start, saying which; a value out of range is a usage error */
+static void test_payments_base_port(void **state)
+{
+    (void)state;
+    char path[4096];
+    if (!ttool_find("payments", path, sizeof path))
+        fail_msg("build/bin/payments is missing: scons check builds the examples");
+    assert_int_equal(ttool_run(path, "--base-port 0", out, OUT_CAP), 2);
+    must_contain(out, "payments: --base-port takes a number between 1 and ");
+    assert_int_equal(ttool_run(path, "--base-port 65535", out, OUT_CAP), 2);
+    /* a port some other program listens on */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int port = 0;
+    for (int tries = 0; tries < 100 && !port; tries++) {
+        port = tfree_port();
+        a.sin_port = htons((uint16_t)port);
+        if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 1) != 0)
+            port = 0;
+    }
+    assert_true(port > 0);
+    char args[64], want[128];
+    snprintf(args, sizeof args, "--short --base-port %d", port);
+    assert_int_equal(ttool_run(path, args, out, OUT_CAP), 1);
+    snprintf(want, sizeof want, "payments: the driver's node did not start on port %d (in use?",
+             port);
+    must_contain(out, want);
+    close(s);
 }
 
 static void test_kvstore_no_quorum_outside_a_cluster(void **state)
@@ -107,6 +161,7 @@ int main(void)
     out = calloc(1, OUT_CAP);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvstore_no_quorum_outside_a_cluster),
+        cmocka_unit_test(test_payments_base_port),
         cmocka_unit_test(test_payments),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */

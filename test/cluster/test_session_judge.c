@@ -7,8 +7,10 @@
     flow. The example itself checks its run and exits 0 only when everything held; the test also
     reads the key lines, so that a summary that stopped saying what matters fails here: every
     event judged, 0 gaps, 0 reorders, no two judges of one game at once (from the nodes'
-    witness lines, not from the judges' own state), judges, readers and shards that moved.
-    Bad options: a clear message and exit 2, before anything starts.
+    witness lines, not from the judges' own state), judges, readers and shards that moved. It runs
+    on the ports given with --base-port (a free block the test found).
+    Bad options: a clear message and exit 2, before anything starts; a --base-port block with a
+    port in use: exit 1, saying so, before redis-server starts.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,11 +19,15 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "procs.h"
 #include "tools.h"
 
 #define OUT_CAP (8u << 20)
@@ -61,6 +67,32 @@ static bool on_path(const char *prog)
     return false;
 }
 
+/* true when port on 127.0.0.1 can be bound now */
+static bool port_free(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    if (s >= 0)
+        close(s);
+    return ok;
+}
+
+/* B such that B..B+5 (the driver, four judge nodes) and B+20 (redis) were free a moment ago */
+static int free_block(void)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        int b = tfree_port();
+        bool ok = b > 0 && b + 20 < 65536 && port_free(b + 20);
+        for (int i = 1; i <= 5 && ok; i++)
+            ok = port_free(b + i);
+        if (ok)
+            return b;
+    }
+    return 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -81,7 +113,15 @@ static void test_short_run(void **state)
     if (!on_path("redis-server"))
         fail_msg("redis-server is not on PATH: session-judge keeps its log in Redis Streams; "
                  "install the Debian package redis-server (sh tools/install-deps.sh)");
-    int rc = ttool_run(judge, "--short", out, OUT_CAP);
+    int base = free_block();
+    assert_true(base > 0);
+    char args[64], want[128];
+    snprintf(args, sizeof args, "--short --base-port %d", base);
+    int rc = ttool_run(judge, args, out, OUT_CAP);
+    snprintf(want, sizeof want,
+             "ports: the driver on 127.0.0.1:%d, judge nodes on %d..%d, redis-server on %d\n", base,
+             base + 1, base + 4, base + 20);
+    must_contain(out, want);
     must_contain(out, "judge nodes 1..3 Up; 8 readers (a sharded daemon process)");
     must_contain(out, "judge node 4 starts and joins");
     must_contain(out, "judge node 1 leaves (SIGTERM: graceful shutdown)");
@@ -107,8 +147,9 @@ static void test_bad_options(void **state)
     (void)state;
     if (!judge[0] || access(judge, X_OK) != 0)
         fail_msg("build/bin/session-judge is missing: scons check builds the examples");
-    static const char *const bad[] = {"--partitions 0", "--nodes 99", "--games x",
-                                      "--events-per-game", "--frobnicate"};
+    static const char *const bad[] = {"--partitions 0", "--nodes 99",     "--games x",
+                                      "--events-per-game", "--frobnicate", "--base-port 0",
+                                      "--base-port 65530"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = ttool_run(judge, bad[i], out, OUT_CAP);
         if (rc != 2 || !strstr(out, "session-judge: bad option or value")) {
@@ -120,6 +161,23 @@ static void test_bad_options(void **state)
     int rc = ttool_run(judge, "--node --bind tcp://127.0.0.1:1", out, OUT_CAP);
     assert_int_equal(rc, 2);
     must_contain(out, "--node needs");
+    /* a base port block with a port some other program listens on (node 2's) */
+    int s = socket(AF_INET, SOCK_STREAM, 0), base = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int tries = 0; tries < 100 && !base; tries++) {
+        base = free_block();
+        a.sin_port = htons((uint16_t)(base + 2));
+        if (!base || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 1) != 0)
+            base = 0;
+    }
+    assert_true(base > 0);
+    char args[64], want[128];
+    snprintf(args, sizeof args, "--short --base-port %d", base);
+    assert_int_equal(ttool_run(judge, args, out, OUT_CAP), 1);
+    snprintf(want, sizeof want, "session-judge: --base-port %d: a port of %d..%d or %d is in use",
+             base, base, base + 4, base + 20);
+    must_contain(out, want);
+    close(s);
 }
 
 int main(void)
