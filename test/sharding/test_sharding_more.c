@@ -31,6 +31,7 @@
 #include "durable.h"
 #include "members.h"
 #include "shards.h"
+#include "sharding_internal.h" /* region_send_home: a coordinator's message, forged */
 
 #define T TSHARD_TYPE
 #define REMEMBER_KEYS 5 /* ORSets per shard (sharding/remember.c) */
@@ -1095,6 +1096,71 @@ static bool any_restarted(void *arg)
 /* Four workers on three nodes, keep-alive 300 ms: each runs exactly once in the cluster; a node
    hosting some crashes and they run again on the survivors; rescaled to 6, six run; rescaled to
    2, workers 2..5 stop and stay stopped. */
+/* What node C's coordinator would send: a BeginHandOff of `shard` (no owner to fence) to node
+   `to`'s region, or (shard NULL) a message of a newer term. On C's node thread. */
+typedef struct {
+    int c, to;
+    const char *shard;
+    uint64_t term;
+} forge_t;
+
+static int forge_send(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    forge_t *f = arg;
+    const shoal_node_t *to = shoal_system_self(tsn[f->to].sys);
+    if (f->shard)
+        return region_send_home(tsn[f->c].r, to, SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF,
+                                f->shard, NULL, 1, f->term, NULL, 0);
+    Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
+    m.kind = SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES;
+    m.type_name = (char *)T;
+    m.term = f->term;
+    return region_send_control(tsn[f->c].r, to, &m);
+}
+
+/* A handoff its coordinator never finishes (the coordinator fenced itself mid-handoff and came
+   back as a new term on the same node: chaos seed 1827442800) must not strand the shard: a region
+   that saw the BeginHandOff buffers the shard's messages, and once a newer coordinator term
+   speaks it registers again and asks where the shard is. Before, it buffered for ever: every ask
+   timed out. (The handoff timeout is long here, so only the term can unblock it.) */
+static void test_abandoned_handoff_does_not_strand_the_shard(void **state)
+{
+    (void)state;
+    shoal_sharding_settings_t s;
+    tshard_settings(&s);
+    s.handoff_timeout_ms = 600000;
+    xstart(2, &s, NULL);
+    char ids[1][32] = {"h0"};
+    assert_int_equal(tell(tsn[0].r, ids[0], "a:1"), 0);
+    wait_live((live_arg_t){T, ids, 1, 1, 1, -1}, 10000, "the entity did not start");
+    char shard[SHOAL_SHARD_ID_MAX + 1];
+    shoal_region_shard_of(tsn[0].r, ids[0], shard);
+    int c = tsnode_oldest(0), x = 1 - c;
+    forge_t f = {c, x, shard, 0};
+    assert_int_equal(shoal_system_call(tsn[c].sys, forge_send, &f), 0);
+    shoal_buf_t reply;
+    shoal_buf_init(&reply);
+    int rc = 0;
+    int64_t end = shoal_now_ms() + 5000;
+    do /* the forged BeginHandOff arrives: from then on node x buffers */
+        rc = shoal_region_ask_sync(tsn[x].r, ids[0], "get", 3, 500, &reply);
+    while (rc == 0 && shoal_now_ms() < end);
+    print_message("node %d's ask during the abandoned handoff: %s\n", x, shoal_strerror(rc));
+    assert_int_not_equal(rc, 0);
+    /* a newer coordinator term speaks */
+    forge_t t = {c, x, NULL, UINT64_C(1) << 40};
+    assert_int_equal(shoal_system_call(tsn[c].sys, forge_send, &t), 0);
+    end = shoal_now_ms() + 10000 * tscale();
+    do
+        rc = shoal_region_ask_sync(tsn[x].r, ids[0], "get", 3, 1000, &reply);
+    while (rc != 0 && shoal_now_ms() < end);
+    print_message("after a newer term: %s (%s)\n", shoal_strerror(rc), shoal_buf_cstr(&reply));
+    assert_int_equal(rc, 0);
+    shoal_buf_free(&reply);
+    assert_no_breach();
+}
+
 static void test_daemon_process(void **state)
 {
     (void)state;
@@ -1163,6 +1229,7 @@ int main(void)
         cmocka_unit_test_teardown(test_failing_store, teardown),
         cmocka_unit_test_teardown(test_stop_shards, teardown),
         cmocka_unit_test_teardown(test_daemon_process, teardown),
+        cmocka_unit_test_teardown(test_abandoned_handoff_does_not_strand_the_shard, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
