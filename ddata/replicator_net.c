@@ -1032,6 +1032,18 @@ static void on_delta_nack(shoal_replicator_t *r, const shoal_node_t *from,
 /* ---------------------------------------------------------------------------------------------
  * Anti-entropy: status -> buckets -> key digests -> gossip
  */
+/* This replica's status: the root digest over its keys (root: 16 bytes the message points to). */
+static void status_init(shoal_replicator_t *r, Shoal__Replicator__Status *st, uint8_t root[16])
+{
+    repl_root_digest(r, root);
+    shoal__replicator__status__init(st);
+    st->role = r->role;
+    st->root.data = root;
+    st->root.len = 16;
+    st->n_keys = r->entries.n;
+    st->bucket_count = N_BUCKETS;
+}
+
 void repl_gossip_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -1050,22 +1062,17 @@ void repl_gossip_tick(shoal_system_t *sys, void *arg)
     const shoal_node_t *to = idx < r->n_peers ? cands[idx] : NULL;
     free(cands);
     repl_catch_up_check(r);
-    if (!to && !r->catching_up)
-        return;
-    uint8_t root[16];
-    repl_root_digest(r, root);
-    Shoal__Replicator__Status st = SHOAL__REPLICATOR__STATUS__INIT;
-    st.role = r->role;
-    st.root.data = root;
-    st.root.len = 16;
-    st.n_keys = r->entries.n;
-    st.bucket_count = N_BUCKETS;
-    r->stats.gossip_rounds++;
     if (r->catching_up) {
         repl_catch_up_round(r);
         return;
     }
+    if (!to)
+        return;
+    uint8_t root[16];
+    Shoal__Replicator__Status st;
+    status_init(r, &st, root);
     repl_send(r, to, K_STATUS, &st.base);
+    r->stats.gossip_rounds++;
     r->stats.status_sent++;
 }
 
@@ -1076,14 +1083,10 @@ void repl_catch_up_round(shoal_replicator_t *r)
     if (!r->catching_up || r->loading)
         return;
     uint8_t root[16];
-    repl_root_digest(r, root);
-    Shoal__Replicator__Status st = SHOAL__REPLICATOR__STATUS__INIT;
-    st.role = r->role;
-    st.root.data = root;
-    st.root.len = 16;
-    st.n_keys = r->entries.n;
-    st.bucket_count = N_BUCKETS;
+    Shoal__Replicator__Status st;
+    status_init(r, &st, root);
     st.reply_when_equal = true;
+    r->stats.gossip_rounds++;
     for (size_t i = 0; i < r->n_peers; i++) {
         const peer_t *p = &r->peers[i];
         bool done = false;
