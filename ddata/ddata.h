@@ -812,6 +812,12 @@ shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int 
 shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
                                        const char *cert_file, const char *allow_dir, int *err);
 void shoal_client_destroy(shoal_client_t **self_p);
+/* Why the last shoal_client_new(_curve) on this thread failed, in words, when the code does not
+   say it all: a refused handshake (SHOAL_EREFUSED) says "the node runs CURVE: not a CURVE client
+   (...)", "the node refused this client's CURVE key: key not on the allow-list (...)" or "the
+   node does not run CURVE, this client does". "" otherwise. Valid until the next call on the
+   thread. A refused handshake ends the attempt at once, not at the timeout. */
+const char *shoal_client_new_error(void);
 /* Sends a request and waits for its reply (replaces reply's contents); the reply's status when
    the node answered with an error. SHOAL_ETOOBIG: the request is over the node's frame limit, or
    the reply over the client's reply limit; SHOAL_ETIMEOUT: no whole reply within timeout_ms (0:

@@ -1697,6 +1697,12 @@ static int connect_node(const char *ep, shoal_client_t **out)
         fprintf(stderr, "ddata-dump: bad endpoint '%s' (expected tcp://HOST:PORT)\n", ep);
         return EXIT_BAD;
     }
+    if (err == SHOAL_EREFUSED) {
+        const char *why = shoal_client_new_error();
+        fprintf(stderr, "ddata-dump: the node at %s refused the connection%s%s\n", ep,
+                *why ? ": " : "", why);
+        return EXIT_DIFF;
+    }
     fprintf(stderr, "ddata-dump: cannot reach node at %s (%s)\n", ep, shoal_strerror(err));
     return EXIT_UNREACHABLE;
 }

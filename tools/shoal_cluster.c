@@ -876,8 +876,9 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         int err = 0;
         p->cl = shoal_client_new(ep, (uint32_t)timeout_ms, &err);
         if (!p->cl)
-            finding(&f, "member %s cannot be reached at %s (%s)", jstr(m, "node"), ep,
-                    shoal_strerror(err));
+            finding(&f, "member %s cannot be reached at %s (%s%s%s)", jstr(m, "node"), ep,
+                    shoal_strerror(err), *shoal_client_new_error() ? ": " : "",
+                    shoal_client_new_error());
     }
     /* every member's regions registered, and the map as each member's region sees it */
     size_t n_shards = 0, n_types = 0;
@@ -1037,7 +1038,9 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         if (rc == SHOAL_EREFUSED) {
-            fprintf(stderr, "shoal-cluster: the node at %s refused the connection\n", node);
+            const char *why = shoal_client_new_error();
+            fprintf(stderr, "shoal-cluster: the node at %s refused the connection%s%s\n", node,
+                    *why ? ": " : "", why);
             return EXIT_ANSWERED_ERROR;
         }
         fprintf(stderr, "shoal-cluster: cannot reach node at %s (%s)\n", node, shoal_strerror(rc));
