@@ -87,6 +87,47 @@ extern "C" {
 const char *shoal_strerror(int code);
 
 /* ---------------------------------------------------------------------------------------------
+ * Logs. Every line Shoal writes goes through shoal_log: a level (error, warning, info, debug), a
+ * message that names the node it concerns, and one handler. The default handler writes
+ *     "W: 2026-11-25T17:09:00.123+01:00 <message>\n"
+ * to stderr: the level's letter, the local time in ISO 8601 with its offset from UTC, the
+ * message; one write per line, so lines of several threads never mix. An application routes
+ * Shoal's lines into its own logging with shoal_log_set_handler, which gets the level and the
+ * message alone (its logging adds the time its own way). Lines below the level are not even
+ * formatted; the level is info by default (debug lines are off), and every Shoal program takes
+ * --log-level. Both calls are thread-safe and take effect at once for every node of the process.
+ * Nothing hot logs per message.
+ */
+typedef enum {
+    SHOAL_LOG_ERROR = 0,
+    SHOAL_LOG_WARNING = 1,
+    SHOAL_LOG_INFO = 2,
+    SHOAL_LOG_DEBUG = 3,
+} shoal_log_level_t;
+typedef void (shoal_log_fn)(shoal_log_level_t level, const char *message, void *arg);
+/* Lines at `level` and above (more severe) are written. */
+void shoal_log_set_level(shoal_log_level_t level);
+shoal_log_level_t shoal_log_get_level(void);
+/* fn(level, message, arg) for each line, on the thread that logs (it must not block long, nor
+   log through Shoal); NULL: the default handler (stderr). */
+void shoal_log_set_handler(shoal_log_fn *fn, void *arg);
+/* "error", "warning" (or "warn"), "info", "debug" -> the level: 0, or SHOAL_EINVAL. */
+int shoal_log_level_parse(const char *name, shoal_log_level_t *out);
+const char *shoal_log_level_name(shoal_log_level_t level);
+/* Formats and hands one line to the handler when level is enabled. */
+void shoal_log(shoal_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The wall-clock instant ms (milliseconds since the epoch) as ISO 8601 local time with its UTC
+   offset, "2026-11-25T17:09:00.123+01:00" (30 bytes with the NUL are enough). */
+void shoal_log_time(int64_t ms, char *out, size_t cap);
+/* The library's lines, one macro per level (the level is checked before any formatting). */
+#define shoal_error(...) shoal_log(SHOAL_LOG_ERROR, __VA_ARGS__)
+#define shoal_warning(...) shoal_log(SHOAL_LOG_WARNING, __VA_ARGS__)
+#define shoal_info(...)                                                                            \
+    (shoal_log_get_level() >= SHOAL_LOG_INFO ? shoal_log(SHOAL_LOG_INFO, __VA_ARGS__) : (void)0)
+#define shoal_debug(...)                                                                           \
+    (shoal_log_get_level() >= SHOAL_LOG_DEBUG ? shoal_log(SHOAL_LOG_DEBUG, __VA_ARGS__) : (void)0)
+
+/* ---------------------------------------------------------------------------------------------
  * Growable byte buffer, used for encoding and rendering. Zero-initialize, or shoal_buf_init.
  */
 typedef struct {
