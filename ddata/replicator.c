@@ -799,7 +799,7 @@ static void store_settled(void *arg, int status)
         if (latest) {
             if (!r->store_outage) {
                 r->store_outage = true;
-                zsys_warning("%s: replicator '%s': a write to the store failed (%s); writing again "
+                shoal_warning("%s: replicator '%s': a write to the store failed (%s); writing again "
                              "with backoff (%d ms up to %d s) while reads and other keys are "
                              "served", shoal_node_id(r->self), r->role, shoal_strerror(status),
                              STORE_RETRY_MIN_MS, STORE_RETRY_MAX_MS / 1000);
@@ -811,7 +811,7 @@ static void store_settled(void *arg, int status)
     } else if (latest) {
         shoal_hmap_remove(&r->unstored, w->key, w->klen);
         if (r->store_outage && !r->unstored.n) {
-            zsys_info("%s: replicator '%s': the durable store works again; every durable key is "
+            shoal_info("%s: replicator '%s': the durable store works again; every durable key is "
                       "stored (%llu writes retried)", shoal_node_id(r->self), r->role,
                       (unsigned long long)r->outage_retries);
             r->store_outage = false;
@@ -1016,7 +1016,7 @@ static void load_each(void *arg, const char *key, size_t klen, const void *data,
     int rc = repl_load_entry(lc->r, key, klen, data, len, &at);
     if (rc < 0) {
         lc->failed++;
-        zsys_error("%s: replicator '%s': a stored key (%zu bytes, '%.*s') does not decode (%s); "
+        shoal_error("%s: replicator '%s': a stored key (%zu bytes, '%.*s') does not decode (%s); "
                    "skipped", shoal_node_id(lc->r->self), lc->r->role, klen,
                    (int)(klen > 200 ? 200 : klen), key, shoal_strerror(rc));
         return;
@@ -1047,24 +1047,24 @@ static void load_tick(shoal_system_t *sys, void *arg)
         load_ctx_t lc = {r, 0, 0, 0, wall_ms()};
         int rc = r->s.store->load(r->s.store->ctx, load_each, &lc);
         if (rc < 0)
-            zsys_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
+            shoal_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
                        r->role, shoal_strerror(rc));
         else if (lc.loaded)
-            zsys_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
+            shoal_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
                       r->role, lc.loaded);
         /* loading is not a change to tell subscribers twice about: they get current values */
         if (lc.loaded &&
             (!lc.newest_ms || lc.wall_ms - lc.newest_ms > (int64_t)r->durable_marker_ttl_ms)) {
             r->unsynced = true;
             if (lc.newest_ms)
-                zsys_warning("%s: replicator '%s': the store's newest write is %lld hours old, "
+                shoal_warning("%s: replicator '%s': the store's newest write is %lld hours old, "
                              "older than the durable pruning markers live (%llu hours): its "
                              "values are not sent to peers until this node has synced with one",
                              shoal_node_id(r->self), r->role,
                              (long long)((lc.wall_ms - lc.newest_ms) / 3600000),
                              (unsigned long long)(r->durable_marker_ttl_ms / 3600000));
             else
-                zsys_warning("%s: replicator '%s': the store's entries carry no write time, so "
+                shoal_warning("%s: replicator '%s': the store's entries carry no write time, so "
                              "it may be older than the durable pruning markers live: its values "
                              "are not sent to peers until this node has synced with one",
                              shoal_node_id(r->self), r->role);
@@ -1079,7 +1079,7 @@ void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
     if (!r->unsynced)
         return;
     r->unsynced = false;
-    zsys_info("%s: replicator '%s': synced with %s; its loaded values are shared again",
+    shoal_info("%s: replicator '%s': synced with %s; its loaded values are shared again",
               shoal_node_id(r->self), r->role, shoal_node_id(peer));
 }
 
@@ -1355,7 +1355,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
         shoal_system_timer_cancel(sys, r->t_refused);
     refusals_complete(r, SHOAL_ESTOPPED);
     if (r->unstored.n)
-        zsys_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
+        shoal_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
                    "(it kept failing): their last changes are not stored",
                    shoal_node_id(r->self), r->role, r->unstored.n);
     repl_ops_fail_all(r, SHOAL_ESTOPPED);
@@ -1440,14 +1440,14 @@ int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const cha
     if (r->gated && r->quorum_ok == open)
         return 0;
     if (open)
-        zsys_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
+        shoal_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
                   r->role, why ? why : "a full member");
     else if (!r->gated) /* the state every followed replicator starts in: no alarm */
-        zsys_info("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM until this "
+        shoal_info("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM until this "
                   "node is a full member (%s)", shoal_node_id(r->self), r->role,
                   why ? why : "not a full member");
     else
-        zsys_warning("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM (%s)",
+        shoal_warning("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM (%s)",
                      shoal_node_id(r->self), r->role, why ? why : "not a full member");
     r->gated = true;
     r->quorum_ok = open;

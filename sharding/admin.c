@@ -170,7 +170,7 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
     int rc = pthread_create(&t, &attr, worker, j);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        zsys_warning("%s: sharding: no thread for a client request (%s)", shoal_node_id(sh->self),
+        shoal_warning("%s: sharding: no thread for a client request (%s)", shoal_node_id(sh->self),
                      strerror(rc));
         send_reply(sys, to, kind, SHOAL_EAGAIN, "the node cannot start a thread for it now");
         job_free(j);

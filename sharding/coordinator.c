@@ -112,7 +112,7 @@ static void note_epoch(coordinator_t *co, uint64_t epoch)
 {
     if (epoch >> 32 > co->term && !co->warned_term) {
         co->warned_term = true;
-        zsys_warning("%s: sharding %s: epoch %llx is from a term newer than this coordinator's "
+        shoal_warning("%s: sharding %s: epoch %llx is from a term newer than this coordinator's "
                      "(%llu): another coordinator was running, or this one passed a fence from "
                      "before a full restart",
                      shoal_node_id(co->r->self), co->r->name, (unsigned long long)epoch,
@@ -315,7 +315,7 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
            majority before anyone acts on it */
         co->stats.state_write_retries++;
         if (w->attempts++ % 10 == 0)
-            zsys_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
+            shoal_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
                          shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
         if (status == SHOAL_ETIMEOUT) {
             write_issue(co, w); /* it waited its timeout already */
@@ -604,7 +604,7 @@ static bool allocate(coordinator_t *co, const char *shard, const shoal_node_t *r
         return false;
     }
     const shoal_node_t *node = c.regions[idx].node;
-    zsys_debug("%s: sharding %s: shard %s -> %s (%zu candidates)", shoal_node_id(co->r->self),
+    shoal_debug("%s: sharding %s: shard %s -> %s (%zu candidates)", shoal_node_id(co->r->self),
                co->r->name, shard, shoal_node_id(node), c.n);
     candidates_free(&c);
     alloc_t *a = alloc_get(co, shard);
@@ -720,7 +720,7 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
         write_add(w, "s/", shard, "", (int64_t)e);
         write_issue(co, w);
         broadcast_home(co, shard);
-        zsys_info("%s: sharding %s: shard %s stopped and deallocated", shoal_node_id(co->r->self),
+        shoal_info("%s: sharding %s: shard %s stopped and deallocated", shoal_node_id(co->r->self),
                   co->r->name, shard);
         region_moved_event(co->r, shard, from, NULL);
         return;
@@ -751,7 +751,7 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
 static void region_terminated(coordinator_t *co, creg_t *c)
 {
     const shoal_node_t *node = c->node;
-    zsys_info("%s: sharding %s: region %s terminated: reallocating its %zu shards",
+    shoal_info("%s: sharding %s: region %s terminated: reallocating its %zu shards",
               shoal_node_id(co->r->self), co->r->name, shoal_node_id(node), c->n_shards);
     write_t *w = write_new(co);
     zlistx_t *moved = zlistx_new();
@@ -803,7 +803,7 @@ static void on_register(coordinator_t *co, const shoal_node_t *from,
         region_send_control(co->r, from, &nack);
         if (shoal_now_ms() - co->nack_logged_at >= 10000) {
             co->nack_logged_at = shoal_now_ms();
-            zsys_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
+            shoal_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
                        shoal_node_id(co->r->self), co->r->name, shoal_node_id(from),
                        m->number_of_shards, co->r->s.number_of_shards);
         }
@@ -885,7 +885,7 @@ static void on_shard_fenced(coordinator_t *co, const shoal_node_t *from,
         return;
     }
     /* here fenced_at > a->epoch: the message is refused at parse otherwise (wire.c) */
-    zsys_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
+    shoal_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
               "allocation %llx (a fence from before every node restarted): allocating it again "
               "to %s",
               shoal_node_id(co->r->self), co->r->name, h->shard, (unsigned long long)fenced_at,
@@ -946,7 +946,7 @@ static void admin_written(coordinator_t *co, const write_t *w)
 {
     const char *shard = w->entries[0].key + 2;
     if (w->admin_op == ADMIN_UNPIN) {
-        zsys_info("%s: sharding %s: shard %s unpinned", shoal_node_id(co->r->self), co->r->name,
+        shoal_info("%s: sharding %s: shard %s unpinned", shoal_node_id(co->r->self), co->r->name,
                   shard);
         admin_reply(co, w->reply_to, w->req_id, 0,
                     "shard %s unpinned; it stays where it is until a rebalance moves it", shard);
@@ -954,7 +954,7 @@ static void admin_written(coordinator_t *co, const write_t *w)
     }
     const char *pin = w->entries[0].value;
     alloc_t *a = zhashx_lookup(co->allocs, shard);
-    zsys_info("%s: sharding %s: shard %s pinned to %s", shoal_node_id(co->r->self), co->r->name,
+    shoal_info("%s: sharding %s: shard %s pinned to %s", shoal_node_id(co->r->self), co->r->name,
               shard, pin);
     if (zhashx_lookup(co->rebalancing, shard)) {
         admin_reply(co, w->reply_to, w->req_id, 0,
@@ -1118,7 +1118,7 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
         if (!c)
             break;
         if (!c->shutting_down)
-            zsys_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
+            shoal_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
                       shoal_node_id(co->r->self), co->r->name, shoal_node_id(from), c->n_shards);
         c->shutting_down = true;
         candidates_t cand;
@@ -1252,7 +1252,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         int64_t now = shoal_now_ms();
         if (now - co->read_failed_logged >= 5000) {
             co->read_failed_logged = now;
-            zsys_info("%s: sharding %s: coordinator state read failed (%s); retrying",
+            shoal_info("%s: sharding %s: coordinator state read failed (%s); retrying",
                       shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
         }
         return; /* the tick reads again */
@@ -1261,7 +1261,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         shoal_ormap_foreach(value, parse_entry, co);
     co->ready = true;
     co->recover_until = shoal_now_ms() + co->r->s.handoff_timeout_ms;
-    zsys_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
+    shoal_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
               shoal_node_id(co->r->self), co->r->name, (unsigned long long)co->term,
               zhashx_size(co->allocs), zhashx_size(co->regions));
 }
@@ -1350,7 +1350,7 @@ coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term)
         co->external = zhashx_new();
         co->ext_sub = shoal_replicator_subscribe(r->rep, co->ext_key, external_changed, co);
     }
-    zsys_info("%s: sharding %s: coordinator starting (term %llu)", shoal_node_id(r->self),
+    shoal_info("%s: sharding %s: coordinator starting (term %llu)", shoal_node_id(r->self),
               r->name, (unsigned long long)term);
     read_state(co);
     return co;
@@ -1490,7 +1490,7 @@ static size_t rebalance(coordinator_t *co, int64_t now, const char **why)
     }
     if (n) {
         co->stats.rebalance_rounds++;
-        zsys_info("%s: sharding %s: rebalance: moving %zu shards (%zu regions, %zu shards)",
+        shoal_info("%s: sharding %s: rebalance: moving %zu shards (%zu regions, %zu shards)",
                   shoal_node_id(co->r->self), co->r->name, n, c.n, zhashx_size(co->allocs));
         /* copy: the ids are borrowed from the candidate lists, freed below */
         char **ids = calloc(n, sizeof *ids);
@@ -1562,7 +1562,7 @@ void coordinator_tick(coordinator_t *co)
     for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing)) {
         if (rb->phase == RB_BEGIN && (rb->n_waiting == 0 || now >= rb->deadline)) {
             if (rb->n_waiting)
-                zsys_warning("%s: sharding %s: shard %s: %zu regions did not acknowledge "
+                shoal_warning("%s: sharding %s: shard %s: %zu regions did not acknowledge "
                              "BeginHandOff; handing off without them",
                              shoal_node_id(co->r->self), co->r->name, rb->shard, rb->n_waiting);
             rb->n_waiting = 0;

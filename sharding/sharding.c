@@ -193,7 +193,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         Shoal__Sharding__Control *m = wire_parse_control(data, len);
         if (!m) {
             if (malformed_count++ % 1000 == 0)
-                zsys_warning("%s: sharding: malformed control message from %s dropped (%llu so "
+                shoal_warning("%s: sharding: malformed control message from %s dropped (%llu so "
                              "far)",
                              shoal_node_id(sh->self), shoal_node_id(from),
                              (unsigned long long)malformed_count);
@@ -201,7 +201,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         }
         shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
         if (!r) {
-            zsys_debug("%s: sharding: control message for unknown type %s from %s",
+            shoal_debug("%s: sharding: control message for unknown type %s from %s",
                        shoal_node_id(sh->self), m->type_name, shoal_node_id(from));
         } else {
             bool to_coord = m->kind < 20 && m->kind != SHOAL__SHARDING__CONTROL__KIND__UNKNOWN;
@@ -209,7 +209,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
                 if (r->coord)
                     coordinator_on_control(r->coord, from, m);
                 else
-                    zsys_debug("%s: sharding %s: %d for a coordinator not here",
+                    shoal_debug("%s: sharding %s: %d for a coordinator not here",
                                shoal_node_id(sh->self), r->name, (int)m->kind);
             } else {
                 region_on_control(r, from, m);
@@ -277,7 +277,7 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
        reallocate its shards (THE FENCE in membership.h) */
     char why[512];
     if (shoal_cluster_fence_check(shoal_cluster_settings(c), why, sizeof why) < 0) {
-        zsys_error("sharding: refused to start: %s", why);
+        shoal_error("sharding: refused to start: %s", why);
         *err = SHOAL_EINVAL;
         return NULL;
     }
@@ -344,14 +344,14 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
     shoal_sharding_t *sh = *self_p;
     *self_p = NULL;
     if (shoal_system_on_thread(sh->sys)) {
-        zsys_error("shoal_sharding_destroy called from the node thread: refused");
+        shoal_error("shoal_sharding_destroy called from the node thread: refused");
         return;
     }
     sharding_http_withdraw(sh); /* no request may reach sh from here on */
     sharding_admin_close(sh);   /* nor a client's: those being answered end first */
     int rc = shoal_system_call(sh->sys, stop_on_node, sh);
     if (rc == SHOAL_EDEADLK) {
-        zsys_error("shoal_sharding_destroy called from the node thread: refused");
+        shoal_error("shoal_sharding_destroy called from the node thread: refused");
         return;
     }
     /* posts queued before the stop (messages to self, inbound tells) run before this barrier
