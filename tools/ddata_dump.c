@@ -2168,7 +2168,7 @@ static int compare_mode(char **eps, int n, const char *role)
  */
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "ddata-dump", usage);
+    int cli = cli_help_or_version(&argc, argv, "ddata-dump", usage);
     if (cli >= 0)
         return cli;
     shoal_sharding_register_types(); /* entity states decode and render like any value */

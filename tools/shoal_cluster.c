@@ -952,7 +952,7 @@ int main(int argc, char **argv)
     const char *node = "tcp://127.0.0.1:2552";
     bool json = false;
     long timeout_ms = 3000;
-    int cli = cli_help_or_version(argc, argv, "shoal-cluster", usage);
+    int cli = cli_help_or_version(&argc, argv, "shoal-cluster", usage);
     if (cli >= 0)
         return cli;
     int i = 1;

@@ -577,7 +577,7 @@ done:;
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "kvstore", usage);
+    int cli = cli_help_or_version(&argc, argv, "kvstore", usage);
     if (cli >= 0)
         return cli;
     if (argc < 2) {
