@@ -1141,6 +1141,19 @@ int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
                         const shoal_consistency_t *wc);
 /* The counters of the node's replicator of `role` and of the node, one "name value" line each. */
 int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text);
+/* WATCH: a client's subscription to one key of the serving node's replicator (kvstore watch),
+   by long polling. *session 0 opens a session on the node, subscribed to the key (its first
+   event is the current value); each call then hands fn, oldest first, every change the node was
+   notified of since the last call (change, and the value after it: NULL when deleted), waiting up
+   to wait_ms (at most 30 s) for one when there is none, and sets *session. The client's own
+   writes through that node are each an event (the node notifies them at once when it has
+   watches), so a put followed by a delete is seen as two; changes that reach the node already
+   merged are one. *missed (if not NULL) grows by the events the node dropped (it keeps 1024 per
+   session). SHOAL_ENOTFOUND: the session is gone (the node restarted, or nobody asked for 60 s):
+   set *session to 0 and ask again. */
+typedef void (shoal_client_watch_fn)(shoal_change_t change, const shoal_crdt_t *value, void *arg);
+int shoal_client_watch(shoal_client_t *c, const char *role, const char *key, uint64_t *session,
+                       uint32_t wait_ms, shoal_client_watch_fn *fn, void *arg, uint64_t *missed);
 
 /* =============================================================================================
  * CONFIGURATION FILES

@@ -1350,6 +1350,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
         if (*timers[i] > 0)
             shoal_system_timer_cancel(sys, *timers[i]);
     hub_remove(r);
+    repl_client_watches_free(r);
     r->destroying = true;
     if (r->t_refused > 0)
         shoal_system_timer_cancel(sys, r->t_refused);
