@@ -24,11 +24,15 @@
 #define CLIENT_DEFAULT_TIMEOUT_MS 5000
 #define CLIENT_HELLO_RETRY_MS     200
 #define CLIENT_MAX_FRAME          (64u << 20)
+/* Connections a node may close in the ZeroMQ handshake, in a row, before a plain client takes
+   it for a refusal (ZeroMQ redials every 100 ms: about 300 ms). */
+#define HANDSHAKE_CUTS            3
 
 struct shoal_client {
     void *dealer;
     void *monitor; /* the DEALER's failed handshakes (ZeroMQ would retry them silently) */
     bool curve;    /* this client authenticates with CURVE */
+    int cut_in_handshake; /* plain: connections the node closed in the ZeroMQ handshake */
     char *endpoint;
     uint32_t timeout_ms;
     const shoal_node_t *node;
@@ -107,9 +111,20 @@ static bool handshake_failed(shoal_client_t *c)
                      "%s one",
                      (unsigned)value, c->curve ? "plain" : "CURVE");
             failed = true;
-        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && c->curve) {
-            /* (a plain client's connection cut in its handshake is a node going away: the
-               attempt goes on until the timeout, as it always did) */
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !c->curve) {
+            /* A CURVE node closes a plain client's connection as soon as it reads the client's
+               mechanism, often before its own greeting (which names CURVE) has left: the client
+               then sees only a connection cut in the handshake, not the mismatch. Once is a node
+               going away; HANDSHAKE_CUTS times in a row, is a node that will not talk to us. */
+            if (++c->cut_in_handshake >= HANDSHAKE_CUTS) {
+                snprintf(c->error, sizeof c->error,
+                         "the node closed the connection in the ZeroMQ handshake %d times: it "
+                         "runs CURVE: not a CURVE client (set SHOAL_CURVE_CERT and "
+                         "SHOAL_CURVE_ALLOW), or it refuses connections (too many open)",
+                         c->cut_in_handshake);
+                failed = true;
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             snprintf(c->error, sizeof c->error, "the ZeroMQ handshake failed (errno %u: %s)",
                      (unsigned)value, strerror((int)value));
             failed = true;
@@ -175,6 +190,7 @@ static int handshake(shoal_client_t *c, int64_t deadline)
                 c->version = (uint8_t)r.version;
                 c->max_frame = r.max_frame_bytes ? r.max_frame_bytes : 256 * 1024;
                 c->announced = c->max_reply;
+                c->cut_in_handshake = 0;
                 rc = 0;
             } else {
                 rc = r.status == SHOAL_HELLO_NO_COMMON_VERSION ? SHOAL_EVERSION : SHOAL_EREFUSED;

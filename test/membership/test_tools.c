@@ -246,6 +246,17 @@ static void test_dead_endpoint(void **state)
         fail_msg("expected '%s' in: %s", msg, out);
 }
 
+static shoal_system_t *curve_node; /* stopped by the teardown, so a failure cannot hang the exit */
+
+static int curve_teardown(void **state)
+{
+    (void)state;
+    shoal_system_destroy(&curve_node);
+    unsetenv("SHOAL_CURVE_CERT");
+    unsetenv("SHOAL_CURVE_ALLOW");
+    return 0;
+}
+
 /* A node that runs CURVE with an allow-list that names nobody: the tool, plain or with a key of
    its own, is refused in the ZeroMQ handshake and says so at once. */
 static void test_curve_refused(void **state)
@@ -287,8 +298,8 @@ static void test_curve_refused(void **state)
     ss.curve_cert = node_cert;
     ss.curve_allow_dir = node_allow;
     int err = 0;
-    shoal_system_t *node = shoal_system_new(&ss, &err);
-    assert_non_null(node);
+    curve_node = shoal_system_new(&ss, &err);
+    assert_non_null(curve_node);
 
     char args[512], out[4096];
     int timeout = 5000 * tscale();
@@ -315,9 +326,7 @@ static void test_curve_refused(void **state)
             fail_msg("ddata-dump --node (%s): exit %d, expected 1 and '%s':\n%s",
                      keyed ? "a key off the list" : "plain", rc, why, out);
     }
-    unsetenv("SHOAL_CURVE_CERT");
-    unsetenv("SHOAL_CURVE_ALLOW");
-    shoal_system_destroy(&node);
+    curve_teardown(NULL);
     char rm[400];
     snprintf(rm, sizeof rm, "rm -rf %s", root);
     assert_int_equal(system(rm), 0);
@@ -378,7 +387,7 @@ int main(void)
         cmocka_unit_test(test_down_unknown_member),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_dead_endpoint),
-        cmocka_unit_test(test_curve_refused),
+        cmocka_unit_test_teardown(test_curve_refused, curve_teardown),
         cmocka_unit_test(test_leave_member),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
