@@ -24,10 +24,15 @@
 #define CLIENT_DEFAULT_TIMEOUT_MS 5000
 #define CLIENT_HELLO_RETRY_MS     200
 #define CLIENT_MAX_FRAME          (64u << 20)
+/* Connections a node may close in the ZeroMQ handshake, in a row, before a plain client takes
+   it for a refusal (ZeroMQ redials every 100 ms: about 300 ms). */
+#define HANDSHAKE_CUTS            3
 
 struct shoal_client {
     void *dealer;
-    void *monitor; /* CURVE: the DEALER's failed handshakes (ZeroMQ would wait silently) */
+    void *monitor; /* the DEALER's failed handshakes (ZeroMQ would retry them silently) */
+    bool curve;    /* this client authenticates with CURVE */
+    int cut_in_handshake; /* plain: connections the node closed in the ZeroMQ handshake */
     char *endpoint;
     uint32_t timeout_ms;
     const shoal_node_t *node;
@@ -68,7 +73,13 @@ static int recv_until(shoal_client_t *c, zmq_msg_t *m, int64_t deadline)
     }
 }
 
-/* Reads the monitor's events: true when a handshake failed. */
+/* Why shoal_client_new failed on this thread, in words (shoal_client_new_error). */
+static _Thread_local char new_error[256];
+
+/* Reads the monitor's events: true when a handshake failed, with why in c->error. A refused
+   ZeroMQ handshake does not change by waiting (ZeroMQ would retry it until the timeout), so it
+   ends the attempt at once: the node runs CURVE and this client does not (or the other way
+   round), or the node's ZAP handler did not admit this client's key. */
 static bool handshake_failed(shoal_client_t *c)
 {
     bool failed = false;
@@ -76,16 +87,58 @@ static bool handshake_failed(shoal_client_t *c)
     zmq_msg_init(&ev);
     while (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 0) {
         uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2)
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
             memcpy(&event, zmq_msg_data(&ev), 2);
-        failed |= (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) != 0;
+            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            snprintf(c->error, sizeof c->error,
+                     "the node refused this client's CURVE key: key not on the allow-list "
+                     "(ZAP status %u)",
+                     (unsigned)value);
+            failed = true;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                   value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+            snprintf(c->error, sizeof c->error, "%s",
+                     c->curve ? "the node does not run CURVE, this client does"
+                              : "the node runs CURVE: not a CURVE client (set SHOAL_CURVE_CERT "
+                                "and SHOAL_CURVE_ALLOW)");
+            failed = true;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+            snprintf(c->error, sizeof c->error,
+                     "the ZeroMQ handshake failed (protocol error 0x%x): not a Shoal node, or a "
+                     "%s one",
+                     (unsigned)value, c->curve ? "plain" : "CURVE");
+            failed = true;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !c->curve) {
+            /* A CURVE node closes a plain client's connection as soon as it reads the client's
+               mechanism, often before its own greeting (which names CURVE) has left: the client
+               then sees only a connection cut in the handshake, not the mismatch. Once is a node
+               going away; HANDSHAKE_CUTS times in a row, is a node that will not talk to us. */
+            if (++c->cut_in_handshake >= HANDSHAKE_CUTS) {
+                snprintf(c->error, sizeof c->error,
+                         "the node closed the connection in the ZeroMQ handshake %d times: it "
+                         "runs CURVE: not a CURVE client (set SHOAL_CURVE_CERT and "
+                         "SHOAL_CURVE_ALLOW), or it refuses connections (too many open)",
+                         c->cut_in_handshake);
+                failed = true;
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            snprintf(c->error, sizeof c->error, "the ZeroMQ handshake failed (errno %u: %s)",
+                     (unsigned)value, strerror((int)value));
+            failed = true;
+        }
         while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 0)
             ;
     }
     zmq_msg_close(&ev);
     return failed;
+}
+
+const char *shoal_client_new_error(void)
+{
+    return new_error;
 }
 
 /* Sends a frame, retrying while ZeroMQ has no connection yet (ZMQ_IMMEDIATE). */
@@ -99,7 +152,7 @@ static int send_until(shoal_client_t *c, const void *data, size_t len, int64_t d
         zmq_pollitem_t it[2] = {{c->dealer, 0, ZMQ_POLLOUT, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
         zmq_poll(it, c->monitor ? 2 : 1, 5);
         if (c->monitor && (it[1].revents & ZMQ_POLLIN) && handshake_failed(c))
-            return SHOAL_EREFUSED; /* the node did not admit our key: it will not change */
+            return SHOAL_EREFUSED; /* the node refused the handshake: it will not change */
     }
     return 0;
 }
@@ -137,6 +190,7 @@ static int handshake(shoal_client_t *c, int64_t deadline)
                 c->version = (uint8_t)r.version;
                 c->max_frame = r.max_frame_bytes ? r.max_frame_bytes : 256 * 1024;
                 c->announced = c->max_reply;
+                c->cut_in_handshake = 0;
                 rc = 0;
             } else {
                 rc = r.status == SHOAL_HELLO_NO_COMMON_VERSION ? SHOAL_EVERSION : SHOAL_EREFUSED;
@@ -189,34 +243,37 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     int64_t maxmsg = (int64_t)CLIENT_MAX_FRAME;
     zmq_setsockopt(dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     void *monitor = NULL;
+    new_error[0] = 0;
+    int rc = 0;
     if (cert_file || allow_dir) {
         /* the keys are copied into the socket: the certificate is not kept */
         shoal_curve_t *curve = NULL;
-        int rc = shoal_curve_new("client", cert_file, allow_dir, false, &curve);
+        rc = shoal_curve_new("client", cert_file, allow_dir, false, &curve);
         if (rc == 0)
             rc = shoal_curve_client(curve, dealer, endpoint);
         shoal_curve_destroy(&curve);
-        static atomic_uint_fast64_t monitors; /* unique names: see system.c */
-        char mon[64];
-        snprintf(mon, sizeof mon, "inproc://shoal-client-monitor-%" PRIu64,
-                 (uint64_t)atomic_fetch_add(&monitors, 1));
-        if (rc == 0 && (zmq_socket_monitor(dealer, mon,
-                                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
-                        !(monitor = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0))
-            rc = SHOAL_EIO;
-        if (rc != 0) {
-            if (monitor)
-                zmq_close(monitor);
-            zmq_socket_monitor(dealer, NULL, 0);
-            zmq_close(dealer);
-            *err = rc;
-            return NULL;
-        }
-        v = 0;
-        zmq_setsockopt(monitor, ZMQ_LINGER, &v, sizeof v);
     }
+    /* plain clients too: a plain client of a CURVE node learns it from the handshake */
+    static atomic_uint_fast64_t monitors; /* unique names: see system.c */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://shoal-client-monitor-%" PRIu64,
+             (uint64_t)atomic_fetch_add(&monitors, 1));
+    if (rc == 0 && (zmq_socket_monitor(dealer, mon,
+                                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0 ||
+                    !(monitor = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0))
+        rc = SHOAL_EIO;
+    if (rc != 0) {
+        if (monitor)
+            zmq_close(monitor);
+        zmq_socket_monitor(dealer, NULL, 0);
+        zmq_close(dealer);
+        *err = rc;
+        return NULL;
+    }
+    v = 0;
+    zmq_setsockopt(monitor, ZMQ_LINGER, &v, sizeof v);
     if (zmq_connect(dealer, endpoint) != 0) {
         if (monitor) {
             zmq_socket_monitor(dealer, NULL, 0);
@@ -229,12 +286,14 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     shoal_client_t *c = shoal_calloc(1, sizeof *c);
     c->dealer = dealer;
     c->monitor = monitor;
+    c->curve = cert_file || allow_dir;
     c->endpoint = strdup(endpoint);
     c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
     c->next_request_id = 1;
     c->max_reply = SHOAL_REPLY_MAX_DEFAULT;
-    int rc = handshake(c, shoal_now_ms() + c->timeout_ms);
+    rc = handshake(c, shoal_now_ms() + c->timeout_ms);
     if (rc != 0) {
+        snprintf(new_error, sizeof new_error, "%s", c->error);
         shoal_client_destroy(&c);
         *err = rc;
         return NULL;

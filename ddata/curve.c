@@ -122,7 +122,7 @@ static int load_dir(const char *who, const char *dir, allowed_t **out, size_t *n
 {
     DIR *d = opendir(dir);
     if (!d) {
-        zsys_error("%s: cannot read the allow-list directory %s: %s", who, dir, strerror(errno));
+        shoal_error("%s: cannot read the allow-list directory %s: %s", who, dir, strerror(errno));
         return SHOAL_EKEY;
     }
     allowed_t *list = NULL;
@@ -133,7 +133,7 @@ static int load_dir(const char *who, const char *dir, allowed_t **out, size_t *n
         if (e->d_name[0] == '.')
             continue;
         if (is_secret_file(e->d_name)) {
-            zsys_warning("%s: %s/%s is a secret key: skipped (an allow-list holds public keys)", who,
+            shoal_warning("%s: %s/%s is a secret key: skipped (an allow-list holds public keys)", who,
                          dir, e->d_name);
             continue;
         }
@@ -145,7 +145,7 @@ static int load_dir(const char *who, const char *dir, allowed_t **out, size_t *n
         const char *pub = cfg ? zconfig_get(cfg, "/curve/public-key", NULL) : NULL;
         uint8_t key[32];
         if (!pub || strlen(pub) != 40 || !zmq_z85_decode(key, pub)) {
-            zsys_warning("%s: %s is not a public certificate: skipped", who, path);
+            shoal_warning("%s: %s is not a public certificate: skipped", who, path);
             zconfig_destroy(&cfg);
             continue;
         }
@@ -203,7 +203,7 @@ int shoal_curve_reload(shoal_curve_t *c)
     c->loaded = true;
     pthread_mutex_unlock(&c->lock);
     if (reloaded)
-        zsys_info("%s: allow-list %s reloaded: %zu keys (was %zu)", c->who, c->allow_dir, after,
+        shoal_info("%s: allow-list %s reloaded: %zu keys (was %zu)", c->who, c->allow_dir, after,
                   before);
     return (int)n;
 }
@@ -337,12 +337,12 @@ static void zap_serve(void *rep)
             c = zap_domains[i];
     if (!c) {
         text = "unknown domain";
-        zsys_warning("shoal: ZAP request for unknown domain '%s' from %s: refused", domain, address);
+        shoal_warning("shoal: ZAP request for unknown domain '%s' from %s: refused", domain, address);
     } else if (strcmp(mech, "CURVE") != 0 || n < 7 || zmq_msg_size(&part[6]) != 32) {
         text = "CURVE required";
         uint64_t k = atomic_fetch_add(&c->refused, 1) + 1;
         if ((k & (k - 1)) == 0)
-            zsys_warning("%s: refused a %s connection from %s: CURVE required (%" PRIu64
+            shoal_warning("%s: refused a %s connection from %s: CURVE required (%" PRIu64
                          " refused so far)",
                          c->who, mech, address, k);
     } else {
@@ -355,7 +355,7 @@ static void zap_serve(void *rep)
         } else {
             uint64_t k = atomic_fetch_add(&c->refused, 1) + 1;
             if ((k & (k - 1)) == 0)
-                zsys_warning("%s: refused a connection from %s: key %s is not on the allow-list "
+                shoal_warning("%s: refused a connection from %s: key %s is not on the allow-list "
                              "(%" PRIu64 " refused so far)",
                              c->who, address, user, k);
             user[0] = 0;
@@ -397,7 +397,7 @@ static int zap_start(void)
     int linger = 0;
     zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_bind(rep, ZAP_ENDPOINT) != 0) {
-        zsys_error("shoal: cannot bind the ZAP handler (%s): is another one running in this "
+        shoal_error("shoal: cannot bind the ZAP handler (%s): is another one running in this "
                    "process?",
                    zmq_strerror(errno));
         zmq_close(rep);
@@ -423,18 +423,18 @@ int shoal_curve_new(const char *who, const char *cert_file, const char *allow_di
     if (!cert_file || !allow_dir)
         return SHOAL_EINVAL;
     if (!zmq_has("curve")) {
-        zsys_error("%s: this libzmq was built without CURVE", who);
+        shoal_error("%s: this libzmq was built without CURVE", who);
         return SHOAL_EKEY;
     }
     zcert_t *cert = zcert_load(cert_file); /* reads cert_file + "_secret" when it exists */
     if (!cert) {
-        zsys_error("%s: cannot read the certificate %s (make one with shoal-keygen)", who,
+        shoal_error("%s: cannot read the certificate %s (make one with shoal-keygen)", who,
                    cert_file);
         return SHOAL_EKEY;
     }
     static const uint8_t zero[32];
     if (memcmp(zcert_secret_key(cert), zero, 32) == 0) {
-        zsys_error("%s: %s holds no secret key (%s_secret is missing)", who, cert_file, cert_file);
+        shoal_error("%s: %s holds no secret key (%s_secret is missing)", who, cert_file, cert_file);
         zcert_destroy(&cert);
         return SHOAL_EKEY;
     }
@@ -520,7 +520,7 @@ int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint)
     if (!server_key(c, endpoint, server)) {
         uint64_t k = atomic_fetch_add(&c->no_key, 1) + 1;
         if ((k & (k - 1)) == 0) /* 1st, 2nd, 4th...: heartbeats retry every second */
-            zsys_warning("%s: no public key known for %s: add its certificate (with `endpoint` "
+            shoal_warning("%s: no public key known for %s: add its certificate (with `endpoint` "
                          "metadata, see shoal-keygen) to %s (%" PRIu64 " times)",
                          c->who, endpoint, c->allow_dir, k);
         return SHOAL_EKEY;
@@ -528,7 +528,7 @@ int shoal_curve_client(shoal_curve_t *c, void *sock, const char *endpoint)
     if (c->allow_dir && !key_allowed(c, server)) {
         uint64_t k = atomic_fetch_add(&c->no_key, 1) + 1;
         if ((k & (k - 1)) == 0)
-            zsys_warning("%s: the key known for %s is not on the allow-list %s: not connecting "
+            shoal_warning("%s: the key known for %s is not on the allow-list %s: not connecting "
                          "(%" PRIu64 " times)", c->who, endpoint, c->allow_dir, k);
         return SHOAL_EKEY;
     }

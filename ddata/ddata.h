@@ -87,6 +87,47 @@ extern "C" {
 const char *shoal_strerror(int code);
 
 /* ---------------------------------------------------------------------------------------------
+ * Logs. Every line Shoal writes goes through shoal_log: a level (error, warning, info, debug), a
+ * message that names the node it concerns, and one handler. The default handler writes
+ *     "W: 2026-11-25T17:09:00.123+01:00 <message>\n"
+ * to stderr: the level's letter, the local time in ISO 8601 with its offset from UTC, the
+ * message; one write per line, so lines of several threads never mix. An application routes
+ * Shoal's lines into its own logging with shoal_log_set_handler, which gets the level and the
+ * message alone (its logging adds the time its own way). Lines below the level are not even
+ * formatted; the level is info by default (debug lines are off), and every Shoal program takes
+ * --log-level. Both calls are thread-safe and take effect at once for every node of the process.
+ * Nothing hot logs per message.
+ */
+typedef enum {
+    SHOAL_LOG_ERROR = 0,
+    SHOAL_LOG_WARNING = 1,
+    SHOAL_LOG_INFO = 2,
+    SHOAL_LOG_DEBUG = 3,
+} shoal_log_level_t;
+typedef void (shoal_log_fn)(shoal_log_level_t level, const char *message, void *arg);
+/* Lines at `level` and above (more severe) are written. */
+void shoal_log_set_level(shoal_log_level_t level);
+shoal_log_level_t shoal_log_get_level(void);
+/* fn(level, message, arg) for each line, on the thread that logs (it must not block long, nor
+   log through Shoal); NULL: the default handler (stderr). */
+void shoal_log_set_handler(shoal_log_fn *fn, void *arg);
+/* "error", "warning" (or "warn"), "info", "debug" -> the level: 0, or SHOAL_EINVAL. */
+int shoal_log_level_parse(const char *name, shoal_log_level_t *out);
+const char *shoal_log_level_name(shoal_log_level_t level);
+/* Formats and hands one line to the handler when level is enabled. */
+void shoal_log(shoal_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The wall-clock instant ms (milliseconds since the epoch) as ISO 8601 local time with its UTC
+   offset, "2026-11-25T17:09:00.123+01:00" (30 bytes with the NUL are enough). */
+void shoal_log_time(int64_t ms, char *out, size_t cap);
+/* The library's lines, one macro per level (the level is checked before any formatting). */
+#define shoal_error(...) shoal_log(SHOAL_LOG_ERROR, __VA_ARGS__)
+#define shoal_warning(...) shoal_log(SHOAL_LOG_WARNING, __VA_ARGS__)
+#define shoal_info(...)                                                                            \
+    (shoal_log_get_level() >= SHOAL_LOG_INFO ? shoal_log(SHOAL_LOG_INFO, __VA_ARGS__) : (void)0)
+#define shoal_debug(...)                                                                           \
+    (shoal_log_get_level() >= SHOAL_LOG_DEBUG ? shoal_log(SHOAL_LOG_DEBUG, __VA_ARGS__) : (void)0)
+
+/* ---------------------------------------------------------------------------------------------
  * Growable byte buffer, used for encoding and rendering. Zero-initialize, or shoal_buf_init.
  */
 typedef struct {
@@ -841,6 +882,12 @@ shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int 
 shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
                                        const char *cert_file, const char *allow_dir, int *err);
 void shoal_client_destroy(shoal_client_t **self_p);
+/* Why the last shoal_client_new(_curve) on this thread failed, in words, when the code does not
+   say it all: a refused handshake (SHOAL_EREFUSED) says "the node runs CURVE: not a CURVE client
+   (...)", "the node refused this client's CURVE key: key not on the allow-list (...)" or "the
+   node does not run CURVE, this client does". "" otherwise. Valid until the next call on the
+   thread. A refused handshake ends the attempt at once, not at the timeout. */
+const char *shoal_client_new_error(void);
 /* Sends a request and waits for its reply (replaces reply's contents); the reply's status when
    the node answered with an error. SHOAL_ETOOBIG: the request is over the node's frame limit, or
    the reply over the client's reply limit; SHOAL_ETIMEOUT: no whole reply within timeout_ms (0:
@@ -1134,6 +1181,19 @@ int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
                         const shoal_consistency_t *wc);
 /* The counters of the node's replicator of `role` and of the node, one "name value" line each. */
 int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text);
+/* WATCH: a client's subscription to one key of the serving node's replicator (kvstore watch),
+   by long polling. *session 0 opens a session on the node, subscribed to the key (its first
+   event is the current value); each call then hands fn, oldest first, every change the node was
+   notified of since the last call (change, and the value after it: NULL when deleted), waiting up
+   to wait_ms (at most 30 s) for one when there is none, and sets *session. The client's own
+   writes through that node are each an event (the node notifies them at once when it has
+   watches), so a put followed by a delete is seen as two; changes that reach the node already
+   merged are one. *missed (if not NULL) grows by the events the node dropped (it keeps 1024 per
+   session). SHOAL_ENOTFOUND: the session is gone (the node restarted, or nobody asked for 60 s):
+   set *session to 0 and ask again. */
+typedef void (shoal_client_watch_fn)(shoal_change_t change, const shoal_crdt_t *value, void *arg);
+int shoal_client_watch(shoal_client_t *c, const char *role, const char *key, uint64_t *session,
+                       uint32_t wait_ms, shoal_client_watch_fn *fn, void *arg, uint64_t *missed);
 
 /* =============================================================================================
  * CONFIGURATION FILES

@@ -196,9 +196,9 @@ static void log_limited(shoal_listener_t *l, int reason, bool warn, const char *
     if (suppressed)
         snprintf(sup, sizeof sup, " (%" PRIu64 " similar suppressed)", suppressed);
     if (warn)
-        zsys_warning("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
+        shoal_warning("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
     else
-        zsys_info("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
+        shoal_info("%s at %s: %s%s", l->who, l->endpoint, msg, sup);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ shoal_listener_t *shoal_listener_new(shoal_system_t *sys, void *zmq_sock, const 
         !(l->monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) ||
         zmq_setsockopt(l->monitor, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
         zmq_connect(l->monitor, name) != 0) {
-        zsys_error("%s: cannot watch its socket: %s", l->who, zmq_strerror(errno));
+        shoal_error("%s: cannot watch its socket: %s", l->who, zmq_strerror(errno));
         *err = SHOAL_EIO;
         shoal_listener_destroy(&l);
         return NULL;

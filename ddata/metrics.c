@@ -956,7 +956,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n')
         line[--n] = 0;
-    zsys_warning("http: %s", line);
+    shoal_warning("http: %s", line);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1044,7 +1044,7 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
         v6->sin6_port = htons(port);
         flags |= MHD_USE_IPv6;
     } else {
-        zsys_warning("http: '%s' is not an IP address", addr);
+        shoal_warning("http: '%s' is not an IP address", addr);
         *err = SHOAL_EINVAL;
         return NULL;
     }
@@ -1068,7 +1068,7 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                                  MHD_OPTION_END);
     if (!m->daemon) {
-        zsys_warning("http: cannot listen on %s port %u", addr, (unsigned)port);
+        shoal_warning("http: cannot listen on %s port %u", addr, (unsigned)port);
         for (size_t i = 0; i < m->n_routes; i++)
             free(m->routes[i].path);
         free(m->routes);
@@ -1133,7 +1133,7 @@ shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *er
     char host[INET6_ADDRSTRLEN];
     uint16_t port;
     if (shoal_http_parse(spec, host, sizeof host, &port) < 0) {
-        zsys_warning("http: '%s' is not [HOST:]PORT (HOST an IP address)", spec ? spec : "");
+        shoal_warning("http: '%s' is not [HOST:]PORT (HOST an IP address)", spec ? spec : "");
         if (err)
             *err = SHOAL_EINVAL;
         return NULL;

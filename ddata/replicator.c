@@ -831,7 +831,7 @@ static void store_settled(void *arg, int status)
         if (latest) {
             if (!r->store_outage) {
                 r->store_outage = true;
-                zsys_warning("%s: replicator '%s': a write to the store failed (%s); writing again "
+                shoal_warning("%s: replicator '%s': a write to the store failed (%s); writing again "
                              "with backoff (%d ms up to %d s) while reads and other keys are "
                              "served", shoal_node_id(r->self), r->role, shoal_strerror(status),
                              STORE_RETRY_MIN_MS, STORE_RETRY_MAX_MS / 1000);
@@ -843,7 +843,7 @@ static void store_settled(void *arg, int status)
     } else if (latest) {
         shoal_hmap_remove(&r->unstored, w->key, w->klen);
         if (r->store_outage && !r->unstored.n) {
-            zsys_info("%s: replicator '%s': the durable store works again; every durable key is "
+            shoal_info("%s: replicator '%s': the durable store works again; every durable key is "
                       "stored (%llu writes retried)", shoal_node_id(r->self), r->role,
                       (unsigned long long)r->outage_retries);
             r->store_outage = false;
@@ -1048,7 +1048,7 @@ static void load_each(void *arg, const char *key, size_t klen, const void *data,
     int rc = repl_load_entry(lc->r, key, klen, data, len, &at);
     if (rc < 0) {
         lc->failed++;
-        zsys_error("%s: replicator '%s': a stored key (%zu bytes, '%.*s') does not decode (%s); "
+        shoal_error("%s: replicator '%s': a stored key (%zu bytes, '%.*s') does not decode (%s); "
                    "skipped", shoal_node_id(lc->r->self), lc->r->role, klen,
                    (int)(klen > 200 ? 200 : klen), key, shoal_strerror(rc));
         return;
@@ -1079,24 +1079,24 @@ static void load_tick(shoal_system_t *sys, void *arg)
         load_ctx_t lc = {r, 0, 0, 0, wall_ms()};
         int rc = r->s.store->load(r->s.store->ctx, load_each, &lc);
         if (rc < 0)
-            zsys_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
+            shoal_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
                        r->role, shoal_strerror(rc));
         else if (lc.loaded)
-            zsys_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
+            shoal_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
                       r->role, lc.loaded);
         /* loading is not a change to tell subscribers twice about: they get current values */
         if (lc.loaded &&
             (!lc.newest_ms || lc.wall_ms - lc.newest_ms > (int64_t)r->durable_marker_ttl_ms)) {
             r->unsynced = true;
             if (lc.newest_ms)
-                zsys_warning("%s: replicator '%s': the store's newest write is %lld hours old, "
+                shoal_warning("%s: replicator '%s': the store's newest write is %lld hours old, "
                              "older than the durable pruning markers live (%llu hours): its "
                              "values are not sent to peers until this node has synced with one",
                              shoal_node_id(r->self), r->role,
                              (long long)((lc.wall_ms - lc.newest_ms) / 3600000),
                              (unsigned long long)(r->durable_marker_ttl_ms / 3600000));
             else
-                zsys_warning("%s: replicator '%s': the store's entries carry no write time, so "
+                shoal_warning("%s: replicator '%s': the store's entries carry no write time, so "
                              "it may be older than the durable pruning markers live: its values "
                              "are not sent to peers until this node has synced with one",
                              shoal_node_id(r->self), r->role);
@@ -1131,7 +1131,7 @@ void repl_catch_up_check(shoal_replicator_t *r)
     r->n_caught_from = 0;
     r->stats.catch_ups++;
     if (need)
-        zsys_info("%s: replicator '%s': caught up with %zu of %zu peers: this replica counts "
+        shoal_info("%s: replicator '%s': caught up with %zu of %zu peers: this replica counts "
                   "toward MAJORITY reads again", shoal_node_id(r->self), r->role, have,
                   repl_counted_nodes(r) - 1);
     repl_answer_deferred_reads(r, true);
@@ -1155,7 +1155,7 @@ static void catch_up_start(shoal_replicator_t *r)
     r->n_caught_from = 0;
     size_t need = repl_catch_up_need(r);
     if (need)
-        zsys_info("%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
+        shoal_info("%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
                   "synced with %zu peers", shoal_node_id(r->self), r->role, need);
     /* not checked now: membership gives the peers right after opening the gate, and a check
        before that would find nothing to catch up with; the first round goes on the next turn */
@@ -1180,7 +1180,7 @@ void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
     if (!r->unsynced)
         return;
     r->unsynced = false;
-    zsys_info("%s: replicator '%s': synced with %s; its loaded values are shared again",
+    shoal_info("%s: replicator '%s': synced with %s; its loaded values are shared again",
               shoal_node_id(r->self), r->role, shoal_node_id(peer));
 }
 
@@ -1451,6 +1451,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
         if (*timers[i] > 0)
             shoal_system_timer_cancel(sys, *timers[i]);
     hub_remove(r);
+    repl_client_watches_free(r);
     r->destroying = true;
     if (r->t_refused > 0)
         shoal_system_timer_cancel(sys, r->t_refused);
@@ -1458,7 +1459,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
         shoal_system_timer_cancel(sys, r->t_catch_up);
     refusals_complete(r, SHOAL_ESTOPPED);
     if (r->unstored.n)
-        zsys_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
+        shoal_error("%s: replicator '%s': stopping with %zu durable keys the store has not taken "
                    "(it kept failing): their last changes are not stored",
                    shoal_node_id(r->self), r->role, r->unstored.n);
     repl_ops_fail_all(r, SHOAL_ESTOPPED);
@@ -1547,14 +1548,14 @@ int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const cha
     if (open)
         catch_up_start(r);
     if (open)
-        zsys_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
+        shoal_info("%s: replicator '%s': MAJORITY and ALL served (%s)", shoal_node_id(r->self),
                   r->role, why ? why : "a full member");
     else if (!r->gated) /* the state every followed replicator starts in: no alarm */
-        zsys_info("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM until this "
+        shoal_info("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM until this "
                   "node is a full member (%s)", shoal_node_id(r->self), r->role,
                   why ? why : "not a full member");
     else
-        zsys_warning("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM (%s)",
+        shoal_warning("%s: replicator '%s': MAJORITY and ALL refused with SHOAL_ENOQUORUM (%s)",
                      shoal_node_id(r->self), r->role, why ? why : "not a full member");
     r->gated = true;
     r->quorum_ok = open;

@@ -4,11 +4,55 @@
 
     An update names an operation of the key's type; the serving node applies it with its own node
     id as the writer, exactly as a program on that node would.
+
+    WATCH (kvstore watch): a client subscribes to a key without being a peer. The first Watch opens
+    a session on the serving node, subscribed to the key; the replicator's notifications queue in
+    the session (bounded: past WATCH_QUEUE_MAX the oldest go and are counted as missed), and each
+    Watch collects what queued since, or waits (a long poll, up to wait_ms) for the next one. A
+    client's own writes through a node that has watches are notified at once (the replicator is
+    flushed after each), so a put followed by a delete through that node are two events; changes
+    that reach the node merged (both within one delta interval of another node) are one, as for
+    any subscriber. A session nobody asked for in WATCH_IDLE_MS is dropped, and at most
+    WATCH_MAX sessions live per replicator (the least recently asked goes first).
 */
 #include "replicator_internal.h"
 #include "client.pb-c.h"
 
-enum { K_CLIENT_GET = 0x8001, K_CLIENT_UPDATE, K_CLIENT_DELETE, K_CLIENT_KEYS, K_CLIENT_STATS };
+#include <time.h>
+
+enum {
+    K_CLIENT_GET = 0x8001,
+    K_CLIENT_UPDATE,
+    K_CLIENT_DELETE,
+    K_CLIENT_KEYS,
+    K_CLIENT_STATS,
+    K_CLIENT_WATCH
+};
+
+#define WATCH_QUEUE_MAX 1024
+#define WATCH_IDLE_MS   60000
+#define WATCH_MAX       64
+#define WATCH_WAIT_MAX  30000 /* the longest poll: under any client's patience */
+
+typedef struct {
+    uint32_t change;
+    shoal_buf_t value;
+} watch_event_t;
+
+struct client_watch {
+    struct client_watch *next;
+    shoal_replicator_t *r;
+    uint64_t id;
+    char *key;
+    int sub;
+    int64_t asked_at;
+    watch_event_t *q; /* ring of WATCH_QUEUE_MAX */
+    size_t head, n;
+    uint64_t missed;
+    bool waiting; /* a Watch is held until an event or its timer */
+    shoal_reply_to_t to;
+    int timer;
+};
 
 typedef struct {
     shoal_system_t *sys;
@@ -199,6 +243,206 @@ static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
     }
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Watch sessions (node thread)
+ */
+static uint64_t next_watch_id(void)
+{
+    static _Atomic uint64_t ids;
+    /* unique per process and unlikely to repeat across restarts: a client that asks a restarted
+       node for its old session is told it is gone */
+    uint64_t n = ++ids;
+    return ((uint64_t)time(NULL) << 20) ^ n;
+}
+
+static void watch_free(struct client_watch *w)
+{
+    if (w->sub > 0)
+        shoal_replicator_unsubscribe(w->r, w->sub);
+    if (w->timer > 0)
+        shoal_system_timer_cancel(w->r->sys, w->timer);
+    for (size_t i = 0; i < w->n; i++)
+        shoal_buf_free(&w->q[(w->head + i) % WATCH_QUEUE_MAX].value);
+    free(w->q);
+    free(w->key);
+    free(w);
+}
+
+/* Answers a Watch with every queued event (the queue empties). */
+static void watch_answer(struct client_watch *w, const shoal_reply_to_t *to)
+{
+    Shoal__Client__Reply rep = SHOAL__CLIENT__REPLY__INIT;
+    rep.session = w->id;
+    rep.missed = w->missed;
+    Shoal__Client__WatchEvent *evs = shoal_malloc((w->n ? w->n : 1) * sizeof *evs);
+    Shoal__Client__WatchEvent **ptrs = shoal_malloc((w->n ? w->n : 1) * sizeof *ptrs);
+    for (size_t i = 0; i < w->n; i++) {
+        watch_event_t *e = &w->q[(w->head + i) % WATCH_QUEUE_MAX];
+        shoal__client__watch_event__init(&evs[i]);
+        evs[i].change = e->change;
+        evs[i].value.data = e->value.data;
+        evs[i].value.len = e->value.len;
+        ptrs[i] = &evs[i];
+    }
+    rep.events = ptrs;
+    rep.n_events = w->n;
+    shoal_buf_t out = {0};
+    shoal_pb_pack(&rep.base, &out);
+    shoal_system_reply(w->r->sys, to, K_CLIENT_WATCH, out.data ? out.data : (uint8_t *)"",
+                       out.len);
+    shoal_buf_free(&out);
+    free(evs);
+    free(ptrs);
+    for (size_t i = 0; i < w->n; i++)
+        shoal_buf_free(&w->q[(w->head + i) % WATCH_QUEUE_MAX].value);
+    w->head = 0;
+    w->n = 0;
+    w->missed = 0;
+    w->waiting = false;
+    w->asked_at = shoal_now_ms();
+}
+
+static void watch_timeout(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    struct client_watch *w = arg;
+    w->timer = 0;
+    if (w->waiting)
+        watch_answer(w, &w->to);
+}
+
+static void watch_changed(shoal_replicator_t *r, shoal_change_t change, const char *key,
+                          const shoal_crdt_t *value, void *arg)
+{
+    (void)r;
+    (void)key;
+    struct client_watch *w = arg;
+    if (w->n == WATCH_QUEUE_MAX) { /* the client stopped asking: the oldest go */
+        shoal_buf_free(&w->q[w->head].value);
+        w->head = (w->head + 1) % WATCH_QUEUE_MAX;
+        w->n--;
+        w->missed++;
+    }
+    watch_event_t *e = &w->q[(w->head + w->n++) % WATCH_QUEUE_MAX];
+    memset(e, 0, sizeof *e);
+    e->change = (uint32_t)change;
+    if (value && change == SHOAL_CHANGED)
+        shoal_crdt_encode(value, &e->value);
+    if (w->waiting) {
+        if (w->timer > 0)
+            shoal_system_timer_cancel(w->r->sys, w->timer);
+        w->timer = 0;
+        watch_answer(w, &w->to);
+    }
+}
+
+/* Sessions nobody asked for lately go; past WATCH_MAX the least recently asked goes too (one
+   that waits is answered first): a client opening sessions in a loop cannot grow the node. */
+static void watch_sweep(shoal_replicator_t *r, int64_t now)
+{
+    size_t n = 0;
+    struct client_watch **pp = &r->watches, *victim = NULL;
+    while (*pp) {
+        struct client_watch *w = *pp;
+        if (!w->waiting && now - w->asked_at > WATCH_IDLE_MS) {
+            *pp = w->next;
+            watch_free(w);
+            continue;
+        }
+        if (!victim || (victim->waiting && !w->waiting) ||
+            (victim->waiting == w->waiting && w->asked_at < victim->asked_at))
+            victim = w;
+        n++;
+        pp = &w->next;
+    }
+    if (n >= WATCH_MAX && victim) {
+        for (pp = &r->watches; *pp != victim; pp = &(*pp)->next)
+            ;
+        *pp = victim->next;
+        if (victim->waiting)
+            watch_answer(victim, &victim->to);
+        watch_free(victim);
+    }
+}
+
+static int on_watch(shoal_system_t *sys, const shoal_reply_to_t *to, const uint8_t *data,
+                    size_t len)
+{
+    Shoal__Client__Watch *m = shoal__client__watch__unpack(NULL, len, data);
+    if (!m)
+        return SHOAL_EDECODE;
+    shoal_replicator_t *r = repl_find(sys, m->role);
+    int rc = 0;
+    if (!r || !m->key || !*m->key || strlen(m->key) > 1024) {
+        rc = r ? SHOAL_EINVAL : SHOAL_ENOTFOUND;
+        goto done;
+    }
+    int64_t now = shoal_now_ms();
+    watch_sweep(r, now);
+    struct client_watch *w = NULL;
+    if (m->session) {
+        for (w = r->watches; w && w->id != m->session; w = w->next)
+            ;
+        if (!w || strcmp(w->key, m->key) != 0) {
+            rc = SHOAL_ENOTFOUND; /* gone (idle, or the node restarted): open a new one */
+            goto done;
+        }
+        if (w->waiting) { /* a poll whose client gave up on it: it ends empty (a waiting
+                             session has no events: the first one answers at once) */
+            if (w->timer > 0)
+                shoal_system_timer_cancel(sys, w->timer);
+            w->timer = 0;
+            shoal_reply_to_t old = w->to;
+            watch_answer(w, &old);
+        }
+    } else {
+        w = shoal_calloc(1, sizeof *w);
+        w->r = r;
+        w->id = next_watch_id();
+        w->key = strdup(m->key);
+        if (!w->key)
+            abort();
+        w->q = shoal_calloc(WATCH_QUEUE_MAX, sizeof *w->q);
+        w->sub = shoal_replicator_subscribe(r, m->key, watch_changed, w);
+        if (w->sub <= 0) {
+            rc = w->sub < 0 ? w->sub : SHOAL_EINVAL;
+            w->sub = 0;
+            watch_free(w);
+            goto done;
+        }
+        w->next = r->watches;
+        r->watches = w;
+        shoal_replicator_flush(r); /* the current value, now */
+    }
+    w->asked_at = now;
+    uint32_t wait = m->wait_ms < WATCH_WAIT_MAX ? m->wait_ms : WATCH_WAIT_MAX;
+    if (w->n || wait == 0) {
+        watch_answer(w, to);
+    } else {
+        w->waiting = true;
+        w->to = *to;
+        w->timer = shoal_system_timer(sys, wait, false, watch_timeout, w);
+        if (w->timer <= 0) {
+            w->timer = 0;
+            watch_answer(w, to);
+        }
+    }
+done:
+    shoal__client__watch__free_unpacked(m, NULL);
+    return rc;
+}
+
+void repl_client_watches_free(shoal_replicator_t *r)
+{
+    while (r->watches) {
+        struct client_watch *w = r->watches;
+        r->watches = w->next;
+        if (w->waiting)
+            watch_answer(w, &w->to); /* what queued, before the replicator goes */
+        watch_free(w);
+    }
+}
+
 static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const uint8_t *data, size_t len, void *arg)
 {
@@ -239,6 +483,8 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
                     rc = shoal_replicator_update(r, m->key, init, &c, apply_op, &oc, update_done, p);
                 if (rc < 0)
                     free(p);
+                else if (r->watches)
+                    shoal_replicator_flush(r); /* each client write is an event for watchers */
                 shoal_crdt_destroy(&init);
             }
         }
@@ -255,6 +501,8 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
             rc = shoal_replicator_delete(r, m->key, &c, update_done, p);
             if (rc < 0)
                 free(p);
+            else if (r->watches)
+                shoal_replicator_flush(r);
         }
         shoal__client__delete__free_unpacked(m, NULL);
         break;
@@ -300,6 +548,11 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
             return;
         break; /* no such role, or malformed: answer with the error (the client would wait) */
     }
+    case K_CLIENT_WATCH:
+        rc = on_watch(sys, to, data, len);
+        if (rc == 0)
+            return;
+        break;
     case K_CLIENT_STATS: {
         Shoal__Client__Stats *m = shoal__client__stats__unpack(NULL, len, data);
         shoal_replicator_t *r = m ? repl_find(sys, m->role) : NULL;
@@ -332,7 +585,7 @@ void repl_client_dispatch(shoal_system_t *sys, const shoal_reply_to_t *to, uint1
 
 void repl_client_register(shoal_system_t *sys)
 {
-    for (uint16_t k = K_CLIENT_GET; k <= K_CLIENT_STATS; k++)
+    for (uint16_t k = K_CLIENT_GET; k <= K_CLIENT_WATCH; k++)
         shoal_system_register_request(sys, k, on_request, NULL);
 }
 
@@ -455,6 +708,41 @@ int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text)
     if (st == 0 && r->text) {
         shoal_buf_reset(text);
         shoal_buf_append(text, r->text, strlen(r->text));
+    }
+    if (r)
+        shoal__client__reply__free_unpacked(r, NULL);
+    return st;
+}
+
+int shoal_client_watch(shoal_client_t *c, const char *role, const char *key, uint64_t *session,
+                       uint32_t wait_ms, shoal_client_watch_fn *fn, void *arg, uint64_t *missed)
+{
+    if (!c || !key || !*key || !session || !fn)
+        return SHOAL_EINVAL;
+    Shoal__Client__Watch w = SHOAL__CLIENT__WATCH__INIT;
+    w.role = (char *)(role ? role : "");
+    w.key = (char *)key;
+    w.session = *session;
+    w.wait_ms = wait_ms;
+    Shoal__Client__Reply *r = NULL;
+    /* the node holds the poll up to wait_ms (at most 30 s): the client waits that and more */
+    uint32_t wait = wait_ms < 30000 ? wait_ms : 30000;
+    int st = request(c, K_CLIENT_WATCH, &w.base, wait + 5000, &r);
+    if (st == 0) {
+        *session = r->session;
+        if (missed)
+            *missed += r->missed;
+        for (size_t i = 0; i < r->n_events; i++) {
+            const Shoal__Client__WatchEvent *e = r->events[i];
+            shoal_crdt_t *v = NULL;
+            if (e->change == SHOAL_CHANGED &&
+                shoal_crdt_decode(e->value.data, e->value.len, &v) != 0) {
+                st = SHOAL_EDECODE;
+                break;
+            }
+            fn((shoal_change_t)e->change, v, arg);
+            shoal_crdt_destroy(&v);
+        }
     }
     if (r)
         shoal__client__reply__free_unpacked(r, NULL);

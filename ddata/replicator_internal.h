@@ -259,6 +259,7 @@ struct shoal_replicator {
     uint64_t prng;
     shoal_replicator_stats_t stats;
     bool destroying;
+    struct client_watch *watches; /* clients' subscriptions (replicator_client.c) */
 };
 
 /* replicator.c */
@@ -322,6 +323,8 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
 
 /* replicator_client.c */
 void repl_client_register(shoal_system_t *sys);
+/* Ends every client watch of r (its destruction). */
+void repl_client_watches_free(shoal_replicator_t *r);
 /* Handles one client request (also what the fuzz target feeds). */
 void repl_client_dispatch(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                           const uint8_t *data, size_t len);

@@ -502,7 +502,7 @@ static void reasm_expire(shoal_replicator_t *r)
     int64_t now = shoal_now_ms();
     for (size_t i = 0; i < r->n_reasm;)
         if (now - r->reasm[i].started_ms > 60000) {
-            zsys_warning("%s: replicator '%s': dropped an incomplete chunked message from %s",
+            shoal_warning("%s: replicator '%s': dropped an incomplete chunked message from %s",
                          shoal_node_id(r->self), r->role, shoal_node_id(r->reasm[i].from));
             r->stats.dropped_malformed++;
             reasm_remove(r, i);

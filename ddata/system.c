@@ -312,10 +312,10 @@ static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (suppressed)
-        zsys_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
+        shoal_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
                      suppressed);
     else
-        zsys_warning("%s: %s", shoal_node_id(sys->self), msg);
+        shoal_warning("%s: %s", shoal_node_id(sys->self), msg);
 }
 
 bool shoal_system_on_thread(const shoal_system_t *sys)
@@ -1087,12 +1087,12 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
     shoal_hslot_t *s = shoal_hmap_upsert(&sys->peer_by_node, &p->node, sizeof p->node, &inserted);
     s->value = p;
     if (!old) {
-        zsys_info("%s: peer %s up at %s", shoal_node_id(sys->self), shoal_node_id(p->node),
+        shoal_info("%s: peer %s up at %s", shoal_node_id(sys->self), shoal_node_id(p->node),
                   p->endpoint);
         emit(sys, SHOAL_PEER_UP, p->node, NULL, 0);
         return;
     }
-    zsys_info("%s: peer at %s restarted: %s replaces %s (%" PRIu64 " messages unacknowledged)",
+    shoal_info("%s: peer at %s restarted: %s replaces %s (%" PRIu64 " messages unacknowledged)",
               shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
               lost);
     emit(sys, SHOAL_PEER_RESTARTED, p->node, old, 0);
@@ -1392,7 +1392,7 @@ static bool key_revoked(shoal_system_t *sys, const inconn_t *c, int64_t now)
     (void)now;
     if (!c->user[0] || shoal_curve_allows_z85(sys->curve, c->user))
         return false;
-    zsys_warning("%s: key %s left the allow-list: the open connection of %s is refused from now on",
+    shoal_warning("%s: key %s left the allow-list: the open connection of %s is refused from now on",
                  shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
     shoal_curve_count_refused(sys->curve);
     return true;
@@ -1407,7 +1407,7 @@ static void recheck_keys(shoal_system_t *sys, int64_t now)
         peer_t *p = sys->peers[i];
         if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
             continue;
-        zsys_warning("%s: the key of %s left the allow-list: closing the connection to it",
+        shoal_warning("%s: the key of %s left the allow-list: closing the connection to it",
                      shoal_node_id(sys->self), p->endpoint);
         shoal_curve_count_refused(sys->curve);
         shoal_system_disconnect(sys, p->endpoint);
@@ -1613,7 +1613,7 @@ static void watch_fd(shoal_system_t *sys, int fd, uint64_t tag)
 {
     struct epoll_event e = {.events = EPOLLIN, .data.u64 = tag};
     if (fd >= 0 && epoll_ctl(sys->epfd, EPOLL_CTL_ADD, fd, &e) != 0)
-        zsys_error("%s: epoll_ctl: %s", shoal_node_id(sys->self), strerror(errno));
+        shoal_error("%s: epoll_ctl: %s", shoal_node_id(sys->self), strerror(errno));
 }
 
 static void peer_watch(shoal_system_t *sys, peer_t *p)
@@ -1683,7 +1683,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
     void *pipe_sock = zsock_resolve(pipe);
     sys->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (sys->epfd < 0) {
-        zsys_error("%s: epoll_create1: %s", shoal_node_id(sys->self), strerror(errno));
+        shoal_error("%s: epoll_create1: %s", shoal_node_id(sys->self), strerror(errno));
         return;
     }
     watch_fd(sys, shoal_zmq_fd(pipe_sock), TAG_PIPE);
@@ -1706,7 +1706,7 @@ static void loop(shoal_system_t *sys, zsock_t *pipe)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            zsys_error("%s: epoll_wait failed: %s", shoal_node_id(sys->self), strerror(errno));
+            shoal_error("%s: epoll_wait failed: %s", shoal_node_id(sys->self), strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++) {
@@ -1872,13 +1872,13 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
        node id peers cannot dial, without a word */
     char why[256];
     if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
-        zsys_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
+        shoal_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
     }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
     if (has_cert != has_allow) {
-        zsys_error("shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
+        shoal_error("shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
                    "is missing)",
                    s->endpoint, has_cert ? "the allow-list" : "the certificate");
         return NULL;
@@ -1903,7 +1903,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
-        zsys_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
+        shoal_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
                    zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
@@ -1921,7 +1921,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     size_t piece = s->max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
     set_int(sys->router, ZMQ_SNDHWM, (int)(SHOAL_REPLY_MAX_LIMIT / piece) + 1001);
     if (zmq_bind(sys->router, s->endpoint) != 0) {
-        zsys_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
+        shoal_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1932,11 +1932,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     if (zmq_getsockopt(sys->router, ZMQ_LAST_ENDPOINT, bound, &blen) != 0 ||
         shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
         !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
-        zsys_error("shoal: bound %s but cannot name the node after it", s->endpoint);
+        shoal_error("shoal: bound %s but cannot name the node after it", s->endpoint);
         goto fail;
     }
     if (shoal_listener_bound(sys->guard) != 0) {
-        zsys_error("shoal: bound %s but cannot tell its port", s->endpoint);
+        shoal_error("shoal: bound %s but cannot tell its port", s->endpoint);
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1969,11 +1969,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         goto fail;
     }
     if (curve)
-        zsys_info("%s: node started at %s (CURVE, key %s, allow-list %s)",
+        shoal_info("%s: node started at %s (CURVE, key %s, allow-list %s)",
                   shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
                   s->curve_allow_dir);
     else
-        zsys_warning("%s: node started at %s with a PLAIN transport: traffic is neither "
+        shoal_warning("%s: node started at %s with a PLAIN transport: traffic is neither "
                      "encrypted nor authenticated (development only; see curve_cert)",
                      shoal_node_id(sys->self), sys->endpoint);
     *err = 0;
@@ -1994,7 +1994,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
         return;
     shoal_system_t *sys = *self_p;
     if (shoal_system_on_thread(sys)) {
-        zsys_error("%s: shoal_system_destroy called from the node's own thread: refused",
+        shoal_error("%s: shoal_system_destroy called from the node's own thread: refused",
                    shoal_node_id(sys->self));
         return;
     }
@@ -2033,7 +2033,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     pthread_mutex_destroy(&sys->lock);
     pthread_mutex_destroy(&sys->faults_lock);
     pthread_cond_destroy(&sys->cond);
-    zsys_info("%s: node stopped", shoal_node_id(sys->self));
+    shoal_info("%s: node stopped", shoal_node_id(sys->self));
     shoal_curve_destroy(&sys->curve);
     free(sys->endpoint);
     free(sys);
@@ -2151,7 +2151,7 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
                                HANDSHAKE_FAILED_EVENTS) != 0 ||
         !(monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0 ||
         zmq_connect(dealer, endpoint) != 0) {
-        zsys_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
+        shoal_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
                      zmq_strerror(errno));
         zmq_socket_monitor(dealer, NULL, 0);
         if (monitor)
@@ -2218,7 +2218,7 @@ int shoal_system_quarantine(shoal_system_t *sys, const shoal_node_t *node)
     s->value = (void *)1;
     if (!inserted)
         return 0;
-    zsys_info("%s: %s quarantined", shoal_node_id(sys->self), shoal_node_id(node));
+    shoal_info("%s: %s quarantined", shoal_node_id(sys->self), shoal_node_id(node));
     for (size_t i = 0; i < sys->inconns.cap; i++) {
         shoal_hslot_t *is = &sys->inconns.slots[i];
         if (SHOAL_HSLOT_LIVE(is) && ((inconn_t *)is->value)->node == node)
@@ -2426,7 +2426,7 @@ static int do_fault(shoal_system_t *sys, void *arg)
     r->f = *cmd->f;
     pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
-    zsys_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
+    shoal_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
               cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
     return 0;
@@ -2459,7 +2459,7 @@ static int do_heal(shoal_system_t *sys, void *arg)
     pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
     sys->ack_pending = true; /* acks held back by a cut go out now */
-    zsys_info("%s: faults healed", shoal_node_id(sys->self));
+    shoal_info("%s: faults healed", shoal_node_id(sys->self));
     return 0;
 }
 

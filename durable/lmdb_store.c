@@ -141,7 +141,7 @@ static void fail_locked(shoal_durable_t *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(d->last_error, sizeof d->last_error, fmt, ap);
     va_end(ap);
-    zsys_error("durable %s: %s", d->dir, d->last_error);
+    shoal_error("durable %s: %s", d->dir, d->last_error);
 }
 
 void shoal_durable_settings_default(shoal_durable_settings_t *s)
@@ -199,7 +199,7 @@ static int grow_map(shoal_durable_t *d)
     d->map_size = mdb_env_info(d->env, &info) == 0 ? info.me_mapsize : next;
     d->stats.map_grows++;
     d->stats.map_size = d->map_size;
-    zsys_info("durable %s: map grown to %zu bytes", d->dir, d->map_size);
+    shoal_info("durable %s: map grown to %zu bytes", d->dir, d->map_size);
     return 0;
 }
 
@@ -418,16 +418,16 @@ static void flush_locked(shoal_durable_t *d, bool final)
             d->stats.retries++;
             size_t n = b.n;
             uint32_t wait_ms = requeue_locked(d, &b);
-            zsys_warning("durable %s: %zu write-behind changes kept in memory, committing them "
+            shoal_warning("durable %s: %zu write-behind changes kept in memory, committing them "
                          "again in %u ms", d->dir, n, wait_ms);
             return;
         }
         d->stats.failures += b.n;
-        zsys_error("durable %s: %zu acknowledged write-behind changes were lost", d->dir, b.n);
+        shoal_error("durable %s: %zu acknowledged write-behind changes were lost", d->dir, b.n);
     } else {
         pthread_mutex_lock(&d->pend_lock);
         if (d->retry_ms)
-            zsys_info("durable %s: write-behind commits work again (%zu changes committed)",
+            shoal_info("durable %s: write-behind commits work again (%zu changes committed)",
                       d->dir, b.n);
         d->retry_ms = 0;
         pthread_mutex_unlock(&d->pend_lock);
@@ -1039,7 +1039,7 @@ static int lock_dir(const char *dir, char *err, size_t errlen)
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-        zsys_warning("durable store %s: cannot write this process's pid into %s: %s (the lock "
+        shoal_warning("durable store %s: cannot write this process's pid into %s: %s (the lock "
                      "holds all the same)", dir, path, strerror(errno));
     return fd;
 }
@@ -1285,7 +1285,7 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
                         dir, msg, strerror(rc));
                 goto refused;
             }
-            zsys_error("durable store %s: %s; moved to %s, starting empty (values come back from "
+            shoal_error("durable store %s: %s; moved to %s, starting empty (values come back from "
                        "peers)", dir, msg, to);
             /* the lock file went with the directory: lock the new one before letting go */
             int fresh = lock_dir(dir, err, errlen);
@@ -1398,7 +1398,7 @@ int shoal_durable_set_map_max(shoal_durable_t *d, size_t map_max)
         rc = SHOAL_EINVAL;
     } else {
         d->s.map_max = map_max;
-        zsys_info("durable %s: map_max set to %zu bytes", d->dir, map_max);
+        shoal_info("durable %s: map_max set to %zu bytes", d->dir, map_max);
     }
     pthread_mutex_unlock(&d->txn_lock);
     return rc;

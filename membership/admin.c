@@ -292,6 +292,21 @@ static void on_admin(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t k
             snprintf(msg, sizeof msg, "%s", shoal_node_id(n));
         break;
     }
+    case SHOAL_KIND_CLUSTER_EVENTS: {
+        char *end = NULL;
+        unsigned long long since = strtoull(target, &end, 10);
+        if (*target && *end) {
+            reply(sys, to, kind, SHOAL_EINVAL, "events since a sequence number");
+            shoal__cluster__admin_request__free_unpacked(m, NULL);
+            return;
+        }
+        shoal_buf_t json = {0};
+        cluster_events_json(c, since, &json);
+        reply(sys, to, kind, 0, shoal_buf_cstr(&json));
+        shoal_buf_free(&json);
+        shoal__cluster__admin_request__free_unpacked(m, NULL);
+        return;
+    }
     case SHOAL_KIND_CLUSTER_FORGET:
         rc = cluster_do_forget(c, target, true);
         if (rc == SHOAL_ENOTFOUND)
@@ -317,6 +332,7 @@ void admin_register(shoal_cluster_t *c)
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_LEAVE, on_admin, c);
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_DOWN, on_admin, c);
     shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_FORGET, on_admin, c);
+    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_EVENTS, on_admin, c);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -377,4 +393,11 @@ int shoal_client_cluster_down(shoal_client_t *cl, const char *member)
 int shoal_client_cluster_forget(shoal_client_t *cl, const char *durable_id, shoal_buf_t *text)
 {
     return admin_request(cl, SHOAL_KIND_CLUSTER_FORGET, durable_id, text);
+}
+
+int shoal_client_cluster_events(shoal_client_t *cl, uint64_t since, shoal_buf_t *json)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)since);
+    return admin_request(cl, SHOAL_KIND_CLUSTER_EVENTS, s, json);
 }

@@ -174,6 +174,8 @@ int cluster_call(shoal_cluster_t *c, shoal_call_fn *fn, void *arg);
 /* membership's routes, check and collector on the node's management endpoints (metrics.c):
    provided once the cluster runs, withdrawn first thing at destroy */
 int cluster_http_provide(shoal_cluster_t *c);
+/* The recent events after `since` as JSON (metrics.c; node thread). */
+void cluster_events_json(shoal_cluster_t *c, uint64_t since, shoal_buf_t *out);
 void cluster_http_withdraw(shoal_cluster_t *c);
 /* the dashboard page at / (dashboard.c) */
 void cluster_http_dashboard(shoal_metrics_t *m, shoal_cluster_t *c);

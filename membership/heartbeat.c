@@ -317,7 +317,7 @@ static void count_malformed(loop_t *l, const char *what)
     l->st.malformed++;
     uint64_t n = l->st.malformed;
     if ((n & (n - 1)) == 0) /* log the 1st, 2nd, 4th...: visible but never a flood */
-        zsys_warning("heartbeat %s: dropped malformed %s (%llu so far)", l->a->endpoint, what,
+        shoal_warning("heartbeat %s: dropped malformed %s (%llu so far)", l->a->endpoint, what,
                      (unsigned long long)n);
 }
 
@@ -371,7 +371,7 @@ static void push_event(loop_t *l, const char *node_id, bool reachable)
     if (a->ev_n == EVENTS_MAX) {
         a->ev_head = (a->ev_head + 1) % EVENTS_MAX;
         a->ev_n--;
-        zsys_warning("heartbeat %s: event queue full, oldest event dropped", a->endpoint);
+        shoal_warning("heartbeat %s: event queue full, oldest event dropped", a->endpoint);
     }
     hb_event_t *e = &a->events[(a->ev_head + a->ev_n) % EVENTS_MAX];
     snprintf(e->node_id, sizeof e->node_id, "%s", node_id);
@@ -439,7 +439,7 @@ static zsock_t *conn_dial(loop_t *l, const char *hb_ep, const char *node_ep)
         return NULL;
     }
     if (zsock_connect(s, "%s", hb_ep) != 0) {
-        zsys_warning("heartbeat %s: cannot connect to %s", l->a->endpoint, hb_ep);
+        shoal_warning("heartbeat %s: cannot connect to %s", l->a->endpoint, hb_ep);
         zsock_destroy(&s);
         return NULL;
     }
@@ -632,7 +632,7 @@ static void mark_unreachable(loop_t *l, target_t *t)
     if (!t->reachable)
         return;
     t->reachable = false;
-    zsys_info("heartbeat %s: %s unreachable", l->a->endpoint, t->p.node_id);
+    shoal_info("heartbeat %s: %s unreachable", l->a->endpoint, t->p.node_id);
     push_event(l, t->p.node_id, false);
 }
 
@@ -697,7 +697,7 @@ static void evaluate(loop_t *l, target_t *t, int64_t now)
         if (phi < threshold) {
             t->reachable = true;
             t->probe_failed = false;
-            zsys_info("heartbeat %s: %s reachable again", l->a->endpoint, t->p.node_id);
+            shoal_info("heartbeat %s: %s reachable again", l->a->endpoint, t->p.node_id);
             push_event(l, t->p.node_id, true);
         }
         return;
@@ -787,7 +787,7 @@ static void tick(loop_t *l, int64_t now)
         /* this thread was frozen (SIGSTOP, a VM pause, starvation): the silence we saw is ours,
            not our targets'. Restart their clocks instead of accusing all of them. */
         l->st.clock_gaps++;
-        zsys_warning("heartbeat %s: timer %lld ms late, restarting failure detectors",
+        shoal_warning("heartbeat %s: timer %lld ms late, restarting failure detectors",
                      l->a->endpoint, (long long)late);
         for (size_t i = 0; i < l->nt; i++) {
             target_t *t = l->targets[i];
@@ -925,7 +925,7 @@ static void on_router_msg(loop_t *l, const uint8_t *rid, size_t rid_len, const u
                 memcmp(l->obo[i].rid, rid, rid_len) == 0)
                 return; /* a duplicate */
         if (l->nobo >= OBO_MAX) {
-            zsys_warning("heartbeat %s: too many probes on behalf of others, one refused",
+            shoal_warning("heartbeat %s: too many probes on behalf of others, one refused",
                          l->a->endpoint);
             return;
         }
@@ -1119,7 +1119,7 @@ static void actor_fn(zsock_t *pipe, void *arg)
 
     l.epfd = epoll_create1(EPOLL_CLOEXEC);
     if (l.epfd < 0)
-        zsys_error("heartbeat %s: epoll_create1: %s", a->endpoint, strerror(errno));
+        shoal_error("heartbeat %s: epoll_create1: %s", a->endpoint, strerror(errno));
     void *guard = shoal_listener_socket(a->guard);
     watch(&l, zsock_resolve(pipe), TAG_PIPE);
     watch(&l, l.router, TAG_ROUTER);
@@ -1250,7 +1250,7 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
     char why[256];
     if (shoal_endpoint_check_bind(s->bind_endpoint, true, why, sizeof why) != 0 ||
         strncmp(s->bind_endpoint, "tcp://", 6) != 0) {
-        zsys_error("heartbeat: cannot listen at %s: %s", s->bind_endpoint,
+        shoal_error("heartbeat: cannot listen at %s: %s", s->bind_endpoint,
                    why[0] ? why : "a heartbeat endpoint is tcp://host:port");
         return NULL;
     }
@@ -1296,7 +1296,7 @@ hb_actor_t *hb_actor_new(const hb_settings_t *s, int *err)
        49152 and so hands a just-freed port to the next actor at once */
     if (zmq_bind(zsock_resolve(a->router), s->bind_endpoint) != 0 ||
         shoal_listener_bound(a->guard) != 0) {
-        zsys_warning("heartbeat: cannot bind %s", s->bind_endpoint);
+        shoal_warning("heartbeat: cannot bind %s", s->bind_endpoint);
         shoal_listener_destroy(&a->guard);
         zsock_destroy(&a->router);
         free(a);

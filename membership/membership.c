@@ -306,11 +306,11 @@ static void fence_update(shoal_cluster_t *c, int64_t now)
     c->fenced = fenced;
     if (fenced) {
         c->stats.fenced++;
-        zsys_warning("%s: no heartbeat reply from the side the split-brain resolver keeps for "
+        shoal_warning("%s: no heartbeat reply from the side the split-brain resolver keeps for "
                      "%u ms: fenced (no shards, no singletons here until contact again)",
                      shoal_node_id(c->self), shoal_cluster_fence_after_ms(&c->s));
     } else {
-        zsys_info("%s: contact again: the fence is lifted", shoal_node_id(c->self));
+        shoal_info("%s: contact again: the fence is lifted", shoal_node_id(c->self));
     }
     singletons_react(c);
 }
@@ -373,7 +373,7 @@ static void update_done(shoal_replicator_t *r, int status, const char *key, void
     (void)key;
     (void)arg;
     if (status < 0)
-        zsys_warning("membership: storing the cluster state failed: %s", shoal_strerror(status));
+        shoal_warning("membership: storing the cluster state failed: %s", shoal_strerror(status));
 }
 
 /* Hands the local state to the system replicator (which merges it into its copy). */
@@ -589,7 +589,7 @@ static void voters_each(void *arg, const char *key, size_t klen, const void *dat
         return;
     size_t stem = strlen(VOTERS_STEM);
     if (len < stem || memcmp(data, VOTERS_STEM, stem) != 0) {
-        zsys_error("%s: the kept membership in the store does not read (%zu bytes): ignored",
+        shoal_error("%s: the kept membership in the store does not read (%zu bytes): ignored",
                    shoal_node_id(c->self), len);
         return;
     }
@@ -615,10 +615,10 @@ static void voters_load(shoal_cluster_t *c)
         return;
     int rc = c->s.store->load(c->s.store->ctx, voters_each, c);
     if (rc < 0)
-        zsys_error("%s: cannot read the kept membership: %s", shoal_node_id(c->self),
+        shoal_error("%s: cannot read the kept membership: %s", shoal_node_id(c->self),
                    shoal_strerror(rc));
     else if (zhash_size(c->voters))
-        zsys_info("%s: kept membership: %zu identities (majorities count them until the cluster "
+        shoal_info("%s: kept membership: %zu identities (majorities count them until the cluster "
                   "removes them)", shoal_node_id(c->self), zhash_size(c->voters));
 }
 
@@ -631,7 +631,7 @@ static void voters_saved(void *arg, int status)
 {
     shoal_cluster_t *c = arg;
     if (status < 0)
-        zsys_error("%s: cannot store the kept membership: %s", shoal_node_id(c->self),
+        shoal_error("%s: cannot store the kept membership: %s", shoal_node_id(c->self),
                    shoal_strerror(status));
 }
 
@@ -683,7 +683,7 @@ static void voters_update(shoal_cluster_t *c)
                 alive = st->members[k].status < SHOAL_MEMBER_DOWN && st->members[k].durable_id &&
                         strcmp(st->members[k].durable_id, m->durable_id) == 0;
             if (!alive) {
-                zsys_info("%s: identity %s left the kept membership (%s removed by the cluster)",
+                shoal_info("%s: identity %s left the kept membership (%s removed by the cluster)",
                           shoal_node_id(c->self), m->durable_id, shoal_node_id(m->node));
                 zhash_delete(c->voters, m->durable_id);
                 changed = true;
@@ -710,7 +710,7 @@ int cluster_do_forget(shoal_cluster_t *c, const char *durable_id, bool tell)
     }
     if (!zhash_lookup(c->voters, durable_id))
         return SHOAL_ENOTFOUND;
-    zsys_warning("%s: identity %s forgotten: majorities no longer count it",
+    shoal_warning("%s: identity %s forgotten: majorities no longer count it",
                  shoal_node_id(c->self), durable_id);
     zhash_delete(c->voters, durable_id);
     voters_save(c);
@@ -992,7 +992,7 @@ static void drain_heartbeats(shoal_cluster_t *c)
             } else if (!zhash_lookup(c->my_unreachable, evs[i].node_id)) {
                 zhash_insert(c->my_unreachable, evs[i].node_id, (void *)node);
                 c->stats.unreachable_marked++;
-                zsys_info("%s: %s is unreachable", shoal_node_id(c->self), evs[i].node_id);
+                shoal_info("%s: %s is unreachable", shoal_node_id(c->self), evs[i].node_id);
                 changed = true;
             }
         }
@@ -1033,7 +1033,7 @@ static void react(shoal_cluster_t *c)
             c->joining = false;
             zhash_destroy(&c->peer_at); /* only joining needs it */
             c->peer_at = zhash_new();
-            zsys_info("%s: joined (%s)", shoal_node_id(c->self),
+            shoal_info("%s: joined (%s)", shoal_node_id(c->self),
                       shoal_member_status_name(me->status));
         }
         if (c->discovering) {
@@ -1062,7 +1062,7 @@ static void react(shoal_cluster_t *c)
     }
     if (me && (me->status == SHOAL_MEMBER_DOWN || me->status == SHOAL_MEMBER_REMOVED) &&
         !c->shutting_down) {
-        zsys_warning("%s: this node is %s: stopping its cluster part", shoal_node_id(c->self),
+        shoal_warning("%s: this node is %s: stopping its cluster part", shoal_node_id(c->self),
                      shoal_member_status_name(me->status));
         shutdown_start(c, SHOAL_SHUTDOWN_DOWNED);
     }
@@ -1128,7 +1128,7 @@ static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
 
 static void form_alone(shoal_cluster_t *c, const char *why)
 {
-    zsys_info("%s: %s: forming a new cluster", shoal_node_id(c->self), why);
+    shoal_info("%s: %s: forming a new cluster", shoal_node_id(c->self), why);
     c->joining = false;
     cluster_change(c, add_self, c);
 }
@@ -1203,7 +1203,7 @@ int cluster_do_join(shoal_cluster_t *c, const char *const *seeds, size_t n)
     for (size_t i = 0; i < c->n_seeds && used < sizeof list - 1; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
                                  c->seeds[i]);
-    zsys_info("%s: joining a cluster through its seeds %s%s", shoal_node_id(c->self), list,
+    shoal_info("%s: joining a cluster through its seeds %s%s", shoal_node_id(c->self), list,
               is_seed_self(c, c->seeds[0]) ? " (the first seed: this node forms the cluster if "
                                              "no other seed is in one)"
                                            : "");
@@ -1245,7 +1245,7 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
         const cmember_t *m = cstate_member(c->state, node);
         if (m && m->status < SHOAL_MEMBER_DOWN && cstate_member(c->state, c->self) &&
             !c->shutting_down) {
-            zsys_warning("%s: %s has quarantined this incarnation (the cluster removed it): "
+            shoal_warning("%s: %s has quarantined this incarnation (the cluster removed it): "
                          "stopping its cluster part",
                          shoal_node_id(c->self), shoal_node_id(node));
             c->stats.quarantined_by_peer++;
@@ -1311,7 +1311,7 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
     }
     shoal_replicator_add_peer(c->sysrepl, from, true, 0);
     cluster_send(c, from, K_JOIN, &j.base);
-    zsys_info("%s: joining through %s", shoal_node_id(c->self), shoal_node_id(from));
+    shoal_info("%s: joining through %s", shoal_node_id(c->self), shoal_node_id(from));
 }
 
 static void on_init_join_nack(shoal_cluster_t *c, const shoal_node_t *from)
@@ -1358,7 +1358,7 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
         return;
     c->stats.joins_received++;
     if (j->n_roles > CSTATE_MAX_ROLES || !j->heartbeat_endpoint || !*j->heartbeat_endpoint) {
-        zsys_warning("membership: malformed join from %s dropped", shoal_node_id(from));
+        shoal_warning("membership: malformed join from %s dropped", shoal_node_id(from));
         return;
     }
     /* another incarnation at the same address: down it; the new one gets in once it is gone */
@@ -1368,7 +1368,7 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
             shoal_node_port(m->node) == shoal_node_port(from) &&
             strcmp(shoal_node_host(m->node), shoal_node_host(from)) == 0) {
             if (m->status != SHOAL_MEMBER_DOWN) {
-                zsys_info("%s: %s restarted as %s: downing the old incarnation",
+                shoal_info("%s: %s restarted as %s: downing the old incarnation",
                           shoal_node_id(c->self), shoal_node_id(m->node), shoal_node_id(from));
                 cluster_change(c, down_node, (void *)m->node);
             }
@@ -1382,11 +1382,11 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
     if (!known) {
         int rc = cluster_change(c, add_joiner, &a);
         if (rc < 0) {
-            zsys_warning("membership: join of %s refused: %s", shoal_node_id(from),
+            shoal_warning("membership: join of %s refused: %s", shoal_node_id(from),
                          shoal_strerror(rc));
             return;
         }
-        zsys_info("%s: %s is joining", shoal_node_id(c->self), shoal_node_id(from));
+        shoal_info("%s: %s is joining", shoal_node_id(c->self), shoal_node_id(from));
     }
     shoal_replicator_push(c->sysrepl, CLUSTER_KEY, from); /* the welcome */
 }
@@ -1417,7 +1417,7 @@ static void on_gossip_status(shoal_cluster_t *c, const shoal_node_t *from,
     c->stats.seen_status_received++;
     if (!m || m->clock_digest.len != 16) {
         c->stats.seen_status_malformed++;
-        zsys_warning("%s: malformed gossip status from %s dropped", shoal_node_id(c->self),
+        shoal_warning("%s: malformed gossip status from %s dropped", shoal_node_id(c->self),
                      shoal_node_id(from));
         return;
     }
@@ -1443,7 +1443,7 @@ static void on_gossip_status(shoal_cluster_t *c, const shoal_node_t *from,
     int rc = cstate_merge_seen_bits(c->state, m->seen.data, m->seen.len, &added, &missing);
     if (rc < 0) {
         c->stats.seen_status_malformed++;
-        zsys_warning("%s: gossip status from %s dropped: %s", shoal_node_id(c->self),
+        shoal_warning("%s: gossip status from %s dropped: %s", shoal_node_id(c->self),
                      shoal_node_id(from), shoal_strerror(rc));
         return;
     }
@@ -1492,7 +1492,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         if (m)
             on_join(c, from, m);
         else
-            zsys_warning("membership: malformed join from %s dropped", shoal_node_id(from));
+            shoal_warning("membership: malformed join from %s dropped", shoal_node_id(from));
         shoal__cluster__join__free_unpacked(m, NULL);
         break;
     }
@@ -1542,7 +1542,7 @@ static void discovery_take(shoal_cluster_t *c, int64_t now)
         size_t used = 0;
         for (size_t i = 0; i < n && used < sizeof list - 1; i++)
             used += (size_t)snprintf(list + used, sizeof list - used, " %s", eps[i]);
-        zsys_info("%s: %s gives %zu contact point(s):%s", shoal_node_id(c->self), c->s.discovery,
+        shoal_info("%s: %s gives %zu contact point(s):%s", shoal_node_id(c->self), c->s.discovery,
                   n, list);
         send_init_join(c);
     }
@@ -1608,7 +1608,7 @@ static bool discovery_tick(shoal_cluster_t *c, int64_t now)
                               : (starved && c->disc_gen) || now - c->join_started >= 2000;
     if (due) {
         c->disc_logged = now;
-        zsys_warning("%s: in no cluster: %s", shoal_node_id(c->self), st);
+        shoal_warning("%s: in no cluster: %s", shoal_node_id(c->self), st);
     }
     return false;
 }
@@ -1633,7 +1633,7 @@ static bool seeds_tick(shoal_cluster_t *c, int64_t now)
         }
         if (!c->join_logged || now - c->join_logged >= 10000) {
             c->join_logged = now;
-            zsys_warning("%s: the first seed waits to form a cluster: %zu of the %zu kept members "
+            shoal_warning("%s: the first seed waits to form a cluster: %zu of the %zu kept members "
                          "answered that they are in no cluster (a majority is needed, so that a "
                          "seed cut off does not form a second cluster)",
                          shoal_node_id(c->self), nacked + 1, kept);
@@ -1653,7 +1653,7 @@ static bool seeds_tick(shoal_cluster_t *c, int64_t now)
             else if (!c->seed_known[i] && ns < sizeof silent - 1)
                 ns += (size_t)snprintf(silent + ns, sizeof silent - ns, " %s", c->seeds[i]);
         }
-        zsys_warning("%s: still in no cluster after %lld s: %s%s%s%s%s",
+        shoal_warning("%s: still in no cluster after %lld s: %s%s%s%s%s",
                      shoal_node_id(c->self), (long long)((now - c->join_started) / 1000),
                      c->join_contact ? "a seed answered, waiting to be let in" : "joining",
                      ns ? "; no answer from" : "", silent, nn ? "; in no cluster either:" : "",
@@ -1694,7 +1694,7 @@ static void retry_tick(shoal_system_t *sys, void *arg)
         return;
     if (c->s.shutdown_after_unsuccessful_join_ms &&
         now - c->join_started >= (int64_t)c->s.shutdown_after_unsuccessful_join_ms) {
-        zsys_error("%s: could not join any seed node: shutting down", shoal_node_id(c->self));
+        shoal_error("%s: could not join any seed node: shutting down", shoal_node_id(c->self));
         c->joining = false;
         shutdown_start(c, SHOAL_SHUTDOWN_JOIN_FAILED);
         return;
@@ -2003,7 +2003,7 @@ static int leader_converged(cstate_t *st, const shoal_node_t *self, void *arg)
         cstate_set_status(st, self, todo[i], to[i]);
         if (to[i] == SHOAL_MEMBER_UP) /* an age only for a member that is Up */
             cstate_set_up_number(st, self, todo[i], ++max_up);
-        zsys_info("%s (leader): %s -> %s", shoal_node_id(self), shoal_node_id(todo[i]),
+        shoal_info("%s (leader): %s -> %s", shoal_node_id(self), shoal_node_id(todo[i]),
                   shoal_member_status_name(to[i]));
         a->changed++;
     }
@@ -2021,7 +2021,7 @@ static int leader_weakly_up(cstate_t *st, const shoal_node_t *self, void *arg)
         int64_t *since = zhash_lookup(c->joining_since, shoal_node_id(m->node));
         if (since && a->now - *since >= (int64_t)c->s.weakly_up_after_ms) {
             cstate_set_status(st, self, m->node, SHOAL_MEMBER_WEAKLY_UP);
-            zsys_info("%s (leader): %s -> WeaklyUp (no convergence for %u ms)",
+            shoal_info("%s (leader): %s -> WeaklyUp (no convergence for %u ms)",
                       shoal_node_id(self), shoal_node_id(m->node), c->s.weakly_up_after_ms);
             a->changed++;
         }
@@ -2149,7 +2149,7 @@ static void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
                 to_down[n_down++] = st->members[i].node;
     }
     if (d != SBR_NO_DECISION && n_down) {
-        zsys_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
+        shoal_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
                      shoal_node_id(c->self), sbr_decision_name(d), n_down,
                      unstable ? " (unreachability kept changing)" : "");
         c->stats.downed_by_sbr += n_down;
@@ -2229,7 +2229,7 @@ static void unfreeze_done(shoal_replicator_t *r, int status, const char *key,
     const cmember_t *me = cstate_member(c->state, c->self);
     if (me && (me->status == SHOAL_MEMBER_UP || me->status == SHOAL_MEMBER_LEAVING ||
                me->status == SHOAL_MEMBER_WEAKLY_UP || me->status == SHOAL_MEMBER_JOINING)) {
-        zsys_info("%s: fresh gossip keeps this node a member: acting again",
+        shoal_info("%s: fresh gossip keeps this node a member: acting again",
                   shoal_node_id(c->self));
         c->frozen = false;
     }
@@ -2263,7 +2263,7 @@ static void node_tick(shoal_system_t *sys, void *arg)
         cstate_member(c->state, c->self)) {
         c->stats.clock_gaps++;
         c->frozen = true;
-        zsys_warning("%s: the node loop was frozen for %lld ms: not acting until fresh gossip "
+        shoal_warning("%s: the node loop was frozen for %lld ms: not acting until fresh gossip "
                      "keeps it a member",
                      shoal_node_id(c->self), (long long)(now - c->last_tick));
         singletons_react(c);
@@ -2569,7 +2569,7 @@ static int do_start(shoal_system_t *sys, void *arg)
         c->discovering = true;
         c->join_started = c->disc_changed = shoal_now_ms();
         snprintf(c->disc_status, sizeof c->disc_status, "resolving %s", c->s.discovery);
-        zsys_info("%s: joining a cluster through the contact points of %s (%u needed, "
+        shoal_info("%s: joining a cluster through the contact points of %s (%u needed, "
                   "stable-margin %u ms)",
                   shoal_node_id(c->self), c->s.discovery, c->s.required_contact_point_nr,
                   c->s.stable_margin_ms);
@@ -2610,7 +2610,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
             bad = SHOAL_EINVAL;
         }
         if (bad) {
-            zsys_error("membership: %s", why);
+            shoal_error("membership: %s", why);
             return NULL;
         }
     }
@@ -2740,6 +2740,8 @@ static int do_stop(shoal_system_t *sys, void *arg)
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_JOIN, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_LEAVE, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_DOWN, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_FORGET, NULL, NULL);
+    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_EVENTS, NULL, NULL);
     if (c->sub_id > 0)
         shoal_replicator_unsubscribe(c->sysrepl, c->sub_id);
     shoal_system_off_peer(sys, on_peer, c);

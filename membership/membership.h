@@ -512,12 +512,25 @@ int shoal_discovery_check(const char *discovery, const char *resolver, char *err
 #define SHOAL_KIND_CLUSTER_LEAVE 0x8103u /* node id or host:port; empty = the serving node */
 #define SHOAL_KIND_CLUSTER_DOWN  0x8104u /* node id or host:port */
 #define SHOAL_KIND_CLUSTER_FORGET 0x8105u /* a durable identity */
+#define SHOAL_KIND_CLUSTER_EVENTS 0x8106u /* the last sequence number seen -> JSON */
 int shoal_client_cluster_view(shoal_client_t *cl, shoal_buf_t *json);
 int shoal_client_cluster_join(shoal_client_t *cl, const char *seed_endpoint);
 int shoal_client_cluster_leave(shoal_client_t *cl, const char *member);
 int shoal_client_cluster_down(shoal_client_t *cl, const char *member);
 /* shoal_cluster_forget on the serving node; the node's answer (or error) in text if not NULL. */
 int shoal_client_cluster_forget(shoal_client_t *cl, const char *durable_id, shoal_buf_t *text);
+/* The node's recent events after sequence number `since` (0: all it keeps), as JSON:
+   {"seq":newest,"missed":n,"events":[{"seq","at","event","node",...}]}, "missed" counting those
+   after since the node no longer keeps (it keeps the last 256). `shoal-cluster events` asks again
+   with the newest seq it saw, so it sees every event once. The same JSON as GET /cluster/events
+   (?since=N). */
+int shoal_client_cluster_events(shoal_client_t *cl, uint64_t since, shoal_buf_t *json);
+
+/* Adds an upper layer's event to the node's recent events (GET /cluster/events, shoal-cluster
+   events): its name ("shard-moved"), the node it concerns (may be NULL), and n_fields/2 pairs of
+   field name and value, shown as JSON strings. Node thread. */
+void shoal_cluster_note_event(shoal_cluster_t *c, const char *event, const shoal_node_t *node,
+                              const char *const *fields, size_t n_fields);
 
 /* Adds membership to a node's metrics endpoint (see ddata.h, METRICS): shoal_cluster_members
    {status=...}, shoal_cluster_unreachable_members, shoal_cluster_converged, shoal_cluster_is_leader

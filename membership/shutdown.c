@@ -55,7 +55,7 @@ static void phase_timeout(shoal_system_t *sys, void *arg)
     (void)sys;
     shoal_cluster_t *c = arg;
     c->t_phase = 0;
-    zsys_warning("%s: shutdown phase %s timed out (%d step(s) not done): going on",
+    shoal_warning("%s: shutdown phase %s timed out (%d step(s) not done): going on",
                  shoal_node_id(c->self), shoal_phase_name(c->phase), c->phase_outstanding);
     c->phase_outstanding = 0;
     next_phase(c);
@@ -94,7 +94,7 @@ static void finish(shoal_cluster_t *c)
     }
     c->terminated = true;
     atomic_store(&c->terminated_seen, true);
-    zsys_info("%s: cluster shutdown complete", shoal_node_id(c->self));
+    shoal_info("%s: cluster shutdown complete", shoal_node_id(c->self));
     if (!c->removed_called) {
         c->removed_called = true;
         for (size_t i = 0; i < c->n_on_removed; i++)
@@ -183,7 +183,7 @@ static void next_phase(shoal_cluster_t *c)
         c->phase_outstanding = outstanding + (int)n_user;
         if (c->phase_outstanding == 0)
             continue;
-        zsys_info("%s: shutdown phase %s", shoal_node_id(c->self), shoal_phase_name(c->phase));
+        shoal_info("%s: shutdown phase %s", shoal_node_id(c->self), shoal_phase_name(c->phase));
         c->t_phase = shoal_system_timer(c->sys, c->s.phase_timeout_ms, false, phase_timeout, c);
         for (size_t i = 0; i < c->n_tasks && gen == c->phase_gen; i++) {
             if (c->tasks[i].phase != (shoal_phase_t)c->phase)
@@ -209,7 +209,7 @@ void shutdown_start(shoal_cluster_t *c, shoal_shutdown_reason_t why)
     c->shutting_down = true;
     c->shutdown_reason = why;
     c->phase = -1;
-    zsys_info("%s: shutting down (%s)", shoal_node_id(c->self),
+    shoal_info("%s: shutting down (%s)", shoal_node_id(c->self),
               why == SHOAL_SHUTDOWN_LEAVE     ? "leaving"
               : why == SHOAL_SHUTDOWN_DOWNED  ? "downed"
               : why == SHOAL_SHUTDOWN_REQUEST ? "requested"

@@ -58,7 +58,7 @@ static void stop_here(shoal_singleton_t *s, const shoal_node_t *new_host)
     if (!s->running)
         return;
     s->running = false;
-    zsys_info("%s: singleton %s (term %llu) stopped here", shoal_node_id(s->c->self), s->name,
+    shoal_info("%s: singleton %s (term %llu) stopped here", shoal_node_id(s->c->self), s->name,
               (unsigned long long)s->term);
     if (s->stop)
         s->stop(s, s->arg);
@@ -82,7 +82,7 @@ static void evaluate(shoal_singleton_t *s)
     } else if (!s->running && should) {
         s->running = true;
         s->term = me->up_number;
-        zsys_info("%s: singleton %s started here (term %llu)", shoal_node_id(c->self), s->name,
+        shoal_info("%s: singleton %s started here (term %llu)", shoal_node_id(c->self), s->name,
                   (unsigned long long)s->term);
         s->start(s, s->term, s->arg);
     } else if (!s->running && host && host != c->self && me &&

@@ -2,12 +2,16 @@
     which region hosts which shard, keeps that in the role's replicator, and moves shards.
 
     State (sharding.h, THE COORDINATOR'S STATE): the LWWMap "coord-<type>" with "s/<shard>" ->
-    hosting node id at timestamp = allocation epoch, and "r/<node>" -> "region" / "proxy" / "" (gone).
+    hosting node id at timestamp = allocation epoch, "r/<node>" -> "region" / "proxy" / "" (gone),
+    and "p/<shard>" -> the address (host:port) an operator pinned the shard to ("" = unpinned),
+    at an epoch too, so the newest pin or unpin wins and a new coordinator reads the pins with the
+    allocations (PINNED SHARDS in sharding.h).
     Nothing is handed out before the write that records it succeeded (WriteMajority plus), so a
     successor that reads with ReadMajority plus sees it; what a successor's read still misses it
     learns from the regions, which report the shards they host when they register, and it
     allocates no new shard until the live regions have registered.
 */
+#include <stdarg.h>
 #include <string.h>
 
 #include "sharding_internal.h"
@@ -30,6 +34,13 @@ typedef struct {
     int64_t gone_since; /* Down/Removed seen (0: alive) */
     size_t n_shards;
 } creg_t;
+
+/* An operator's pin of a shard to a member (shoal-cluster move): its address, so the pin
+   outlives a restart of the member, and the epoch it was written at. */
+typedef struct {
+    char address[SHOAL_NODE_ID_MAX + 1]; /* "" = unpinned */
+    uint64_t ts;
+} pin_t;
 
 typedef enum { RB_BEGIN = 1, RB_HANDOFF } rb_phase_t;
 
@@ -64,6 +75,7 @@ struct coordinator {
     zhashx_t *rebalancing; /* shard -> rb_t */
     zhashx_t *waiting;     /* shard -> waiters_t */
     zhashx_t *external;    /* shard -> "host:port" (external allocation) */
+    zhashx_t *pins;        /* shard -> pin_t (operator pins, "p/<shard>") */
     int ext_sub;
     bool ready, reading, recovered;
     int64_t read_failed_logged; /* rate limit of the read-failed line */
@@ -100,7 +112,7 @@ static void note_epoch(coordinator_t *co, uint64_t epoch)
 {
     if (epoch >> 32 > co->term && !co->warned_term) {
         co->warned_term = true;
-        zsys_warning("%s: sharding %s: epoch %llx is from a term newer than this coordinator's "
+        shoal_warning("%s: sharding %s: epoch %llx is from a term newer than this coordinator's "
                      "(%llu): another coordinator was running, or this one passed a fence from "
                      "before a full restart",
                      shoal_node_id(co->r->self), co->r->name, (unsigned long long)epoch,
@@ -219,6 +231,10 @@ typedef struct {
     entry_t *entries;
     size_t n, cap;
     int attempts;
+    /* an operator's action (ADMIN_REQ) answered once this write is on a majority */
+    uint32_t admin_op;
+    const shoal_node_t *reply_to;
+    uint64_t req_id;
 } write_t;
 
 static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg)
@@ -299,7 +315,7 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
            majority before anyone acts on it */
         co->stats.state_write_retries++;
         if (w->attempts++ % 10 == 0)
-            zsys_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
+            shoal_warning("%s: sharding %s: coordinator state write failed (%s); retrying",
                          shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
         if (status == SHOAL_ETIMEOUT) {
             write_issue(co, w); /* it waited its timeout already */
@@ -422,9 +438,13 @@ static void answer_waiters(coordinator_t *co, const char *shard)
     zhashx_delete(co->waiting, shard);
 }
 
+static void admin_written(coordinator_t *co, const write_t *w);
+
 static void after_write(coordinator_t *co, const write_t *w)
 {
     int64_t now = shoal_now_ms();
+    if (w->admin_op)
+        admin_written(co, w);
     for (size_t i = 0; i < w->n; i++) {
         const entry_t *e = &w->entries[i];
         if (strncmp(e->key, "s/", 2) != 0)
@@ -529,6 +549,26 @@ static alloc_ctx_t strategy(coordinator_t *co)
     return ctx;
 }
 
+/* The pin of a shard, NULL when none. */
+static const char *pin_of(coordinator_t *co, const char *shard)
+{
+    const pin_t *p = zhashx_lookup(co->pins, shard);
+    return p && p->address[0] ? p->address : NULL;
+}
+
+/* The candidate a pinned shard must go to, -1 when unpinned or when its member is no candidate
+   now (not Up, unreachable, leaving: the shard lives elsewhere until the member is back, and the
+   rebalance then brings it home). */
+static int pinned_index(coordinator_t *co, const char *shard, const shoal_alloc_region_t *regions,
+                        size_t n)
+{
+    const char *pin = pin_of(co, shard);
+    for (size_t i = 0; pin && i < n; i++)
+        if (!regions[i].leaving && alloc_address_is(regions[i].node, pin))
+            return (int)i;
+    return -1;
+}
+
 /* Regions registered, hosting, counted against min-nr-of-members (global and the role's). */
 static bool enough_regions(coordinator_t *co, size_t n_candidates)
 {
@@ -554,14 +594,17 @@ static bool allocate(coordinator_t *co, const char *shard, const shoal_node_t *r
     for (size_t i = 0; i < c.n; i++)
         if (c.regions[i].node == requester)
             req = (int)i;
-    alloc_ctx_t ctx = strategy(co);
-    int idx = alloc_allocate(&ctx, shard, req, c.regions, c.n);
+    int idx = pinned_index(co, shard, c.regions, c.n);
+    if (idx < 0) {
+        alloc_ctx_t ctx = strategy(co);
+        idx = alloc_allocate(&ctx, shard, req, c.regions, c.n);
+    }
     if (idx < 0 || (size_t)idx >= c.n) {
         candidates_free(&c);
         return false;
     }
     const shoal_node_t *node = c.regions[idx].node;
-    zsys_debug("%s: sharding %s: shard %s -> %s (%zu candidates)", shoal_node_id(co->r->self),
+    shoal_debug("%s: sharding %s: shard %s -> %s (%zu candidates)", shoal_node_id(co->r->self),
                co->r->name, shard, shoal_node_id(node), c.n);
     candidates_free(&c);
     alloc_t *a = alloc_get(co, shard);
@@ -677,7 +720,7 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
         write_add(w, "s/", shard, "", (int64_t)e);
         write_issue(co, w);
         broadcast_home(co, shard);
-        zsys_info("%s: sharding %s: shard %s stopped and deallocated", shoal_node_id(co->r->self),
+        shoal_info("%s: sharding %s: shard %s stopped and deallocated", shoal_node_id(co->r->self),
                   co->r->name, shard);
         region_moved_event(co->r, shard, from, NULL);
         return;
@@ -708,7 +751,7 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
 static void region_terminated(coordinator_t *co, creg_t *c)
 {
     const shoal_node_t *node = c->node;
-    zsys_info("%s: sharding %s: region %s terminated: reallocating its %zu shards",
+    shoal_info("%s: sharding %s: region %s terminated: reallocating its %zu shards",
               shoal_node_id(co->r->self), co->r->name, shoal_node_id(node), c->n_shards);
     write_t *w = write_new(co);
     zlistx_t *moved = zlistx_new();
@@ -760,7 +803,7 @@ static void on_register(coordinator_t *co, const shoal_node_t *from,
         region_send_control(co->r, from, &nack);
         if (shoal_now_ms() - co->nack_logged_at >= 10000) {
             co->nack_logged_at = shoal_now_ms();
-            zsys_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
+            shoal_error("%s: sharding %s: refused region %s: number-of-shards %u, here %u",
                        shoal_node_id(co->r->self), co->r->name, shoal_node_id(from),
                        m->number_of_shards, co->r->s.number_of_shards);
         }
@@ -842,7 +885,7 @@ static void on_shard_fenced(coordinator_t *co, const shoal_node_t *from,
         return;
     }
     /* here fenced_at > a->epoch: the message is refused at parse otherwise (wire.c) */
-    zsys_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
+    shoal_info("%s: sharding %s: shard %s: its entity state is fenced at epoch %llx, past its "
               "allocation %llx (a fence from before every node restarted): allocating it again "
               "to %s",
               shoal_node_id(co->r->self), co->r->name, h->shard, (unsigned long long)fenced_at,
@@ -856,6 +899,154 @@ static void on_shard_fenced(coordinator_t *co, const shoal_node_t *from,
     co->stats.allocations++;
     co->stats.fences_passed++;
     batch_add(co, "s/", h->shard, shoal_node_id(from), (int64_t)a->epoch);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * An operator's actions (shoal-cluster rebalance|move|unpin, through ADMIN_REQ): answered with
+ * ADMIN_REPLY once what they change is on a majority, so an answered pin survives a move of the
+ * coordinator.
+ */
+enum { ADMIN_REBALANCE = 1, ADMIN_MOVE = 2, ADMIN_UNPIN = 3 };
+
+static size_t rebalance(coordinator_t *co, int64_t now, const char **why);
+
+static void admin_reply(coordinator_t *co, const shoal_node_t *to, uint64_t req_id, int err,
+                        const char *fmt, ...)
+{
+    char text[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    Shoal__Sharding__Control rep = SHOAL__SHARDING__CONTROL__INIT;
+    rep.kind = SHOAL__SHARDING__CONTROL__KIND__ADMIN_REPLY;
+    rep.type_name = co->r->name;
+    rep.req_id = req_id;
+    rep.error = err;
+    rep.text = text;
+    region_send_control(co->r, to, &rep);
+}
+
+/* The registered region an operator names (a node id, or host:port for its live incarnation). */
+static creg_t *admin_region(coordinator_t *co, const char *member)
+{
+    creg_t *best = NULL;
+    for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions)) {
+        if (!c->registered || c->proxy || c->gone_since)
+            continue;
+        if (strcmp(shoal_node_id(c->node), member) == 0)
+            return c;
+        if (alloc_address_is(c->node, member))
+            best = c;
+    }
+    return best;
+}
+
+static void admin_written(coordinator_t *co, const write_t *w)
+{
+    const char *shard = w->entries[0].key + 2;
+    if (w->admin_op == ADMIN_UNPIN) {
+        shoal_info("%s: sharding %s: shard %s unpinned", shoal_node_id(co->r->self), co->r->name,
+                  shard);
+        admin_reply(co, w->reply_to, w->req_id, 0,
+                    "shard %s unpinned; it stays where it is until a rebalance moves it", shard);
+        return;
+    }
+    const char *pin = w->entries[0].value;
+    alloc_t *a = zhashx_lookup(co->allocs, shard);
+    shoal_info("%s: sharding %s: shard %s pinned to %s", shoal_node_id(co->r->self), co->r->name,
+              shard, pin);
+    if (zhashx_lookup(co->rebalancing, shard)) {
+        admin_reply(co, w->reply_to, w->req_id, 0,
+                    "shard %s pinned to %s; its handoff under way ends there", shard, pin);
+    } else if (a && a->node && alloc_address_is(a->node, pin)) {
+        admin_reply(co, w->reply_to, w->req_id, 0, "shard %s is on %s already; pinned there",
+                    shard, shoal_node_id(a->node));
+    } else if (a && a->node && !a->writing) {
+        char from[SHOAL_NODE_ID_MAX + 1];
+        snprintf(from, sizeof from, "%s", shoal_node_id(a->node));
+        start_handoff(co, shard);
+        admin_reply(co, w->reply_to, w->req_id, 0,
+                    "shard %s handed off from %s to %s; pinned there", shard, from, pin);
+    } else {
+        /* unallocated (or an allocation being written): the next allocation, or the next
+           rebalance round, takes it to the pin */
+        co->rebalance_soon = true;
+        admin_reply(co, w->reply_to, w->req_id, 0,
+                    "shard %s pinned to %s; it is hosted there from its next allocation", shard,
+                    pin);
+    }
+}
+
+static void on_admin(coordinator_t *co, const shoal_node_t *from,
+                     const Shoal__Sharding__Control *m)
+{
+    if (!co->ready || !co->recovered) {
+        admin_reply(co, from, m->req_id, SHOAL_ESTATE,
+                    "the coordinator of %s is still reading its state; try again", co->r->name);
+        return;
+    }
+    if (m->admin_op == ADMIN_REBALANCE) {
+        const char *why = NULL;
+        size_t n = rebalance(co, shoal_now_ms(), &why);
+        if (why)
+            admin_reply(co, from, m->req_id, SHOAL_ESTATE, "rebalance of %s %s", co->r->name, why);
+        else
+            admin_reply(co, from, m->req_id, 0, "rebalance of %s: %zu shard%s moving", co->r->name,
+                        n, n == 1 ? "" : "s");
+        return;
+    }
+    const char *shard = m->shard;
+    const pin_t *old = zhashx_lookup(co->pins, shard);
+    write_t *w = write_new(co);
+    w->admin_op = m->admin_op;
+    w->reply_to = from;
+    w->req_id = m->req_id;
+    if (m->admin_op == ADMIN_UNPIN) {
+        if (!old || !old->address[0]) {
+            admin_reply(co, from, m->req_id, SHOAL_ENOTFOUND, "shard %s of %s is not pinned",
+                        shard, co->r->name);
+            goto cancel;
+        }
+        write_add(w, "p/", shard, "", (int64_t)next_epoch(co));
+    } else {
+        creg_t *c = admin_region(co, m->target);
+        bool leaving = false;
+        if (!c) {
+            admin_reply(co, from, m->req_id, SHOAL_ENOTMEMBER,
+                        "no region of %s registered at %s (a member hosting the type: see "
+                        "shoal-cluster shards %s)",
+                        co->r->name, m->target, co->r->name);
+            goto cancel;
+        }
+        if (!member_up(co, c->node, &leaving) || leaving || c->shutting_down ||
+            !sharding_reachable(co->r->sh, c->node)) {
+            admin_reply(co, from, m->req_id, SHOAL_ESTATE, "%s is not Up and reachable",
+                        shoal_node_id(c->node));
+            goto cancel;
+        }
+        char address[SHOAL_NODE_ID_MAX + 1];
+        snprintf(address, sizeof address, "%.*s", (int)alloc_address_len(c->node),
+                 shoal_node_id(c->node));
+        write_add(w, "p/", shard, address, (int64_t)next_epoch(co));
+    }
+    /* the pin holds in memory at once (an allocation meanwhile honours it); the answer waits
+       for the write */
+    pin_t *p = zhashx_lookup(co->pins, shard);
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p)
+            abort();
+        zhashx_insert(co->pins, shard, p);
+    }
+    p->ts = (uint64_t)w->entries[0].ts;
+    snprintf(p->address, sizeof p->address, "%s", w->entries[0].value);
+    write_issue(co, w);
+    return;
+cancel:
+    life_release(w->life);
+    free(w->entries);
+    free(w);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -927,7 +1118,7 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
         if (!c)
             break;
         if (!c->shutting_down)
-            zsys_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
+            shoal_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
                       shoal_node_id(co->r->self), co->r->name, shoal_node_id(from), c->n_shards);
         c->shutting_down = true;
         candidates_t cand;
@@ -952,6 +1143,9 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
         zlistx_destroy(&mine);
         break;
     }
+    case SHOAL__SHARDING__CONTROL__KIND__ADMIN_REQ:
+        on_admin(co, from, m);
+        break;
     case SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS:
         for (size_t i = 0; i < m->n_shard_ids; i++) {
             const char *shard = m->shard_ids[i];
@@ -1012,6 +1206,18 @@ static int parse_entry(const void *key, size_t klen, const shoal_crdt_t *value, 
             set_alloc(co, a, node, (uint64_t)ts);
             a->started = true;
         }
+    } else if (strncmp(k, "p/", 2) == 0 && klen - 2 <= SHOAL_SHARD_ID_MAX) {
+        pin_t *p = zhashx_lookup(co->pins, k + 2);
+        if (!p) {
+            p = calloc(1, sizeof *p);
+            if (!p)
+                abort();
+            zhashx_insert(co->pins, k + 2, p);
+        }
+        if ((uint64_t)ts >= p->ts) {
+            p->ts = (uint64_t)ts;
+            snprintf(p->address, sizeof p->address, "%s", val);
+        }
     } else if (strncmp(k, "r/", 2) == 0 && node) {
         creg_t *c = creg_get(co, node);
         c->in_state = true;
@@ -1046,7 +1252,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         int64_t now = shoal_now_ms();
         if (now - co->read_failed_logged >= 5000) {
             co->read_failed_logged = now;
-            zsys_info("%s: sharding %s: coordinator state read failed (%s); retrying",
+            shoal_info("%s: sharding %s: coordinator state read failed (%s); retrying",
                       shoal_node_id(co->r->self), co->r->name, shoal_strerror(status));
         }
         return; /* the tick reads again */
@@ -1055,7 +1261,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         shoal_ormap_foreach(value, parse_entry, co);
     co->ready = true;
     co->recover_until = shoal_now_ms() + co->r->s.handoff_timeout_ms;
-    zsys_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
+    shoal_info("%s: sharding %s: coordinator (term %llu) has its state: %zu shards, %zu regions",
               shoal_node_id(co->r->self), co->r->name, (unsigned long long)co->term,
               zhashx_size(co->allocs), zhashx_size(co->regions));
     /* A new term on the node of the previous one is invisible to the regions (the singleton's
@@ -1147,12 +1353,14 @@ coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term)
     zhashx_set_destructor(co->rebalancing, rb_free);
     co->waiting = zhashx_new();
     zhashx_set_destructor(co->waiting, waiters_free);
+    co->pins = zhashx_new();
+    zhashx_set_destructor(co->pins, free_item);
     co->next_rebalance = shoal_now_ms() + r->s.rebalance_interval_ms;
     if (r->s.allocation.kind == SHOAL_ALLOC_EXTERNAL) {
         co->external = zhashx_new();
         co->ext_sub = shoal_replicator_subscribe(r->rep, co->ext_key, external_changed, co);
     }
-    zsys_info("%s: sharding %s: coordinator starting (term %llu)", shoal_node_id(r->self),
+    shoal_info("%s: sharding %s: coordinator starting (term %llu)", shoal_node_id(r->self),
               r->name, (unsigned long long)term);
     read_state(co);
     return co;
@@ -1181,6 +1389,7 @@ void coordinator_free(coordinator_t **self_p)
     zhashx_destroy(&co->regions);
     zhashx_destroy(&co->rebalancing);
     zhashx_destroy(&co->waiting);
+    zhashx_destroy(&co->pins);
     zhashx_destroy(&co->external);
     free(co);
 }
@@ -1240,17 +1449,28 @@ static bool good_time_to_rebalance(coordinator_t *co)
     return true;
 }
 
-static void rebalance(coordinator_t *co, int64_t now)
+/* A rebalance round: the strategy's moves, less the pinned shards it picked, plus the pinned
+   shards away from their member while that member can take them. The number of shards whose
+   handoff began; *why says why none could when the round did not run. */
+static size_t rebalance(coordinator_t *co, int64_t now, const char **why)
 {
     co->next_rebalance = now + co->r->s.rebalance_interval_ms;
     co->rebalance_soon = false;
-    if (!good_time_to_rebalance(co))
-        return;
+    if (why)
+        *why = NULL;
+    if (!good_time_to_rebalance(co)) {
+        if (why)
+            *why = "not now: a member is joining or unreachable, or the members run different "
+                   "app versions";
+        return 0;
+    }
     candidates_t c;
     candidates(co, true, &c);
     if (c.n < 2) {
         candidates_free(&c);
-        return;
+        if (why)
+            *why = "fewer than two regions can host shards";
+        return 0;
     }
     size_t n_in = zhashx_size(co->rebalancing), k = 0;
     const char **in = calloc(n_in + 1, sizeof *in);
@@ -1265,9 +1485,22 @@ static void rebalance(coordinator_t *co, int64_t now)
         abort();
     alloc_ctx_t ctx = strategy(co);
     size_t n = alloc_rebalance(&ctx, c.regions, c.n, in, k, out, cap);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!pin_of(co, out[i]))
+            out[kept++] = out[i];
+    n = kept;
+    for (pin_t *p = zhashx_first(co->pins); p && n < cap; p = zhashx_next(co->pins)) {
+        const char *shard = zhashx_cursor(co->pins);
+        alloc_t *a = zhashx_lookup(co->allocs, shard);
+        if (p->address[0] && a && a->node && !a->writing &&
+            !alloc_address_is(a->node, p->address) && !zhashx_lookup(co->rebalancing, shard) &&
+            pinned_index(co, shard, c.regions, c.n) >= 0)
+            out[n++] = shard;
+    }
     if (n) {
         co->stats.rebalance_rounds++;
-        zsys_info("%s: sharding %s: rebalance: moving %zu shards (%zu regions, %zu shards)",
+        shoal_info("%s: sharding %s: rebalance: moving %zu shards (%zu regions, %zu shards)",
                   shoal_node_id(co->r->self), co->r->name, n, c.n, zhashx_size(co->allocs));
         /* copy: the ids are borrowed from the candidate lists, freed below */
         char **ids = calloc(n, sizeof *ids);
@@ -1287,6 +1520,7 @@ static void rebalance(coordinator_t *co, int64_t now)
     }
     free(in);
     free(out);
+    return n;
 }
 
 void coordinator_tick(coordinator_t *co)
@@ -1338,7 +1572,7 @@ void coordinator_tick(coordinator_t *co)
     for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing)) {
         if (rb->phase == RB_BEGIN && (rb->n_waiting == 0 || now >= rb->deadline)) {
             if (rb->n_waiting)
-                zsys_warning("%s: sharding %s: shard %s: %zu regions did not acknowledge "
+                shoal_warning("%s: sharding %s: shard %s: %zu regions did not acknowledge "
                              "BeginHandOff; handing off without them",
                              shoal_node_id(co->r->self), co->r->name, rb->shard, rb->n_waiting);
             rb->n_waiting = 0;
@@ -1353,7 +1587,7 @@ void coordinator_tick(coordinator_t *co)
     try_waiting(co);
     if (co->recovered && (now >= co->next_rebalance ||
                           (co->rebalance_soon && zhashx_size(co->rebalancing) == 0)))
-        rebalance(co, now);
+        rebalance(co, now, NULL);
 }
 
 void coordinator_cluster_changed(coordinator_t *co)

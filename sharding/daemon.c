@@ -86,7 +86,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
             buf[len] = 0;
             unsigned long n = strtoul(buf, NULL, 10);
             if (n <= SHOAL_DAEMON_MAX_WORKERS && n != r->daemon_workers) {
-                zsys_info("%s: daemon %s: %u -> %lu workers", shoal_node_id(r->self), r->name,
+                shoal_info("%s: daemon %s: %u -> %lu workers", shoal_node_id(r->self), r->name,
                           r->daemon_workers, n);
                 r->daemon_workers = (uint32_t)n;
             }

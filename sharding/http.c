@@ -100,11 +100,13 @@ typedef struct {
     char *id;
     const shoal_node_t *home;
     long entities; /* -1: its home did not report it */
+    char *pinned;  /* the address an operator pinned it to (NULL: none) */
 } shard_row_t;
 
 typedef struct {
     shoal_region_t *r;
     const shoal_node_t *coordinator;
+    bool registered; /* this node's region, with the coordinator */
     shard_row_t *rows;
     size_t n, cap;
 } map_t;
@@ -112,8 +114,11 @@ typedef struct {
 static void map_add(map_t *m, const char *id, size_t len, const shoal_node_t *home)
 {
     for (size_t i = 0; i < m->n; i++)
-        if (strlen(m->rows[i].id) == len && memcmp(m->rows[i].id, id, len) == 0)
+        if (strlen(m->rows[i].id) == len && memcmp(m->rows[i].id, id, len) == 0) {
+            if (!m->rows[i].home) /* a row a pin made */
+                m->rows[i].home = home;
             return;
+        }
     if (m->n == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 16;
         m->rows = realloc(m->rows, m->cap * sizeof *m->rows);
@@ -125,7 +130,22 @@ static void map_add(map_t *m, const char *id, size_t len, const shoal_node_t *ho
         abort();
     memcpy(copy, id, len);
     copy[len] = 0;
-    m->rows[m->n++] = (shard_row_t){copy, home, -1};
+    m->rows[m->n++] = (shard_row_t){copy, home, -1, NULL};
+}
+
+/* A pin ("p/<shard>" -> address) of the coordinator's state: the row, made if need be. */
+static void map_pin(map_t *m, const char *id, size_t len, const char *address, size_t alen)
+{
+    map_add(m, id, len, NULL);
+    for (size_t i = 0; i < m->n; i++)
+        if (strlen(m->rows[i].id) == len && memcmp(m->rows[i].id, id, len) == 0) {
+            free(m->rows[i].pinned);
+            m->rows[i].pinned = malloc(alen + 1);
+            if (!m->rows[i].pinned)
+                abort();
+            memcpy(m->rows[i].pinned, address, alen);
+            m->rows[i].pinned[alen] = 0;
+        }
 }
 
 static int alloc_entry(const void *key, size_t klen, const shoal_crdt_t *value, void *arg)
@@ -135,6 +155,8 @@ static int alloc_entry(const void *key, size_t klen, const shoal_crdt_t *value, 
     const char *v = shoal_lwwreg_value(value, &vlen);
     if (klen > 2 && klen - 2 <= SHOAL_SHARD_ID_MAX && memcmp(key, "s/", 2) == 0 && v && vlen)
         map_add(m, (const char *)key + 2, klen - 2, shoal_node_intern_n(v, vlen));
+    else if (klen > 2 && klen - 2 <= SHOAL_SHARD_ID_MAX && memcmp(key, "p/", 2) == 0 && v && vlen)
+        map_pin(m, (const char *)key + 2, klen - 2, v, vlen);
     return 0;
 }
 
@@ -144,6 +166,7 @@ static int map_on_node(shoal_system_t *sys, void *arg)
     map_t *m = arg;
     shoal_region_t *r = m->r;
     m->coordinator = coordinator_on_node(r);
+    m->registered = r->registered;
     char key[SHOAL_SHARD_ID_MAX + 64];
     snprintf(key, sizeof key, "coord-%s", r->name);
     const shoal_crdt_t *state = r->rep ? shoal_replicator_peek(r->rep, key) : NULL;
@@ -174,15 +197,14 @@ static void node_json(shoal_buf_t *out, const shoal_node_t *n)
         shoal_buf_printf(out, "null");
 }
 
-/* Appends the type's map as JSON; false (with an error in rep) when the node is stopping. */
-static bool type_json(shoal_region_t *r, shoal_buf_t *out, shoal_http_reply_t *rep)
+/* Appends the type's map as JSON (other threads than the node's); 0, or the error of the node
+   call (the node is stopping). */
+int sharding_type_json(shoal_region_t *r, shoal_buf_t *out)
 {
     map_t m = {.r = r};
     int rc = shoal_system_call(r->sys, map_on_node, &m);
-    if (rc < 0) {
-        shoal_http_error(rep, 503, "node unavailable: %s", shoal_strerror(rc));
-        return false;
-    }
+    if (rc < 0)
+        return rc;
     shoal_sharding_stats_t st = {0};
     int src = shoal_region_cluster_stats(r, STATS_TIMEOUT_MS, &st);
     for (size_t i = 0; src == 0 && i < st.n_regions; i++)
@@ -198,7 +220,8 @@ static bool type_json(shoal_region_t *r, shoal_buf_t *out, shoal_http_reply_t *r
 
     shoal_buf_printf(out, "{\"type\":");
     shoal_buf_json_string(out, r->name);
-    shoal_buf_printf(out, ",\"proxy\":%s,\"coordinator\":", r->proxy ? "true" : "false");
+    shoal_buf_printf(out, ",\"proxy\":%s,\"registered\":%s,\"coordinator\":",
+                     r->proxy ? "true" : "false", m.registered ? "true" : "false");
     node_json(out, m.coordinator);
     shoal_buf_printf(out, ",\"shards\":[");
     for (size_t i = 0; i < m.n; i++) {
@@ -206,6 +229,10 @@ static bool type_json(shoal_region_t *r, shoal_buf_t *out, shoal_http_reply_t *r
         shoal_buf_json_string(out, m.rows[i].id);
         shoal_buf_printf(out, ",\"home\":");
         node_json(out, m.rows[i].home);
+        if (m.rows[i].pinned) {
+            shoal_buf_printf(out, ",\"pinned\":");
+            shoal_buf_json_string(out, m.rows[i].pinned);
+        }
         if (m.rows[i].entities >= 0)
             shoal_buf_printf(out, ",\"entities\":%ld}", m.rows[i].entities);
         else
@@ -219,18 +246,54 @@ static bool type_json(shoal_region_t *r, shoal_buf_t *out, shoal_http_reply_t *r
             entities += g->shards[k].n_entities;
         shoal_buf_printf(out, "%s{\"node\":", i ? "," : "");
         node_json(out, g->region);
-        shoal_buf_printf(out, ",\"answered\":%s,\"shards\":%zu,\"entities\":%zu}",
+        shoal_buf_printf(out, ",\"answered\":%s,\"shards\":%zu,\"entities\":%zu,\"hosted\":[",
                          g->failed ? "false" : "true", g->n_shards, entities);
+        for (size_t k = 0; k < g->n_shards; k++) {
+            if (k)
+                shoal_buf_append(out, ",", 1);
+            shoal_buf_json_string(out, g->shards[k].id);
+        }
+        shoal_buf_printf(out, "]}");
     }
     shoal_buf_printf(out, "]");
     if (src < 0) /* the map stands; only the counts are missing */
         shoal_buf_printf(out, ",\"stats_error\":\"%s\"", shoal_strerror(src));
     shoal_buf_printf(out, "}");
     shoal_sharding_stats_free(&st);
-    for (size_t i = 0; i < m.n; i++)
+    for (size_t i = 0; i < m.n; i++) {
         free(m.rows[i].id);
+        free(m.rows[i].pinned);
+    }
     free(m.rows);
-    return true;
+    return 0;
+}
+
+/* The map of one type ("" or NULL: every type, {"types":[...]}) as JSON. 0, SHOAL_ENOTYPE, or
+   the error of a node call. */
+int sharding_shards_json(shoal_sharding_t *sh, const char *type, shoal_buf_t *out)
+{
+    if (type && *type) {
+        shoal_region_t *r = shoal_region_find(sh, type);
+        if (!r)
+            return SHOAL_ENOTYPE;
+        return sharding_type_json(r, out);
+    }
+    const char **names = NULL;
+    size_t n = shoal_sharding_type_names(sh, &names);
+    shoal_buf_printf(out, "{\"types\":[");
+    size_t start = out->len;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        shoal_region_t *r = shoal_region_find(sh, names[i]);
+        if (!r)
+            continue; /* stopped meanwhile */
+        if (out->len > start)
+            shoal_buf_append(out, ",", 1);
+        rc = sharding_type_json(r, out);
+    }
+    shoal_buf_printf(out, "]}");
+    free(names);
+    return rc;
 }
 
 static void route_shards(shoal_system_t *sys, const shoal_http_request_t *req,
@@ -238,31 +301,14 @@ static void route_shards(shoal_system_t *sys, const shoal_http_request_t *req,
 {
     (void)sys;
     shoal_sharding_t *sh = arg;
-    if (req->rest[0]) { /* /cluster/shards/<type> */
-        shoal_region_t *r = shoal_region_find(sh, req->rest);
-        if (!r) {
-            shoal_http_error(rep, 404, "no entity type %.200s on this node", req->rest);
-            return;
-        }
-        if (type_json(r, &rep->body, rep))
-            shoal_buf_append(&rep->body, "\n", 1);
-        return;
-    }
-    const char **names = NULL;
-    size_t n = shoal_sharding_type_names(sh, &names);
-    shoal_buf_printf(&rep->body, "{\"types\":[");
-    bool ok = true;
-    for (size_t i = 0; i < n && ok; i++) {
-        shoal_region_t *r = shoal_region_find(sh, names[i]);
-        if (!r)
-            continue; /* stopped meanwhile */
-        if (rep->body.len > 11)
-            shoal_buf_append(&rep->body, ",", 1);
-        ok = type_json(r, &rep->body, rep);
-    }
-    if (ok)
-        shoal_buf_printf(&rep->body, "]}\n");
-    free(names);
+    /* /cluster/shards/<type>, or every type */
+    int rc = sharding_shards_json(sh, req->rest, &rep->body);
+    if (rc == SHOAL_ENOTYPE)
+        shoal_http_error(rep, 404, "no entity type %.200s on this node", req->rest);
+    else if (rc < 0)
+        shoal_http_error(rep, 503, "node unavailable: %s", shoal_strerror(rc));
+    else
+        shoal_buf_append(&rep->body, "\n", 1);
 }
 
 /* Ready: every entity type on this node has registered with its coordinator (so its messages

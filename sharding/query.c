@@ -1,6 +1,7 @@
 /*  query.c — what a region can be asked about itself and the cluster: its shards and entities,
-    the regions the coordinator knows, every region's shards (cluster-wide stats), and external
-    allocation writes.
+    the regions the coordinator knows, every region's shards (cluster-wide stats), external
+    allocation writes, and an operator's actions through the coordinator (rebalance, move, unpin:
+    ADMIN_REQ, answered by ADMIN_REPLY).
 
     Cluster-wide queries are asynchronous on the node thread (REGIONS_REQ to the coordinator, then
     STATS_REQ to every region) and complete by their deadline at the latest, so the thread that
@@ -14,7 +15,7 @@
 
 typedef struct {
     uint64_t id;
-    int kind; /* 1 current regions, 2 cluster stats */
+    int kind; /* 1 current regions, 2 cluster stats, 3 an operator's action */
     bool with_entities;
     int64_t deadline;
     pthread_mutex_t mu;
@@ -26,6 +27,10 @@ typedef struct {
     size_t n_regions;
     shoal_region_state_t *states; /* per region (kind 2) */
     bool *answered;
+    /* kind 3: the action (coordinator.c's ADMIN_*), its shard and member, the answer's text */
+    uint32_t admin_op;
+    const char *shard, *target; /* the caller's, valid while it waits */
+    char *text;
 } query_t;
 
 static void query_free(query_t *q)
@@ -34,6 +39,7 @@ static void query_free(query_t *q)
         return;
     free(q->regions);
     free(q->answered);
+    free(q->text);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);
@@ -210,6 +216,16 @@ void region_query_control(shoal_region_t *r, const shoal_node_t *from,
         maybe_done_stats(r, q);
         break;
     }
+    case SHOAL__SHARDING__CONTROL__KIND__ADMIN_REPLY: {
+        query_t *q = query_find(r, m->req_id);
+        if (!q || q->kind != 3 || from != r->coord_node)
+            break;
+        q->text = strdup(m->text ? m->text : "");
+        if (!q->text)
+            abort();
+        query_complete(r, q, m->error);
+        break;
+    }
     case SHOAL__SHARDING__CONTROL__KIND__STATS_REPLY: {
         query_t *q = query_find(r, m->req_id);
         if (!q || q->kind != 2 || !q->states)
@@ -285,6 +301,8 @@ static int start_on_node(shoal_system_t *sys, void *arg)
     query_t *q = x->q;
     if (r->stopped)
         return SHOAL_ESTOPPED;
+    if (q->kind == 3 && !r->coord_node)
+        return SHOAL_ESTATE; /* an action is not worth keeping for a coordinator not known yet */
     if (!r->queries)
         r->queries = zlistx_new();
     q->id = ++r->next_req_id;
@@ -292,6 +310,16 @@ static int start_on_node(shoal_system_t *sys, void *arg)
     if (!r->coord_node)
         return 0; /* no coordinator known: completes at its deadline */
     Shoal__Sharding__Control m = SHOAL__SHARDING__CONTROL__INIT;
+    if (q->kind == 3) {
+        m.kind = SHOAL__SHARDING__CONTROL__KIND__ADMIN_REQ;
+        m.type_name = r->name;
+        m.req_id = q->id;
+        m.admin_op = q->admin_op;
+        m.shard = (char *)(q->shard ? q->shard : "");
+        m.target = (char *)(q->target ? q->target : "");
+        region_send_control(r, r->coord_node, &m);
+        return 0;
+    }
     m.kind = SHOAL__SHARDING__CONTROL__KIND__REGIONS_REQ;
     m.type_name = r->name;
     m.req_id = q->id;
@@ -369,6 +397,59 @@ int shoal_region_cluster_stats(shoal_region_t *r, uint32_t timeout_ms, shoal_sha
     }
     query_free(q);
     return rc;
+}
+
+/* An operator's action through the coordinator; its answer (or why none came) in msg. */
+static int admin_action(shoal_region_t *r, uint32_t op, const char *shard, const char *member,
+                        uint32_t timeout_ms, char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        *msg = 0;
+    if (!r || (op != 1 && (!shard || !*shard || strlen(shard) > SHOAL_SHARD_ID_MAX)) ||
+        (op == 2 && (!member || !*member || strlen(member) > SHOAL_NODE_ID_MAX)))
+        return SHOAL_EINVAL;
+    query_t *q = calloc(1, sizeof *q);
+    if (!q)
+        abort();
+    q->kind = 3;
+    q->admin_op = op;
+    q->shard = shard;
+    q->target = member;
+    int rc = run_query(r, q, timeout_ms);
+    if (rc == SHOAL_ETIMEOUT && !q->done) { /* abandoned: the node thread frees it */
+        if (msg && msglen)
+            snprintf(msg, msglen, "the coordinator of %s did not answer in time", r->name);
+        return rc;
+    }
+    if (msg && msglen) {
+        if (q->text)
+            snprintf(msg, msglen, "%s", q->text);
+        else if (rc == SHOAL_ESTATE)
+            snprintf(msg, msglen, "no coordinator of %s known to this node yet", r->name);
+        else if (rc == SHOAL_ETIMEOUT)
+            snprintf(msg, msglen, "the coordinator of %s did not answer in time", r->name);
+        else if (rc < 0)
+            snprintf(msg, msglen, "%s", shoal_strerror(rc));
+    }
+    query_free(q);
+    return rc;
+}
+
+int shoal_region_rebalance(shoal_region_t *r, uint32_t timeout_ms, char *msg, size_t msglen)
+{
+    return admin_action(r, 1, NULL, NULL, timeout_ms, msg, msglen);
+}
+
+int shoal_region_move_shard(shoal_region_t *r, const char *shard, const char *member,
+                            uint32_t timeout_ms, char *msg, size_t msglen)
+{
+    return admin_action(r, 2, shard, member, timeout_ms, msg, msglen);
+}
+
+int shoal_region_unpin_shard(shoal_region_t *r, const char *shard, uint32_t timeout_ms, char *msg,
+                             size_t msglen)
+{
+    return admin_action(r, 3, shard, NULL, timeout_ms, msg, msglen);
 }
 
 /* ---------------------------------------------------------------------------------------------

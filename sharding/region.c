@@ -227,7 +227,7 @@ int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Shardi
     if (buf != stackbuf)
         free(buf);
     if (rc < 0 && rc != SHOAL_ENOTCONN)
-        zsys_debug("%s: sharding %s: control %d to %s: %s", shoal_node_id(r->self), r->name,
+        shoal_debug("%s: sharding %s: control %d to %s: %s", shoal_node_id(r->self), r->name,
                    (int)m->kind, shoal_node_id(to), shoal_strerror(rc));
     return rc;
 }
@@ -337,7 +337,7 @@ static void send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_i
     wire_reply(b, r->type_hash, ask_id, status, data, len);
     int rc = shoal_system_send(r->sys, to, K_SH_REPLY, b->data, b->len);
     if (rc < 0)
-        zsys_debug("%s: sharding %s: reply to %s lost: %s", shoal_node_id(r->self), r->name,
+        shoal_debug("%s: sharding %s: reply to %s lost: %s", shoal_node_id(r->self), r->name,
                    shoal_node_id(to), shoal_strerror(rc));
 }
 
@@ -355,7 +355,7 @@ void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *
     int64_t now = shoal_now_ms();
     if (now - r->dl_logged_at >= 1000) {
         r->dl_logged_at = now;
-        zsys_info("%s: sharding %s: dead letter for entity %s: %s (%llu of this reason so far)",
+        shoal_info("%s: sharding %s: dead letter for entity %s: %s (%llu of this reason so far)",
                   shoal_node_id(r->self), r->name, eid ? eid : "?", shoal_dead_letter_name(why),
                   (unsigned long long)r->stats.dead_letters[why]);
     }
@@ -744,7 +744,7 @@ static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
         s->pass = passivator_new(&r->s.passivation, shard_limit(r));
         relimit(r);
     }
-    zsys_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
+    shoal_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
                r->name, id, (unsigned long long)epoch);
     return s;
 }
@@ -864,7 +864,7 @@ static void buffer_note(shoal_region_t *r)
     size_t level = r->buffered / tenth;
     if (level > r->buffer_logged) {
         r->buffer_logged = level;
-        zsys_warning("%s: sharding %s: %zu messages buffered (%zu%% of buffer-size %u)",
+        shoal_warning("%s: sharding %s: %zu messages buffered (%zu%% of buffer-size %u)",
                      shoal_node_id(r->self), r->name, r->buffered,
                      r->buffered * 100 / (r->s.buffer_size ? r->s.buffer_size : 1),
                      r->s.buffer_size);
@@ -1096,7 +1096,7 @@ void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uin
     if (wire_parse_envelope(data, len, &env) != 0) {
         static uint64_t n;
         if (n++ % 1000 == 0)
-            zsys_warning("%s: sharding: malformed entity message from %s dropped",
+            shoal_warning("%s: sharding: malformed entity message from %s dropped",
                          shoal_node_id(sh->self), shoal_node_id(from));
         return;
     }
@@ -1115,7 +1115,7 @@ void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uin
     if (!r) {
         static uint64_t n;
         if (n++ % 1000 == 0)
-            zsys_warning("%s: sharding: message for an entity type not started here, from %s",
+            shoal_warning("%s: sharding: message for an entity type not started here, from %s",
                          shoal_node_id(sh->self), shoal_node_id(from));
         if (env.ask_id) {
             shoal_buf_t b = {0};
@@ -1149,7 +1149,7 @@ void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8
     const uint8_t *p;
     size_t plen;
     if (wire_parse_reply(data, len, &th, &id, &status, &p, &plen) != 0) {
-        zsys_debug("%s: sharding: malformed reply from %s", shoal_node_id(sh->self),
+        shoal_debug("%s: sharding: malformed reply from %s", shoal_node_id(sh->self),
                    shoal_node_id(from));
         return;
     }
@@ -1189,7 +1189,7 @@ static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t 
         if (!s || s->status == SH_ACTIVE)
             shard_host(r, shard, epoch);
     } else if (s && s->epoch < epoch && s->status != SH_STOPPING) {
-        zsys_info("%s: sharding %s: shard %s is now at %s (epoch %llx): stopping the copy here",
+        shoal_info("%s: sharding %s: shard %s is now at %s (epoch %llx): stopping the copy here",
                   shoal_node_id(r->self), r->name, shard, node ? shoal_node_id(node) : "-",
                   (unsigned long long)epoch);
         shard_stop_now(s);
@@ -1239,7 +1239,7 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         }
         if (m->last && !r->registered) {
             r->registered = true;
-            zsys_debug("%s: sharding %s: registered with the coordinator at %s",
+            shoal_debug("%s: sharding %s: registered with the coordinator at %s",
                        shoal_node_id(r->self), r->name, shoal_node_id(from));
             /* ask again for every shard still waiting: the new coordinator never heard */
             for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes))
@@ -1252,7 +1252,7 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
     case SHOAL__SHARDING__CONTROL__KIND__REGISTER_NACK:
         if (!r->nack_logged) {
             r->nack_logged = true;
-            zsys_error("%s: sharding %s: the coordinator refused this region: "
+            shoal_error("%s: sharding %s: the coordinator refused this region: "
                        "number-of-shards %u differs from the cluster's",
                        shoal_node_id(r->self), r->name, r->s.number_of_shards);
         }
@@ -1270,7 +1270,7 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         home_t *h = home_get(r, h0->shard);
         if (h0->epoch < h->epoch) {
             r->stats.shards_refused_stale++;
-            zsys_warning("%s: sharding %s: refused to host shard %s for a stale allocation",
+            shoal_warning("%s: sharding %s: refused to host shard %s for a stale allocation",
                          shoal_node_id(r->self), r->name, h0->shard);
             break;
         }
@@ -1450,7 +1450,7 @@ static void shards_tick(shoal_region_t *r, int64_t now)
     for (size_t k = 0; k < i; k++) {
         shard_t *s = all[k];
         if (s->status == SH_FENCING && now >= s->handoff_deadline) {
-            zsys_warning("%s: sharding %s: shard %s: %zu fences missing after handoff-timeout; "
+            shoal_warning("%s: sharding %s: shard %s: %zu fences missing after handoff-timeout; "
                          "stopping anyway",
                          shoal_node_id(r->self), r->name, s->id, s->n_fences);
             shard_begin_stop(s, true);
@@ -1527,7 +1527,7 @@ static void pending_tick(shoal_region_t *r, int64_t now)
         if (h->handing_off && now - h->handoff_since > 2 * (int64_t)r->s.handoff_timeout_ms) {
             /* the coordinator gives a handoff handoff-timeout; one still open after twice that
                was abandoned (its coordinator went away before finishing): ask where it is */
-            zsys_info("%s: sharding %s: shard %s: its handoff never finished: asking the "
+            shoal_info("%s: sharding %s: shard %s: its handoff never finished: asking the "
                       "coordinator where it is", shoal_node_id(r->self), r->name, h->id);
             h->handing_off = false;
             h->asked_at = 0;
@@ -1571,13 +1571,13 @@ static void region_tick(shoal_region_t *r, int64_t now)
        shards are about to be, or already are, allocated elsewhere */
     if (zhashx_size(r->shards) && r->sh->self_status >= SHOAL_MEMBER_EXITING &&
         r->sh->self_status != 0) {
-        zsys_warning("%s: sharding %s: this node is %s: stopping its %zu shards",
+        shoal_warning("%s: sharding %s: this node is %s: stopping its %zu shards",
                      shoal_node_id(r->self), r->name, shoal_member_status_name(r->sh->self_status),
                      zhashx_size(r->shards));
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
     } else if (zhashx_size(r->shards) && !shoal_cluster_may_host(r->sh->c) &&
                r->sh->self_status != SHOAL_MEMBER_LEAVING) {
-        zsys_warning("%s: sharding %s: this node may not act for the cluster (or is fenced): "
+        shoal_warning("%s: sharding %s: this node may not act for the cluster (or is fenced): "
                      "stopping its %zu shards",
                      shoal_node_id(r->self), r->name, zhashx_size(r->shards));
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
@@ -1667,7 +1667,7 @@ typedef struct waiter {
 static void graceful_finish(shoal_region_t *r, bool timed_out)
 {
     if (timed_out)
-        zsys_warning("%s: sharding %s: graceful shutdown timed out with %zu shards still here; "
+        shoal_warning("%s: sharding %s: graceful shutdown timed out with %zu shards still here; "
                      "stopping them here",
                      shoal_node_id(r->self), r->name, zhashx_size(r->shards));
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
@@ -1727,7 +1727,7 @@ static void graceful_start(shoal_region_t *r, waiter_t *w)
         r->shutdown_done = false;
         r->shutdown_deadline = shoal_now_ms() + r->s.handoff_timeout_ms;
         r->shutdown_sent_at = 0;
-        zsys_info("%s: sharding %s: graceful shutdown: handing off %zu shards",
+        shoal_info("%s: sharding %s: graceful shutdown: handing off %zu shards",
                   shoal_node_id(r->self), r->name, zhashx_size(r->shards));
     } else if (r->shutdown_done && !r->waiters->next) {
         /* already finished earlier: answer at the next tick */
@@ -2116,7 +2116,7 @@ int shoal_region_on_shard_moved(shoal_region_t *r, shoal_shard_moved_fn *fn, voi
 void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
                         const shoal_node_t *to)
 {
-    zsys_info("%s: sharding %s: shard %s moved %s -> %s", shoal_node_id(r->self), r->name, shard,
+    shoal_info("%s: sharding %s: shard %s moved %s -> %s", shoal_node_id(r->self), r->name, shard,
               from ? shoal_node_id(from) : "-", to ? shoal_node_id(to) : "-");
     for (size_t i = 0; i < r->n_moved_subs; i++)
         r->moved_subs[i].fn(r, shard, from, to, r->moved_subs[i].arg);
@@ -2265,7 +2265,7 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
         int e = 0;
         r->rep = shoal_replicator_new(sh->sys, &rs, &e);
         if (!r->rep) {
-            zsys_error("%s: sharding %s: cannot start the replicator of role '%s': %s (pass the "
+            shoal_error("%s: sharding %s: cannot start the replicator of role '%s': %s (pass the "
                        "role's replicator in the settings)",
                        shoal_node_id(r->self), name, r->s.role, shoal_strerror(e));
             *err = e;
@@ -2283,7 +2283,7 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     snprintf(sname, sizeof sname, "sharding-coordinator-%s", name);
     r->singleton = shoal_singleton_new(sh->c, sname, r->s.role, singleton_start, singleton_stop, r);
     shoal_cluster_add_task(sh->c, SHOAL_PHASE_SHARDING, sname, phase_task, r);
-    zsys_info("%s: sharding %s started (%s, role '%s', %u shards)", shoal_node_id(r->self), name,
+    shoal_info("%s: sharding %s started (%s, role '%s', %u shards)", shoal_node_id(r->self), name,
               r->proxy ? "proxy" : "region", r->s.role, r->s.number_of_shards);
     check_coordinator(r, shoal_now_ms());
     *err = 0;

@@ -129,7 +129,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         return;
     if (s->retry_at == -1) {
         s->r->stats.remember_failures++;
-        zsys_warning("%s: sharding %s: shard %s: reading its remembered entities failed; "
+        shoal_warning("%s: sharding %s: shard %s: reading its remembered entities failed; "
                      "retrying after shard-failure-backoff",
                      shoal_node_id(s->r->self), s->r->name, s->id);
         s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
@@ -139,7 +139,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     s->recovering = false;
     if (zlistx_size(s->to_start))
         s->noted_here = true; /* it had remembered entities: it is in the all-shards set */
-    zsys_debug("%s: sharding %s: shard %s recovered %zu remembered entities",
+    shoal_debug("%s: sharding %s: shard %s recovered %zu remembered entities",
                shoal_node_id(s->r->self), s->r->name, s->id, zlistx_size(s->to_start));
     shard_deliver_pending(s);
 }
@@ -276,7 +276,7 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
             s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
         }
         s->r->stats.remember_failures++;
-        zsys_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
+        shoal_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
                      "retrying after shard-failure-backoff with their messages kept",
                      shoal_node_id(s->r->self), s->r->name, s->id, w->n_adds,
                      shoal_strerror(status));
@@ -534,7 +534,7 @@ static void all_done(shoal_replicator_t *rep, int status, const char *key,
        answer. */
     if (status != 0 && status != SHOAL_ENOTFOUND && x->life->obj) {
         if (x->attempts++ % 10 == 0)
-            zsys_warning("%s: sharding %s: reading %s failed (%s); retrying",
+            shoal_warning("%s: sharding %s: reading %s failed (%s); retrying",
                          shoal_node_id(x->r->self), x->r->name, key, shoal_strerror(status));
         uint32_t pause = 200u << (x->attempts < 4 ? x->attempts : 4);
         if (shoal_system_timer(x->r->sys, pause, false, all_retry_tick, x) > 0)

@@ -193,7 +193,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         Shoal__Sharding__Control *m = wire_parse_control(data, len);
         if (!m) {
             if (malformed_count++ % 1000 == 0)
-                zsys_warning("%s: sharding: malformed control message from %s dropped (%llu so "
+                shoal_warning("%s: sharding: malformed control message from %s dropped (%llu so "
                              "far)",
                              shoal_node_id(sh->self), shoal_node_id(from),
                              (unsigned long long)malformed_count);
@@ -201,7 +201,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         }
         shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
         if (!r) {
-            zsys_debug("%s: sharding: control message for unknown type %s from %s",
+            shoal_debug("%s: sharding: control message for unknown type %s from %s",
                        shoal_node_id(sh->self), m->type_name, shoal_node_id(from));
         } else {
             bool to_coord = m->kind < 20 && m->kind != SHOAL__SHARDING__CONTROL__KIND__UNKNOWN;
@@ -209,7 +209,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
                 if (r->coord)
                     coordinator_on_control(r->coord, from, m);
                 else
-                    zsys_debug("%s: sharding %s: %d for a coordinator not here",
+                    shoal_debug("%s: sharding %s: %d for a coordinator not here",
                                shoal_node_id(sh->self), r->name, (int)m->kind);
             } else {
                 region_on_control(r, from, m);
@@ -238,6 +238,19 @@ static void tick(shoal_system_t *sys, void *arg)
     region_tick_all(sh);
 }
 
+/* start_on_node failed (no timer): nothing of it may stay registered */
+static int stop_on_node_early(shoal_system_t *sys, void *arg)
+{
+    shoal_sharding_t *sh = arg;
+    if (sh->cluster_sub > 0)
+        shoal_cluster_unsubscribe(sh->c, sh->cluster_sub);
+    sharding_admin_unregister(sh);
+    shoal_system_register(sys, K_SH_DELIVER, NULL, NULL);
+    shoal_system_register(sys, K_SH_REPLY, NULL, NULL);
+    shoal_system_register(sys, K_SH_CONTROL, NULL, NULL);
+    return 0;
+}
+
 static int start_on_node(shoal_system_t *sys, void *arg)
 {
     shoal_sharding_t *sh = arg;
@@ -246,6 +259,7 @@ static int start_on_node(shoal_system_t *sys, void *arg)
     shoal_system_register(sys, K_SH_CONTROL, on_message, sh);
     refresh_view(sh);
     sh->cluster_sub = shoal_cluster_subscribe(sh->c, on_cluster_event, sh);
+    sharding_admin_register(sh);
     sh->t_tick = shoal_system_timer(sys, 20, true, tick, sh);
     return sh->t_tick > 0 ? 0 : sh->t_tick;
 }
@@ -263,7 +277,7 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
        reallocate its shards (THE FENCE in membership.h) */
     char why[512];
     if (shoal_cluster_fence_check(shoal_cluster_settings(c), why, sizeof why) < 0) {
-        zsys_error("sharding: refused to start: %s", why);
+        shoal_error("sharding: refused to start: %s", why);
         *err = SHOAL_EINVAL;
         return NULL;
     }
@@ -278,10 +292,15 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
     sh->unreachable = zhashx_new();
     sh->removed_set = zhashx_new();
     pthread_mutex_init(&sh->lock, NULL);
+    pthread_mutex_init(&sh->admin_mu, NULL);
+    pthread_cond_init(&sh->admin_cv, NULL);
     int rc = shoal_system_call(sh->sys, start_on_node, sh);
     if (rc < 0) {
+        shoal_system_call(sh->sys, stop_on_node_early, sh);
         zhashx_destroy(&sh->unreachable);
         zhashx_destroy(&sh->removed_set);
+        pthread_mutex_destroy(&sh->admin_mu);
+        pthread_cond_destroy(&sh->admin_cv);
         pthread_mutex_destroy(&sh->lock);
         free(sh);
         *err = rc;
@@ -296,8 +315,11 @@ static int stop_on_node(shoal_system_t *sys, void *arg)
 {
     shoal_sharding_t *sh = arg;
     sh->stopping = true;
-    for (size_t i = 0; i < sh->n_regions; i++)
+    sharding_admin_unregister(sh);
+    for (size_t i = 0; i < sh->n_regions; i++) {
+        sharding_events_stop(sh->regions[i]);
         region_stop(sh->regions[i]);
+    }
     if (sh->cluster_sub > 0)
         shoal_cluster_unsubscribe(sh->c, sh->cluster_sub);
     if (sh->t_tick > 0)
@@ -321,10 +343,15 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
         return;
     shoal_sharding_t *sh = *self_p;
     *self_p = NULL;
+    if (shoal_system_on_thread(sh->sys)) {
+        shoal_error("shoal_sharding_destroy called from the node thread: refused");
+        return;
+    }
     sharding_http_withdraw(sh); /* no request may reach sh from here on */
+    sharding_admin_close(sh);   /* nor a client's: those being answered end first */
     int rc = shoal_system_call(sh->sys, stop_on_node, sh);
     if (rc == SHOAL_EDEADLK) {
-        zsys_error("shoal_sharding_destroy called from the node thread: refused");
+        shoal_error("shoal_sharding_destroy called from the node thread: refused");
         return;
     }
     /* posts queued before the stop (messages to self, inbound tells) run before this barrier
@@ -345,6 +372,9 @@ void shoal_sharding_destroy(shoal_sharding_t **self_p)
     if (sh->have_view)
         shoal_cluster_view_free(&sh->view);
     shoal_buf_free(&sh->scratch);
+    zhashx_destroy(&sh->event_homes);
+    pthread_mutex_destroy(&sh->admin_mu);
+    pthread_cond_destroy(&sh->admin_cv);
     pthread_mutex_destroy(&sh->lock);
     free(sh);
 }
@@ -375,6 +405,7 @@ static int start_region(shoal_system_t *sys, void *arg)
     }
     x->out = region_new(x->sh, x->name, x->s, x->fns, x->arg, x->proxy, &x->err);
     if (x->out) {
+        sharding_events_start(x->out);
         pthread_mutex_lock(&x->sh->lock);
         x->sh->regions = realloc(x->sh->regions, (x->sh->n_regions + 1) * sizeof *x->sh->regions);
         if (!x->sh->regions)

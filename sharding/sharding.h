@@ -572,6 +572,44 @@ bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size
 int shoal_external_allocate(shoal_region_t *r, const char *shard, const char *address,
                             uint32_t timeout_ms);
 
+/* PINNED SHARDS: an operator's actions, through the type's coordinator (shoal-cluster rebalance,
+   move, unpin). Any thread but the node's, from any region or proxy of the type; each waits up to
+   timeout_ms (0: shard-region-query-timeout) for the coordinator's answer and puts its words (or
+   why none came) in msg. 0, or: SHOAL_ESTATE (no coordinator known yet, or it is still reading its
+   state, or a rebalance may not run now: a member joining or unreachable), SHOAL_ENOTMEMBER (no
+   region of the type registered at `member`), SHOAL_ENOTFOUND (unpin: not pinned), SHOAL_ETIMEOUT.
+   - rebalance: a rebalance round now, as at rebalance-interval.
+   - move: pins `shard` to `member` (host:port, or host:port:uid for that incarnation; the pin keeps
+     the address) and hands the shard off to it with the ordered HANDOFF above. The pin is an entry
+     "p/<shard>" of THE COORDINATOR'S STATE, written with WriteMajority plus before the answer, so a
+     new coordinator reads it with the allocations. A pinned shard is allocated to its member and
+     rebalances leave it there; while its member is not Up and reachable (or leaves) it is hosted
+     elsewhere, and the first rebalance round after the member is back brings it home (as Akka's
+     external shard allocation waits for a location).
+   - unpin: drops the pin; the shard stays where it is until a rebalance moves it. */
+int shoal_region_rebalance(shoal_region_t *r, uint32_t timeout_ms, char *msg, size_t msglen);
+int shoal_region_move_shard(shoal_region_t *r, const char *shard, const char *member,
+                            uint32_t timeout_ms, char *msg, size_t msglen);
+int shoal_region_unpin_shard(shoal_region_t *r, const char *shard, uint32_t timeout_ms, char *msg,
+                             size_t msglen);
+
+/* Sharding's requests over a client connection (the shoal-cluster tool), served by every node
+   that runs sharding. Each answers with a status and text (membership.h's admin reply):
+   SHARDS: the shard map as JSON (GET /cluster/shards[/<type>]: "" for every type);
+   REBALANCE, MOVE, UNPIN: the calls above, on the serving node's region of the type. */
+#define SHOAL_KIND_SHARDING_SHARDS    0x8201u /* type or "" -> JSON */
+#define SHOAL_KIND_SHARDING_REBALANCE 0x8202u /* type */
+#define SHOAL_KIND_SHARDING_MOVE      0x8203u /* type, shard, member */
+#define SHOAL_KIND_SHARDING_UNPIN     0x8204u /* type, shard */
+/* The node's answer (JSON or words) in text, also on error. SHOAL_EKIND: the node runs no
+   sharding; SHOAL_ENOTYPE: no such entity type on that node. */
+int shoal_client_sharding_shards(shoal_client_t *cl, const char *type, shoal_buf_t *text);
+int shoal_client_sharding_rebalance(shoal_client_t *cl, const char *type, shoal_buf_t *text);
+int shoal_client_sharding_move(shoal_client_t *cl, const char *type, const char *shard,
+                               const char *member, shoal_buf_t *text);
+int shoal_client_sharding_unpin(shoal_client_t *cl, const char *type, const char *shard,
+                                shoal_buf_t *text);
+
 /* PLACEMENT, as this node knows it: the coordinator's state in this node's replica of the role's
    replicator (THE COORDINATOR'S STATE), else what the region learned from the coordinator. The
    node hosting a shard of r's type, or the shard of an entity id (NULL: not allocated, or not

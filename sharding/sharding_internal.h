@@ -258,6 +258,11 @@ struct shoal_region {
     bool closed; /* under qlock: no more tells/asks from other threads (stopped, shut down) */
     uint64_t refused_uncounted; /* refusals past twice the buffer (atomic): counted, not itemized */
 
+    /* shard events (events.c): the subscription to the coordinator's state, and whether its
+       first notification (the baseline, not news) came */
+    int events_sub;
+    bool events_baseline;
+
     dl_sub_t *dl_subs;
     size_t n_dl_subs;
     int next_sub_id;
@@ -310,6 +315,13 @@ struct shoal_sharding {
     int64_t view_at;
     int depth;                 /* entity callbacks on the stack (tells from them are deferred) */
     shoal_buf_t scratch;
+    /* client requests being answered on worker threads (admin.c): destroy waits for them */
+    pthread_mutex_t admin_mu;
+    pthread_cond_t admin_cv;
+    size_t admin_jobs;
+    bool admin_closed;
+    /* shard events (events.c): each type's last known homes, to tell moves apart */
+    zhashx_t *event_homes; /* "<type>\n<shard>" -> node id (interned) */
 };
 
 /* region.c */
@@ -436,6 +448,17 @@ shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
 /* sharding's routes, check and collector on the node's management endpoints (http.c): provided
    once sharding runs, withdrawn first thing at destroy */
 int sharding_http_provide(shoal_sharding_t *sh);
+/* The shard map as JSON (GET /cluster/shards[/<type>], shoal-cluster shards); other threads. */
+int sharding_type_json(shoal_region_t *r, shoal_buf_t *out);
+int sharding_shards_json(shoal_sharding_t *sh, const char *type, shoal_buf_t *out);
+/* admin.c: sharding's client requests (shoal-cluster shards|rebalance|move|unpin); register on
+   the node thread, close (waiting for answers in progress) before the regions stop. */
+void sharding_admin_register(shoal_sharding_t *sh);
+void sharding_admin_close(shoal_sharding_t *sh);
+void sharding_admin_unregister(shoal_sharding_t *sh);
+/* events.c: shard allocations and moves into the node's recent cluster events */
+void sharding_events_start(shoal_region_t *r);
+void sharding_events_stop(shoal_region_t *r);
 void sharding_http_withdraw(shoal_sharding_t *sh);
 
 #endif

@@ -289,7 +289,7 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         r->stats.state_save_failures++;
         if (status == SHOAL_ESTALE)
             r->stats.state_stale_refused++;
-        zsys_warning("%s: sharding %s: shard %s: a state write failed (%d)%s",
+        shoal_warning("%s: sharding %s: shard %s: a state write failed (%d)%s",
                      shoal_node_id(r->self), r->name, s->id, status,
                      status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
     }
@@ -587,7 +587,7 @@ static void entity_callback(shoal_entity_t *e, shoal_save_done_fn *fn, int statu
 static void entity_restart(shoal_entity_t *e)
 {
     shoal_region_t *r = e->shard->r;
-    zsys_info("%s: sharding %s: entity %s restarts from its stored state after a failed save",
+    shoal_info("%s: sharding %s: entity %s restarts from its stored state after a failed save",
               shoal_node_id(r->self), r->name, e->id);
     if (r->fns.stop) {
         r->sh->depth++;
@@ -1047,7 +1047,7 @@ static void load_failed(shard_t *s, const char *what, int status)
 {
     shoal_region_t *r = s->r;
     r->stats.state_load_failures++;
-    zsys_warning("%s: sharding %s: shard %s: %s its entity state failed (%d); retrying",
+    shoal_warning("%s: sharding %s: shard %s: %s its entity state failed (%d); retrying",
                  shoal_node_id(r->self), r->name, s->id, what, status);
     s->state_retry_at = shoal_now_ms() + backoff_ms(r);
 }
@@ -1087,7 +1087,7 @@ static void adopt_done(shoal_replicator_t *rep, int status, const char *key, voi
     life_t *l = arg;
     shard_t *s = l->obj;
     if (s && status != 0 && status != SHOAL_ETIMEOUT)
-        zsys_warning("%s: sharding %s: shard %s: adopting the stored states failed (%d)",
+        shoal_warning("%s: sharding %s: shard %s: adopting the stored states failed (%d)",
                      shoal_node_id(s->r->self), s->r->name, s->id, status);
     life_release(l);
 }
@@ -1145,7 +1145,7 @@ static void loaded(shard_t *s)
     }
     r->stats.state_loads++;
     s->state_loading = false;
-    zsys_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
+    shoal_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
                shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
     shard_deliver_pending(s);
 }

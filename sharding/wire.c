@@ -249,6 +249,15 @@ Shoal__Sharding__Control *wire_parse_control(const uint8_t *data, size_t len)
         case SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME:
             ok = shard_ok(m->shard);
             break;
+        case SHOAL__SHARDING__CONTROL__KIND__ADMIN_REQ:
+            ok = m->admin_op >= 1 && m->admin_op <= 3 && m->req_id &&
+                 (m->admin_op == 1 || shard_ok(m->shard)) &&
+                 (m->admin_op != 2 || (m->target && *m->target &&
+                                       strlen(m->target) <= SHOAL_NODE_ID_MAX));
+            break;
+        case SHOAL__SHARDING__CONTROL__KIND__ADMIN_REPLY:
+            ok = m->req_id && m->text && strlen(m->text) <= 1024;
+            break;
         case SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED:
         case SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF_ACK:
         case SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED:

@@ -1,15 +1,20 @@
-/*  cli.h — the two flags every Shoal program answers the same way, tools, examples and the chaos
+/*  cli.h — the flags every Shoal program answers the same way, tools, examples and the chaos
     programs alike:
 
       --help, -h    the usage on stdout, exit 0
       --version     one line "NAME VERSION" on stdout (SHOAL_VERSION, from ddata.h), exit 0
+      --log-level LEVEL
+                    error, warning, info (the default) or debug: the lines Shoal logs to stderr
+                    (ddata.h, Logs). Taken out of argv before the program reads its own flags;
+                    exported as SHOAL_LOG_LEVEL, so the children a program starts log alike, and
+                    read from SHOAL_LOG_LEVEL when the flag is not given. A bad level: exit 2.
 
     A usage error is each program's own: the usage on stderr, exit 2. Header-only, because the
     programs are single files and the library has no business printing usage.
 
       int main(int argc, char **argv)
       {
-          int cli = cli_help_or_version(argc, argv, "kvstore", usage);
+          int cli = cli_help_or_version(&argc, argv, "kvstore", usage);
           if (cli >= 0)
               return cli;
           ...
@@ -18,25 +23,60 @@
 #define SHOAL_CLI_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ddata.h"
 
+#define CLI_LOG_LEVEL_USAGE                                                                        \
+    "every Shoal program: --log-level error|warning|info|debug (default info, or SHOAL_LOG_LEVEL)\n"
+
 /* Either flag anywhere before a "--" (none of the programs takes a value that starts with "--help"
-   or "--version"): prints what it asks for and returns 0, the exit code. -1 when neither is given.
-   `usage` writes the program's usage to the stream it is given. */
-static inline int cli_help_or_version(int argc, char **argv, const char *name,
+   or "--version"): prints what it asks for and returns 0, the exit code. Then --log-level LEVEL
+   (or SHOAL_LOG_LEVEL), removed from argv and *argc: 2 (the usage on stderr) for a bad level.
+   -1 when the program goes on. `usage` writes the program's usage to the stream it is given. */
+static inline int cli_help_or_version(int *argc, char **argv, const char *name,
                                       void (*usage)(FILE *))
 {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
+            printf(CLI_LOG_LEVEL_USAGE);
             return 0;
         }
         if (strcmp(argv[i], "--version") == 0) {
             printf("%s %s\n", name, SHOAL_VERSION);
             return 0;
         }
+    }
+    const char *level = getenv("SHOAL_LOG_LEVEL");
+    bool flag = false;
+    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--log-level") != 0)
+            continue;
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "%s: --log-level takes error, warning, info or debug\n", name);
+            usage(stderr);
+            return 2;
+        }
+        level = argv[i + 1];
+        flag = true;
+        for (int k = i; k + 2 <= *argc; k++) /* argv[argc] (NULL) moves down too */
+            argv[k] = argv[k + 2];
+        *argc -= 2;
+        i--;
+    }
+    if (level && *level) {
+        shoal_log_level_t l;
+        if (shoal_log_level_parse(level, &l) != 0) {
+            fprintf(stderr, "%s: %s '%s': error, warning, info or debug\n", name,
+                    flag ? "--log-level takes" : "SHOAL_LOG_LEVEL is", level);
+            usage(stderr);
+            return 2;
+        }
+        shoal_log_set_level(l);
+        if (flag)
+            setenv("SHOAL_LOG_LEVEL", shoal_log_level_name(l), 1);
     }
     return -1;
 }

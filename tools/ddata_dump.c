@@ -1182,6 +1182,107 @@ static void db_list_free(db_list_t *l)
     free(l->names);
 }
 
+/* A value as structured JSON, so jq can query it: counters as numbers, sets as arrays of
+   strings, maps as objects (key -> value), registers as {"value", "timestamp", "writer"}, a flag
+   as a boolean, a version vector as node -> counter. Types without a structure of their own here
+   (sharding's entity state, say) are their rendering, a string. */
+typedef struct {
+    shoal_buf_t *out;
+    int depth;
+    bool first;
+} jv_t;
+
+static void json_value(shoal_buf_t *out, const shoal_crdt_t *v, int depth);
+
+static int jv_elem(const void *elem, size_t len, void *arg)
+{
+    jv_t *j = arg;
+    if (!j->first)
+        LIT(j->out, ",");
+    j->first = false;
+    json_str(j->out, elem, len);
+    return 0;
+}
+
+static int jv_entry(const void *key, size_t len, const shoal_crdt_t *value, void *arg)
+{
+    jv_t *j = arg;
+    if (!j->first)
+        LIT(j->out, ",");
+    j->first = false;
+    json_str(j->out, key, len);
+    LIT(j->out, ":");
+    json_value(j->out, value, j->depth + 1);
+    return 0;
+}
+
+static void json_value(shoal_buf_t *out, const shoal_crdt_t *v, int depth)
+{
+    const char *t = shoal_type_name(shoal_crdt_type(v));
+    jv_t j = {out, depth, true};
+    if (!t || depth > 8) {
+        LIT(out, "null");
+    } else if (!strcmp(t, "GCounter")) {
+        shoal_buf_printf(out, "%llu", (unsigned long long)shoal_gcounter_value(v));
+    } else if (!strcmp(t, "PNCounter")) {
+        int64_t n = 0;
+        if (shoal_pncounter_value(v, &n) == 0)
+            shoal_buf_printf(out, "%lld", (long long)n);
+        else /* past int64: increments less decrements, still exact */
+            shoal_buf_printf(out, "{\"increments\":%llu,\"decrements\":%llu}",
+                             (unsigned long long)shoal_pncounter_increments(v),
+                             (unsigned long long)shoal_pncounter_decrements(v));
+    } else if (!strcmp(t, "GSet") || !strcmp(t, "ORSet")) {
+        LIT(out, "[");
+        if (!strcmp(t, "GSet"))
+            shoal_gset_foreach(v, jv_elem, &j);
+        else
+            shoal_orset_foreach(v, jv_elem, &j);
+        LIT(out, "]");
+    } else if (!strcmp(t, "Flag")) {
+        LIT(out, shoal_flag_enabled(v) ? "true" : "false");
+    } else if (!strcmp(t, "LWWRegister")) {
+        size_t len = 0;
+        const void *val = shoal_lwwreg_value(v, &len);
+        const shoal_node_t *w = shoal_lwwreg_writer(v);
+        LIT(out, "{\"value\":");
+        if (val)
+            json_str(out, val, len);
+        else
+            LIT(out, "null");
+        shoal_buf_printf(out, ",\"timestamp\":%lld,\"writer\":", (long long)shoal_lwwreg_timestamp(v));
+        if (w)
+            json_str(out, shoal_node_id(w), strlen(shoal_node_id(w)));
+        else
+            LIT(out, "null");
+        LIT(out, "}");
+    } else if (!strcmp(t, "VersionVector")) {
+        LIT(out, "{");
+        for (size_t i = 0; i < shoal_vv_size(v); i++) {
+            const shoal_node_t *n = NULL;
+            uint64_t c = 0;
+            if (shoal_vv_entry(v, i, &n, &c) != 0 || !n)
+                continue;
+            if (!j.first)
+                LIT(out, ",");
+            j.first = false;
+            json_str(out, shoal_node_id(n), strlen(shoal_node_id(n)));
+            shoal_buf_printf(out, ":%llu", (unsigned long long)c);
+        }
+        LIT(out, "}");
+    } else if (!strcmp(t, "ORMap") || !strcmp(t, "LWWMap") || !strcmp(t, "PNCounterMap") ||
+               !strcmp(t, "ORMultiMap")) {
+        LIT(out, "{");
+        shoal_ormap_foreach(v, jv_entry, &j);
+        LIT(out, "}");
+    } else {
+        shoal_buf_t r = {0};
+        shoal_crdt_render(v, &r);
+        json_str(out, r.data, r.len);
+        shoal_buf_free(&r);
+    }
+}
+
 static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, bool json)
 {
     shoal_buf_t r = {0};
@@ -1199,7 +1300,7 @@ static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, boo
         shoal_buf_printf(out, ",\"bytes\":%zu,\"deleted\":%s,\"value\":", e->bytes,
                          e->deleted ? "true" : "false");
         if (e->value)
-            json_str(out, r.data, r.len);
+            json_value(out, e->value, 0);
         else
             LIT(out, "null");
         if (e->error) {
@@ -1697,6 +1798,12 @@ static int connect_node(const char *ep, shoal_client_t **out)
         fprintf(stderr, "ddata-dump: bad endpoint '%s' (expected tcp://HOST:PORT)\n", ep);
         return EXIT_BAD;
     }
+    if (err == SHOAL_EREFUSED) {
+        const char *why = shoal_client_new_error();
+        fprintf(stderr, "ddata-dump: the node at %s refused the connection%s%s\n", ep,
+                *why ? ": " : "", why);
+        return EXIT_DIFF;
+    }
     fprintf(stderr, "ddata-dump: cannot reach node at %s (%s)\n", ep, shoal_strerror(err));
     return EXIT_UNREACHABLE;
 }
@@ -2043,20 +2150,37 @@ static bool same_replica(const replica_t *a, const replica_t *b)
     return a->held == b->held && (a->held != HELD_VALUE || !memcmp(a->digest, b->digest, 16));
 }
 
+/* Every node's replicas side by side. A node that cannot be asked (not reachable, refused, or
+   lost midway) is reported and left out; the others are compared all the same. Exit: 1 when
+   the replicas asked differ, else 3 when a node could not be asked, else 0. */
 static int compare_mode(char **eps, int n, const char *role)
 {
     shoal_client_t **cl = calloc((size_t)n, sizeof *cl);
     node_keys_t *keys = calloc((size_t)n, sizeof *keys);
-    if (!cl || !keys)
+    bool *lost = calloc((size_t)n, sizeof *lost);
+    if (!cl || !keys || !lost)
         abort();
-    int ex = EXIT_OK;
-    for (int i = 0; i < n && ex == EXIT_OK; i++) {
-        ex = connect_node(eps[i], &cl[i]);
-        if (ex == EXIT_OK) {
+    int ex = EXIT_OK, n_lost = 0;
+    for (int i = 0; i < n; i++) {
+        int e = connect_node(eps[i], &cl[i]);
+        if (e == EXIT_BAD) {
+            ex = EXIT_BAD; /* a malformed endpoint is a usage error, not a lost node */
+            break;
+        }
+        if (e == EXIT_OK) {
             int rc = fetch_keys(cl[i], role, &keys[i]);
             if (rc < 0)
-                ex = request_failed(eps[i], "keys", rc);
+                e = request_failed(eps[i], "keys", rc);
         }
+        if (e != EXIT_OK) {
+            lost[i] = true;
+            n_lost++;
+            shoal_client_destroy(&cl[i]);
+        }
+    }
+    if (ex == EXIT_OK && n - n_lost < 1) {
+        fprintf(stderr, "ddata-dump: no node could be asked\n");
+        ex = EXIT_UNREACHABLE;
     }
     /* the union of the key names, sorted, without repeats */
     node_key_t *all = NULL;
@@ -2085,7 +2209,7 @@ static int compare_mode(char **eps, int n, const char *role)
             if (strlen(all[k].key) > width)
                 width = strlen(all[k].key) < 40 ? strlen(all[k].key) : 40;
         for (int i = 0; i < n; i++)
-            printf("n%d = %s\n", i + 1, eps[i]);
+            printf("n%d = %s%s\n", i + 1, eps[i], lost[i] ? "  (unreachable: left out)" : "");
         printf("%-*s", (int)width, "KEY");
         for (int i = 0; i < n; i++)
             printf("  n%-3d", i + 1);
@@ -2094,42 +2218,50 @@ static int compare_mode(char **eps, int n, const char *role)
         replica_t *row = calloc((size_t)n, sizeof *row);
         if (!row)
             abort();
-        for (size_t k = 0; k < n_all && ex == EXIT_OK; k++) {
+        for (size_t k = 0; k < n_all; k++) {
+            int first = -1;
             for (int i = 0; i < n; i++) {
+                memset(&row[i], 0, sizeof row[i]);
+                if (lost[i])
+                    continue;
                 shoal_crdt_t *v = NULL;
                 int rc = shoal_client_get(cl[i], role, all[k].key, &local, &v);
-                memset(&row[i], 0, sizeof row[i]);
                 if (rc == 0 && v && shoal_crdt_digest(v, row[i].digest) == 0)
                     row[i].held = HELD_VALUE;
                 else if (rc == SHOAL_EDELETED)
                     row[i].held = HELD_DELETED;
                 else if (rc == SHOAL_ENOTFOUND || (rc == 0 && !v))
                     row[i].held = HELD_NONE;
-                else if (rc == SHOAL_ETIMEOUT || rc == SHOAL_EIO || rc == SHOAL_ESTOPPED)
-                    ex = request_failed(eps[i], "get", rc);
-                else
+                else if (rc == SHOAL_ETIMEOUT || rc == SHOAL_EIO || rc == SHOAL_ESTOPPED) {
+                    request_failed(eps[i], "get", rc); /* lost midway: left out from here */
+                    lost[i] = true;
+                    n_lost++;
+                } else
                     row[i].held = HELD_ERROR;
                 if (row[i].held == HELD_ERROR)
                     fprintf(stderr, "ddata-dump: %s: get %s: %s%s%s\n", eps[i], all[k].key,
                             shoal_strerror(rc), *shoal_client_error(cl[i]) ? ": " : "",
                             shoal_client_error(cl[i]));
                 shoal_crdt_destroy(&v);
+                if (!lost[i] && first < 0)
+                    first = i;
             }
-            if (ex != EXIT_OK)
-                break;
             bool agree = true;
             printf("%-*s", (int)width, all[k].key);
             for (int i = 0; i < n; i++) {
                 const char *mark;
-                if (row[i].held == HELD_NONE)
+                if (lost[i])
+                    mark = "x";
+                else if (row[i].held == HELD_NONE)
                     mark = "-";
                 else if (row[i].held == HELD_ERROR)
                     mark = "?";
-                else if (same_replica(&row[i], &row[0]))
+                else if (first >= 0 && same_replica(&row[i], &row[first]))
                     mark = row[i].held == HELD_DELETED ? "=del" : "=";
                 else
                     mark = "!=";
-                if (!same_replica(&row[i], &row[0]) || row[i].held == HELD_ERROR)
+                if (!lost[i] && ((first >= 0 && !same_replica(&row[i], &row[first])) ||
+                                 row[i].held == HELD_ERROR))
                     agree = false;
                 printf("  %-4s", mark);
             }
@@ -2138,14 +2270,18 @@ static int compare_mode(char **eps, int n, const char *role)
                 differ++;
         }
         free(row);
-        if (ex == EXIT_OK) {
-            if (differ) {
-                printf("%zu of %zu keys differ\n", differ, n_all);
-                ex = EXIT_DIFF;
-            } else {
-                printf("all %zu keys agree on %d nodes\n", n_all, n);
-            }
+        if (differ) {
+            printf("%zu of %zu keys differ", differ, n_all);
+            ex = EXIT_DIFF;
+        } else {
+            printf("all %zu keys agree on %d nodes", n_all, n - n_lost);
         }
+        if (n_lost) {
+            printf("; %d of %d nodes unreachable (x)", n_lost, n);
+            if (ex == EXIT_OK)
+                ex = EXIT_UNREACHABLE;
+        }
+        printf("\n");
     }
     free(all);
     for (int i = 0; i < n; i++) {
@@ -2154,6 +2290,7 @@ static int compare_mode(char **eps, int n, const char *role)
     }
     free(keys);
     free(cl);
+    free(lost);
     return ex;
 }
 
@@ -2162,7 +2299,7 @@ static int compare_mode(char **eps, int n, const char *role)
  */
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "ddata-dump", usage);
+    int cli = cli_help_or_version(&argc, argv, "ddata-dump", usage);
     if (cli >= 0)
         return cli;
     shoal_sharding_register_types(); /* entity states decode and render like any value */

@@ -6,9 +6,16 @@
       shoal-cluster [--node ENDPOINT] [--timeout MS] leave [MEMBER]
       shoal-cluster [--node ENDPOINT] [--timeout MS] down MEMBER
       shoal-cluster [--node ENDPOINT] [--timeout MS] forget ID
+      shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] shards [TYPE]
+      shoal-cluster [--node ENDPOINT] [--timeout MS] check
+      shoal-cluster [--node ENDPOINT] [--timeout MS] rebalance TYPE
+      shoal-cluster [--node ENDPOINT] [--timeout MS] move TYPE SHARD MEMBER
+      shoal-cluster [--node ENDPOINT] [--timeout MS] unpin TYPE SHARD
+      shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] events
 
     --node     the member to ask (default tcp://127.0.0.1:2552)
-    --json     `members` prints the node's view as JSON, as the node renders it
+    --json     `members`, `shards` and `events` print JSON, as the node renders it (events: one
+               object a line)
     --timeout  how long to wait for the node, in ms (default 3000)
     --help     the usage on stdout; --version: "shoal-cluster VERSION"
     MEMBER is a node id host:port:uid, or host:port for the live incarnation there; `leave`
@@ -17,16 +24,38 @@
     restart of every node; see `members --json`, "kept"), on the asked node and every member it
     reaches.
 
-    Exit codes: 0 ok; 1 the node answered with an error; 2 usage error; 3 the node could not be
-    reached in time.
+    shards: the shard map of each entity type (or of TYPE): every shard's home, its entities, its
+    pin, and the node running the coordinator (as GET /cluster/shards on the management endpoint).
+    check: every shard has one home (no shard hosted by two regions, or by one the coordinator did
+    not allocate it to), every member's region of every type is registered with its coordinator,
+    every region answered, and the replicas of each key agree on every Up member (asked in turn;
+    keys that differ are asked again for up to 3 s, as gossip may still be carrying a write): exit
+    0, or 1 with the findings, as `redis-cli --cluster check`.
+    rebalance: a rebalance round of TYPE now. move: hands SHARD off to MEMBER through the
+    coordinator (the ordered handoff) and pins it there, in the coordinator's state, until it is
+    moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there.
+    unpin: drops the pin (the shard stays until a rebalance moves it).
+    events: prints the node's cluster and sharding events as they happen (member up, unreachable,
+    removed, leader changes, shard allocated, moved, pinned) until interrupted, like `serf
+    monitor`; it starts with the recent events the node kept.
+
+    Exit codes: 0 ok; 1 the node answered with an error, or check found something; 2 usage error;
+    3 the node could not be reached in time.
 */
 #include "cli.h"
 #include "membership.h"
+#include "sharding.h"
 
+#include "client.pb-c.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXIT_ANSWERED_ERROR 1
 #define EXIT_USAGE 2
@@ -42,6 +71,13 @@ static void usage(FILE *f)
                "  down MEMBER          mark a member Down (it is removed and must restart)\n"
                "  forget ID            drop a durable identity that will never return from the\n"
                "                       kept membership (majorities stop counting it)\n"
+               "  shards [TYPE]        the shard map: each shard's home, entities and pin\n"
+               "  check                every shard one home, every region registered, replicas\n"
+               "                       equal: exit 0, or 1 with the findings\n"
+               "  rebalance TYPE       a rebalance round now\n"
+               "  move TYPE SHARD MEMBER  hand SHARD off to MEMBER and pin it there\n"
+               "  unpin TYPE SHARD     drop the pin of SHARD\n"
+               "  events               stream cluster and sharding events until interrupted\n"
                "MEMBER is host:port:uid or host:port. Default node tcp://127.0.0.1:2552.\n");
 }
 
@@ -52,15 +88,15 @@ static void usage(FILE *f)
  */
 typedef struct {
     const char *p, *end;
-} json_t;
+} jreader_t;
 
-static void skip_ws(json_t *j)
+static void skip_ws(jreader_t *j)
 {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r'))
         j->p++;
 }
 
-static bool eat(json_t *j, char ch)
+static bool eat(jreader_t *j, char ch)
 {
     skip_ws(j);
     if (j->p < j->end && *j->p == ch) {
@@ -71,7 +107,7 @@ static bool eat(json_t *j, char ch)
 }
 
 /* A string into out (truncated to cap-1; escapes \" \\ and \u00XX decoded). */
-static bool read_str(json_t *j, char *out, size_t cap)
+static bool read_str(jreader_t *j, char *out, size_t cap)
 {
     if (!eat(j, '"'))
         return false;
@@ -101,7 +137,7 @@ static bool read_str(json_t *j, char *out, size_t cap)
 }
 
 /* Skips any value (string, number, literal, array, object). */
-static bool skip_value(json_t *j, int depth)
+static bool skip_value(jreader_t *j, int depth)
 {
     if (depth > 16)
         return false;
@@ -135,7 +171,7 @@ static bool skip_value(json_t *j, int depth)
 }
 
 /* A scalar as text (strings unquoted; null, true, false and numbers as written). */
-static bool read_scalar(json_t *j, char *out, size_t cap)
+static bool read_scalar(jreader_t *j, char *out, size_t cap)
 {
     skip_ws(j);
     if (j->p < j->end && *j->p == '"')
@@ -164,7 +200,7 @@ typedef struct {
     size_t n_rows;
 } view_t;
 
-static bool read_member(json_t *j, row_t *r)
+static bool read_member(jreader_t *j, row_t *r)
 {
     memset(r, 0, sizeof *r);
     if (!eat(j, '{'))
@@ -213,7 +249,7 @@ static bool read_member(json_t *j, row_t *r)
 static bool parse_view(const char *text, size_t len, view_t *v)
 {
     memset(v, 0, sizeof *v);
-    json_t j = {text, text + len};
+    jreader_t j = {text, text + len};
     if (!eat(&j, '{'))
         return false;
     if (eat(&j, '}'))
@@ -319,12 +355,604 @@ static int fail_request(const char *node, const char *what, int rc)
     return EXIT_ANSWERED_ERROR;
 }
 
+
+/* ---------------------------------------------------------------------------------------------
+ * Shards, check, rebalance, move, unpin, events
+ */
+static const char *jstr(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+/* "host:port:uid" -> "host:port" (into out) */
+static const char *address_of(const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", id);
+    char *colon = strrchr(out, ':');
+    if (colon && colon != strchr(out, ':'))
+        *colon = 0;
+    return out;
+}
+
+/* The types of a shards answer: its "types" array, or the one type it is. */
+static json_t *types_of(json_t *root)
+{
+    json_t *types = json_object_get(root, "types");
+    if (json_is_array(types))
+        return json_incref(types);
+    json_t *one = json_array();
+    json_array_append(one, root);
+    return one;
+}
+
+static void print_shards(json_t *root)
+{
+    json_t *types = types_of(root);
+    size_t i;
+    json_t *t;
+    json_array_foreach(types, i, t) {
+        const char *co = jstr(t, "coordinator");
+        json_t *shards = json_object_get(t, "shards");
+        printf("%stype %s  coordinator %s  shards %zu%s\n", i ? "\n" : "", jstr(t, "type"),
+               *co ? co : "(none known)", json_array_size(shards),
+               json_is_true(json_object_get(t, "proxy")) ? "  (a proxy on this node)" : "");
+        int hw = 4;
+        size_t k;
+        json_t *sh;
+        json_array_foreach(shards, k, sh) {
+            int l = (int)strlen(jstr(sh, "home"));
+            hw = l > hw ? l : hw;
+        }
+        printf("  %-10s  %-*s  %8s  %s\n", "SHARD", hw, "HOME", "ENTITIES", "PINNED");
+        json_array_foreach(shards, k, sh) {
+            json_t *e = json_object_get(sh, "entities");
+            char ents[32];
+            if (json_is_integer(e))
+                snprintf(ents, sizeof ents, "%lld", (long long)json_integer_value(e));
+            else
+                snprintf(ents, sizeof ents, "?");
+            const char *home = jstr(sh, "home");
+            const char *pin = jstr(sh, "pinned");
+            printf("  %-10s  %-*s  %8s  %s\n", jstr(sh, "id"), hw, *home ? home : "-", ents,
+                   *pin ? pin : "-");
+        }
+        json_t *regions = json_object_get(t, "regions");
+        if (json_array_size(regions)) {
+            printf("  %-*s  %6s  %8s  %s\n", hw + 12, "REGION", "SHARDS", "ENTITIES", "ANSWERED");
+            json_t *g;
+            json_array_foreach(regions, k, g) {
+                printf("  %-*s  %6lld  %8lld  %s\n", hw + 12, jstr(g, "node"),
+                       (long long)json_integer_value(json_object_get(g, "shards")),
+                       (long long)json_integer_value(json_object_get(g, "entities")),
+                       json_is_true(json_object_get(g, "answered")) ? "yes" : "NO");
+            }
+        }
+        const char *err = jstr(t, "stats_error");
+        if (*err)
+            printf("  (entity counts missing: %s)\n", err);
+    }
+    json_decref(types);
+}
+
+/* A sharding request's failure, in words: the node runs no sharding, no such type, or its
+   answer. */
+static int sharding_failed(const char *node, int rc, shoal_buf_t *text)
+{
+    if (rc == SHOAL_EKIND) {
+        fprintf(stderr, "shoal-cluster: %s runs no sharding\n", node);
+        return EXIT_ANSWERED_ERROR;
+    }
+    char what[1024];
+    snprintf(what, sizeof what, "%s", text->len ? shoal_buf_cstr(text) : shoal_strerror(rc));
+    return fail_request(node, what, rc);
+}
+
+static int cmd_shards(shoal_client_t *cl, const char *node, const char *type, bool as_json)
+{
+    shoal_buf_t text = {0};
+    int rc = shoal_client_sharding_shards(cl, type ? type : "", &text);
+    int code = 0;
+    if (rc < 0) {
+        code = sharding_failed(node, rc, &text);
+    } else if (as_json) {
+        printf("%s\n", shoal_buf_cstr(&text));
+    } else {
+        json_error_t err;
+        json_t *root = json_loadb(shoal_buf_cstr(&text), text.len, 0, &err);
+        if (!root) {
+            fprintf(stderr, "shoal-cluster: %s: malformed shard map from the node (%s)\n", node,
+                    err.text);
+            code = EXIT_ANSWERED_ERROR;
+        } else {
+            print_shards(root);
+            json_decref(root);
+        }
+    }
+    shoal_buf_free(&text);
+    return code;
+}
+
+static int cmd_action(shoal_client_t *cl, const char *node, const char *cmd, const char *type,
+                      const char *shard, const char *member)
+{
+    shoal_buf_t text = {0};
+    int rc = strcmp(cmd, "rebalance") == 0 ? shoal_client_sharding_rebalance(cl, type, &text)
+             : strcmp(cmd, "move") == 0   ? shoal_client_sharding_move(cl, type, shard, member,
+                                                                       &text)
+                                          : shoal_client_sharding_unpin(cl, type, shard, &text);
+    int code = 0;
+    if (rc < 0)
+        code = sharding_failed(node, rc, &text);
+    else
+        printf("%s\n", shoal_buf_cstr(&text));
+    shoal_buf_free(&text);
+    return code;
+}
+
+/* After a move: the shard's home as the asked node sees it, until it is at `member`. */
+static int wait_moved(shoal_client_t *cl, const char *node, const char *type, const char *shard,
+                      const char *member, long wait_ms)
+{
+    char want[SHOAL_NODE_ID_MAX + 1];
+    address_of(member, want, sizeof want);
+    int64_t until = shoal_now_ms() + wait_ms;
+    char home[SHOAL_NODE_ID_MAX + 1] = "";
+    for (;;) {
+        shoal_buf_t text = {0};
+        int rc = shoal_client_sharding_shards(cl, type, &text);
+        json_t *root = rc == 0 ? json_loadb(shoal_buf_cstr(&text), text.len, 0, NULL) : NULL;
+        shoal_buf_free(&text);
+        if (rc < 0 && rc != SHOAL_ETIMEOUT) {
+            json_decref(root);
+            return fail_request(node, shoal_strerror(rc), rc);
+        }
+        size_t i;
+        json_t *sh;
+        json_array_foreach(json_object_get(root, "shards"), i, sh) {
+            if (strcmp(jstr(sh, "id"), shard) == 0)
+                snprintf(home, sizeof home, "%s", jstr(sh, "home"));
+        }
+        json_decref(root);
+        char at[SHOAL_NODE_ID_MAX + 1];
+        if (*home && (strcmp(home, member) == 0 || strcmp(address_of(home, at, sizeof at), want) == 0)) {
+            printf("shard %s of %s is on %s\n", shard, type, home);
+            return 0;
+        }
+        if (shoal_now_ms() >= until)
+            break;
+        usleep(100 * 1000); /* an operator's poll of the node, not a test's wait */
+    }
+    fprintf(stderr, "shoal-cluster: shard %s of %s not on %s after %ld ms (home: %s); the pin "
+                    "stands and the coordinator goes on\n",
+            shard, type, member, wait_ms, *home ? home : "none");
+    return EXIT_ANSWERED_ERROR;
+}
+
+/* ---- events ---- */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void print_event(json_t *e, bool as_json)
+{
+    if (as_json) {
+        char *line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (line)
+            printf("%s\n", line);
+        free(line);
+        return;
+    }
+    printf("%s  %-20s", jstr(e, "at"), jstr(e, "event"));
+    const char *n = jstr(e, "node");
+    if (*n)
+        printf("  %s", n);
+    const char *key;
+    json_t *v;
+    json_object_foreach(e, key, v) {
+        if (!strcmp(key, "seq") || !strcmp(key, "at") || !strcmp(key, "event") ||
+            !strcmp(key, "node"))
+            continue;
+        if (json_is_string(v))
+            printf("  %s=%s", key, json_string_value(v));
+        else if (json_is_boolean(v))
+            printf("  %s=%s", key, json_is_true(v) ? "true" : "false");
+    }
+    printf("\n");
+}
+
+static int cmd_events(shoal_client_t *cl, const char *node, bool as_json)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each event as it comes, into a pipe too */
+    uint64_t since = 0;
+    while (!interrupted) {
+        shoal_buf_t text = {0};
+        int rc = shoal_client_cluster_events(cl, since, &text);
+        if (rc < 0) {
+            int code = interrupted ? 0 : fail_request(node, shoal_strerror(rc), rc);
+            shoal_buf_free(&text);
+            return code;
+        }
+        json_t *root = json_loadb(shoal_buf_cstr(&text), text.len, 0, NULL);
+        shoal_buf_free(&text);
+        if (!root) {
+            fprintf(stderr, "shoal-cluster: %s: malformed events from the node\n", node);
+            return EXIT_ANSWERED_ERROR;
+        }
+        json_int_t missed = json_integer_value(json_object_get(root, "missed"));
+        if (missed > 0)
+            printf("(%lld events missed: the node keeps the last 256)\n", (long long)missed);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(root, "events"), i, e) {
+            print_event(e, as_json);
+        }
+        json_int_t seq = json_integer_value(json_object_get(root, "seq"));
+        if (seq > 0)
+            since = (uint64_t)seq;
+        json_decref(root);
+        /* the node is asked for news 5 times a second: a line appears within 200 ms */
+        for (int k = 0; k < 4 && !interrupted; k++)
+            usleep(50 * 1000);
+    }
+    return 0;
+}
+
+/* ---- check ---- */
+typedef struct {
+    char **lines;
+    size_t n;
+} findings_t;
+
+static void finding(findings_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void finding(findings_t *f, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    f->lines = realloc(f->lines, (f->n + 1) * sizeof *f->lines);
+    if (!f->lines || !(f->lines[f->n] = strdup(line)))
+        abort();
+    f->n++;
+}
+
+/* Shards with two homes, or hosted where the coordinator did not allocate them; regions that
+   did not answer; pins not honoured. */
+static size_t check_map(json_t *root, findings_t *f)
+{
+    json_t *types = types_of(root);
+    size_t i, total = 0;
+    json_t *t;
+    json_array_foreach(types, i, t) {
+        const char *type = jstr(t, "type");
+        json_t *shards = json_object_get(t, "shards");
+        json_t *regions = json_object_get(t, "regions");
+        total += json_array_size(shards);
+        size_t k;
+        json_t *g;
+        json_array_foreach(regions, k, g) {
+            if (!json_is_true(json_object_get(g, "answered")))
+                finding(f, "%s: region %s did not answer", type, jstr(g, "node"));
+        }
+        json_t *sh;
+        json_array_foreach(shards, k, sh) {
+            const char *id = jstr(sh, "id"), *home = jstr(sh, "home"), *pin = jstr(sh, "pinned");
+            char hosts[2048] = "";
+            size_t n_hosts = 0, r;
+            json_array_foreach(regions, r, g) {
+                size_t h;
+                json_t *x;
+                json_array_foreach(json_object_get(g, "hosted"), h, x) {
+                    if (strcmp(json_string_value(x) ? json_string_value(x) : "", id) != 0)
+                        continue;
+                    size_t len = strlen(hosts);
+                    snprintf(hosts + len, sizeof hosts - len, "%s%s", n_hosts ? ", " : "",
+                             jstr(g, "node"));
+                    n_hosts++;
+                    if (*home && strcmp(jstr(g, "node"), home) != 0)
+                        finding(f, "%s: shard %s is hosted by %s but allocated to %s", type, id,
+                                jstr(g, "node"), home);
+                }
+            }
+            if (n_hosts > 1)
+                finding(f, "%s: shard %s has %zu homes: %s", type, id, n_hosts, hosts);
+            char at[SHOAL_NODE_ID_MAX + 1];
+            if (*pin && *home && strcmp(address_of(home, at, sizeof at), pin) != 0)
+                finding(f, "%s: shard %s is pinned to %s but allocated to %s", type, id, pin,
+                        home);
+        }
+    }
+    json_decref(types);
+    return total;
+}
+
+/* The KEYS request (ddata/replicator_client.c): the keys of a role's replicator. */
+#define K_CLIENT_KEYS 0x8004u
+static int fetch_keys(shoal_client_t *c, const char *role, char ***keys, size_t *n)
+{
+    *keys = NULL;
+    *n = 0;
+    Shoal__Client__Keys req = SHOAL__CLIENT__KEYS__INIT;
+    req.role = (char *)role;
+    uint8_t buf[512];
+    size_t len = shoal__client__keys__get_packed_size(&req);
+    if (len > sizeof buf)
+        return SHOAL_EINVAL;
+    shoal__client__keys__pack(&req, buf);
+    shoal_buf_t rep = {0};
+    uint16_t kind = 0;
+    int rc = shoal_client_request(c, K_CLIENT_KEYS, buf, len, &kind, &rep, 0);
+    if (rc < 0) {
+        shoal_buf_free(&rep);
+        return rc;
+    }
+    Shoal__Client__Reply *r =
+        shoal__client__reply__unpack(NULL, rep.len, rep.data ? rep.data : (uint8_t *)"");
+    shoal_buf_free(&rep);
+    if (!r)
+        return SHOAL_EDECODE;
+    rc = r->status;
+    if (rc == 0 && r->n_keys) {
+        *keys = calloc(r->n_keys, sizeof **keys);
+        if (!*keys)
+            abort();
+        for (size_t i = 0; i < r->n_keys; i++)
+            if (!((*keys)[i] = strdup(r->keys[i])))
+                abort();
+        *n = r->n_keys;
+    }
+    shoal__client__reply__free_unpacked(r, NULL);
+    return rc;
+}
+
+typedef struct {
+    char address[SHOAL_NODE_ID_MAX + 1];
+    shoal_client_t *cl;
+} peer_t;
+
+/* The digest of a key on one member: "v" + hex, "deleted", "absent", or "error". */
+static void key_state(shoal_client_t *cl, const char *role, const char *key, char *out,
+                      size_t cap)
+{
+    shoal_consistency_t local = {.level = SHOAL_LOCAL};
+    shoal_crdt_t *v = NULL;
+    uint8_t d[16];
+    int rc = shoal_client_get(cl, role, key, &local, &v);
+    if (rc == 0 && v && shoal_crdt_digest(v, d) == 0) {
+        size_t k = (size_t)snprintf(out, cap, "v");
+        for (int i = 0; i < 16 && k + 2 < cap; i++, k += 2)
+            snprintf(out + k, cap - k, "%02x", d[i]);
+    } else if (rc == SHOAL_EDELETED) {
+        snprintf(out, cap, "deleted");
+    } else if (rc == SHOAL_ENOTFOUND || (rc == 0 && !v)) {
+        snprintf(out, cap, "absent");
+    } else {
+        snprintf(out, cap, "error (%s)", shoal_strerror(rc));
+    }
+    shoal_crdt_destroy(&v);
+}
+
+/* Replicas of each key of `role` on the members that run its replicator: the keys that differ
+   are asked again for up to 3 s (gossip may still carry a write), then reported. */
+static size_t check_replicas(peer_t *peers, size_t n_peers, const char *role, findings_t *f)
+{
+    char **all = NULL;
+    size_t n_all = 0;
+    bool *runs = calloc(n_peers + 1, sizeof *runs);
+    if (!runs)
+        abort();
+    size_t n_running = 0;
+    for (size_t p = 0; p < n_peers; p++) {
+        if (!peers[p].cl)
+            continue;
+        char **keys;
+        size_t n;
+        int rc = fetch_keys(peers[p].cl, role, &keys, &n);
+        if (rc == SHOAL_ENOTFOUND)
+            continue; /* no replicator of that role there */
+        if (rc < 0) {
+            finding(f, "replicas of role '%s': %s did not list its keys (%s)", role,
+                    peers[p].address, shoal_strerror(rc));
+            continue;
+        }
+        runs[p] = true;
+        n_running++;
+        for (size_t i = 0; i < n; i++) {
+            bool have = false;
+            for (size_t k = 0; k < n_all && !have; k++)
+                have = strcmp(all[k], keys[i]) == 0;
+            if (have) {
+                free(keys[i]);
+                continue;
+            }
+            all = realloc(all, (n_all + 1) * sizeof *all);
+            if (!all)
+                abort();
+            all[n_all++] = keys[i];
+        }
+        free(keys);
+    }
+    size_t checked = 0;
+    for (size_t k = 0; k < n_all && n_running > 1; k++) {
+        char first[64], cur[64], who[SHOAL_NODE_ID_MAX + 200] = "";
+        bool agree = false;
+        int64_t until = shoal_now_ms() + 3000;
+        for (;;) {
+            agree = true;
+            bool have_first = false;
+            for (size_t p = 0; p < n_peers && agree; p++) {
+                if (!runs[p])
+                    continue;
+                key_state(peers[p].cl, role, all[k], have_first ? cur : first, sizeof first);
+                if (!have_first) {
+                    have_first = true;
+                } else if (strcmp(first, cur) != 0) {
+                    agree = false;
+                    snprintf(who, sizeof who, "%s (%s there, %s on the first)", peers[p].address,
+                             cur, first);
+                }
+            }
+            if (agree || shoal_now_ms() >= until)
+                break;
+            usleep(200 * 1000); /* gossip's next round */
+        }
+        checked++;
+        if (!agree)
+            finding(f, "replicas of role '%s': key %s differs on %s from the first member", role,
+                    all[k], who);
+    }
+    for (size_t k = 0; k < n_all; k++)
+        free(all[k]);
+    free(all);
+    free(runs);
+    return checked;
+}
+
+static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
+{
+    findings_t f = {0};
+    shoal_buf_t text = {0};
+    int rc = shoal_client_cluster_view(cl, &text);
+    if (rc < 0) {
+        int code = fail_request(node, shoal_strerror(rc), rc);
+        shoal_buf_free(&text);
+        return code;
+    }
+    json_t *view = json_loadb(shoal_buf_cstr(&text), text.len, 0, NULL);
+    if (!view) {
+        fprintf(stderr, "shoal-cluster: %s: malformed view from the node\n", node);
+        shoal_buf_free(&text);
+        return EXIT_ANSWERED_ERROR;
+    }
+    /* the members, each asked in turn */
+    json_t *members = json_object_get(view, "members");
+    size_t n_members = json_array_size(members);
+    peer_t *peers = calloc(n_members + 1, sizeof *peers);
+    char **roles = calloc(1, sizeof *roles);
+    size_t n_roles = 1;
+    if (!peers || !roles || !(roles[0] = strdup("")))
+        abort();
+    size_t i, n_peers = 0, n_up = 0;
+    json_t *m;
+    json_array_foreach(members, i, m) {
+        const char *status = jstr(m, "status");
+        if (strcmp(status, "Up") != 0 && strcmp(status, "WeaklyUp") != 0) {
+            if (strcmp(status, "Joining") != 0 && strcmp(status, "Leaving") != 0)
+                finding(&f, "member %s is %s", jstr(m, "node"), status);
+            continue;
+        }
+        n_up++;
+        if (!json_is_true(json_object_get(m, "reachable")))
+            finding(&f, "member %s is unreachable from %s", jstr(m, "node"), node);
+        size_t r;
+        json_t *role;
+        json_array_foreach(json_object_get(m, "roles"), r, role) {
+            const char *name = json_string_value(role);
+            bool have = !name;
+            for (size_t k = 0; k < n_roles && !have; k++)
+                have = strcmp(roles[k], name) == 0;
+            if (have)
+                continue;
+            roles = realloc(roles, (n_roles + 1) * sizeof *roles);
+            if (!roles || !(roles[n_roles] = strdup(name)))
+                abort();
+            n_roles++;
+        }
+        peer_t *p = &peers[n_peers++];
+        snprintf(p->address, sizeof p->address, "%s", jstr(m, "address"));
+        char ep[SHOAL_NODE_ID_MAX + 16];
+        snprintf(ep, sizeof ep, "tcp://%s", p->address);
+        int err = 0;
+        p->cl = shoal_client_new(ep, (uint32_t)timeout_ms, &err);
+        if (!p->cl)
+            finding(&f, "member %s cannot be reached at %s (%s%s%s)", jstr(m, "node"), ep,
+                    shoal_strerror(err), *shoal_client_new_error() ? ": " : "",
+                    shoal_client_new_error());
+    }
+    /* every member's regions registered, and the map as each member's region sees it */
+    size_t n_shards = 0, n_types = 0;
+    bool any_sharding = false;
+    for (size_t p = 0; p < n_peers; p++) {
+        if (!peers[p].cl)
+            continue;
+        shoal_buf_t map = {0};
+        rc = shoal_client_sharding_shards(peers[p].cl, "", &map);
+        if (rc == SHOAL_EKIND) { /* no sharding on that member */
+            shoal_buf_free(&map);
+            continue;
+        }
+        json_t *root = rc == 0 ? json_loadb(shoal_buf_cstr(&map), map.len, 0, NULL) : NULL;
+        if (!root) {
+            finding(&f, "member %s did not give its shard map (%s)", peers[p].address,
+                    rc < 0 ? shoal_strerror(rc) : "malformed");
+            shoal_buf_free(&map);
+            continue;
+        }
+        any_sharding = true;
+        json_t *types = types_of(root);
+        size_t k;
+        json_t *t;
+        json_array_foreach(types, k, t) {
+            if (!json_is_true(json_object_get(t, "registered")))
+                finding(&f, "%s: the region on %s is not registered with its coordinator (%s)",
+                        jstr(t, "type"), peers[p].address,
+                        *jstr(t, "coordinator") ? jstr(t, "coordinator") : "none known");
+        }
+        json_decref(types);
+        /* the map itself once, as the asked node (or the first member) sees it */
+        if (n_types == 0) {
+            n_types = json_array_size(json_object_get(root, "types"));
+            n_shards = check_map(root, &f);
+        }
+        json_decref(root);
+        shoal_buf_free(&map);
+    }
+    size_t n_keys = 0;
+    for (size_t r = 0; r < n_roles; r++)
+        n_keys += check_replicas(peers, n_peers, roles[r], &f);
+    for (size_t p = 0; p < n_peers; p++)
+        shoal_client_destroy(&peers[p].cl);
+    for (size_t r = 0; r < n_roles; r++)
+        free(roles[r]);
+    free(roles);
+    free(peers);
+    json_decref(view);
+    shoal_buf_free(&text);
+    for (size_t k = 0; k < f.n; k++) {
+        printf("[ERR] %s\n", f.lines[k]);
+        free(f.lines[k]);
+    }
+    free(f.lines);
+    if (f.n) {
+        printf("%zu finding%s\n", f.n, f.n == 1 ? "" : "s");
+        return EXIT_ANSWERED_ERROR;
+    }
+    printf("[OK] %zu members Up; ", n_up);
+    if (any_sharding)
+        printf("%zu entity type%s, %zu shards, each with one home, every region registered; ",
+               n_types, n_types == 1 ? "" : "s", n_shards);
+    printf("%zu key%s agree%s on every replica\n", n_keys, n_keys == 1 ? "" : "s",
+           n_keys == 1 ? "s" : "");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *node = "tcp://127.0.0.1:2552";
     bool json = false;
     long timeout_ms = 3000;
-    int cli = cli_help_or_version(argc, argv, "shoal-cluster", usage);
+    int cli = cli_help_or_version(&argc, argv, "shoal-cluster", usage);
     if (cli >= 0)
         return cli;
     int i = 1;
@@ -357,22 +985,40 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *cmd = argv[i++];
-    const char *arg = i < argc ? argv[i++] : NULL;
-    int max_args = strcmp(cmd, "members") == 0 ? 0 : 1;
-    bool needs_arg =
-        strcmp(cmd, "join") == 0 || strcmp(cmd, "down") == 0 || strcmp(cmd, "forget") == 0;
-    if (strcmp(cmd, "members") != 0 && strcmp(cmd, "join") != 0 && strcmp(cmd, "leave") != 0 &&
-        strcmp(cmd, "down") != 0 && strcmp(cmd, "forget") != 0) {
+    /* each command's arguments: at least min, at most max */
+    static const struct {
+        const char *name;
+        int min, max;
+        const char *says;
+    } cmds[] = {
+        {"members", 0, 0, "no argument"},        {"join", 1, 1, "one argument"},
+        {"leave", 0, 1, "at most one argument"}, {"down", 1, 1, "one argument"},
+        {"forget", 1, 1, "one argument"},        {"shards", 0, 1, "at most one argument (TYPE)"},
+        {"check", 0, 0, "no argument"},          {"rebalance", 1, 1, "one argument (TYPE)"},
+        {"move", 3, 3, "three arguments (TYPE SHARD MEMBER)"},
+        {"unpin", 2, 2, "two arguments (TYPE SHARD)"},
+        {"events", 0, 0, "no argument"},
+    };
+    int which = -1;
+    for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++)
+        if (strcmp(cmd, cmds[k].name) == 0)
+            which = (int)k;
+    if (which < 0) {
         fprintf(stderr, "shoal-cluster: unknown command '%s'\n", cmd);
         usage(stderr);
         return EXIT_USAGE;
     }
-    if ((arg && max_args == 0) || i < argc || (needs_arg && !arg)) {
-        fprintf(stderr, "shoal-cluster: %s takes %s\n", cmd,
-                max_args == 0 ? "no argument" : needs_arg ? "one argument" : "at most one argument");
+    int n_args = argc - i;
+    if (n_args < cmds[which].min || n_args > cmds[which].max) {
+        fprintf(stderr, "shoal-cluster: %s takes %s\n", cmd, cmds[which].says);
         usage(stderr);
         return EXIT_USAGE;
     }
+    const char *arg = n_args > 0 ? argv[i] : NULL;
+    const char *arg2 = n_args > 1 ? argv[i + 1] : NULL;
+    const char *arg3 = n_args > 2 ? argv[i + 2] : NULL;
+    bool sharding_cmd = strcmp(cmd, "shards") == 0 || strcmp(cmd, "rebalance") == 0 ||
+                        strcmp(cmd, "move") == 0 || strcmp(cmd, "unpin") == 0;
     if (strcmp(cmd, "join") == 0 && strncmp(arg, "tcp://", 6) != 0 &&
         strncmp(arg, "ipc://", 6) != 0) {
         fprintf(stderr, "shoal-cluster: join takes a seed endpoint tcp://host:port, not '%s'\n",
@@ -381,7 +1027,10 @@ int main(int argc, char **argv)
     }
 
     int rc = 0;
-    shoal_client_t *cl = shoal_client_new(node, (uint32_t)timeout_ms, &rc);
+    /* a sharding request waits on the node for other members (entity counts, the coordinator's
+       majority write) within their own deadlines: the tool waits for those too */
+    long client_ms = sharding_cmd ? timeout_ms + 8000 : timeout_ms;
+    shoal_client_t *cl = shoal_client_new(node, (uint32_t)client_ms, &rc);
     if (!cl) {
         if (rc == SHOAL_EINVAL) {
             fprintf(stderr, "shoal-cluster: --node takes an endpoint tcp://host:port, not '%s'\n",
@@ -389,7 +1038,9 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         if (rc == SHOAL_EREFUSED) {
-            fprintf(stderr, "shoal-cluster: the node at %s refused the connection\n", node);
+            const char *why = shoal_client_new_error();
+            fprintf(stderr, "shoal-cluster: the node at %s refused the connection%s%s\n", node,
+                    *why ? ": " : "", why);
             return EXIT_ANSWERED_ERROR;
         }
         fprintf(stderr, "shoal-cluster: cannot reach node at %s (%s)\n", node, shoal_strerror(rc));
@@ -398,7 +1049,19 @@ int main(int argc, char **argv)
 
     int code = 0;
     char what[512];
-    if (strcmp(cmd, "members") == 0) {
+    if (strcmp(cmd, "shards") == 0) {
+        code = cmd_shards(cl, node, arg, json);
+    } else if (strcmp(cmd, "check") == 0) {
+        code = cmd_check(cl, node, timeout_ms);
+    } else if (strcmp(cmd, "events") == 0) {
+        code = cmd_events(cl, node, json);
+    } else if (strcmp(cmd, "rebalance") == 0 || strcmp(cmd, "unpin") == 0) {
+        code = cmd_action(cl, node, cmd, arg, arg2, NULL);
+    } else if (strcmp(cmd, "move") == 0) {
+        code = cmd_action(cl, node, cmd, arg, arg2, arg3);
+        if (code == 0)
+            code = wait_moved(cl, node, arg, arg2, arg3, timeout_ms > 10000 ? timeout_ms : 10000);
+    } else if (strcmp(cmd, "members") == 0) {
         shoal_buf_t text = {0};
         rc = shoal_client_cluster_view(cl, &text);
         if (rc < 0) {

@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 {
     const char *dir = NULL, *name = "node", *endpoint = NULL;
     bool force = false;
-    int cli = cli_help_or_version(argc, argv, "shoal-keygen", usage);
+    int cli = cli_help_or_version(&argc, argv, "shoal-keygen", usage);
     if (cli >= 0)
         return cli;
     for (int i = 1; i < argc; i++) {

@@ -172,7 +172,7 @@ int main(int argc, char **argv)
     const char *seeds[MAX_LIST], *roles[MAX_LIST];
     size_t n_seeds = 0, n_roles = 0;
     bool fast = false, quiet = false;
-    int cli = cli_help_or_version(argc, argv, "shoal-member", usage);
+    int cli = cli_help_or_version(&argc, argv, "shoal-member", usage);
     if (cli >= 0)
         return cli;
 

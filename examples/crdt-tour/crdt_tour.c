@@ -98,7 +98,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "crdt-tour", usage);
+    int cli = cli_help_or_version(&argc, argv, "crdt-tour", usage);
     if (cli >= 0)
         return cli;
     if (argc > 1) {

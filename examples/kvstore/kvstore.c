@@ -7,7 +7,8 @@
       kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
       kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
       kvstore del   PORT KEY [CONS]           remove a key
-      kvstore watch PORT [SECONDS]            print the node's map, then every change (0 = forever)
+      kvstore watch PORT [SECONDS]            print the node's map, then every change as the node
+                                              is notified of it (a subscription; 0 = forever)
       kvstore --help | --version
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority, timeout 3 s.
 
@@ -411,7 +412,30 @@ static void print_changes(const shoal_crdt_t *old_map, const shoal_crdt_t *new_m
     fflush(stdout);
 }
 
-/* Polls the node's local replica and prints what changed; the first poll prints it all (+). */
+/* Each change the node is notified of, against the map seen before. */
+typedef struct {
+    shoal_crdt_t *seen;
+    bool first;
+} watch_state_t;
+
+static void on_change(shoal_change_t change, const shoal_crdt_t *value, void *arg)
+{
+    watch_state_t *w = arg;
+    const shoal_crdt_t *now = change == SHOAL_CHANGED && value &&
+                                      shoal_crdt_type(value) == shoal_type_by_name("LWWMap")
+                                  ? value
+                                  : NULL;
+    if (w->first || (w->seen == NULL) != (now == NULL) ||
+        (w->seen && now && !shoal_crdt_equal(w->seen, now)))
+        print_changes(w->seen, now);
+    w->first = false;
+    shoal_crdt_destroy(&w->seen);
+    w->seen = now ? shoal_crdt_clone(now) : NULL;
+}
+
+/* Subscribes to the map on the node (shoal_client_watch) and prints each change: the first event
+   is the map as it is (+), then every put (+ or ~) and delete (-) through that node, each on its
+   own, and what gossip brings from the others. */
 static int watch(const char *ep, const char *seconds_arg)
 {
     long seconds = 0;
@@ -431,44 +455,45 @@ static int watch(const char *ep, const char *seconds_arg)
         return EXIT_UNREACHABLE;
     }
     catch_signals();
-    shoal_consistency_t cons;
-    parse_consistency("local", &cons);
-    shoal_crdt_t *seen = NULL;
-    bool first = true, failing = false;
+    watch_state_t w = {NULL, true};
+    uint64_t session = 0, missed = 0, missed_told = 0;
+    bool failing = false;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!stop_requested) {
         if (!c)
             c = shoal_client_new(ep, OP_TIMEOUT_MS, &rc);
-        shoal_crdt_t *now = NULL;
+        /* a poll of at most a second, so SECONDS and Ctrl-C are noticed */
         if (c)
-            rc = read_map(c, &cons, &now);
+            rc = shoal_client_watch(c, "", KV_KEY, &session, 1000, on_change, &w, &missed);
+        if (rc == SHOAL_ENOTFOUND && session) {
+            session = 0; /* the node restarted or dropped us: a new session starts from the map */
+            continue;
+        }
         if (rc < 0) {
             if (!failing)
                 fprintf(stderr, "kvstore: watch %s: %s%s%s (retrying)\n", ep, shoal_strerror(rc),
                         c && *shoal_client_error(c) ? ": " : "", c ? shoal_client_error(c) : "");
             failing = true;
+            session = 0;
             shoal_client_destroy(&c); /* a fresh connection after a failure: the node may be back */
+            sleep_ms(500);
         } else {
             if (failing)
                 fprintf(stderr, "kvstore: watch %s: reachable again\n", ep);
             failing = false;
-            if (first || (seen == NULL) != (now == NULL) ||
-                (seen && now && !shoal_crdt_equal(seen, now)))
-                print_changes(seen, now);
-            first = false;
-            shoal_crdt_destroy(&seen);
-            seen = now;
-            now = NULL;
+            if (missed > missed_told) {
+                fprintf(stderr, "kvstore: watch %s: %llu changes missed (not asked for in time)\n",
+                        ep, (unsigned long long)(missed - missed_told));
+                missed_told = missed;
+            }
         }
-        shoal_crdt_destroy(&now);
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (seconds > 0 && t.tv_sec - t0.tv_sec >= seconds)
             break;
-        sleep_ms(500);
     }
-    shoal_crdt_destroy(&seen);
+    shoal_crdt_destroy(&w.seen);
     shoal_client_destroy(&c);
     return failing ? EXIT_REFUSED : 0;
 }
@@ -577,7 +602,7 @@ done:;
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "kvstore", usage);
+    int cli = cli_help_or_version(&argc, argv, "kvstore", usage);
     if (cli >= 0)
         return cli;
     if (argc < 2) {

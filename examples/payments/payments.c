@@ -1168,7 +1168,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "payments", usage);
+    int cli = cli_help_or_version(&argc, argv, "payments", usage);
     if (cli >= 0)
         return cli;
     int n = 2000, nodes = 3, rate = -1, base = 0;

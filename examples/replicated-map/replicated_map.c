@@ -229,7 +229,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "replicated-map", usage);
+    int cli = cli_help_or_version(&argc, argv, "replicated-map", usage);
     if (cli >= 0)
         return cli;
     if (argc < 3) {

@@ -1213,7 +1213,7 @@ static bool number(const char *s, long lo, long hi, int *out)
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "session-judge", usage);
+    int cli = cli_help_or_version(&argc, argv, "session-judge", usage);
     if (cli >= 0)
         return cli;
     int games = 200, events = 100, nodes = 3, duration_ms = 15000, base_port = 0;

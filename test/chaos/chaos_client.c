@@ -489,7 +489,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    int cli = cli_help_or_version(argc, argv, "chaos-client", usage);
+    int cli = cli_help_or_version(&argc, argv, "chaos-client", usage);
     if (cli >= 0)
         return cli;
     if (argc < 2)

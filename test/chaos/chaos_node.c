@@ -476,7 +476,7 @@ int main(int argc, char **argv)
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     unsigned shards = 20;
-    int cli = cli_help_or_version(argc, argv, "chaos-node", usage);
+    int cli = cli_help_or_version(&argc, argv, "chaos-node", usage);
     if (cli >= 0)
         return cli;
     for (int i = 1; i < argc; i++) {

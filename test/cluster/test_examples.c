@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cluster.h" /* wait_until, tscale */
 #include "procs.h"
 #include "tools.h"
 
@@ -156,12 +157,90 @@ static void test_kvstore_no_quorum_outside_a_cluster(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static bool log_has(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, what) != NULL;
+}
+
+typedef struct {
+    const char *path, *what;
+} log_cond_t;
+
+static bool log_cond(void *arg)
+{
+    log_cond_t *c = arg;
+    return log_has(c->path, c->what);
+}
+
+/* kvstore watch subscribes: a put and a delete through the watched node, back to back (well
+   within the 500 ms the old poller slept, so it saw neither), are both printed, in order. */
+static void test_kvstore_watch_sees_put_then_delete(void **state)
+{
+    (void)state;
+    char kv[4096];
+    if (!ttool_find("kvstore", kv, sizeof kv))
+        fail_msg("build/bin/kvstore is missing: scons check builds it");
+    int port = tfree_port();
+    char bind[64], dir[] = "/tmp/shoal-kvwatch-XXXXXX", log[128], ports[16];
+    assert_non_null(mkdtemp(dir));
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
+    snprintf(log, sizeof log, "%s/watch.out", dir);
+    snprintf(ports, sizeof ports, "%d", port);
+    char data[128];
+    snprintf(data, sizeof data, "%s/data", dir);
+    pid_t node = ttool_spawn(
+        kv, (char *const[]){kv, "node", "--bind", bind, "--new-cluster", "--data", data, "--fast",
+                            NULL},
+        NULL);
+    assert_true(node > 0);
+    int rc = -1;
+    for (int i = 0; i < 100 && (rc = ttool_runf(kv, out, OUT_CAP, "put %d a 1 local", port)); i++)
+        usleep(100000);
+    assert_int_equal(rc, 0);
+    pid_t watcher = ttool_spawn(kv, (char *const[]){kv, "watch", ports, NULL}, log);
+    assert_true(watcher > 0);
+    log_cond_t c = {log, "+ a = 1"};
+    if (!wait_until(log_cond, &c, 10000 * tscale()))
+        fail_msg("the watch did not print the map");
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "put %d k v local", port), 0);
+    assert_int_equal(ttool_runf(kv, out, OUT_CAP, "del %d k local", port), 0);
+    c.what = "- k\n";
+    if (!wait_until(log_cond, &c, 10000 * tscale()))
+        fail_msg("the watch did not print the delete");
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *put = strstr(buf, "+ k = v\n"), *del = strstr(buf, "- k\n");
+    if (!put || !del || put > del)
+        fail_msg("expected '+ k = v' then '- k':\n%s", buf);
+    kill(watcher, SIGINT);
+    int st = 0;
+    assert_int_equal(waitpid(watcher, &st, 0), watcher);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    kill(node, SIGKILL);
+    waitpid(node, NULL, 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     out = calloc(1, OUT_CAP);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvstore_no_quorum_outside_a_cluster),
         cmocka_unit_test(test_payments_base_port),
+        cmocka_unit_test(test_kvstore_watch_sees_put_then_delete),
         cmocka_unit_test(test_payments),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */

@@ -213,8 +213,9 @@ static void test_json(void **state)
     must_contain(out, "{\"key\":\"q\\\"uote\",\"type\":\"GCounter\"");
     must_contain(out, "\"key\":\"junk\",\"type\":null,\"bytes\":10,\"deleted\":false,\"value\":null,"
                       "\"error\":");
-    /* rendered values hold quotes: they must come out escaped */
-    must_contain(out, "\\\"apple\\\"");
+    /* values as structured JSON (jq can query them): a counter a number, a set an array */
+    must_contain(out, "\"deleted\":false,\"value\":42}");
+    must_contain(out, "\"value\":[\"apple\",\"pear\"]}");
     assert_true(strlen(out) > 2 && strcmp(out + strlen(out) - 3, "]}\n") == 0);
     /* one key: the same shape, that key alone (it printed the text form inside the JSON) */
     snprintf(args, sizeof args, "'%s' --key counter --json", dir);
@@ -536,6 +537,18 @@ static void test_sharding_store(void **state)
     must_have_row(out, "1 3\n");
     must_have_row(out, "12 1\n");
     must_contain(out, "all-shards (shard-counter-all-shards): 2 shards: 1 12\n");
+    {
+        /* --json: a map as an object, each register with its value, timestamp and writer */
+        char jargs[700];
+        static char jout[1 << 16];
+        snprintf(jargs, sizeof jargs, "'%s' --json", dir);
+        assert_int_equal(run_tool(jargs, jout, sizeof jout), 0);
+        char want[200];
+        snprintf(want, sizeof want, "\"s/1\":{\"value\":\"" NODE_A "\",\"timestamp\":%lld,",
+                 (long long)EPOCH(5, 3));
+        must_contain(jout, "{\"key\":\"coord-counter\",\"type\":\"LWWMap\",");
+        must_contain(jout, want);
+    }
     must_contain(out, "daemon workers (daemon-counter-workers): 4\n");
     must_contain(out, "entity state (shard-counter-estate:<shard>): 2 entities, 1 reminders, ");
     must_have_row(out, "12 2 1 1 ");
@@ -674,6 +687,12 @@ static void test_nodes(void **state)
     snprintf(args, sizeof args, "--compare %s %s", e0, e1);
     assert_int_equal(run_tool(args, out, sizeof out), 0);
     must_contain(out, "all 2 keys agree on 2 nodes");
+    /* a node that cannot be reached is reported and left out; the others are still compared */
+    snprintf(args, sizeof args, "--compare %s tcp://127.0.0.1:%d %s", e0, tfree_port(), e1);
+    assert_int_equal(run_tool(args, out, sizeof out), 3);
+    must_contain(out, "cannot reach node at tcp://127.0.0.1:");
+    must_contain(out, "(unreachable: left out)");
+    must_contain(out, "all 2 keys agree on 2 nodes; 1 of 3 nodes unreachable (x)");
 
     snprintf(args, sizeof args, "--node %s", e0);
     assert_int_equal(run_tool(args, out, sizeof out), 0);

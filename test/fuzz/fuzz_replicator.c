@@ -63,7 +63,7 @@ static int feed(shoal_system_t *s, void *arg)
     uint8_t sel = in->data[0];
     if (sel & 0x80) {
         shoal_reply_to_t to = {{1, 2, 3, 4, 5}, 5, 7};
-        repl_client_dispatch(s, &to, (uint16_t)(0x8001 + (sel & 0x7f) % 5), in->data + 1, in->len - 1);
+        repl_client_dispatch(s, &to, (uint16_t)(0x8001 + (sel & 0x7f) % 6), in->data + 1, in->len - 1);
     } else {
         repl_dispatch(rep, peer, (uint16_t)(K_READ + sel % (K_LAST - K_READ + 1)), in->data + 1,
                       in->len - 1);

@@ -1,7 +1,10 @@
 /*  test_tools.c — the operator tool against real nodes: three members run in this process
     (fast timings, loopback), and the RELEASE build/bin/shoal-cluster is run as a separate program
     against them: the members table, the JSON view, the error exit codes (unknown member: 1, usage:
-    2, no node at the endpoint: 3) and a graceful leave that others see to its end (Removed). The
+    2, no node at the endpoint: 3), a CURVE node refusing the tool's handshake said as refused (a
+    plain client: "not a CURVE client"; a key off the allow-list: "key not on the allow-list"; exit
+    1 at once, from shoal-cluster and ddata-dump --node alike, not a timeout with exit 3) and a
+    graceful leave that others see to its end (Removed). The
     tool is a release program (`scons check` builds it); without it the tests are skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include "membership.h"
 
 #include <arpa/inet.h>
+#include <czmq.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +246,92 @@ static void test_dead_endpoint(void **state)
         fail_msg("expected '%s' in: %s", msg, out);
 }
 
+static shoal_system_t *curve_node; /* stopped by the teardown, so a failure cannot hang the exit */
+
+static int curve_teardown(void **state)
+{
+    (void)state;
+    shoal_system_destroy(&curve_node);
+    unsetenv("SHOAL_CURVE_CERT");
+    unsetenv("SHOAL_CURVE_ALLOW");
+    return 0;
+}
+
+/* A node that runs CURVE with an allow-list that names nobody: the tool, plain or with a key of
+   its own, is refused in the ZeroMQ handshake and says so at once. */
+static void test_curve_refused(void **state)
+{
+    (void)state;
+    NEED_TOOL();
+    char dump[4200];
+    assert_true(ttool_find("ddata-dump", dump, sizeof dump));
+    char root[] = "/tmp/shoal-tools-curve-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char node_cert[300], stranger_cert[300], node_allow[300], client_allow[300];
+    snprintf(node_cert, sizeof node_cert, "%s/node.cert", root);
+    snprintf(stranger_cert, sizeof stranger_cert, "%s/stranger.cert", root);
+    snprintf(node_allow, sizeof node_allow, "%s/node-allow", root);
+    snprintf(client_allow, sizeof client_allow, "%s/client-allow", root);
+    assert_int_equal(mkdir(node_allow, 0700), 0);
+    assert_int_equal(mkdir(client_allow, 0700), 0);
+    int port = tfree_port();
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
+    zcert_t *nc = zcert_new();
+    assert_int_equal(zcert_save(nc, node_cert), 0);
+    /* the client knows the node's public key, by its endpoint */
+    uint8_t none[32] = {0};
+    zcert_t *pub = zcert_new_from(zcert_public_key(nc), none);
+    zcert_set_meta(pub, "endpoint", "%s", endpoint);
+    char pub_path[400];
+    snprintf(pub_path, sizeof pub_path, "%s/node.cert", client_allow);
+    assert_int_equal(zcert_save_public(pub, pub_path), 0);
+    zcert_destroy(&pub);
+    zcert_destroy(&nc);
+    zcert_t *sc = zcert_new();
+    assert_int_equal(zcert_save(sc, stranger_cert), 0);
+    zcert_destroy(&sc);
+
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    ss.endpoint = endpoint;
+    ss.curve_cert = node_cert;
+    ss.curve_allow_dir = node_allow;
+    int err = 0;
+    curve_node = shoal_system_new(&ss, &err);
+    assert_non_null(curve_node);
+
+    char args[512], out[4096];
+    int timeout = 5000 * tscale();
+    for (int keyed = 0; keyed < 2; keyed++) {
+        if (keyed) {
+            setenv("SHOAL_CURVE_CERT", stranger_cert, 1);
+            setenv("SHOAL_CURVE_ALLOW", client_allow, 1);
+        } else {
+            unsetenv("SHOAL_CURVE_CERT");
+            unsetenv("SHOAL_CURVE_ALLOW");
+        }
+        const char *why = keyed ? "key not on the allow-list" : "not a CURVE client";
+        int64_t t0 = shoal_now_ms();
+        snprintf(args, sizeof args, "--node %s --timeout %d members", endpoint, timeout);
+        int rc = run_tool(args, out, sizeof out);
+        if (rc != 1 || !strstr(out, why) || !strstr(out, "refused"))
+            fail_msg("shoal-cluster (%s): exit %d, expected 1 and '%s':\n%s",
+                     keyed ? "a key off the list" : "plain", rc, why, out);
+        /* said at once, not at the timeout */
+        assert_true(shoal_now_ms() - t0 < timeout);
+        snprintf(args, sizeof args, "--node %s", endpoint);
+        rc = ttool_run(dump, args, out, sizeof out);
+        if (rc != 1 || !strstr(out, why))
+            fail_msg("ddata-dump --node (%s): exit %d, expected 1 and '%s':\n%s",
+                     keyed ? "a key off the list" : "plain", rc, why, out);
+    }
+    curve_teardown(NULL);
+    char rm[400];
+    snprintf(rm, sizeof rm, "rm -rf %s", root);
+    assert_int_equal(system(rm), 0);
+}
+
 typedef struct {
     const shoal_node_t *gone;
 } gone_arg_t;
@@ -297,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_down_unknown_member),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_dead_endpoint),
+        cmocka_unit_test_teardown(test_curve_refused, curve_teardown),
         cmocka_unit_test(test_leave_member),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

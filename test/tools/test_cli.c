@@ -159,6 +159,9 @@ static void test_unknown_flag(void **state)
         }
         assert_int_equal(ttool_run_stream(path, "--no-such-flag", 2, out, sizeof out), 2);
         must_contain(out, "usage:", progs[i]);
+        /* --log-level is every program's: a bad level is a usage error too */
+        assert_int_equal(ttool_run_stream(path, "--log-level loud", 2, out, sizeof out), 2);
+        must_contain(out, "--log-level", progs[i]);
     }
 }
 
