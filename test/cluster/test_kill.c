@@ -64,7 +64,24 @@ static void test_sigkill_during_majority_writes(void **state)
         assert_non_null(cl[i]);
     }
     shoal_consistency_t maj = c_majority(2000);
-    /* wait until the nodes see each other: a majority write succeeds */
+    /* wait until every node counts both others (prog_node adds a peer when its handshake is
+       done): a node that counts nobody yet takes MAJORITY as itself alone, and its writes die
+       with it (under load node 2's first 50 writes were acknowledged that way, then lost) */
+    for (int i = 0; i < N; i++) {
+        unsigned long long peers = 0;
+        for (int tries = 0; tries < 200 && peers < N - 1; tries++) {
+            shoal_buf_t st = {0};
+            if (shoal_client_stats(cl[i], "", &st) == 0) {
+                const char *p = strstr(shoal_buf_cstr(&st), "\nnode_peers ");
+                if (p)
+                    peers = strtoull(p + 12, NULL, 10);
+            }
+            shoal_buf_free(&st);
+            if (peers < N - 1)
+                usleep(50000);
+        }
+        assert_int_equal(peers, N - 1);
+    }
     int rc = -1;
     for (int tries = 0; tries < 200 && rc != 0; tries++) {
         rc = shoal_client_update(cl[0], "", "warmup", &maj, &incr);
