@@ -266,7 +266,7 @@ static shoal_hslot_t *find_slot(const shoal_hmap_t *h, const void *key, size_t k
 }
 
 /* Drops the holes from slots and rebuilds the index at index_cap positions (a power of two
-   above 2n, so probes stay short). */
+   of at least 2n, so probes stay short). */
 static void rebuild(shoal_hmap_t *h, size_t index_cap)
 {
     size_t k = 0;
@@ -337,8 +337,10 @@ shoal_hslot_t *shoal_hmap_upsert(shoal_hmap_t *h, const void *key, size_t klen, 
             h->alloc = na;
         }
     }
-    /* keep the index load (live + tombstones) at or under 1/2 */
-    if ((h->used + 1) * 2 > h->index_cap)
+    /* keep the index load (live + tombstones) under 3/4; a rebuild brings it to 1/2 or less, so
+       at least a quarter of the index is inserted into between two rebuilds (amortized O(1) for
+       a map that churns at a steady size, such as the replicator's pending requests) */
+    if ((h->used + 1) * 4 > h->index_cap * 3)
         rebuild(h, index_cap_for(h->n + 1));
     bool found;
     size_t i = index_probe(h, key, klen, hash, &found);
