@@ -433,11 +433,13 @@ static inline unsigned keyref_byte(const keyref_t *r, int b)
     return b < 8 ? (unsigned)(r->lo >> (8 * b)) & 0xff : (unsigned)(r->hi >> (8 * (b - 8))) & 0xff;
 }
 
-static void keyref_sort(keyref_t *r, keyref_t *tmp, size_t n, size_t depth)
+/* Sorts the n keyrefs at r, with tmp (n more) as the other buffer of the scatter passes;
+   returns which of the two holds the result (copying it back would stream the array once more). */
+static keyref_t *keyref_sort(keyref_t *r, keyref_t *tmp, size_t n, size_t depth)
 {
     if (n < KEYREF_QSORT_BELOW || depth > KEYREF_MAX_DEPTH) {
         qsort(r, n, sizeof *r, keyref_cmp);
-        return;
+        return r;
     }
     /* which bytes vary: only those get a counting and a scattering pass (counting a byte every
        key shares is a chain of increments of one counter, slower than the scatter itself) */
@@ -477,20 +479,23 @@ static void keyref_sort(keyref_t *r, keyref_t *tmp, size_t n, size_t depth)
         src = dst;
         dst = t;
     }
-    if (src != r)
-        memcpy(r, src, n * sizeof *r);
+    keyref_t *out = src, *spare = dst; /* the sorted keyrefs, and the other buffer */
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
-        while (j < n && r[j].hi == r[i].hi && r[j].lo == r[i].lo)
+        while (j < n && out[j].hi == out[i].hi && out[j].lo == out[i].lo)
             j++;
         if (j - i > 1) {
-            if (longer)
-                keyref_sort(r + i, tmp + i, j - i, depth + 16);
-            else
-                qsort(r + i, j - i, sizeof *r, keyref_cmp); /* equal up to their ends */
+            if (!longer) {
+                qsort(out + i, j - i, sizeof *out, keyref_cmp); /* equal up to their ends */
+            } else {
+                keyref_t *sub = keyref_sort(out + i, spare + i, j - i, depth + 16);
+                if (sub != out + i)
+                    memcpy(out + i, sub, (j - i) * sizeof *out);
+            }
         }
         i = j;
     }
+    return out;
 }
 
 shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h)
@@ -506,12 +511,13 @@ shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h)
             keyref_chunk(&r[k++], 0);
         }
     }
-    keyref_sort(r, r + n, k, 0);
-    /* the answer goes into the same memory: v[i] overwrites bytes of r[i / 3] or earlier, all
-       read by then (one fewer large allocation to fault in on every encode) */
+    const keyref_t *sorted = keyref_sort(r, r + n, k, 0);
+    /* the answer goes into the same memory (one fewer large allocation to fault in on every
+       encode): from the second half it cannot overlap; from the first, v[i] overwrites bytes of
+       r[i / 3] or earlier, all read by then */
     shoal_hslot_t **v = (shoal_hslot_t **)(void *)r;
     for (size_t i = 0; i < k; i++) {
-        shoal_hslot_t *sl = r[i].slot;
+        shoal_hslot_t *sl = sorted[i].slot;
         v[i] = sl;
     }
     return shoal_realloc(v, n * sizeof *v);
