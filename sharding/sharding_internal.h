@@ -166,6 +166,10 @@ struct shard {
     zhashx_t *remembered;        /* id -> (void *)1: ids written (or read) as remembered */
     zlistx_t *to_start;          /* recovered ids not started yet (started at a bounded rate) */
     zhashx_t *adds, *removes;    /* ids waiting for the next write */
+    char **awaiting;             /* ids of entities created to wait for the write that
+                                    remembers them, oldest first (owned): activation looks at
+                                    these, not at every entity of the shard */
+    size_t n_awaiting, cap_awaiting;
     int writes_in_flight;
     int64_t retry_at;            /* after a failed write or read (shard-failure-backoff) */
     int64_t recover_next;        /* constant-rate recovery: the next batch */
