@@ -2,6 +2,8 @@
     hash map that the types share. */
 #include "internal.h"
 
+#include <stdio.h>
+
 /* ---------------------------------------------------------------------------------------------
  * Sorted node map
  */
@@ -222,40 +224,90 @@ void shoal_hmap_free(shoal_hmap_t *h)
     for (size_t i = 0; i < h->cap; i++)
         free(h->slots[i].key);
     free(h->slots);
+    free(h->index);
     memset(h, 0, sizeof *h);
+}
+
+#define HMAP_MAX_ENTRIES ((size_t)UINT32_MAX - 1) /* positions + 1 fit the 32-bit index */
+
+static void too_many_entries(void)
+{
+    /* 2^32 entries of 32 bytes are 128 GiB of slots alone: as fatal as running out of memory */
+    fprintf(stderr, "shoal: hash map of more than %zu entries\n", HMAP_MAX_ENTRIES);
+    abort();
+}
+
+/* Index position of key, or of the empty place where the probe for it ends (*found false). */
+static size_t index_probe(const shoal_hmap_t *h, const void *key, size_t klen, uint64_t hash,
+                          bool *found)
+{
+    size_t mask = h->index_cap - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t at = h->index[i];
+        if (at == 0) {
+            *found = false;
+            return i;
+        }
+        const shoal_hslot_t *s = &h->slots[at - 1];
+        if (s->hash == hash && s->key && s->klen == klen && memcmp(s->key, key, klen) == 0) {
+            *found = true;
+            return i;
+        }
+    }
 }
 
 static shoal_hslot_t *find_slot(const shoal_hmap_t *h, const void *key, size_t klen, uint64_t hash)
 {
-    if (!h->cap)
+    if (!h->index_cap)
         return NULL;
-    size_t mask = h->cap - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        shoal_hslot_t *s = &h->slots[i];
-        if (s->hash == 0)
-            return NULL;
-        if (s->hash == hash && s->key && s->klen == klen && memcmp(s->key, key, klen) == 0)
-            return s;
-    }
+    bool found;
+    size_t i = index_probe(h, key, klen, hash, &found);
+    return found ? &h->slots[h->index[i] - 1] : NULL;
 }
 
-static void rehash(shoal_hmap_t *h, size_t ncap)
+/* Drops the holes from slots and rebuilds the index at index_cap positions (a power of two
+   of at least 2n, so probes stay short). */
+static void rebuild(shoal_hmap_t *h, size_t index_cap)
 {
-    shoal_hslot_t *old = h->slots;
-    size_t ocap = h->cap;
-    h->slots = shoal_calloc(ncap, sizeof *h->slots);
-    h->cap = ncap;
-    h->used = h->n;
-    for (size_t i = 0; i < ocap; i++) {
-        shoal_hslot_t *s = &old[i];
-        if (!SHOAL_HSLOT_LIVE(s))
-            continue;
-        size_t j = s->hash & (ncap - 1);
-        while (h->slots[j].hash)
-            j = (j + 1) & (ncap - 1);
-        h->slots[j] = *s;
+    size_t k = 0;
+    for (size_t i = 0; i < h->cap; i++)
+        if (SHOAL_HSLOT_LIVE(&h->slots[i]))
+            h->slots[k++] = h->slots[i];
+    h->cap = k;
+    if (index_cap != h->index_cap) {
+        free(h->index);
+        h->index = shoal_malloc(index_cap * sizeof *h->index);
+        h->index_cap = index_cap;
     }
-    free(old);
+    memset(h->index, 0, index_cap * sizeof *h->index);
+    size_t mask = index_cap - 1;
+    for (size_t i = 0; i < k; i++) {
+        size_t j = h->slots[i].hash & mask;
+        while (h->index[j])
+            j = (j + 1) & mask;
+        h->index[j] = (uint32_t)(i + 1);
+    }
+    h->used = k;
+}
+
+static size_t index_cap_for(size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    return cap;
+}
+
+void shoal_hmap_reserve(shoal_hmap_t *h, size_t n)
+{
+    if (n > HMAP_MAX_ENTRIES)
+        too_many_entries();
+    if (h->alloc < n) {
+        h->slots = shoal_realloc(h->slots, n * sizeof *h->slots);
+        h->alloc = n;
+    }
+    if (h->index_cap < index_cap_for(n))
+        rebuild(h, index_cap_for(n));
 }
 
 void *shoal_hmap_get(const shoal_hmap_t *h, const void *key, size_t klen)
@@ -272,18 +324,28 @@ shoal_hslot_t *shoal_hmap_upsert(shoal_hmap_t *h, const void *key, size_t klen, 
         *inserted = false;
         return s;
     }
-    /* keep the load (live + deleted) under 3/4 */
-    if ((h->used + 1) * 4 > h->cap * 3) {
-        size_t ncap = h->cap ? h->cap : 8;
-        while ((h->n + 1) * 2 > ncap)
-            ncap *= 2;
-        rehash(h, ncap);
+    if (h->cap == h->alloc) {
+        if (h->cap - h->n >= h->cap / 4 && h->cap >= 16) {
+            rebuild(h, h->index_cap); /* a quarter or more are holes: reuse their room */
+        } else {
+            if (h->alloc >= HMAP_MAX_ENTRIES)
+                too_many_entries();
+            size_t na = h->alloc ? 2 * h->alloc : 8;
+            if (na > HMAP_MAX_ENTRIES)
+                na = HMAP_MAX_ENTRIES;
+            h->slots = shoal_realloc(h->slots, na * sizeof *h->slots);
+            h->alloc = na;
+        }
     }
-    size_t mask = h->cap - 1;
-    size_t i = hash & mask;
-    while (h->slots[i].hash)
-        i = (i + 1) & mask;
-    s = &h->slots[i];
+    /* keep the index load (live + tombstones) under 3/4; a rebuild brings it to 1/2 or less, so
+       at least a quarter of the index is inserted into between two rebuilds (amortized O(1) for
+       a map that churns at a steady size, such as the replicator's pending requests) */
+    if ((h->used + 1) * 4 > h->index_cap * 3)
+        rebuild(h, index_cap_for(h->n + 1));
+    bool found;
+    size_t i = index_probe(h, key, klen, hash, &found);
+    s = &h->slots[h->cap];
+    h->index[i] = (uint32_t)(++h->cap);
     s->hash = hash;
     s->key = shoal_memdup(key, klen);
     s->klen = klen;
@@ -294,33 +356,169 @@ shoal_hslot_t *shoal_hmap_upsert(shoal_hmap_t *h, const void *key, size_t klen, 
     return s;
 }
 
+void shoal_hmap_kill(shoal_hmap_t *h, shoal_hslot_t *s)
+{
+    free(s->key);
+    s->key = NULL; /* a hole; its index position stays a tombstone so probes continue */
+    s->klen = 0;
+    s->value = NULL;
+    h->n--;
+}
+
 void *shoal_hmap_remove(shoal_hmap_t *h, const void *key, size_t klen)
 {
     shoal_hslot_t *s = find_slot(h, key, klen, key_hash(key, klen));
     if (!s)
         return NULL;
     void *v = s->value;
-    free(s->key);
-    s->key = NULL; /* a tombstone: hash stays nonzero so probes continue */
-    s->klen = 0;
-    s->value = NULL;
-    h->n--;
+    shoal_hmap_kill(h, s);
     return v;
 }
 
-static int slot_cmp(const void *a, const void *b)
+/* Canonical order of many keys (the encoding of a large set or map sorts every key on every
+   full-state encode, so this is on the gossip and durable-write paths).
+
+   An MSD radix sort on 16-byte chunks: each key is represented by the 16 bytes at the current
+   depth, big-endian and zero-padded, held beside the slot pointer, so the sort reads each key
+   once per depth (in slot order, prefetched: the keys are scattered on the heap, and waiting
+   for them one at a time was most of the cost) and never compares keys through pointers.
+   Padded chunks order keys consistently with shoal_bytes_cmp (a key that ends inside the chunk
+   reads as zeros there, and a key is smaller than any longer key it prefixes); ties are refined
+   at the next depth. One chunk is sorted with an LSD radix sort over its bytes, skipping bytes
+   that every key shares (the common "entity-" of entity ids costs one counting pass; a
+   comparison sort of 100k such keys made encoding a 100k-element ORSet 66x the cost of packing
+   its elements). Small groups, and groups whose keys all end within the chunk, go to qsort with
+   the full comparison. */
+typedef struct {
+    uint64_t hi, lo; /* 16 key bytes from the current depth, big-endian, zero-padded */
+    shoal_hslot_t *slot;
+} keyref_t;
+
+enum {
+    KEYREF_QSORT_BELOW = 64, /* below this a comparison sort beats the counting passes */
+    KEYREF_MAX_DEPTH = 64,   /* keys alike beyond 64 bytes go to qsort: bounds the stack (16 KiB
+                                of counts per level) on long shared prefixes */
+    KEYREF_PREFETCH = 8      /* keys read ahead while chunking: enough misses in flight */
+};
+
+static int keyref_cmp(const void *a, const void *b)
 {
-    const shoal_hslot_t *x = *(shoal_hslot_t *const *)a, *y = *(shoal_hslot_t *const *)b;
-    return shoal_bytes_cmp(x->key, x->klen, y->key, y->klen);
+    const keyref_t *x = a, *y = b;
+    return shoal_bytes_cmp(x->slot->key, x->slot->klen, y->slot->key, y->slot->klen);
+}
+
+static inline uint64_t be64_padded(const uint8_t *key, size_t klen, size_t at)
+{
+    uint64_t c = 0;
+    if (klen >= at + 8) {
+        for (size_t j = 0; j < 8; j++)
+            c = c << 8 | key[at + j];
+        return c;
+    }
+    for (size_t j = 0; j < 8; j++)
+        c = c << 8 | (at + j < klen ? key[at + j] : 0);
+    return c;
+}
+
+static inline void keyref_chunk(keyref_t *r, size_t depth)
+{
+    const shoal_hslot_t *sl = r->slot;
+    r->hi = be64_padded(sl->key, sl->klen, depth);
+    r->lo = be64_padded(sl->key, sl->klen, depth + 8);
+}
+
+/* Byte b (0 = least significant) of the 16-byte chunk. */
+static inline unsigned keyref_byte(const keyref_t *r, int b)
+{
+    return b < 8 ? (unsigned)(r->lo >> (8 * b)) & 0xff : (unsigned)(r->hi >> (8 * (b - 8))) & 0xff;
+}
+
+/* Sorts the n keyrefs at r, with tmp (n more) as the other buffer of the scatter passes;
+   returns which of the two holds the result (copying it back would stream the array once more). */
+static keyref_t *keyref_sort(keyref_t *r, keyref_t *tmp, size_t n, size_t depth)
+{
+    if (n < KEYREF_QSORT_BELOW || depth > KEYREF_MAX_DEPTH) {
+        qsort(r, n, sizeof *r, keyref_cmp);
+        return r;
+    }
+    /* which bytes vary: only those get a counting and a scattering pass (counting a byte every
+       key shares is a chain of increments of one counter, slower than the scatter itself) */
+    uint64_t vary_hi = 0, vary_lo = 0;
+    bool longer = false; /* a key goes on past this chunk: a deeper level can tell ties apart */
+    for (size_t i = 0; i < n; i++) {
+        if (depth > 0) { /* depth 0 was chunked while collecting the slots */
+            if (i + KEYREF_PREFETCH < n)
+                __builtin_prefetch(r[i + KEYREF_PREFETCH].slot->key + depth);
+            keyref_chunk(&r[i], depth);
+        }
+        longer |= r[i].slot->klen > depth + 16;
+        vary_hi |= r[i].hi ^ r[0].hi;
+        vary_lo |= r[i].lo ^ r[0].lo;
+    }
+    int bytes[16], nb = 0; /* varying bytes, least significant first */
+    for (int b = 0; b < 16; b++)
+        if (((b < 8 ? vary_lo >> (8 * b) : vary_hi >> (8 * (b - 8))) & 0xff) != 0)
+            bytes[nb++] = b;
+    uint32_t count[16][256]; /* a map holds fewer than 2^32 keys */
+    memset(count, 0, (size_t)nb * sizeof count[0]);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < nb; k++)
+            count[k][keyref_byte(&r[i], bytes[k])]++;
+    keyref_t *src = r, *dst = tmp;
+    for (int k = 0; k < nb; k++) {
+        uint32_t *c = count[k], sum = 0;
+        for (int v = 0; v < 256; v++) {
+            uint32_t m = c[v];
+            c[v] = sum;
+            sum += m;
+        }
+        int b = bytes[k];
+        for (size_t i = 0; i < n; i++)
+            dst[c[keyref_byte(&src[i], b)]++] = src[i];
+        keyref_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    keyref_t *out = src, *spare = dst; /* the sorted keyrefs, and the other buffer */
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && out[j].hi == out[i].hi && out[j].lo == out[i].lo)
+            j++;
+        if (j - i > 1) {
+            if (!longer) {
+                qsort(out + i, j - i, sizeof *out, keyref_cmp); /* equal up to their ends */
+            } else {
+                keyref_t *sub = keyref_sort(out + i, spare + i, j - i, depth + 16);
+                if (sub != out + i)
+                    memcpy(out + i, sub, (j - i) * sizeof *out);
+            }
+        }
+        i = j;
+    }
+    return out;
 }
 
 shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h)
 {
-    shoal_hslot_t **v = shoal_malloc((h->n ? h->n : 1) * sizeof *v);
+    size_t n = h->n ? h->n : 1;
+    keyref_t *r = shoal_malloc(2 * n * sizeof *r);
     size_t k = 0;
-    for (size_t i = 0; i < h->cap; i++)
-        if (SHOAL_HSLOT_LIVE(&h->slots[i]))
-            v[k++] = &h->slots[i];
-    qsort(v, k, sizeof *v, slot_cmp);
-    return v;
+    for (size_t i = 0; i < h->cap; i++) {
+        if (i + KEYREF_PREFETCH < h->cap && h->slots[i + KEYREF_PREFETCH].key)
+            __builtin_prefetch(h->slots[i + KEYREF_PREFETCH].key); /* keys are on the heap */
+        if (SHOAL_HSLOT_LIVE(&h->slots[i])) {
+            r[k].slot = &h->slots[i];
+            keyref_chunk(&r[k++], 0);
+        }
+    }
+    const keyref_t *sorted = keyref_sort(r, r + n, k, 0);
+    /* the answer goes into the same memory (one fewer large allocation to fault in on every
+       encode): from the second half it cannot overlap; from the first, v[i] overwrites bytes of
+       r[i / 3] or earlier, all read by then */
+    shoal_hslot_t **v = (shoal_hslot_t **)(void *)r;
+    for (size_t i = 0; i < k; i++) {
+        shoal_hslot_t *sl = sorted[i].slot;
+        v[i] = sl;
+    }
+    return shoal_realloc(v, n * sizeof *v);
 }

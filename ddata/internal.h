@@ -134,29 +134,46 @@ void shoal_nodetab_free(shoal_nodetab_t *t);
 int shoal_nodetab_from_pb(shoal_nodetab_t *t, size_t n, char *const *ids);
 
 /* ---------------------------------------------------------------------------------------------
- * Byte-string hash map: key bytes -> void *. Open addressing with linear probing; keys are
- * copied into the map. Iteration order is unspecified: encoders sort.
+ * Byte-string hash map: key bytes -> void *. Keys are copied into the map. Iteration order is
+ * unspecified: encoders sort.
+ *
+ * Compact layout (as CPython's dict): the entries sit densely in `slots`, in insertion order, and
+ * a separate open-addressing index of 32-bit positions finds them. An iteration, a sort or an
+ * encode of a large map then reads n entries, not a table sized for the load factor (a 100k-key
+ * map with 32-byte slots at load 3/8 was 8 MiB to stream for 3 MiB of entries), and the keys,
+ * allocated in insertion order, are read close to in order. A removed entry stays in `slots` as
+ * a hole (key NULL, hash kept), which the index treats as a tombstone, until the next compaction
+ * (an insert into a full `slots` with many holes, or an index rehash). An insert may move the
+ * entries: slot pointers are valid until the next upsert into the same map.
  */
 typedef struct {
     uint8_t *key;
     size_t klen;
-    uint64_t hash; /* 0 marks an empty slot (real hashes are forced nonzero) */
+    uint64_t hash; /* never 0 for an entry (real hashes are forced nonzero) */
     void *value;
 } shoal_hslot_t;
 
 typedef struct {
-    shoal_hslot_t *slots;
-    size_t cap; /* power of two, or 0 */
-    size_t n;   /* live entries */
-    size_t used;/* live + deleted slots */
+    shoal_hslot_t *slots; /* entries in insertion order; removed ones are holes (key NULL) */
+    size_t cap;           /* entries in slots, live or holes: the bound of an iteration */
+    size_t n;             /* live entries */
+    size_t used;          /* index positions in use: live entries and tombstones */
+    size_t alloc;         /* room in slots */
+    uint32_t *index;      /* position in slots + 1; 0 = empty. Open addressing, linear probing */
+    size_t index_cap;     /* power of two, or 0 */
 } shoal_hmap_t;
 
 void shoal_hmap_free(shoal_hmap_t *h); /* frees keys, not values */
+/* Makes room for n entries in an empty map, so that filling it never rehashes. */
+void shoal_hmap_reserve(shoal_hmap_t *h, size_t n);
 void *shoal_hmap_get(const shoal_hmap_t *h, const void *key, size_t klen);
 /* Slot for key, inserting it with value NULL when absent (*inserted tells). */
 shoal_hslot_t *shoal_hmap_upsert(shoal_hmap_t *h, const void *key, size_t klen, bool *inserted);
 /* Removes key; returns its value (or NULL). */
 void *shoal_hmap_remove(shoal_hmap_t *h, const void *key, size_t klen);
+/* Removes the entry of a live slot found by iteration, without hashing the key again (the slot
+   stays a hole, so an iteration in progress goes on). */
+void shoal_hmap_kill(shoal_hmap_t *h, shoal_hslot_t *s);
 /* Live slots sorted in canonical key order (an array the caller frees). */
 shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h);
 /* Iteration: for (i = 0; i < h->cap; i++) if (SHOAL_HSLOT_LIVE(&h->slots[i])) ... */

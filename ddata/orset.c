@@ -272,106 +272,22 @@ static void pool_destroy(pool_t *p)
 /* Sizes an empty map for n entries, so that filling it never rehashes. */
 static void hmap_presize(shoal_hmap_t *h, size_t n)
 {
-    if (h->cap || n < 8)
+    if (h->index_cap || n < 8)
         return;
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    h->slots = shoal_calloc(cap, sizeof *h->slots);
-    h->cap = cap;
-    h->n = h->used = 0;
+    shoal_hmap_reserve(h, n);
 }
 
-/* Removes the entry of a live slot found by iteration (what shoal_hmap_remove does, without
-   hashing the key again): a tombstone, so that probing continues past it. */
+/* Removes the entry of a live slot found by iteration, without hashing the key again. */
 static void hmap_kill(shoal_hmap_t *h, shoal_hslot_t *s)
 {
-    free(s->key);
-    s->key = NULL;
-    s->klen = 0;
-    s->value = NULL;
-    h->n--;
+    shoal_hmap_kill(h, s);
 }
 
-/* Live slots in canonical key order (an array the caller frees), as shoal_hmap_sorted, but
-   sorting on the keys' first 8 bytes held in the array first: most comparisons then need no
-   visit to the keys themselves, which matters for the encoding of large sets. */
-typedef struct {
-    uint64_t prefix; /* first 8 bytes, big-endian, zero-padded: a < b on prefixes => a < b */
-    shoal_hslot_t *slot;
-} keyref_t;
-
-static int keyref_cmp(const void *a, const void *b)
-{
-    const keyref_t *x = a, *y = b;
-    if (x->prefix != y->prefix)
-        return x->prefix < y->prefix ? -1 : 1;
-    return shoal_bytes_cmp(x->slot->key, x->slot->klen, y->slot->key, y->slot->klen);
-}
-
-/* Sorts by prefix with an LSD radix sort (passes over bytes that are all equal, such as a
-   common "user-" prefix, are skipped), then sorts each run of equal prefixes by full keys. */
-static void keyref_sort(keyref_t *r, size_t n)
-{
-    if (n < 64) {
-        qsort(r, n, sizeof *r, keyref_cmp);
-        return;
-    }
-    size_t(*count)[256] = shoal_calloc(8, sizeof *count);
-    for (size_t i = 0; i < n; i++)
-        for (int b = 0; b < 8; b++)
-            count[b][(r[i].prefix >> (8 * b)) & 0xff]++;
-    keyref_t *tmp = shoal_malloc(n * sizeof *tmp), *src = r, *dst = tmp;
-    for (int b = 0; b < 8; b++) {
-        size_t *c = count[b];
-        if (c[(src[0].prefix >> (8 * b)) & 0xff] == n)
-            continue; /* every key has this byte: nothing to do */
-        size_t sum = 0;
-        for (int v = 0; v < 256; v++) {
-            size_t k = c[v];
-            c[v] = sum;
-            sum += k;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[c[(src[i].prefix >> (8 * b)) & 0xff]++] = src[i];
-        keyref_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != r)
-        memcpy(r, src, n * sizeof *r);
-    free(tmp);
-    free(count);
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && r[j].prefix == r[i].prefix)
-            j++;
-        if (j - i > 1)
-            qsort(r + i, j - i, sizeof *r, keyref_cmp);
-        i = j;
-    }
-}
-
+/* Live slots in canonical key order (an array the caller frees); the radix sort that makes
+   this cheap for 100k keys lives with the map (containers.c). */
 static shoal_hslot_t **sorted_slots(const shoal_hmap_t *h)
 {
-    shoal_hslot_t **v = shoal_malloc((h->n ? h->n : 1) * sizeof *v);
-    keyref_t *r = shoal_malloc((h->n ? h->n : 1) * sizeof *r);
-    size_t k = 0;
-    for (size_t i = 0; i < h->cap; i++) {
-        shoal_hslot_t *sl = &h->slots[i];
-        if (!SHOAL_HSLOT_LIVE(sl))
-            continue;
-        uint64_t p = 0;
-        for (size_t j = 0; j < 8; j++)
-            p = p << 8 | (j < sl->klen ? sl->key[j] : 0);
-        r[k].prefix = p;
-        r[k++].slot = sl;
-    }
-    keyref_sort(r, k);
-    for (size_t i = 0; i < k; i++)
-        v[i] = r[i].slot;
-    free(r);
-    return v;
+    return shoal_hmap_sorted(h);
 }
 
 static const void *elem_ptr(const void *elem)

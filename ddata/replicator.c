@@ -1476,6 +1476,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     shoal_hmap_free(&r->changed_keys);
     shoal_hmap_free(&r->collected);
     shoal_hmap_free(&r->ops_by_req);
+    repl_op_pool_free(r);
     shoal_hmap_free(&r->unstored);
     while (r->subs) {
         sub_t *s = r->subs;

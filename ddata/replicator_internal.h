@@ -152,6 +152,10 @@ typedef struct op {
     shoal_get_done_fn *get_done;
     shoal_update_done_fn *update_done;
     void *arg;
+    /* kept across uses in the replicator's pool of finished ops (op_new, op_unlink_free) */
+    size_t targets_cap; /* room in targets and answered */
+    size_t key_cap;     /* room in key (0: key not ours to reuse) */
+    struct op *next_free;
 } op_t;
 
 typedef struct {
@@ -194,6 +198,8 @@ struct shoal_replicator {
     int next_sub_id;
 
     shoal_hmap_t ops_by_req; /* request id (8 bytes) -> op_t */
+    op_t *op_pool;          /* finished ops kept with their buffers, for the next ones */
+    size_t n_op_pool;
     uint64_t next_req;
     size_t n_ops;
 
@@ -345,6 +351,8 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
 void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *delta,
                       uint64_t delta_seq, const shoal_consistency_t *c, bool is_delete,
                       int local_status, shoal_update_done_fn *done, void *arg);
+/* Frees the pool of finished ops (the replicator's end). */
+void repl_op_pool_free(shoal_replicator_t *r);
 void repl_ops_fail_all(shoal_replicator_t *r, int status);
 void repl_reassembly_free(shoal_replicator_t *r);
 /* Peers needed (besides this node) for a consistency, or -1 when it cannot be met. */

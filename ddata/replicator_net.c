@@ -123,11 +123,20 @@ int repl_peers_needed(const shoal_replicator_t *r, const shoal_consistency_t *c)
     return (int)need - 1;
 }
 
-/* The counted peers to ask, oldest first when prefer_oldest, else in a random order. */
-static const shoal_node_t **choose_targets(shoal_replicator_t *r, bool prefer_oldest, size_t *n)
+/* The counted peers to ask into o->targets (room made for them), oldest first when
+   prefer_oldest, else in a random order; o->answered cleared for them. */
+static void choose_targets(shoal_replicator_t *r, op_t *o, bool prefer_oldest)
 {
-    const shoal_node_t **t = shoal_malloc((r->n_peers ? r->n_peers : 1) * sizeof *t);
-    uint64_t *ages = shoal_malloc((r->n_peers ? r->n_peers : 1) * sizeof *ages);
+    size_t cap = r->n_peers ? r->n_peers : 1;
+    if (o->targets_cap < cap) {
+        free(o->targets);
+        free(o->answered);
+        o->targets = shoal_malloc(cap * sizeof *o->targets);
+        o->answered = shoal_malloc(cap * sizeof *o->answered);
+        o->targets_cap = cap;
+    }
+    const shoal_node_t **t = o->targets;
+    uint64_t small[32], *ages = cap <= 32 ? small : shoal_malloc(cap * sizeof *ages);
     size_t k = 0;
     for (size_t i = 0; i < r->n_peers; i++)
         if (r->peers[i].counted) {
@@ -145,9 +154,10 @@ static const shoal_node_t **choose_targets(shoal_replicator_t *r, bool prefer_ol
             t[j] = t[j - 1];
             t[j - 1] = x;
         }
-    free(ages);
-    *n = k;
-    return t;
+    if (ages != small)
+        free(ages);
+    memset(o->answered, 0, cap * sizeof *o->answered);
+    o->n_targets = k;
 }
 
 static op_t *op_find(shoal_replicator_t *r, uint64_t req)
@@ -156,12 +166,33 @@ static op_t *op_find(shoal_replicator_t *r, uint64_t req)
     return shoal_hmap_get(&r->ops_by_req, &req, sizeof req);
 }
 
-static void op_unlink_free(shoal_replicator_t *r, op_t *o)
+/* THE POOL OF OPS. Every read and write is an op_t with its key, its targets, its answers and
+   the encodings it sends: a handful of allocations and frees per WriteMajority, on the node
+   thread that bounds the quorum paths. A finished op goes back to a pool with those buffers and
+   the next op reuses them. The pool keeps at most OP_POOL_MAX ops (a window of writes in flight)
+   and no encoding larger than OP_KEEP_BYTES, so what it holds stays small. Under
+   AddressSanitizer a pooled op is poisoned: a use after it finished is still reported. */
+#define OP_POOL_MAX   1024
+#define OP_KEEP_BYTES 4096
+
+#if defined(__SANITIZE_ADDRESS__)
+#define OP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OP_ASAN 1
+#endif
+#endif
+#ifdef OP_ASAN
+#include <sanitizer/asan_interface.h>
+#define OP_POISON(o)   ASAN_POISON_MEMORY_REGION((o), sizeof(op_t))
+#define OP_UNPOISON(o) ASAN_UNPOISON_MEMORY_REGION((o), sizeof(op_t))
+#else
+#define OP_POISON(o)   ((void)(o))
+#define OP_UNPOISON(o) ((void)(o))
+#endif
+
+static void op_free_all(op_t *o)
 {
-    shoal_hmap_remove(&r->ops_by_req, &o->req, sizeof o->req);
-    if (o->timer > 0)
-        shoal_system_timer_cancel(r->sys, o->timer);
-    r->n_ops--;
     free(o->targets);
     free(o->answered);
     free(o->reply_digest);
@@ -169,6 +200,64 @@ static void op_unlink_free(shoal_replicator_t *r, op_t *o)
     shoal_buf_free(&o->delta);
     free(o->key);
     free(o);
+}
+
+/* A cleared op: from the pool with its buffers, or new. */
+static op_t *op_alloc(shoal_replicator_t *r)
+{
+    op_t *o = r->op_pool;
+    if (!o)
+        return shoal_calloc(1, sizeof *o);
+    OP_UNPOISON(o);
+    r->op_pool = o->next_free;
+    r->n_op_pool--;
+    op_t keep = *o;
+    memset(o, 0, sizeof *o);
+    o->targets = keep.targets;
+    o->answered = keep.answered;
+    o->targets_cap = keep.targets_cap;
+    o->key = keep.key;
+    o->key_cap = keep.key_cap;
+    o->full = keep.full;
+    o->delta = keep.delta;
+    shoal_buf_reset(&o->full);
+    shoal_buf_reset(&o->delta);
+    return o;
+}
+
+void repl_op_pool_free(shoal_replicator_t *r)
+{
+    while (r->op_pool) {
+        op_t *o = r->op_pool;
+        OP_UNPOISON(o);
+        r->op_pool = o->next_free;
+        op_free_all(o);
+    }
+    r->n_op_pool = 0;
+}
+
+static void op_unlink_free(shoal_replicator_t *r, op_t *o)
+{
+    shoal_hmap_remove(&r->ops_by_req, &o->req, sizeof o->req);
+    if (o->timer > 0)
+        shoal_system_timer_cancel(r->sys, o->timer);
+    r->n_ops--;
+    if (r->n_op_pool >= OP_POOL_MAX) {
+        op_free_all(o);
+        return;
+    }
+    free(o->reply_digest); /* reads only, sized by their targets */
+    o->reply_digest = NULL;
+    if (o->full.cap > OP_KEEP_BYTES)
+        shoal_buf_free(&o->full);
+    if (o->delta.cap > OP_KEEP_BYTES)
+        shoal_buf_free(&o->delta);
+    if (!o->key)
+        o->key_cap = 0; /* handed over to the completion */
+    o->next_free = r->op_pool;
+    r->op_pool = o;
+    r->n_op_pool++;
+    OP_POISON(o);
 }
 
 static int target_index(const op_t *o, const shoal_node_t *from)
@@ -237,16 +326,19 @@ static void op_tick(shoal_system_t *sys, void *arg);
 static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int needed,
                     const shoal_consistency_t *c)
 {
-    op_t *o = shoal_calloc(1, sizeof *o);
+    op_t *o = op_alloc(r);
     o->r = r;
     o->req = r->next_req++;
     o->kind = kind;
-    o->key = strdup(key);
-    if (!o->key)
-        abort();
+    size_t klen = strlen(key);
+    if (o->key_cap < klen + 1) {
+        free(o->key);
+        o->key = shoal_malloc(klen + 1);
+        o->key_cap = klen + 1;
+    }
+    memcpy(o->key, key, klen + 1);
     o->needed = needed;
-    o->targets = choose_targets(r, c->prefer_oldest || r->s.prefer_oldest, &o->n_targets);
-    o->answered = shoal_calloc(o->n_targets ? o->n_targets : 1, sizeof *o->answered);
+    choose_targets(r, o, c->prefer_oldest || r->s.prefer_oldest);
     bool ins;
     shoal_hmap_upsert(&r->ops_by_req, &o->req, sizeof o->req, &ins)->value = o;
     r->n_ops++;

@@ -45,10 +45,18 @@
 #define LEGACY_FORMAT  1 /* the fixed layout above, read only */
 #define RENDER_ENTRIES 50
 
+/* An entry is shared, not copied, between the maps that hold it (a clone, the pending delta, a
+   merge's winners): the replicator clones a key's value for every update (its modify function
+   works on a copy), and copying every entry made a save cost the size of the whole shard (a
+   hand-over of 1,000 entities of 1 KiB copied half a megabyte per save, 53x a handoff without
+   state). An entry is immutable while shared (refs > 1): the one writer in place,
+   estate_restamp, copies a shared entry first. The count is atomic because a value cloned on
+   the node thread may be destroyed on another (the synchronous facade's caller). */
 typedef struct {
     uint64_t epoch, seq;
     int64_t deleted_ms; /* 0 unless deleted */
     uint32_t len;       /* data bytes */
+    uint32_t refs;      /* maps holding it */
     uint16_t klen;      /* 1..ESTATE_KEY_MAX */
     bool deleted;
     uint8_t bytes[]; /* the key, then the data */
@@ -89,17 +97,38 @@ static ent_t *ent_new(const void *key, size_t klen, uint64_t epoch, uint64_t seq
     e->deleted_ms = deleted_ms;
     e->klen = (uint16_t)klen;
     e->len = (uint32_t)len;
+    e->refs = 1;
     memcpy(KEY(e), key, klen);
     if (len)
         memcpy(DATA(e), data, len);
     return e;
 }
 
+/* Another holder of e (shared, not copied). */
 static ent_t *ent_dup(const ent_t *e)
 {
+    ent_t *m = (ent_t *)e; /* the count is the holders', not the entry's value */
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+    return m;
+}
+
+/* A holder lets go of e; the last one frees it. */
+static void ent_free(ent_t *e)
+{
+    if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(e);
+}
+
+/* e itself when this holder is its only one, else a private copy in its place: before writing. */
+static ent_t *ent_own(ent_t *e)
+{
+    if (__atomic_load_n(&e->refs, __ATOMIC_ACQUIRE) == 1)
+        return e;
     size_t n = sizeof *e + e->klen + e->len;
     ent_t *c = xmalloc(n);
     memcpy(c, e, n);
+    c->refs = 1;
+    ent_free(e);
     return c;
 }
 
@@ -126,7 +155,7 @@ static void es_destroy(shoal_crdt_t *self)
 {
     esmap_t *m = M(self);
     for (size_t i = 0; i < m->n; i++)
-        free(m->e[i]);
+        ent_free(m->e[i]);
     free(m->e);
     if (m->delta)
         es_destroy(m->delta);
@@ -220,7 +249,7 @@ static void place(esmap_t *m, size_t at, bool found, ent_t *e)
 {
     if (found) {
         m->payload -= ent_payload(m->e[at]);
-        free(m->e[at]);
+        ent_free(m->e[at]);
     } else {
         reserve(m, m->n + 1);
         memmove(&m->e[at + 1], &m->e[at], (m->n - at) * sizeof *m->e);
@@ -236,7 +265,7 @@ static void absorb(esmap_t *m, ent_t *e)
     bool found;
     size_t at = find(m, KEY(e), e->klen, &found);
     if (found && ent_order(e, m->e[at]) <= 0) {
-        free(e);
+        ent_free(e);
         return;
     }
     place(m, at, found, e);
@@ -249,7 +278,7 @@ static void collect_below_floor(esmap_t *m)
     for (size_t i = 0; i < m->n; i++) {
         if (m->e[i]->epoch < m->floor) {
             m->payload -= ent_payload(m->e[i]);
-            free(m->e[i]);
+            ent_free(m->e[i]);
         } else {
             m->e[k++] = m->e[i];
         }
@@ -307,7 +336,7 @@ static int es_merge_entries(esmap_t *m, const esmap_t *o)
         } else {
             if (ent_order(o->e[j], m->e[i]) > 0) {
                 m->payload -= ent_payload(m->e[i]);
-                free(m->e[i]);
+                ent_free(m->e[i]);
                 out[k] = ent_dup(o->e[j]);
                 m->payload += ent_payload(out[k++]);
             } else {
@@ -483,10 +512,11 @@ size_t estate_restamp(shoal_crdt_t *m, uint64_t epoch, int64_t drop_deleted_befo
         ent_t *e = mm->e[i];
         if (e->epoch < epoch && e->deleted && e->deleted_ms < drop_deleted_before_unix_ms) {
             mm->payload -= ent_payload(e); /* a tombstone old enough to forget */
-            free(e);
+            ent_free(e);
             continue;
         }
         if (e->epoch < epoch) {
+            e = ent_own(e); /* a clone or the delta may share it */
             e->epoch = epoch;
             e->seq = 0;
             record(mm, e);

@@ -7,6 +7,7 @@
     the buffer drains. Tells and asks made from inside an entity callback are deferred until the
     outermost callback returns, so an entity is never re-entered by a message it sent.
 */
+#include <stddef.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -58,6 +59,27 @@ static bmsg_t *bq_pop(bqueue_t *q)
         m->next = NULL;
     }
     return m;
+}
+
+/* An entity's waiting messages (see struct shoal_entity). */
+static void entity_wait(shoal_entity_t *e, bmsg_t *m)
+{
+    m->next = NULL;
+    if (e->waiting_tail)
+        e->waiting_tail->next = m;
+    else
+        e->waiting = m;
+    e->waiting_tail = m;
+}
+
+/* Takes all of them, as a queue of the caller's. */
+static bqueue_t entity_take_waiting(shoal_entity_t *e)
+{
+    bqueue_t q = {e->waiting, e->waiting_tail, 0};
+    for (const bmsg_t *m = q.head; m; m = m->next)
+        q.n++;
+    e->waiting = e->waiting_tail = NULL;
+    return q;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -384,7 +406,10 @@ static void passivate_cb(const char *entity_id, void *arg);
 shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
 {
     size_t n = strlen(eid);
-    shoal_entity_t *e = calloc(1, sizeof *e + n + 1);
+    /* the id starts inside the struct's tail padding: a million idle entities are a million of
+       these, and the bytes decide their malloc chunk size */
+    size_t size = offsetof(shoal_entity_t, id) + n + 1;
+    shoal_entity_t *e = calloc(1, size > sizeof *e ? size : sizeof *e);
     if (!e)
         abort();
     e->shard = s;
@@ -464,7 +489,7 @@ void entity_finish_now(shoal_entity_t *e)
         else if (s->status == SH_ACTIVE)
             remember_schedule_restart(s, e->id); /* stopped on its own: it comes back */
     }
-    bqueue_t waiting = e->waiting;
+    bqueue_t waiting = entity_take_waiting(e);
     state_entity_free(e);
     free(e);
     bmsg_t *m;
@@ -536,12 +561,12 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
     if (e && (e->status == E_STOPPING || e->status == E_STARTING)) {
         /* passivating: the message goes to the next incarnation; handing off: to the next home;
            being remembered: to this one once the write is done */
-        bq_push(&e->waiting, bmsg_new(eid, flags, origin, ask_id, data, len));
+        entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
     if (!e && remember_on(r) && !remember_known(s, eid)) {
         e = entity_create(s, eid, E_STARTING);
-        bq_push(&e->waiting, bmsg_new(eid, flags, origin, ask_id, data, len));
+        entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
         remember_add(s, eid);
         return;
     }
@@ -565,8 +590,7 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
 void entity_deliver_waiting(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
-    bqueue_t waiting = e->waiting;
-    memset(&e->waiting, 0, sizeof e->waiting);
+    bqueue_t waiting = entity_take_waiting(e);
     bmsg_t *m;
     while ((m = bq_pop(&waiting))) {
         /* the entity may stop while these run: deliver_local sends the rest where it goes */

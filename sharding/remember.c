@@ -183,6 +183,11 @@ void remember_shard_started(shard_t *s)
 void remember_shard_free(shard_t *s)
 {
     life_end(&s->life);
+    for (size_t i = 0; i < s->n_awaiting; i++)
+        free(s->awaiting[i]);
+    free(s->awaiting);
+    s->awaiting = NULL;
+    s->n_awaiting = s->cap_awaiting = 0;
     zhashx_destroy(&s->remembered);
     zlistx_destroy(&s->to_start);
     zhashx_destroy(&s->adds);
@@ -238,11 +243,26 @@ static void activate(shard_t *s)
 {
     if (!s->noted_here)
         return; /* the all-shards write failed: retried with the next flush */
+    /* the entities waiting to be remembered, not every entity of the shard: with a batch of
+       writes completing for each few hundred new ids, walking all of a shard's thousands of
+       entities each time was most of the cost of remembering them */
     zlistx_t *ready = zlistx_new();
-    for (shoal_entity_t *e = zhashx_first(s->entities); e; e = zhashx_next(s->entities))
-        if (e->status == E_STARTING && remember_known(s, e->id))
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_awaiting; i++) {
+        char *id = s->awaiting[i];
+        shoal_entity_t *e = zhashx_lookup(s->entities, id);
+        if (e && e->status == E_STARTING && !remember_known(s, id)) {
+            s->awaiting[keep++] = id; /* its write is still to come */
+            continue;
+        }
+        if (e && e->status == E_STARTING)
             zlistx_add_end(ready, e);
+        free(id); /* started now, or gone, or started some other way */
+    }
+    s->n_awaiting = keep;
     for (shoal_entity_t *e = zlistx_first(ready); e; e = zlistx_next(ready)) {
+        if (e->status != E_STARTING)
+            continue; /* listed twice (its id was remembered for an earlier incarnation too) */
         entity_run_start(e);
         entity_deliver_waiting(e);
     }
@@ -346,6 +366,19 @@ static void flush_writes(shard_t *s)
 
 void remember_add(shard_t *s, const char *eid)
 {
+    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    if (e && e->status == E_STARTING) {
+        if (s->n_awaiting == s->cap_awaiting) {
+            s->cap_awaiting = s->cap_awaiting ? 2 * s->cap_awaiting : 16;
+            s->awaiting = realloc(s->awaiting, s->cap_awaiting * sizeof *s->awaiting);
+            if (!s->awaiting)
+                abort();
+        }
+        s->awaiting[s->n_awaiting] = strdup(eid);
+        if (!s->awaiting[s->n_awaiting])
+            abort();
+        s->n_awaiting++;
+    }
     zhashx_delete(s->removes, eid);
     zhashx_update(s->adds, eid, (void *)1);
     if (shoal_now_ms() >= s->retry_at)

@@ -122,7 +122,11 @@ struct shoal_entity {
     void *state;
     struct ent_state *st;  /* entity-state types only */
     shoal_sender_t sender; /* of the message being received */
-    bqueue_t waiting;      /* messages that arrived while it was stopping */
+    /* messages that arrived while it was stopping or starting, oldest first: a queue of two
+       pointers, not a bqueue_t (its count is not needed here, and an entity's size decides how
+       many idle ones fit in memory: without it the entity and a ~10-byte id fit malloc's 96-byte
+       chunks instead of 112) */
+    bmsg_t *waiting, *waiting_tail;
     int64_t stopping_since;
     uint8_t status;        /* entity_status_t */
     bool started;          /* its start callback ran (so its stop callback is due) */
@@ -162,6 +166,10 @@ struct shard {
     zhashx_t *remembered;        /* id -> (void *)1: ids written (or read) as remembered */
     zlistx_t *to_start;          /* recovered ids not started yet (started at a bounded rate) */
     zhashx_t *adds, *removes;    /* ids waiting for the next write */
+    char **awaiting;             /* ids of entities created to wait for the write that
+                                    remembers them, oldest first (owned): activation looks at
+                                    these, not at every entity of the shard */
+    size_t n_awaiting, cap_awaiting;
     int writes_in_flight;
     int64_t retry_at;            /* after a failed write or read (shard-failure-backoff) */
     int64_t recover_next;        /* constant-rate recovery: the next batch */

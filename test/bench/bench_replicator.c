@@ -943,6 +943,8 @@ static double maj_window(maj_t *m, unsigned window)
     pause_ms(WINDOW_S * 1000);
     uint64_t c1 = atomic_load(&m->completed);
     double t1 = bench_now();
+    /* CLOCK_MONOTONIC seconds: a profile (perf record -k CLOCK_MONOTONIC) can be cut to it */
+    fprintf(stderr, "bench_replicator: window write_majority_w%u %.6f,%.6f\n", window, t0, t1);
     maj_check(m, "WriteMajority");
     maj_drain(m);
     if (c1 == c0)

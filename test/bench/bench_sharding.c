@@ -955,6 +955,7 @@ static void bench_first(cluster_t *cl, double rtt_us)
     double us[FIRST_SAMPLES];
     shoal_buf_t reply = {0};
     static const uint8_t payload[MSG64];
+    double w0 = bench_now();
     for (int k = 0; k < FIRST_SAMPLES; k++) {
         char id[32];
         pick_id("f", TELL_SHARDS, N_SHARDS, used, 1, &next, id, sizeof id, NULL);
@@ -967,6 +968,7 @@ static void bench_first(cluster_t *cl, double rtt_us)
             return;
         }
     }
+    window_mark("first_message_new_shard", w0, bench_now());
     shoal_buf_free(&reply);
     qsort(us, FIRST_SAMPLES, sizeof us[0], cmp_double);
     double median = (us[FIRST_SAMPLES / 2 - 1] + us[FIRST_SAMPLES / 2]) / 2;
@@ -981,6 +983,8 @@ static void bench_first(cluster_t *cl, double rtt_us)
 /* The figures of one host B and A. Each rate, Shoal's and its baseline's, is the best of REPS
    windows taken in turns, so that a burst of load from elsewhere on the machine does not land
    on one side of the ratio only. */
+static bool part(const char *name);
+
 static void bench_messages(void)
 {
     cluster_t cl;
@@ -991,7 +995,8 @@ static void bench_messages(void)
     for (int i = 0; i < TELL_ENTITIES; i++)
         pick_id("t", 0, TELL_SHARDS, used, TELL_ENTITIES / TELL_SHARDS, &next, tell_ids[i],
                 sizeof tell_ids[i], NULL);
-    if (tell_warm(&cl)) {
+    bool rates = part("messages"); /* "first" alone: only first_message_new_shard */
+    if (rates && tell_warm(&cl)) {
         double base = -1, best = -1;
         tell_run_t run, best_run = {0};
         for (int k = 0; k < REPS; k++) {
@@ -1017,7 +1022,7 @@ static void bench_messages(void)
         }
     }
     double base = -1, best = -1;
-    for (int k = 0; k < REPS; k++) {
+    for (int k = 0; rates && k < REPS; k++) {
         base = max2(base, baseline_zmq_reqrep_window(ASK_WINDOW, MSG64, ZMQ_SECONDS));
         double v = ask_measure(&cl);
         if (v < 0) {
@@ -1425,7 +1430,8 @@ static bool find_self(void)
     return true;
 }
 
-/* BENCH_SHARDING_ONLY=messages,rebalance,failover,incr runs only those parts (diagnosis). */
+/* BENCH_SHARDING_ONLY=messages,rebalance,failover,incr runs only those parts (diagnosis);
+   "first" runs first_message_new_shard alone (its cluster without the rates of "messages"). */
 static bool part(const char *name)
 {
     const char *only = getenv("BENCH_SHARDING_ONLY");
@@ -1457,7 +1463,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    if (part("messages"))
+    if (part("messages") || part("first"))
         bench_messages();
     if (part("rebalance"))
         bench_rebalance();

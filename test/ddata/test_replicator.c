@@ -375,6 +375,44 @@ static void test_majority_write_then_majority_read(void **state)
     tcluster_stop(&c);
 }
 
+/* Finished reads and writes go back to the replicator's pool with their buffers, and the next
+   ones reuse them: keys growing from 1 to 300 bytes (each longer than the room the pooled op
+   has), encodings larger than the pool keeps (a set growing by 200 elements) between small
+   ones, and majority reads (their per-answer digests) between writes. Every value read back is
+   the one written; under ASan a pooled op is poisoned, so a use after it finished fails here. */
+static void test_ops_reused_from_pool(void **state)
+{
+    (void)state;
+    tcluster_t c;
+    shoal_replicator_settings_t s;
+    tcluster_fast_settings(&s);
+    s.gossip_interval_ms = 600000; /* only the majority operations carry the writes */
+    s.delta_interval_ms = 600000;
+    tcluster_start(&c, 3, &s);
+    shoal_consistency_t maj = c_majority(3000);
+    char key[320];
+    for (int k = 1; k <= 300; k += 7) {
+        memset(key, 'k', (size_t)k);
+        key[k] = 0;
+        assert_int_equal(t_incr(&c, k % 3, key, (uint64_t)k, &maj), 0);
+        uint64_t v = 0;
+        assert_int_equal(t_gcounter(&c, (k + 1) % 3, key, &maj, &v), 0);
+        assert_int_equal(v, (uint64_t)k);
+        if (k % 5 == 1) {
+            /* a large encoding through a pooled op, then small ones again */
+            char elem[32];
+            for (int e = 0; e < 200; e++) {
+                snprintf(elem, sizeof elem, "element-%03d-%03d", k, e);
+                assert_int_equal(t_add(&c, 0, "big", elem, &maj), 0);
+            }
+        }
+    }
+    uint64_t v = 0;
+    assert_int_equal(t_gcounter(&c, 2, "k", &maj, &v), 0);
+    assert_int_equal(v, 1);
+    tcluster_stop(&c);
+}
+
 static void test_concurrent_writers_converge(void **state)
 {
     (void)state;
@@ -1351,6 +1389,7 @@ int main(void)
         cmocka_unit_test_teardown(test_durable_store_and_loading, tcluster_teardown),
         cmocka_unit_test_teardown(test_write_local_converges_by_gossip, tcluster_teardown),
         cmocka_unit_test_teardown(test_majority_write_then_majority_read, tcluster_teardown),
+        cmocka_unit_test_teardown(test_ops_reused_from_pool, tcluster_teardown),
         cmocka_unit_test_teardown(test_concurrent_writers_converge, tcluster_teardown),
         cmocka_unit_test_teardown(test_partition_times_out_then_heals, tcluster_teardown),
         cmocka_unit_test_teardown(test_loss_and_duplication_converge, tcluster_teardown),

@@ -446,6 +446,57 @@ static void test_restamp(void **state)
     shoal_crdt_destroy(&m);
 }
 
+/* Clones and deltas share entries rather than copy them (the replicator clones a value for
+   every update): a clone never sees what is written to the original afterwards, re-stamped in
+   place included, and each outlives the other (ASan: no entry freed while a holder remains). */
+static void test_clone_shares_nothing_visible(void **state)
+{
+    (void)state;
+    shoal_crdt_t *m = estate_new();
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "e%03d", i);
+        put(m, k, 1, (uint64_t)i + 1, "v1", 0);
+    }
+    shoal_crdt_t *before = shoal_crdt_clone(m); /* shares the entries, and with m's delta */
+    shoal_buf_t enc0 = {0}, enc1 = {0};
+    assert_int_equal(shoal_crdt_encode(before, &enc0), 0);
+    /* the original changes: a put over a shared entry, a delete, an in-place re-stamp */
+    put(m, "e000", 1, 1000, "v2", 0);
+    assert_int_equal(estate_delete(m, "e001", 4, 1, 1001, 5), 0);
+    assert_int_equal(estate_restamp(m, 7, 0), 100);
+    estate_entry_t e;
+    assert_int_equal(estate_get(before, "e000", 4, &e), 0);
+    assert_int_equal(e.epoch, 1);
+    assert_int_equal(e.seq, 1);
+    assert_memory_equal(e.data, "v1", 2);
+    assert_int_equal(estate_get(before, "e001", 4, &e), 0);
+    assert_false(e.deleted);
+    assert_int_equal(estate_get(before, "e050", 4, &e), 0);
+    assert_int_equal(e.epoch, 1);
+    assert_int_equal(estate_fence(before), 0);
+    assert_int_equal(shoal_crdt_encode(before, &enc1), 0);
+    assert_int_equal(enc0.len, enc1.len);
+    assert_memory_equal(enc0.data, enc1.data, enc0.len);
+    assert_int_equal(estate_get(m, "e050", 4, &e), 0);
+    assert_int_equal(e.epoch, 7);
+    /* the clone written to leaves the original alone too */
+    shoal_crdt_t *after = shoal_crdt_clone(m);
+    assert_int_equal(estate_restamp(after, 9, 0), 100);
+    assert_int_equal(estate_get(m, "e050", 4, &e), 0);
+    assert_int_equal(e.epoch, 7);
+    /* the original goes first, its delta with it; the clones still read their entries */
+    shoal_crdt_destroy(&m);
+    assert_int_equal(estate_get(before, "e099", 4, &e), 0);
+    assert_memory_equal(e.data, "v1", 2);
+    assert_int_equal(estate_get(after, "e099", 4, &e), 0);
+    assert_int_equal(e.epoch, 9);
+    shoal_crdt_destroy(&before);
+    shoal_crdt_destroy(&after);
+    shoal_buf_free(&enc0);
+    shoal_buf_free(&enc1);
+}
+
 static void test_admit_refuses_stale_owner(void **state)
 {
     (void)state;
@@ -1007,6 +1058,7 @@ int main(void)
         cmocka_unit_test(test_foreach_order_and_prefix),
         cmocka_unit_test(test_delta),
         cmocka_unit_test(test_restamp),
+        cmocka_unit_test(test_clone_shares_nothing_visible),
         cmocka_unit_test(test_collected_stays_collected),
         cmocka_unit_test(test_admit_refuses_stale_owner),
         cmocka_unit_test(test_ties),
