@@ -1035,8 +1035,10 @@ typedef struct {
     shoal_gossip_choose_fn *gossip_choose;   /* NULL: a random peer */
     void *gossip_choose_arg;
     uint32_t max_pending_ops;                /* operations in flight before SHOAL_EBUSY, 100000 */
-    uint32_t gossip_ttl_ms;                  /* pushes older than this are dropped on receipt
-                                                (membership's gossip-time-to-live); 0 = off */
+    uint32_t gossip_ttl_ms;                  /* pushes later than this are dropped on receipt
+                                                (membership's gossip-time-to-live; late beyond
+                                                the fastest push seen from that sender, so the
+                                                senders' wall clocks need not agree); 0 = off */
 } shoal_replicator_settings_t;
 
 void shoal_replicator_settings_default(shoal_replicator_settings_t *s);

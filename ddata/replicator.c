@@ -1530,6 +1530,7 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
     if (!p) {
         SHOAL_GROW(r->peers, r->cap_peers, r->n_peers + 1);
         p = &r->peers[r->n_peers++];
+        memset(p, 0, sizeof *p);
         p->node = node;
         p->voter = false;
     }

@@ -110,6 +110,13 @@ typedef struct {
     bool counted;
     bool voter; /* its durable identity is in the kept membership (see shoal_replicator_set_voters) */
     uint64_t age;
+    /* Pushes' age as this node's clock minus the sender's stamp: the smallest seen (the clocks'
+       offset plus the fastest delivery) is the baseline a push's lateness is measured against,
+       so that a sender whose wall clock is a minute behind is not taken for a minute late. */
+    int64_t push_lag_min;
+    bool push_lag_known;
+    uint8_t push_stale_run; /* stale pushes in a row: past a few, the baseline is reset (a clock
+                               stepped) */
 } peer_t;
 
 typedef struct sub {

@@ -812,6 +812,34 @@ static void ack_after_store(void *arg, int status)
 static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e,
                               uint64_t sent_unix_ms);
 
+/* A push that waited too long (in queues, behind a busy loop) is stale news: dropped, the next
+   round brings a fresher one (Akka's gossip-time-to-live). Its lateness is its age beyond the
+   smallest age seen from that sender, not its age by this node's clock: wall clocks of a cluster
+   differ (the chaos suite skews them by up to a minute), and a sender behind by more than the TTL
+   had every push dropped, so that membership's push rounds never reached this node (chaos seed
+   77123: a join never reached the leader, no convergence for minutes). */
+static bool push_is_stale(shoal_replicator_t *r, const shoal_node_t *from, uint64_t sent_unix_ms)
+{
+    peer_t *p = repl_peer(r, from);
+    if (!p)
+        return false;
+    int64_t lag = unix_ms() - (int64_t)sent_unix_ms;
+    if (!p->push_lag_known || lag < p->push_lag_min) {
+        p->push_lag_min = lag;
+        p->push_lag_known = true;
+    }
+    if (lag - p->push_lag_min <= (int64_t)r->s.gossip_ttl_ms) {
+        p->push_stale_run = 0;
+        return false;
+    }
+    if (++p->push_stale_run >= 3) { /* a clock stepped (either one): measure from here */
+        p->push_lag_min = lag;
+        p->push_stale_run = 0;
+        return false;
+    }
+    return true;
+}
+
 static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
                      const Shoal__Replicator__Write *m)
 {
@@ -819,10 +847,8 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         r->stats.dropped_malformed++;
         return;
     }
-    /* a push that waited too long (in queues, behind a busy loop) is stale news: dropped, the
-       next round brings a fresher one (clocks of one cluster are assumed within the TTL) */
     if (m->sent_unix_ms && r->s.gossip_ttl_ms && !m->req &&
-        unix_ms() - (int64_t)m->sent_unix_ms > (int64_t)r->s.gossip_ttl_ms) {
+        push_is_stale(r, from, m->sent_unix_ms)) {
         r->stats.dropped_stale++;
         return;
     }

@@ -14,6 +14,7 @@
 #include "ddata.h"
 
 #include "replicator.pb-c.h"
+#include "replicator_internal.h" /* K_WRITE: a push, forged with a skewed stamp */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -1214,6 +1215,95 @@ static void test_orset_pruning_plan_travels(void **state)
     tcluster_stop(&c);
 }
 
+typedef struct {
+    tcluster_t *c;
+    const char *key;
+    int64_t sent_unix_ms;
+} forged_push_t;
+
+/* Node 1 pushes to node 0, as shoal_replicator_push does, a GCounter of 5 stamped sent_unix_ms. */
+static int forge_push(shoal_system_t *sys, void *arg)
+{
+    forged_push_t *f = arg;
+    shoal_crdt_t *v = shoal_gcounter_new();
+    shoal_gcounter_increment(v, shoal_system_self(sys), 5);
+    shoal_buf_t enc = {0};
+    assert_int_equal(shoal_crdt_encode(v, &enc), 0);
+    Shoal__Replicator__DataEnvelope env = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
+    env.value.data = enc.data;
+    env.value.len = enc.len;
+    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+    w.role = (char *)"";
+    w.key = (char *)f->key;
+    w.envelope = &env;
+    w.sent_unix_ms = (uint64_t)f->sent_unix_ms;
+    size_t n = shoal__replicator__write__get_packed_size(&w);
+    uint8_t *buf = malloc(n);
+    shoal__replicator__write__pack(&w, buf);
+    int rc = shoal_system_send(sys, shoal_system_self(f->c->sys[0]), K_WRITE, buf, n);
+    free(buf);
+    shoal_buf_free(&enc);
+    shoal_crdt_destroy(&v);
+    return rc;
+}
+
+static bool node0_has_count(void *arg)
+{
+    counter_wait_t *w = arg;
+    shoal_consistency_t l = c_local();
+    uint64_t v = 0;
+    return t_gcounter(w->c, 0, w->key, &l, &v) == 0 && v == w->want;
+}
+
+static int64_t unix_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct {
+    tcluster_t *c;
+    uint64_t want;
+} stale_wait_t;
+
+static bool stale_count_is(void *arg)
+{
+    stale_wait_t *w = arg;
+    shoal_replicator_stats_t st;
+    on_node(w->c, 0, get_stats, &st);
+    return st.dropped_stale == w->want;
+}
+
+/* A push is late by its age beyond the fastest push seen from its sender, not by the receiver's
+   clock: a sender whose wall clock is a minute behind still gets its pushes through (chaos seed
+   77123, clocks skewed by up to 52 s: every push of the leader was dropped as stale, a join never
+   reached it and the cluster did not converge), and a push 10 s later than that sender's usual
+   is still dropped. */
+static void test_push_ttl_survives_clock_skew(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    tcluster_fast_settings(&s);
+    s.gossip_ttl_ms = 2000;
+    s.gossip_interval_ms = 600000; /* only the forged pushes carry the keys */
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    forged_push_t f = {&c, "skewed", unix_now_ms() - 60000};
+    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &f), 0);
+    counter_wait_t w = {&c, "skewed", 5};
+    w.c = &c;
+    assert_true(wait_until(node0_has_count, &w, 5000)); /* a minute behind, yet on time */
+    shoal_consistency_t l = c_local();
+    uint64_t v = 0;
+    forged_push_t late = {&c, "late", unix_now_ms() - 70000};
+    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &late), 0);
+    stale_wait_t sw = {&c, 1};
+    assert_true(wait_until(stale_count_is, &sw, 5000));
+    assert_int_not_equal(t_gcounter(&c, 0, "late", &l, &v), 0); /* dropped: 10 s late */
+    tcluster_stop(&c);
+}
+
 static int incr_as(shoal_crdt_t *v, void *arg)
 {
     const char **as = arg;
@@ -1403,6 +1493,7 @@ int main(void)
         cmocka_unit_test_teardown(test_durable_pruning_marker_stored_for_10_days,
                                   tcluster_teardown),
         cmocka_unit_test_teardown(test_orset_pruning_plan_travels, tcluster_teardown),
+        cmocka_unit_test_teardown(test_push_ttl_survives_clock_skew, tcluster_teardown),
         cmocka_unit_test_teardown(test_new_member_catches_up_before_its_copy_counts,
                                   tcluster_teardown),
         cmocka_unit_test_teardown(test_loaded_marker_cleans_incoming_state, tcluster_teardown),
