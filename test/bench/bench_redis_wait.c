@@ -32,7 +32,8 @@
 
     Skipped (exit 0, no BENCH line) when redis-server or redis-cli is not installed. Every
     redis-server runs in one process group, killed at exit (atexit, and on SIGINT, SIGTERM,
-    SIGHUP, SIGSEGV, SIGABRT), and each dies with this process (PR_SET_PDEATHSIG) if it is killed.
+    SIGHUP, SIGSEGV, SIGABRT, SIGBUS: the temp dir goes too), and each dies with this process
+    (PR_SET_PDEATHSIG) if it is killed (SIGKILL leaves the temp dir, named on the first line).
 */
 #include "bench.h"
 #include "durable.h"
@@ -110,11 +111,27 @@ static void at_exit(void)
     }
 }
 
+/* Only async-signal-safe calls: kill the group, remove the temp dir with rm -rf in a child,
+   then die of the signal. */
 static void on_signal(int sig)
 {
     pid_t g = redis_pgid;
-    if (g > 0)
-        kill(-g, SIGKILL); /* async-signal-safe; the temp dir stays (named on stderr at start) */
+    if (g > 0) {
+        kill(-g, SIGKILL);
+        for (int i = 0; i < REDIS_N; i++)
+            if (redis_pids[i] > 0)
+                waitpid(redis_pids[i], NULL, 0);
+    }
+    if (tmpdir[0]) {
+        pid_t p = fork();
+        if (p == 0) {
+            char *const argv[] = {"rm", "-rf", tmpdir, NULL};
+            execv("/bin/rm", argv);
+            _exit(127);
+        }
+        if (p > 0)
+            waitpid(p, NULL, 0);
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
