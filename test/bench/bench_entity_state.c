@@ -136,19 +136,7 @@ static void settings(shoal_sharding_settings_t *s, bool stored)
 /* --- the cluster ------------------------------------------------------------------------------ */
 static bool all_up(void)
 {
-    for (int i = 0; i < NODES; i++) {
-        shoal_cluster_view_t v;
-        if (shoal_cluster_view(cl[i], &v) != 0)
-            return false;
-        size_t up = 0;
-        for (size_t k = 0; k < v.n_members; k++)
-            up += v.members[k].status == SHOAL_MEMBER_UP;
-        bool ok = up == NODES && v.converged;
-        shoal_cluster_view_free(&v);
-        if (!ok)
-            return false;
-    }
-    return true;
+    return bench_all_up(cl, NODES);
 }
 
 static void wait_for(bool (*pred)(void), double seconds, const char *what)

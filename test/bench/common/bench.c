@@ -76,3 +76,20 @@ void bench_note(const char *fmt, ...)
     va_end(ap);
     fflush(stdout);
 }
+
+bool bench_all_up(shoal_cluster_t *const *cl, int n)
+{
+    for (int i = 0; i < n; i++) {
+        shoal_cluster_view_t v;
+        if (shoal_cluster_view(cl[i], &v) != 0)
+            return false;
+        size_t up = 0;
+        for (size_t k = 0; k < v.n_members; k++)
+            up += v.members[k].status == SHOAL_MEMBER_UP;
+        bool ok = up == (size_t)n && v.converged;
+        shoal_cluster_view_free(&v);
+        if (!ok)
+            return false;
+    }
+    return true;
+}

@@ -8,11 +8,17 @@
 #ifndef SHOAL_BENCH_H
 #define SHOAL_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "membership.h"
+
 /* Monotonic time in seconds. */
 double bench_now(void);
+
+/* True when each of the n in-process members sees all n Up and converged. */
+bool bench_all_up(shoal_cluster_t *const *cl, int n);
 
 /* Runs fn(arg, n) with growing n until one run lasts at least min_seconds; returns the rate in
    operations per second of the best of `reps` such runs. fn performs n operations. */
