@@ -225,6 +225,7 @@ void shoal_hmap_free(shoal_hmap_t *h)
         free(h->slots[i].key);
     free(h->slots);
     free(h->index);
+    free(h->order);
     memset(h, 0, sizeof *h);
 }
 
@@ -267,8 +268,16 @@ static shoal_hslot_t *find_slot(const shoal_hmap_t *h, const void *key, size_t k
 
 /* Drops the holes from slots and rebuilds the index at index_cap positions (a power of two
    of at least 2n, so probes stay short). */
+static void order_forget(shoal_hmap_t *h)
+{
+    free(h->order);
+    h->order = NULL;
+    h->order_n = h->order_mark = 0;
+}
+
 static void rebuild(shoal_hmap_t *h, size_t index_cap)
 {
+    order_forget(h); /* the entries move */
     size_t k = 0;
     for (size_t i = 0; i < h->cap; i++)
         if (SHOAL_HSLOT_LIVE(&h->slots[i]))
@@ -375,8 +384,9 @@ void *shoal_hmap_remove(shoal_hmap_t *h, const void *key, size_t klen)
     return v;
 }
 
-/* Canonical order of many keys (the encoding of a large set or map sorts every key on every
-   full-state encode, so this is on the gossip and durable-write paths).
+/* Canonical order of many keys (the encoding of a large set or map lists every key in order on
+   every full-state encode, so this is on the gossip and durable-write paths; a map remembers the
+   order it found, and the next sort only places the keys inserted since: see the order memo).
 
    An MSD radix sort on 16-byte chunks: each key is represented by the 16 bytes at the current
    depth, big-endian and zero-padded, held beside the slot pointer, so the sort reads each key
@@ -498,9 +508,91 @@ static keyref_t *keyref_sort(keyref_t *r, keyref_t *tmp, size_t n, size_t depth)
     return out;
 }
 
-shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h)
+/* The order memo. Below this many keys a sort is cheap and the memo (4 bytes a key) not worth
+   keeping; above a quarter of the map inserted since the last sort, sorting everything again
+   (a few streaming passes) beats one binary search per new key. */
+enum { ORDER_MEMO_MIN = 256 };
+
+static bool order_memo_usable(const shoal_hmap_t *h)
 {
+    return h->order && h->cap - h->order_mark <= h->n / 4;
+}
+
+/* Keeps the sorted keyrefs' positions as the memo. */
+static void order_remember(shoal_hmap_t *h, const keyref_t *sorted, size_t k)
+{
+    order_forget(h);
+    if (k < ORDER_MEMO_MIN)
+        return;
+    h->order = shoal_malloc(k * sizeof *h->order);
+    for (size_t i = 0; i < k; i++)
+        h->order[i] = (uint32_t)(sorted[i].slot - h->slots);
+    h->order_n = k;
+    h->order_mark = h->cap;
+}
+
+/* The memo brought up to date: its entries removed since are dropped, the entries inserted since
+   are sorted among themselves and merged in, each at the place a binary search finds (keys are
+   distinct, and a key removed and inserted again is a removed entry and a new one). */
+static void order_update(shoal_hmap_t *h)
+{
+    size_t fresh_cap = h->cap - h->order_mark, nfresh = 0;
+    keyref_t *r = shoal_malloc((fresh_cap ? 2 * fresh_cap : 1) * sizeof *r);
+    for (size_t i = h->order_mark; i < h->cap; i++)
+        if (SHOAL_HSLOT_LIVE(&h->slots[i])) {
+            r[nfresh].slot = &h->slots[i];
+            keyref_chunk(&r[nfresh++], 0);
+        }
+    const keyref_t *fresh = keyref_sort(r, r + fresh_cap, nfresh, 0);
+    uint32_t *old = h->order;
+    size_t nold = h->order_n;
+    if (nold + nfresh != h->n) { /* entries of the memo were removed: drop their holes */
+        size_t k = 0;
+        for (size_t i = 0; i < nold; i++)
+            if (SHOAL_HSLOT_LIVE(&h->slots[old[i]]))
+                old[k++] = old[i];
+        nold = k;
+    }
+    if (nfresh) {
+        uint32_t *merged = shoal_malloc((nold + nfresh) * sizeof *merged);
+        size_t at = 0, out = 0;
+        for (size_t j = 0; j < nfresh; j++) {
+            const shoal_hslot_t *s = fresh[j].slot;
+            size_t lo = at, hi = nold;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const shoal_hslot_t *m = &h->slots[old[mid]];
+                if (shoal_bytes_cmp(m->key, m->klen, s->key, s->klen) < 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            memcpy(merged + out, old + at, (lo - at) * sizeof *old);
+            out += lo - at;
+            at = lo;
+            merged[out++] = (uint32_t)(s - h->slots);
+        }
+        memcpy(merged + out, old + at, (nold - at) * sizeof *old);
+        free(old);
+        h->order = merged;
+    }
+    h->order_n = nold + nfresh;
+    h->order_mark = h->cap;
+    free(r);
+}
+
+shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h_)
+{
+    /* the memo is no part of the map's value: a map read by its one owner thread may keep it */
+    shoal_hmap_t *h = (shoal_hmap_t *)h_;
     size_t n = h->n ? h->n : 1;
+    if (order_memo_usable(h)) {
+        order_update(h);
+        shoal_hslot_t **v = shoal_malloc(n * sizeof *v);
+        for (size_t i = 0; i < h->order_n; i++)
+            v[i] = &h->slots[h->order[i]];
+        return v;
+    }
     keyref_t *r = shoal_malloc(2 * n * sizeof *r);
     size_t k = 0;
     for (size_t i = 0; i < h->cap; i++) {
@@ -512,6 +604,7 @@ shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h)
         }
     }
     const keyref_t *sorted = keyref_sort(r, r + n, k, 0);
+    order_remember(h, sorted, k);
     /* the answer goes into the same memory (one fewer large allocation to fault in on every
        encode): from the second half it cannot overlap; from the first, v[i] overwrites bytes of
        r[i / 3] or earlier, all read by then */

@@ -65,6 +65,35 @@ int shoal_crdt_encode_envelope(const shoal_crdt_t *self, shoal_buf_t *scratch,
 /* Packs any protobuf-c message onto the end of out. */
 void shoal_pb_pack(const ProtobufCMessage *msg, shoal_buf_t *out);
 
+/* Protobuf varints (base 128, least significant group first), for the encoders that write their
+   wire format directly: shoal_varint_put writes v at p (at most 10 bytes) and returns how many. */
+static inline size_t shoal_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline size_t shoal_varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline void shoal_buf_append_varint(shoal_buf_t *out, uint64_t v)
+{
+    uint8_t b[10];
+    shoal_buf_append(out, b, shoal_varint_put(b, v));
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Canonical order of byte strings: memcmp on the common prefix, then the shorter first.
  */
@@ -161,6 +190,12 @@ typedef struct {
     size_t alloc;         /* room in slots */
     uint32_t *index;      /* position in slots + 1; 0 = empty. Open addressing, linear probing */
     size_t index_cap;     /* power of two, or 0 */
+    /* The canonical order as last sorted (a memo, not part of the map's value): the positions of
+       the entries live then, in key order; entries at positions >= order_mark came later. NULL
+       for small maps and after a compaction (positions move). */
+    uint32_t *order;
+    size_t order_n;
+    size_t order_mark;
 } shoal_hmap_t;
 
 void shoal_hmap_free(shoal_hmap_t *h); /* frees keys, not values */
@@ -174,7 +209,9 @@ void *shoal_hmap_remove(shoal_hmap_t *h, const void *key, size_t klen);
 /* Removes the entry of a live slot found by iteration, without hashing the key again (the slot
    stays a hole, so an iteration in progress goes on). */
 void shoal_hmap_kill(shoal_hmap_t *h, shoal_hslot_t *s);
-/* Live slots sorted in canonical key order (an array the caller frees). */
+/* Live slots sorted in canonical key order (an array the caller frees). A map of many keys
+   remembers the order it found, so the next call sorts only the keys inserted since and merges
+   them in (a large set changed by a few elements between two encodes costs a copy, not a sort). */
 shoal_hslot_t **shoal_hmap_sorted(const shoal_hmap_t *h);
 /* Iteration: for (i = 0; i < h->cap; i++) if (SHOAL_HSLOT_LIVE(&h->slots[i])) ... */
 #define SHOAL_HSLOT_LIVE(s) ((s)->hash != 0 && (s)->key != NULL)

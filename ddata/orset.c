@@ -1232,12 +1232,62 @@ static void put_nodes(const nodeix_t *x, Shoal__Ddata__ORSet *msg)
         msg->nodes[k] = (char *)shoal_node_id(x->list[k]);
 }
 
+/* A full state is written straight in protobuf's wire format rather than through protobuf-c:
+   the bytes are those protobuf-c packs from the ORSet message (fields in number order, minimal
+   varints, empty repeated fields left out: the canonical form digests depend on, which
+   test_orset checks by packing the decoded message again), without its arrays of 100k pointers
+   and lengths, and in one pass over the elements whose result is copied, not a sizing pass and
+   a packing pass. */
+
+/* Room for up to n more varints in a buffer written through a raw pointer. */
+static uint8_t *varints_at(shoal_buf_t *b, size_t n, size_t width)
+{
+    shoal_buf_reserve(b, n * width);
+    return b->data + b->len;
+}
+
+/* Appends a dot set's dots in canonical order, as varints of node indices and of counters. */
+static void put_dot_varints(const nodeix_t *x, const dotset_t *ds, uint8_t **nodes,
+                            uint8_t **counters)
+{
+    const dot_t *d = ds_cdots(ds);
+    if (ds->n == 1) {
+        *nodes += shoal_varint_put(*nodes, nx_index(x, d[0].node));
+        *counters += shoal_varint_put(*counters, d[0].counter);
+        return;
+    }
+    edot_t small[8], *e = ds->n <= 8 ? small : shoal_malloc(ds->n * sizeof *e);
+    for (uint32_t k = 0; k < ds->n; k++)
+        e[k] = (edot_t){nx_index(x, d[k].node), d[k].counter};
+    qsort(e, ds->n, sizeof *e, edot_cmp);
+    for (uint32_t k = 0; k < ds->n; k++) {
+        *nodes += shoal_varint_put(*nodes, e[k].node);
+        *counters += shoal_varint_put(*counters, e[k].counter);
+    }
+    if (e != small)
+        free(e);
+}
+
+/* Field `field` (wire type 2) holding len bytes: its size on the wire; 0 for an empty packed
+   field, which protobuf leaves out. */
+static size_t packed_size(size_t len)
+{
+    return len ? 1 + shoal_varint_len(len) + len : 0;
+}
+
+static void put_packed(shoal_buf_t *out, uint32_t field, const shoal_buf_t *b)
+{
+    if (!b->len)
+        return;
+    shoal_buf_append_varint(out, (uint64_t)field << 3 | 2);
+    shoal_buf_append_varint(out, b->len);
+    shoal_buf_append(out, b->data, b->len);
+}
+
 static int os_encode(const shoal_crdt_t *self, shoal_buf_t *out)
 {
     const orset_t *s = COS(self);
     const cc_t *cc = &s->cc;
-    Shoal__Ddata__ORSet msg = SHOAL__DDATA__ORSET__INIT;
-    Shoal__Ddata__CausalContext ctx = SHOAL__DDATA__CAUSAL_CONTEXT__INIT;
 
     /* every dot of an element is in the context, so its nodes are the whole table (the
        elements' dots are added too, which costs little and keeps the encoder total) */
@@ -1250,67 +1300,96 @@ static int os_encode(const shoal_crdt_t *self, shoal_buf_t *out)
         nx_add(&x, cc->vv.e[k].node);
     for (size_t k = 0; k < cc->ncloud; k++)
         nx_add(&x, cc->cloud[k].node);
+    const shoal_node_t *last = NULL;
     for (size_t k = 0; k < n; k++) {
         const dotset_t *e = sorted[k]->value;
         const dot_t *d = ds_cdots(e);
         for (uint32_t j = 0; j < e->n; j++)
-            nx_add(&x, d[j].node);
+            if (d[j].node != last)
+                nx_add(&x, last = d[j].node);
         total += e->n;
     }
     nx_finish(&x);
-    put_nodes(&x, &msg);
 
-    edot_t *cloud = NULL;
+    /* 2: the causal context, a message of four packed fields */
+    shoal_buf_t ctx = {0};
     if (!cc_empty(cc)) {
-        ctx.n_vv_node = ctx.n_vv_counter = cc->vv.n;
-        ctx.vv_node = shoal_malloc((cc->vv.n ? cc->vv.n : 1) * sizeof *ctx.vv_node);
-        ctx.vv_counter = shoal_malloc((cc->vv.n ? cc->vv.n : 1) * sizeof *ctx.vv_counter);
+        shoal_buf_t f[4] = {{0}};
+        uint8_t *vn = varints_at(&f[0], cc->vv.n, 5), *vc = varints_at(&f[1], cc->vv.n, 10);
         for (size_t k = 0; k < cc->vv.n; k++) { /* the vector is in node id order already */
-            ctx.vv_node[k] = nx_index(&x, cc->vv.e[k].node);
-            ctx.vv_counter[k] = cc->vv.e[k].value;
+            vn += shoal_varint_put(vn, nx_index(&x, cc->vv.e[k].node));
+            vc += shoal_varint_put(vc, cc->vv.e[k].value);
         }
+        f[0].len = (size_t)(vn - f[0].data);
+        f[1].len = (size_t)(vc - f[1].data);
         size_t nc = cc->ncloud;
-        cloud = shoal_malloc((nc ? nc : 1) * sizeof *cloud);
+        edot_t *cloud = shoal_malloc((nc ? nc : 1) * sizeof *cloud);
         for (size_t k = 0; k < nc; k++)
             cloud[k] = (edot_t){nx_index(&x, cc->cloud[k].node), cc->cloud[k].counter};
         qsort(cloud, nc, sizeof *cloud, edot_cmp);
-        ctx.n_cloud_node = ctx.n_cloud_counter = nc;
-        ctx.cloud_node = shoal_malloc((nc ? nc : 1) * sizeof *ctx.cloud_node);
-        ctx.cloud_counter = shoal_malloc((nc ? nc : 1) * sizeof *ctx.cloud_counter);
+        uint8_t *cn = varints_at(&f[2], nc, 5), *ck = varints_at(&f[3], nc, 10);
         for (size_t k = 0; k < nc; k++) {
-            ctx.cloud_node[k] = cloud[k].node;
-            ctx.cloud_counter[k] = cloud[k].counter;
+            cn += shoal_varint_put(cn, cloud[k].node);
+            ck += shoal_varint_put(ck, cloud[k].counter);
         }
-        msg.context = &ctx;
+        f[2].len = (size_t)(cn - f[2].data);
+        f[3].len = (size_t)(ck - f[3].data);
+        free(cloud);
+        for (uint32_t k = 0; k < 4; k++) {
+            put_packed(&ctx, k + 1, &f[k]);
+            shoal_buf_free(&f[k]);
+        }
     }
 
-    msg.n_elements = msg.n_dot_count = n;
-    msg.elements = shoal_malloc((n ? n : 1) * sizeof *msg.elements);
-    msg.dot_count = shoal_malloc((n ? n : 1) * sizeof *msg.dot_count);
-    msg.n_dot_node = msg.n_dot_counter = total;
-    msg.dot_node = shoal_malloc((total ? total : 1) * sizeof *msg.dot_node);
-    msg.dot_counter = shoal_malloc((total ? total : 1) * sizeof *msg.dot_counter);
-    size_t pos = 0;
+    /* 4, 5, 6: per element its dot count, then the dots flattened */
+    shoal_buf_t counts = {0}, dnodes = {0}, dcounters = {0};
+    uint8_t *pc = varints_at(&counts, n, 5), *pn = varints_at(&dnodes, total, 5),
+            *pk = varints_at(&dcounters, total, 10);
+    size_t elements_size = 0;
     for (size_t k = 0; k < n; k++) {
         const dotset_t *e = sorted[k]->value;
-        msg.elements[k].data = sorted[k]->key;
-        msg.elements[k].len = sorted[k]->klen;
-        msg.dot_count[k] = e->n;
-        put_dots(&x, e, msg.dot_node, msg.dot_counter, &pos);
+        elements_size += 1 + shoal_varint_len(sorted[k]->klen) + sorted[k]->klen;
+        pc += shoal_varint_put(pc, e->n);
+        put_dot_varints(&x, e, &pn, &pk);
     }
-    shoal_pb_pack(&msg.base, out);
+    counts.len = (size_t)(pc - counts.data);
+    dnodes.len = (size_t)(pn - dnodes.data);
+    dcounters.len = (size_t)(pk - dcounters.data);
+
+    size_t nodes_size = 0;
+    for (size_t k = 0; k < x.n; k++) {
+        size_t len = strlen(shoal_node_id(x.list[k]));
+        nodes_size += 1 + shoal_varint_len(len) + len;
+    }
+    shoal_buf_reserve(out, nodes_size + (ctx.len ? packed_size(ctx.len) : 0) + elements_size +
+                               packed_size(counts.len) + packed_size(dnodes.len) +
+                               packed_size(dcounters.len));
+    for (size_t k = 0; k < x.n; k++) { /* 1: the node table */
+        const char *id = shoal_node_id(x.list[k]);
+        size_t len = strlen(id);
+        shoal_buf_append_varint(out, 1 << 3 | 2);
+        shoal_buf_append_varint(out, len);
+        shoal_buf_append(out, id, len);
+    }
+    put_packed(out, 2, &ctx);
+    uint8_t *w = out->data + out->len; /* 3: the elements, in the room reserved above */
+    for (size_t k = 0; k < n; k++) {
+        *w++ = 3 << 3 | 2;
+        w += shoal_varint_put(w, sorted[k]->klen);
+        if (sorted[k]->klen)
+            memcpy(w, sorted[k]->key, sorted[k]->klen);
+        w += sorted[k]->klen;
+    }
+    out->len = (size_t)(w - out->data);
+    put_packed(out, 4, &counts);
+    put_packed(out, 5, &dnodes);
+    put_packed(out, 6, &dcounters);
 
     free(sorted);
-    free(msg.elements);
-    free(msg.dot_count);
-    free(msg.dot_node);
-    free(msg.dot_counter);
-    free(msg.nodes);
-    free(ctx.vv_node);
-    free(ctx.vv_counter);
-    free(ctx.cloud_node);
-    free(ctx.cloud_counter);
-    free(cloud);
+    shoal_buf_free(&ctx);
+    shoal_buf_free(&counts);
+    shoal_buf_free(&dnodes);
+    shoal_buf_free(&dcounters);
     nx_free(&x);
     return 0;
 }

@@ -857,20 +857,6 @@ static void store_settled(void *arg, int status)
     free(w);
 }
 
-static void append_varint(shoal_buf_t *out, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            b[n] |= 0x80;
-        n++;
-    } while (v);
-    shoal_buf_append(out, b, n);
-}
-
 /* Writes the current state of a durable key (no-op for others): the envelope with its write
    time appended (a protobuf field appended to a message is a field of it), or a deletion when
    the key has no entry. */
@@ -900,8 +886,8 @@ static void store_key(shoal_replicator_t *r, const char *key, size_t klen,
     repl_envelope_to_pb(r, e, &pb, &scratch);
     shoal_pb_pack(&pb.base, &out);
     repl_envelope_pb_free(&pb);
-    append_varint(&out, (uint64_t)STORED_AT_FIELD << 3); /* wire type 0: varint */
-    append_varint(&out, (uint64_t)wall_ms());
+    shoal_buf_append_varint(&out, (uint64_t)STORED_AT_FIELD << 3); /* wire type 0: varint */
+    shoal_buf_append_varint(&out, (uint64_t)wall_ms());
     r->s.store->store(r->s.store->ctx, key, klen, out.data, out.len, store_settled, w);
     shoal_buf_free(&scratch);
     shoal_buf_free(&out);

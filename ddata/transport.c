@@ -14,27 +14,6 @@
 /* ---------------------------------------------------------------------------------------------
  * Varints
  */
-size_t shoal_varint_put(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-size_t shoal_varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 int shoal_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
     const uint8_t *q = *p;
@@ -78,12 +57,6 @@ static void write_head(shoal_buf_t *out, uint8_t version, shoal_ft_t type)
 {
     uint8_t h[2] = {(uint8_t)(SHOAL_WIRE_MAGIC | (version & 0x0f)), (uint8_t)type};
     shoal_buf_append(out, h, 2);
-}
-
-static void append_varint(shoal_buf_t *out, uint64_t v)
-{
-    uint8_t tmp[10];
-    shoal_buf_append(out, tmp, shoal_varint_put(tmp, v));
 }
 
 void shoal_frame_write_empty(shoal_buf_t *out, uint8_t version, shoal_ft_t type)
@@ -213,7 +186,7 @@ shoal_seq_verdict_t shoal_seq_accept(uint64_t *expected, uint64_t first, uint64_
 void shoal_ack_write(shoal_buf_t *out, uint8_t version, uint64_t seq)
 {
     write_head(out, version, SHOAL_FT_ACK);
-    append_varint(out, seq);
+    shoal_buf_append_varint(out, seq);
 }
 
 int shoal_ack_parse(const shoal_frame_t *f, uint64_t *seq)
@@ -230,8 +203,8 @@ void shoal_request_write(shoal_buf_t *out, uint8_t version, uint64_t request_id,
                          const void *data, size_t len)
 {
     write_head(out, version, SHOAL_FT_REQUEST);
-    append_varint(out, request_id);
-    append_varint(out, kind);
+    shoal_buf_append_varint(out, request_id);
+    shoal_buf_append_varint(out, kind);
     shoal_buf_append(out, data, len);
 }
 
@@ -255,9 +228,9 @@ void shoal_reply_write(shoal_buf_t *out, uint8_t version, uint64_t request_id, u
                        int status, const void *data, size_t len)
 {
     write_head(out, version, SHOAL_FT_REPLY);
-    append_varint(out, request_id);
-    append_varint(out, kind);
-    append_varint(out, status < 0 ? (uint64_t)(-(int64_t)status) : 0);
+    shoal_buf_append_varint(out, request_id);
+    shoal_buf_append_varint(out, kind);
+    shoal_buf_append_varint(out, status < 0 ? (uint64_t)(-(int64_t)status) : 0);
     shoal_buf_append(out, data, len);
 }
 
@@ -282,10 +255,10 @@ void shoal_reply_part_write(shoal_buf_t *out, uint8_t version, uint64_t request_
                             uint64_t total, uint64_t offset, const void *data, size_t len)
 {
     write_head(out, version, SHOAL_FT_REPLY_PART);
-    append_varint(out, request_id);
-    append_varint(out, kind);
-    append_varint(out, total);
-    append_varint(out, offset);
+    shoal_buf_append_varint(out, request_id);
+    shoal_buf_append_varint(out, kind);
+    shoal_buf_append_varint(out, total);
+    shoal_buf_append_varint(out, offset);
     shoal_buf_append(out, data, len);
 }
 

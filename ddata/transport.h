@@ -52,12 +52,9 @@ typedef enum {
 /* ---------------------------------------------------------------------------------------------
  * Varints (LEB128, at most 10 bytes).
  */
-/* Writes v at p (room for 10 bytes); returns the bytes written. */
-size_t shoal_varint_put(uint8_t *p, uint64_t v);
-/* Reads a varint at *p (not past end) and advances *p. SHOAL_EDECODE when truncated or longer
+/* shoal_varint_put and shoal_varint_len are in internal.h (the encoders share them). Reads a varint at *p (not past end) and advances *p. SHOAL_EDECODE when truncated or longer
    than 64 bits. */
 int shoal_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v);
-size_t shoal_varint_len(uint64_t v);
 
 /* ---------------------------------------------------------------------------------------------
  * Frames.

@@ -122,10 +122,37 @@ void prop_assert_same(const shoal_crdt_t *a, const shoal_crdt_t *b, const char *
     shoal_buf_free(&y);
 }
 
+/* The encoders that write protobuf's wire format themselves (not through protobuf-c) must give
+   the bytes protobuf-c packs from the same message, the canonical form digests compare: packing
+   what protobuf-c unpacked from them gives them back. */
+static void assert_protobuf_canonical(const shoal_buf_t *b)
+{
+    Shoal__Ddata__Value *env = shoal__ddata__value__unpack(NULL, b->len, b->data);
+    assert_non_null(env);
+    const ProtobufCMessageDescriptor *payload = NULL;
+    if (env->type == SHOAL__DDATA__VALUE_TYPE__ORSET)
+        payload = &shoal__ddata__orset__descriptor;
+    if (payload) {
+        ProtobufCMessage *m = protobuf_c_message_unpack(payload, NULL, env->payload.len,
+                                                        env->payload.data);
+        assert_non_null(m);
+        size_t n = protobuf_c_message_get_packed_size(m);
+        assert_int_equal(n, env->payload.len);
+        uint8_t *again = malloc(n ? n : 1);
+        assert_int_equal(protobuf_c_message_pack(m, again), n);
+        if (n && memcmp(again, env->payload.data, n) != 0)
+            fail_msg("a %s payload is not in protobuf-c's canonical form", payload->name);
+        free(again);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    shoal__ddata__value__free_unpacked(env, NULL);
+}
+
 shoal_crdt_t *prop_roundtrip(const shoal_crdt_t *v)
 {
     shoal_buf_t b = {0};
     assert_int_equal(shoal_crdt_encode(v, &b), 0);
+    assert_protobuf_canonical(&b);
     shoal_crdt_t *out = NULL;
     int rc = shoal_crdt_decode(b.data, b.len, &out);
     if (rc != 0) {

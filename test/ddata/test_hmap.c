@@ -264,6 +264,51 @@ static void kill_during_iteration(void **state)
     shoal_hmap_free(&h);
 }
 
+/* The remembered order: random batches of inserts, removes and re-inserts (some small enough
+   that the next sort merges them into the memo, some large enough to sort everything again, some
+   crossing a compaction) between sorts, each sort checked against the map's live keys. */
+static void sorted_memo_follows_changes(void **state)
+{
+    (void)state;
+    seed(0x5eed0003);
+    enum { SPACE = 20000, ROUNDS = 300 };
+    static bool present[SPACE];
+    memset(present, 0, sizeof present);
+    shoal_hmap_t h = {0};
+    char key[32];
+    static int one = 1;
+    size_t merged = 0, full = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t batch = round % 10 == 9 ? (size_t)(rnd() % 8000) : (size_t)(rnd() % 40);
+        for (size_t b = 0; b < batch; b++) {
+            size_t k = (size_t)(rnd() % SPACE);
+            /* keys of varied lengths and a shared prefix, so the merge compares across chunks */
+            int len = snprintf(key, sizeof key, k % 3 ? "entity-%zu" : "entity-%08zu-x", k);
+            if (rnd() % 3) {
+                bool inserted;
+                shoal_hmap_upsert(&h, key, (size_t)len, &inserted)->value = &one;
+                present[k] = true;
+            } else if (shoal_hmap_remove(&h, key, (size_t)len)) {
+                present[k] = false;
+            }
+        }
+        bool memo = h.order && h.cap - h.order_mark <= h.n / 4;
+        merged += memo;
+        full += !memo;
+        check_sorted(&h);
+        size_t live = 0;
+        for (size_t k = 0; k < SPACE; k++)
+            live += present[k];
+        assert_int_equal(h.n, live);
+        if (h.n >= 256)
+            assert_non_null(h.order); /* a large map remembers what it sorted */
+    }
+    print_message("%zu sorts merged into the memo, %zu sorted whole\n", merged, full);
+    assert_true(merged > ROUNDS / 2);
+    assert_true(full > 10);
+    shoal_hmap_free(&h);
+}
+
 /* A reserved map takes n entries without moving them. */
 static void reserve_keeps_slots(void **state)
 {
@@ -291,6 +336,7 @@ int main(void)
         cmocka_unit_test(steady_churn_rebuilds_rarely),
         cmocka_unit_test(kill_during_iteration),
         cmocka_unit_test(reserve_keeps_slots),
+        cmocka_unit_test(sorted_memo_follows_changes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
