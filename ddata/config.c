@@ -229,7 +229,10 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
    add rows here with their full paths — a path's parent sections become known automatically —
    using the REP/SYS-style macros for a new target (FIELD checks each field's type at compile
    time), then a fill function at the bottom of this file. Keys that mean nothing in Shoal but
-   appear in Akka files go in as KEEP rows (checked, then ignored) so that such files load. */
+   appear in Akka files go in as KEEP rows (checked, then ignored) so that such files load.
+   Every row ends with its descriptive fields (CFG_AKKA or CFG_SHOAL, the default as a file
+   writes it or NULL, what it means): `scons docs` turns them into docs/configuration.md, and
+   test_docs fails until it is regenerated or when a stated default is not the real one. */
 static const cfg_key_t cfg_keys[] = {
     /* The node: shoal/remote/artery/... -> shoal_system_settings_t. hostname and port make the
        endpoint together (see shoal_config_system), so they are kept rather than set alone. */

@@ -46,7 +46,11 @@ static const struct {
     {"shoal/cluster/sharding/passivation/", "Sharding: passivation",
      "`<name>` is a strategy section of the file (`passivation/strategy` names it); each takes "
      "every key below."},
-    {"shoal/cluster/sharding/distributed-data/", "Sharding: its replicator", ""},
+    {"shoal/cluster/sharding/distributed-data/", "Sharding: its replicator",
+     "Akka's settings of sharding's own replicator. `majority-min-cap` is applied; the others are "
+     "accepted so that Akka files load, while sharding's replicator runs with Akka's sharding "
+     "overrides (durable `shard-*` keys, max-delta-elements 5, prefer-oldest), or is the one "
+     "given in `shoal_sharding_settings_t.replicator`."},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
