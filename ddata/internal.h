@@ -227,4 +227,18 @@ typedef struct {
    one (the line says so) and the count starts again. */
 bool shoal_ratelimit_pass(shoal_ratelimit_t *r, int64_t interval_ms, uint64_t *suppressed);
 
+/* A row of the configuration loader's key table as the reference documentation shows it
+   (ddata/config.c; tools/gen/config_reference.c writes docs/configuration.md from it). */
+typedef struct {
+    const char *path;    /* "shoal/cluster/gossip-interval"; a '*' segment stands for any name */
+    const char *kind;    /* "duration", "size", "on/off", "number", "decimal", "string", ... */
+    const char *choices; /* kind "choice": the words, "a|b|c" */
+    bool off;            /* "off" is accepted */
+    bool shoal_own;      /* Shoal's own key (else Akka's, at the same path) */
+    const char *dflt;    /* the default as a file writes it, or NULL */
+    const char *doc;     /* what it means */
+} shoal_config_key_doc_t;
+/* Row i of the table (false past the last row). */
+bool shoal_config_key_doc(size_t i, shoal_config_key_doc_t *out);
+
 #endif
