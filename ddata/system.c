@@ -2043,12 +2043,19 @@ void shoal_system_destroy(shoal_system_t **self_p)
 /* ---------------------------------------------------------------------------------------------
  * Node-thread API
  */
+#define ON_THREAD_OR(sys, way_in)                                                                  \
+    do {                                                                                           \
+        if (!(sys))                                                                                \
+            return SHOAL_EINVAL;                                                                   \
+        if (!shoal_system_on_thread(sys))                                                          \
+            return shoal_wrong_thread(__func__, way_in);                                           \
+    } while (0)
 #define ON_THREAD(sys)                                                                             \
     do {                                                                                           \
         if (!(sys))                                                                                \
             return SHOAL_EINVAL;                                                                   \
         if (!shoal_system_on_thread(sys))                                                          \
-            return SHOAL_ETHREAD;                                                                  \
+            return shoal_wrong_thread(__func__, "shoal_system_call or shoal_system_post");         \
     } while (0)
 
 static handler_t *handler_slot(shoal_system_t *sys, uint16_t kind)
@@ -2118,7 +2125,7 @@ static peer_t *peer_by_endpoint(const shoal_system_t *sys, const char *endpoint)
 
 int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
 {
-    ON_THREAD(sys);
+    ON_THREAD_OR(sys, "shoal_system_connect_sync");
     char host[SHOAL_ENDPOINT_MAX + 1];
     uint16_t port;
     if (!endpoint || strlen(endpoint) > SHOAL_ENDPOINT_MAX ||
@@ -2179,7 +2186,7 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
 
 int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint)
 {
-    ON_THREAD(sys);
+    ON_THREAD_OR(sys, "shoal_system_disconnect_sync");
     if (!endpoint)
         return SHOAL_EINVAL;
     size_t i;
@@ -2430,6 +2437,31 @@ static int do_fault(shoal_system_t *sys, void *arg)
               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
               cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
     return 0;
+}
+
+/* The _sync twins of connect and disconnect, for other threads (SHOAL_EDEADLK on the node's). */
+static int twin_connect(shoal_system_t *sys, void *arg)
+{
+    return shoal_system_connect(sys, arg);
+}
+
+int shoal_system_connect_sync(shoal_system_t *sys, const char *endpoint)
+{
+    if (!sys || !endpoint)
+        return SHOAL_EINVAL;
+    return shoal_system_call(sys, twin_connect, (void *)endpoint);
+}
+
+static int twin_disconnect(shoal_system_t *sys, void *arg)
+{
+    return shoal_system_disconnect(sys, arg);
+}
+
+int shoal_system_disconnect_sync(shoal_system_t *sys, const char *endpoint)
+{
+    if (!sys || !endpoint)
+        return SHOAL_EINVAL;
+    return shoal_system_call(sys, twin_disconnect, (void *)endpoint);
 }
 
 static int run_here_or_call(shoal_system_t *sys, shoal_call_fn *fn, void *arg)

@@ -47,9 +47,7 @@ int main(void)
     }
 
     const shoal_consistency_t local = {.level = SHOAL_LOCAL};
-    shoal_crdt_t *empty = shoal_orset_new(); /* the initial value is copied: still ours to free */
-    err = shoal_replicator_update_sync(r, "cart", empty, &local, add_tea, sys);
-    shoal_crdt_destroy(&empty);
+    err = shoal_replicator_update_sync(r, "cart", shoal_orset_new(), &local, add_tea, sys);
     shoal_crdt_t *cart = NULL;
     if (err == 0)
         err = shoal_replicator_get_sync(r, "cart", shoal_type_by_name("ORSet"), &local, &cart);

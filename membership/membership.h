@@ -385,7 +385,9 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 
 /* Events. A new subscriber first receives the current state as events (SHOAL_EV_SNAPSHOT_BEGIN,
    one MEMBER_* per member for its status, UNREACHABLE for each unreachable one, LEADER_CHANGED,
-   CONVERGENCE, SHOAL_EV_SNAPSHOT_END), then every change. Node thread. Returns an id > 0. */
+   CONVERGENCE, SHOAL_EV_SNAPSHOT_END), then every change. fn runs on the node thread (the
+   snapshot inside the call). Node thread; from other threads the _sync twins below. Returns an
+   id > 0. */
 typedef enum {
     SHOAL_EV_SNAPSHOT_BEGIN = 1,
     SHOAL_EV_SNAPSHOT_END,
@@ -414,6 +416,10 @@ typedef void (shoal_cluster_event_fn)(shoal_cluster_t *c, const shoal_cluster_ev
                                       void *arg);
 int shoal_cluster_subscribe(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg);
 int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id);
+/* The same from any other thread (SHOAL_EDEADLK on the node thread). Once unsubscribe_sync
+   returns, fn is not running and is never called again for that id. */
+int shoal_cluster_subscribe_sync(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg);
+int shoal_cluster_unsubscribe_sync(shoal_cluster_t *c, int id);
 
 /* Orderly shutdown, in phases run in this order. */
 typedef enum {
@@ -447,15 +453,32 @@ int shoal_cluster_add_task(shoal_cluster_t *c, shoal_phase_t phase, const char *
 /* Removes the tasks registered with fn and arg (an upper layer that stops before the cluster
    does); returns how many. A task already running must still call its done. */
 int shoal_cluster_remove_task(shoal_cluster_t *c, shoal_task_fn *fn, void *arg);
-/* Starts the shutdown (idempotent; thread-safe). */
+/* Starts the shutdown (idempotent; thread-safe) and returns at once. */
 int shoal_cluster_shutdown(shoal_cluster_t *c);
 /* True once every phase has run. Thread-safe. */
 bool shoal_cluster_terminated(shoal_cluster_t *c);
+/* THE BLOCKING SHUTDOWN, for main and other threads: starts the shutdown (as
+   shoal_cluster_shutdown) and waits until every phase has run (shoal_cluster_terminated) or
+   timeout_ms has passed. 0 when terminated, SHOAL_ETIMEOUT (the shutdown goes on; wait again, or
+   destroy anyway), SHOAL_EDEADLK from the node thread (the phases run there: use
+   shoal_cluster_shutdown with shoal_cluster_on_removed instead). The phases' own timeouts bound
+   the whole: the defaults allow about 10 s + 5 s per phase that has tasks; 30000 is a good bound.
+   The order to stop a node:
+       shoal_cluster_shutdown_wait(c, 30000);   // leave: the others see this node Removed
+       ... stop what uses the node (regions: shoal_sharding_destroy; singletons) ...
+       shoal_cluster_destroy(&c);
+       ... shoal_replicator_destroy(&r) for your replicators; shoal_durable_close(&d) ...
+       shoal_system_destroy(&sys);
+   Any thread but the node's. */
+int shoal_cluster_shutdown_wait(shoal_cluster_t *c, uint32_t timeout_ms);
 /* Called once, on the node thread: when this member is Up, and when it is Removed (or shut
-   down). */
+   down); at once, inside the call, when that has happened already. Node thread; from other
+   threads the _sync twins. */
 typedef void (shoal_cluster_fn)(shoal_cluster_t *c, void *arg);
 int shoal_cluster_on_up(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
 int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+int shoal_cluster_on_up_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+int shoal_cluster_on_removed_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
 
 /* Singletons. start(term) runs on the host when it takes the singleton; stop() when it gives it
    up (hand-over, leaving, downed, shutdown). `role` NULL or "" = any member. */

@@ -352,7 +352,6 @@ static int issue(shard_t *s, save_t *w)
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
     int rc = shoal_replicator_update(r->rep, key, initial, &c, save_modify, w, save_done, w);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         save_done(r->rep, rc, key, w);
     return 0;
@@ -1137,9 +1136,8 @@ static void loaded(shard_t *s)
         life_t *l = life_ref(s->life);
         shoal_crdt_t *initial = estate_new();
         /* the key is here (we just read it): the modify runs at once, so x may live here */
-        int rc = shoal_replicator_update(r->rep, key, initial, &c, restamp_modify, &x, adopt_done,
-                                         l);
-        shoal_crdt_destroy(&initial);
+        int rc =
+            shoal_replicator_update(r->rep, key, initial, &c, restamp_modify, &x, adopt_done, l);
         if (rc < 0)
             adopt_done(r->rep, rc, key, l);
     }
@@ -1215,7 +1213,6 @@ void state_shard_started(shard_t *s)
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
     int rc = shoal_replicator_update(r->rep, key, initial, &c, fence_modify, x, fence_done, x);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         fence_done(r->rep, rc, key, x);
 }
@@ -1264,11 +1261,10 @@ static void note_all_shards(shard_t *s)
     shoal_region_t *r = s->r;
     char key[256];
     snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
-    shoal_crdt_t *initial = shoal_gset_new();
     shoal_consistency_t c = write_level(r);
     life_t *l = life_ref(s->life);
-    int rc = shoal_replicator_update(r->rep, key, initial, &c, gset_add, s->id, note_done, l);
-    shoal_crdt_destroy(&initial);
+    int rc =
+        shoal_replicator_update(r->rep, key, shoal_gset_new(), &c, gset_add, s->id, note_done, l);
     if (rc < 0)
         note_done(r->rep, rc, key, l);
 }

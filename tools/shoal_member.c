@@ -255,7 +255,10 @@ int main(int argc, char **argv)
     shoal_config_t *cfg = NULL;
     if (config_path) {
         char err[512] = "";
-        cfg = shoal_config_load(config_path, err, sizeof err);
+        int code = 0;
+        cfg = shoal_config_load(config_path, &code);
+        if (!cfg)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (!cfg || shoal_config_system(cfg, &ss, err, sizeof err) < 0 ||
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
             shoal_config_replicator(cfg, &rs, err, sizeof err) < 0) {

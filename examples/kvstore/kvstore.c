@@ -206,10 +206,10 @@ static int run_node(int argc, char **argv)
     shoal_durable_settings_t ds;
     shoal_durable_settings_default(&ds);
     ds.dir = data;
-    char err[512] = "";
-    shoal_durable_t *durable = shoal_durable_open(&ds, err, sizeof err);
+    int open_err;
+    shoal_durable_t *durable = shoal_durable_open(&ds, &open_err);
     if (!durable) {
-        fprintf(stderr, "kvstore: cannot open the store: %s\n", err);
+        fprintf(stderr, "kvstore: cannot open the store: %s\n", shoal_last_error_detail());
         return EXIT_REFUSED;
     }
     shoal_store_t *store = shoal_durable_store(durable, "");
