@@ -43,8 +43,34 @@
     process, so types compare nodes by pointer.
 
     THREADS. A value belongs to one thread at a time; nothing here locks, except node interning,
-    which is thread-safe. Functions return 0 (or a count) on success and a negative SHOAL_E* code
-    on failure; `shoal_strerror` names it. Allocation failure aborts the process.
+    which is thread-safe.
+
+    THE THREAD RULE (the same in membership.h, sharding.h and durable.h). A node is one thread
+    (THE NODE, below) that owns all of its state without locks. Every public call is one of:
+      - ANY THREAD: says "Any thread" (or "Thread-safe"); the values of this part (a
+        shoal_crdt_t belongs to one thread at a time, like any C object) and the settings
+        helpers are of this kind;
+      - NODE THREAD: says "Node thread". It runs there: inside a callback Shoal runs (completions,
+        subscriptions, timers, message handlers, entity callbacks) or inside shoal_system_call /
+        shoal_system_post. Each has a `_sync` twin for every other thread (get -> get_sync,
+        subscribe -> subscribe_sync, add_peer -> add_peer_sync, ...), which hands the call to
+        the node thread and waits; the few calls only an upper layer makes (message handlers,
+        timers, the quorum gate) name shoal_system_call as their way in. Called from another
+        thread, a node-thread call fails with SHOAL_ETHREAD (or returns NULL / 0 / false when its
+        type has no room for a code), logs "shoal_replicator_update: node thread only; from other
+        threads use shoal_replicator_update_sync", and leaves that text in
+        shoal_last_error_detail();
+      - _sync: blocks; any thread but the node's own (SHOAL_EDEADLK there).
+    Constructors and destructors (shoal_system_new/destroy, shoal_replicator_new/destroy, ...)
+    run from any thread, destroy never from the node thread. CALLBACKS RUN ON THE NODE THREAD
+    and must not block, nor call _sync functions of their own node; the exceptions are said
+    where they are: the log handler runs on the thread that logs, shoal_replicator_keys_sync's
+    fn on the caller's thread, HTTP routes marked SHOAL_HTTP_ANY_THREAD on a connection's thread.
+
+    ERRORS. Functions return 0 (or a count) on success and a negative SHOAL_E* code on failure;
+    `shoal_strerror` names it. Constructors return NULL with the code in `int *err` (which may
+    be NULL), and shoal_last_error_detail() says why in words (a configuration file's line, an
+    LMDB message, a refused key). Allocation failure aborts the process.
 */
 #ifndef SHOAL_DDATA_H
 #define SHOAL_DDATA_H
@@ -551,16 +577,18 @@ int shoal_type_register(const shoal_type_t *type);
  * library, up to the client's reply limit (64 MiB by default); past it the client is answered
  * SHOAL_ETOOBIG, and a reply that does not reach its client is counted and logged.
  *
- * THREADS. shoal_system_new/destroy, shoal_system_call, shoal_system_post, shoal_system_stats and
- * the fault-injection calls are thread-safe. Everything else — send, reply, timers, handler
- * registration after start, peer management — is for code running on the node thread (inside a
- * handler, a timer, or a function passed to shoal_system_call/post), and returns SHOAL_ETHREAD
- * when called from elsewhere. shoal_system_call runs a function on the node thread and waits for
- * it; called from the node thread it returns SHOAL_EDEADLK instead of deadlocking. Bytes handed to
- * a handler are valid until the handler returns. At most max_pending_calls calls/posts may wait
- * for the node thread; past that they fail with SHOAL_EBUSY (the caller outruns the node).
- * shoal_system_destroy must not be called from the node thread (it is refused and logged); posts
- * still queued when a node stops are not run.
+ * THREADS (THE THREAD RULE at the top). shoal_system_new/destroy, shoal_system_call,
+ * shoal_system_post, shoal_system_stats, the fault-injection calls, connect_sync and
+ * disconnect_sync, and the getters said "Thread-safe" work from any thread. Everything else —
+ * send, reply, timers, handler registration, peer listeners, connect, quarantine — is for code
+ * running on the node thread (inside a handler, a timer, or a function passed to
+ * shoal_system_call/post), and returns SHOAL_ETHREAD, naming the way in, when called from
+ * elsewhere. Handlers, peer listeners and timers run on the node thread. shoal_system_call runs a
+ * function on the node thread and waits for it; called from the node thread it returns
+ * SHOAL_EDEADLK instead of deadlocking. Bytes handed to a handler are valid until the handler
+ * returns. At most max_pending_calls calls/posts may wait for the node thread; past that they fail
+ * with SHOAL_EBUSY (the caller outruns the node). shoal_system_destroy must not be called from the
+ * node thread (it is refused and logged); posts still queued when a node stops are not run.
  *
  * DELIVERY. Sequence numbers count messages. A receiver hands every message of a connection to
  * its handler at most once and in send order: a frame seen again (a duplicate) is dropped and
@@ -711,6 +739,7 @@ typedef struct {
 } shoal_reply_to_t;
 typedef void (shoal_request_fn)(shoal_system_t *sys, const shoal_reply_to_t *reply_to,
                                 uint16_t kind, const uint8_t *data, size_t len, void *arg);
+/* Node thread (an upper layer registers inside shoal_system_call); the handler runs there. */
 int shoal_system_register(shoal_system_t *sys, uint16_t kind, shoal_recv_fn *fn, void *arg);
 int shoal_system_register_request(shoal_system_t *sys, uint16_t kind, shoal_request_fn *fn,
                                   void *arg);
@@ -722,7 +751,7 @@ int shoal_system_connect_sync(shoal_system_t *sys, const char *endpoint);
 /* Disconnects and forgets a peer. Node thread; from other threads the _sync twin. */
 int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint);
 int shoal_system_disconnect_sync(shoal_system_t *sys, const char *endpoint);
-/* Never accept frames from this incarnation again (a removed or downed node). */
+/* Never accept frames from this incarnation again (a removed or downed node). Node thread. */
 int shoal_system_quarantine(shoal_system_t *sys, const shoal_node_t *node);
 
 typedef enum {
@@ -735,13 +764,15 @@ typedef enum {
 } shoal_peer_event_t;
 typedef void (shoal_peer_fn)(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
                              const shoal_node_t *old, uint64_t count, void *arg);
+/* Adds a listener; fn runs on the node thread. Node thread (from others: inside
+   shoal_system_call). */
 int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
-/* Removes a listener (an upper layer that stops before its node does). */
+/* Removes a listener (an upper layer that stops before its node does). Node thread. */
 int shoal_system_off_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
 
 /* Sends one message to a peer (by id; the uid must match the incarnation connected). Queued in
    the peer's batch and flushed at the end of the loop turn. SHOAL_ENOTCONN, SHOAL_EAGAIN,
-   SHOAL_ETOOBIG (over the frame limit: the caller must chunk). */
+   SHOAL_ETOOBIG (over the frame limit: the caller must chunk). Node thread. */
 int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind,
                       const void *data, size_t len);
 /* Largest message shoal_system_send accepts (the frame limit less the frame's own header). */
@@ -750,11 +781,12 @@ size_t shoal_system_max_message_bytes(const shoal_system_t *sys);
    them back together (REPLIES LARGER THAN A FRAME, at shoal_client_t). SHOAL_ETOOBIG: over the
    client's reply limit (the client is answered SHOAL_ETOOBIG instead); SHOAL_ENOTCONN: the
    client is gone; SHOAL_EAGAIN: its queue is full. Each of these is counted and logged, so the
-   caller need not answer again. */
+   caller need not answer again. Node thread. */
 int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const void *data, size_t len);
 
-/* Timers on the node thread. Returns a timer id (> 0) or an error. */
+/* Timers on the node thread: set and cancelled there (from others: inside shoal_system_call or
+   shoal_system_post), fn runs there. Returns a timer id (> 0) or an error. */
 typedef void (shoal_timer_fn)(shoal_system_t *sys, void *arg);
 int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, shoal_timer_fn *fn,
                        void *arg);
@@ -929,7 +961,8 @@ const char *shoal_client_error(const shoal_client_t *c);
  *
  * A replicator keeps keys of any CRDT type replicated across a set of peer nodes. A node may run
  * several, one per role, each with its own peer set; the program (or, later, membership) tells a
- * replicator its peers. Everything here runs on the node thread (the _sync facade excepted).
+ * replicator its peers. Everything here runs on the node thread, except what says otherwise:
+ * new and destroy, stats, system and role, and the _sync twins, for any other thread.
  *
  * OPERATIONS. Get reads a key with a read consistency; Update applies a modify function to the
  * key's value (starting from an initial value when the key is missing) with a write consistency;

@@ -57,10 +57,14 @@
     with ddata-dump --salvage). A foreign or newer environment is never moved aside: it is
     refused whatever on_corruption says.
 
-    THREADS. store() and load() run on the node thread; shoal_durable_store, compact, stats and
-    close may be called from any thread. The write-behind thread shares the environment under a
-    mutex; every LMDB transaction of this process is taken under it, so the map can grow safely.
-    Close an environment only after destroying the replicators that use its stores.
+    THREADS: the rule of ddata.h (THE THREAD RULE). Every call here is any-thread: open, close,
+    shoal_durable_store, check, compact, stats, set_map_max, metrics, last_error. The store's own
+    store() and load() are the replicator's, called on its node thread; done(arg, status) runs
+    there, inside store() (write-behind calls it at once).
+    shoal_durable_open returns NULL with *err and the words in shoal_last_error_detail(). The
+   write-behind thread shares the environment under a mutex; every LMDB transaction of this process
+   is taken under it, so the map can grow safely. Close an environment only after destroying the
+   replicators that use its stores.
 
     Usage:
         shoal_durable_settings_t ds;

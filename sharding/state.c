@@ -397,7 +397,9 @@ static void attach_confirm(struct ent_state *st, save_t *w)
 
 static int entity_check(const shoal_entity_t *e)
 {
-    if (!e || !e->st || !shoal_system_on_thread(e->shard->r->sys))
+    if (entity_wrong_thread(e, "shoal_entity_save, _remind, _delete_state"))
+        return SHOAL_ETHREAD;
+    if (!e || !e->st)
         return SHOAL_EINVAL;
     /* a handoff's hand-over and stop still write (this is the owner until ShardStopped); an
        entity stopped by force (a stale or downed copy) does not */
@@ -449,6 +451,8 @@ int shoal_entity_save(shoal_entity_t *e, const void *data, size_t len, shoal_sav
 int shoal_entity_save_reply(shoal_entity_t *e, const void *data, size_t len, const void *reply,
                             size_t rlen)
 {
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     if (!e || !e->sender.ask_id)
         return SHOAL_EINVAL;
     if (e->st && e->st->in_reliable) {
@@ -876,8 +880,9 @@ int shoal_entity_start_timer(shoal_entity_t *e, const char *timer_id, uint32_t d
                              const void *msg, size_t len)
 {
     size_t il = timer_id ? strlen(timer_id) : 0;
-    if (!e || !shoal_system_on_thread(e->shard->r->sys) || il == 0 ||
-        il > SHOAL_REMINDER_ID_MAX || (len && !msg))
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
+    if (!e || il == 0 || il > SHOAL_REMINDER_ID_MAX || (len && !msg))
         return SHOAL_EINVAL;
     if (e->status != E_RUNNING)
         return SHOAL_ESTOPPED;
@@ -902,6 +907,8 @@ int shoal_entity_cancel_timer(shoal_entity_t *e, const char *timer_id)
 {
     if (!e || !timer_id)
         return SHOAL_EINVAL;
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     shard_t *s = e->shard;
     for (size_t i = 0; i < s->n_timers; i++)
         if (!strcmp(s->timers[i].eid, e->id) && !strcmp(s->timers[i].id, timer_id)) {
