@@ -128,6 +128,8 @@ const char *shoal_last_error_detail(void);
        return *err = shoal_error_detail_set(SHOAL_EINVAL, "%s: no such file", path), NULL; */
 int shoal_error_detail_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void shoal_error_detail_clear(void);
+/* Sets the detail and logs it as an error line: a constructor's reason, said once for both. */
+void shoal_error_detail_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The refusal of a node-thread call made from another thread (THREADS, at THE NODE): sets the
    detail to "<call>: node thread only; from other threads use <way_in>", logs it as a warning
    and returns SHOAL_ETHREAD. */

@@ -164,3 +164,18 @@ int shoal_wrong_thread(const char *call, const char *way_in)
     shoal_warning("%s", detail);
     return SHOAL_ETHREAD;
 }
+
+void shoal_error_detail_log(const char *fmt, ...)
+{
+    if (!fmt)
+        return;
+    char text[sizeof detail];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof text)
+        memcpy(text + sizeof text - 4, "...", 4);
+    memcpy(detail, text, sizeof detail);
+    shoal_error("%s", detail);
+}

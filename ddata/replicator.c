@@ -1438,14 +1438,24 @@ shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replic
     int dummy;
     if (!err)
         err = &dummy;
+    shoal_error_detail_clear();
     if (!sys || !settings_ok(s)) {
-        *err = SHOAL_EINVAL;
+        *err = shoal_error_detail_set(SHOAL_EINVAL, "shoal_replicator_new: %s",
+                                      !sys ? "no node"
+                                      : !s ? "no settings"
+                                           : "settings not from shoal_replicator_settings_default "
+                                             "(an interval of 0, or a list without its items)");
         return NULL;
     }
     create_args_t a = {s, NULL};
     int rc = shoal_system_on_thread(sys) ? create_on_thread(sys, &a)
                                          : shoal_system_call(sys, create_on_thread, &a);
     *err = rc;
+    if (rc < 0 && !shoal_last_error_detail()[0])
+        shoal_error_detail_set(rc, "shoal_replicator_new: role '%s': %s", s->role ? s->role : "",
+                               rc == SHOAL_EINVAL
+                                   ? "this node has a replicator of that role already"
+                                   : shoal_strerror(rc));
     return rc < 0 ? NULL : a.r;
 }
 

@@ -1860,6 +1860,7 @@ static void common_opts(shoal_system_t *sys, void *sock)
 
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
 {
+    shoal_error_detail_clear();
     int dummy;
     if (!err)
         err = &dummy;
@@ -1872,15 +1873,16 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
        node id peers cannot dial, without a word */
     char why[256];
     if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
-        shoal_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
+        shoal_error_detail_log("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
     }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
     if (has_cert != has_allow) {
-        shoal_error("shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
-                   "is missing)",
-                   s->endpoint, has_cert ? "the allow-list" : "the certificate");
+        shoal_error_detail_log(
+            "shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
+            "is missing)",
+            s->endpoint, has_cert ? "the allow-list" : "the certificate");
         return NULL;
     }
     void *ctx = shoal_zmq_context();
@@ -1903,8 +1905,8 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
-        shoal_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
-                   zmq_strerror(errno));
+        shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
+                               zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1921,7 +1923,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     size_t piece = s->max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
     set_int(sys->router, ZMQ_SNDHWM, (int)(SHOAL_REPLY_MAX_LIMIT / piece) + 1001);
     if (zmq_bind(sys->router, s->endpoint) != 0) {
-        shoal_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
+        shoal_error_detail_log("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1932,11 +1934,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     if (zmq_getsockopt(sys->router, ZMQ_LAST_ENDPOINT, bound, &blen) != 0 ||
         shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
         !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
-        shoal_error("shoal: bound %s but cannot name the node after it", s->endpoint);
+        shoal_error_detail_log("shoal: bound %s but cannot name the node after it", s->endpoint);
         goto fail;
     }
     if (shoal_listener_bound(sys->guard) != 0) {
-        shoal_error("shoal: bound %s but cannot tell its port", s->endpoint);
+        shoal_error_detail_log("shoal: bound %s but cannot tell its port", s->endpoint);
         *err = SHOAL_EIO;
         goto fail;
     }

@@ -2588,6 +2588,7 @@ static int do_start(shoal_system_t *sys, void *arg)
 shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_settings_t *s,
                                    int *err)
 {
+    shoal_error_detail_clear();
     int dummy;
     if (!err)
         err = &dummy;
@@ -2600,8 +2601,14 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     if (!sys || !s->gossip_interval_ms || !s->heartbeat_interval_ms || !(s->threshold > 0) ||
         !s->max_sample_size || !s->monitored_by_nr_of_members || !s->leader_actions_interval_ms ||
         (s->n_seed_nodes && !s->seed_nodes) || (s->n_roles && !s->roles) ||
-        (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size))
+        (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size)) {
+        shoal_error_detail_set(SHOAL_EINVAL, "shoal_cluster_new: %s",
+                               !sys ? "no node"
+                                    : "settings not from shoal_cluster_settings_default (an "
+                                      "interval, threshold or count of 0, a list without its "
+                                      "items, or static-quorum without quorum-size)");
         return NULL;
+    }
     const char *resolver = s->discovery_resolver ? s->discovery_resolver
                                                  : getenv("SHOAL_DNS_RESOLVER");
     if (resolver && !*resolver)
@@ -2615,7 +2622,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
             bad = SHOAL_EINVAL;
         }
         if (bad) {
-            shoal_error("membership: %s", why);
+            shoal_error_detail_log("membership: %s", why);
             return NULL;
         }
     }

@@ -92,13 +92,15 @@ static void finish(shoal_cluster_t *c)
         shoal_system_timer_cancel(c->sys, c->t_confirm);
         c->t_confirm = 0;
     }
-    cluster_mark_terminated(c);
+    c->terminated = true;
     shoal_info("%s: cluster shutdown complete", shoal_node_id(c->self));
     if (!c->removed_called) {
         c->removed_called = true;
         for (size_t i = 0; i < c->n_on_removed; i++)
             c->on_removed[i].fn(c, c->on_removed[i].arg);
     }
+    /* other threads learn of it last: shoal_cluster_shutdown_wait returns after on_removed */
+    cluster_mark_terminated(c);
 }
 
 /* cluster-exiting-done: tell the others this member is done, again until it is removed (the

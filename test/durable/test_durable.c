@@ -1089,6 +1089,61 @@ static void test_lock_gone_with_a_killed_holder(void **state)
     tdir_remove(&t);
 }
 
+/* THE ERROR CONVENTION (ddata.h): NULL, a SHOAL_E* code in *err, and the words (the directory,
+   what went wrong, the way out) in shoal_last_error_detail(); a success leaves no detail. */
+static void test_open_error_convention(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    char path[600];
+    int code = 0;
+
+    /* a directory that cannot be created: its parent is a file */
+    snprintf(path, sizeof path, "%s/file", t.parent);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/file/store", t.parent);
+    shoal_durable_settings_t s = settings(path, 0);
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EIO);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "cannot create the directory"));
+
+    /* a corrupt store: a data.mdb too short to hold LMDB's meta pages */
+    snprintf(path, sizeof path, "%s/corrupt", t.parent);
+    assert_int_equal(mkdir(path, 0700), 0);
+    char file[700];
+    snprintf(file, sizeof file, "%s/data.mdb", path);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("not an LMDB file", f);
+    fclose(f);
+    s = settings(path, 0);
+    code = 0;
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EDECODE);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "move it aside"));
+
+    /* a good one: code 0, no detail; opened twice: SHOAL_EBUSY, naming this process */
+    snprintf(path, sizeof path, "%s/good", t.parent);
+    s = settings(path, 0);
+    code = 1;
+    shoal_durable_t *d = shoal_durable_open(&s, &code);
+    assert_non_null(d);
+    assert_int_equal(code, 0);
+    assert_string_equal(shoal_last_error_detail(), "");
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EBUSY);
+    char pid[64];
+    snprintf(pid, sizeof pid, "in use by process %ld", (long)getpid());
+    assert_non_null(strstr(shoal_last_error_detail(), pid));
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -1134,6 +1189,7 @@ int main(void)
         cmocka_unit_test(test_lock_other_process),
         cmocka_unit_test(test_lock_gone_with_a_killed_holder),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_open_error_convention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
