@@ -1160,8 +1160,9 @@ size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 typedef void (shoal_get_done_fn)(shoal_replicator_t *r, int status, const char *key,
                                  const shoal_crdt_t *value, void *arg);
 typedef void (shoal_update_done_fn)(shoal_replicator_t *r, int status, const char *key, void *arg);
-/* The modify function of an update: changes `value` in place (it starts as a copy of `initial` for
-   a missing key); a nonzero return is a modify failure and leaves the key as it was. */
+/* The modify function of an update: changes `value` in place (for a missing key it is the
+   update's `initial` value itself, for an existing key a copy of the current value); a nonzero
+   return is a modify failure and leaves the key as it was. */
 typedef int (shoal_update_fn)(shoal_crdt_t *value, void *arg);
 
 /* Completions (done) run on the node thread, and may run before the call that started them

@@ -361,14 +361,8 @@ int main(int argc, char **argv)
     if (by_signal) {
         printf("shoal-member: %s leaving\n", self);
         fflush(stdout);
-        shoal_cluster_shutdown(c);
-        int waited = 0;
-        while (!shoal_cluster_terminated(c) && waited < SHUTDOWN_WAIT_MS) {
-            struct timespec ts = {0, 50 * 1000000L};
-            nanosleep(&ts, NULL); /* a second signal does not cut the leave short */
-            waited += 50;
-        }
-        if (!shoal_cluster_terminated(c))
+        /* a second signal does not cut the leave short */
+        if (shoal_cluster_shutdown_wait(c, SHUTDOWN_WAIT_MS) != 0)
             fprintf(stderr, "shoal-member: %s: shutdown not finished after %d s, stopping\n",
                     self, SHUTDOWN_WAIT_MS / 1000);
     } else if (shutdown_reason == SHOAL_SHUTDOWN_JOIN_FAILED) {
