@@ -62,7 +62,8 @@
         shoal_last_error_detail();
       - _sync: blocks; any thread but the node's own (SHOAL_EDEADLK there).
     Constructors and destructors (shoal_system_new/destroy, shoal_replicator_new/destroy, ...)
-    run from any thread, destroy never from the node thread. CALLBACKS RUN ON THE NODE THREAD
+    run from any thread; shoal_system_destroy and the upper layers' destroys (cluster, sharding)
+    never from the node thread. CALLBACKS RUN ON THE NODE THREAD
     and must not block, nor call _sync functions of their own node; the exceptions are said
     where they are: the log handler runs on the thread that logs, shoal_replicator_keys_sync's
     fn on the caller's thread, HTTP routes marked SHOAL_HTTP_ANY_THREAD on a connection's thread.
