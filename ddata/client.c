@@ -73,9 +73,6 @@ static int recv_until(shoal_client_t *c, zmq_msg_t *m, int64_t deadline)
     }
 }
 
-/* Why shoal_client_new failed on this thread, in words (shoal_client_new_error). */
-static _Thread_local char new_error[256];
-
 /* Reads the monitor's events: true when a handshake failed, with why in c->error. A refused
    ZeroMQ handshake does not change by waiting (ZeroMQ would retry it until the timeout), so it
    ends the attempt at once: the node runs CURVE and this client does not (or the other way
@@ -134,11 +131,6 @@ static bool handshake_failed(shoal_client_t *c)
     }
     zmq_msg_close(&ev);
     return failed;
-}
-
-const char *shoal_client_new_error(void)
-{
-    return new_error;
 }
 
 /* Sends a frame, retrying while ZeroMQ has no connection yet (ZMQ_IMMEDIATE). */
@@ -221,11 +213,13 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     int dummy;
     if (!err)
         err = &dummy;
+    shoal_error_detail_clear();
     char host[SHOAL_ENDPOINT_MAX + 1];
     uint16_t port;
     if (!endpoint || strlen(endpoint) > SHOAL_ENDPOINT_MAX ||
         shoal_endpoint_split(endpoint, host, sizeof host, &port) != 0) {
-        *err = SHOAL_EINVAL;
+        *err = shoal_error_detail_set(SHOAL_EINVAL, "'%s' is no endpoint (tcp://host:port)",
+                                      endpoint ? endpoint : "(null)");
         return NULL;
     }
     void *ctx = shoal_zmq_context();
@@ -243,7 +237,7 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     int64_t maxmsg = (int64_t)CLIENT_MAX_FRAME;
     zmq_setsockopt(dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     void *monitor = NULL;
-    new_error[0] = 0;
+    shoal_error_detail_clear();
     int rc = 0;
     if (cert_file || allow_dir) {
         /* the keys are copied into the socket: the certificate is not kept */
@@ -293,7 +287,7 @@ shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms
     c->max_reply = SHOAL_REPLY_MAX_DEFAULT;
     rc = handshake(c, shoal_now_ms() + c->timeout_ms);
     if (rc != 0) {
-        snprintf(new_error, sizeof new_error, "%s", c->error);
+        shoal_error_detail_set(rc, "%s", c->error);
         shoal_client_destroy(&c);
         *err = rc;
         return NULL;

@@ -1883,16 +1883,40 @@ static shoal_config_t *parse_text(const char *text, size_t len, char *err, size_
     return cfg;
 }
 
-shoal_config_t *shoal_config_parse(const char *text, char *err, size_t errlen)
+/* The constructors' convention (ddata.h, THE DETAIL OF A FAILURE): NULL with the code in *err
+   and the message, naming the file, line and key, as this thread's detail. */
+static shoal_config_t *config_result(shoal_config_t *cfg, int code, const char *why, int *err)
 {
-    if (!text) {
-        fail(err, errlen, "no configuration text");
-        return NULL;
-    }
-    return parse_text(text, strlen(text), err, errlen);
+    if (err)
+        *err = cfg ? 0 : code;
+    if (cfg)
+        shoal_error_detail_clear();
+    else
+        shoal_error_detail_set(code, "%s", why);
+    return cfg;
 }
 
-shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen)
+shoal_config_t *shoal_config_parse(const char *text, int *err)
+{
+    char why[512] = "";
+    if (!text)
+        return config_result(NULL, SHOAL_EINVAL, "no configuration text", err);
+    shoal_config_t *cfg = parse_text(text, strlen(text), why, sizeof why);
+    return config_result(
+        cfg, strstr(why, "configuration larger than") ? SHOAL_ETOOBIG : SHOAL_EINVAL, why, err);
+}
+
+static shoal_config_t *load_file(const char *path, int *code, char *err, size_t errlen);
+
+shoal_config_t *shoal_config_load(const char *path, int *err)
+{
+    char why[768] = "";
+    int code = SHOAL_EINVAL;
+    shoal_config_t *cfg = load_file(path, &code, why, sizeof why);
+    return config_result(cfg, code, why, err);
+}
+
+static shoal_config_t *load_file(const char *path, int *code, char *err, size_t errlen)
 {
     if (!path) {
         fail(err, errlen, "no configuration file name");
@@ -1900,6 +1924,7 @@ shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen)
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
+        *code = SHOAL_EIO;
         fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
@@ -1911,13 +1936,16 @@ shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen)
     int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     shoal_config_t *cfg = NULL;
-    if (read_errno)
+    if (read_errno) {
+        *code = SHOAL_EIO;
         fail(err, errlen, "%s: cannot read: %s", path, strerror(read_errno));
-    else if (text.len > CFG_MAX_TEXT)
+    } else if (text.len > CFG_MAX_TEXT) {
+        *code = SHOAL_ETOOBIG;
         fail(err, errlen, "%s: larger than %u bytes", path, CFG_MAX_TEXT);
-    else if (memchr(shoal_buf_cstr(&text), '\0', text.len))
+    } else if (memchr(shoal_buf_cstr(&text), '\0', text.len)) {
+        *code = SHOAL_EDECODE;
         fail(err, errlen, "%s: not a text file (contains a NUL byte)", path);
-    else {
+    } else {
         cfg = parse_text(shoal_buf_cstr(&text), text.len, err, errlen);
         if (!cfg && err && errlen) {
             /* prefix the file name */

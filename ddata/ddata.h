@@ -43,8 +43,35 @@
     process, so types compare nodes by pointer.
 
     THREADS. A value belongs to one thread at a time; nothing here locks, except node interning,
-    which is thread-safe. Functions return 0 (or a count) on success and a negative SHOAL_E* code
-    on failure; `shoal_strerror` names it. Allocation failure aborts the process.
+    which is thread-safe.
+
+    THE THREAD RULE (the same in membership.h, sharding.h and durable.h). A node is one thread
+    (THE NODE, below) that owns all of its state without locks. Every public call is one of:
+      - ANY THREAD: says "Any thread" (or "Thread-safe"); the values of this part (a
+        shoal_crdt_t belongs to one thread at a time, like any C object) and the settings
+        helpers are of this kind;
+      - NODE THREAD: says "Node thread". It runs there: inside a callback Shoal runs (completions,
+        subscriptions, timers, message handlers, entity callbacks) or inside shoal_system_call /
+        shoal_system_post. Each has a `_sync` twin for every other thread (get -> get_sync,
+        subscribe -> subscribe_sync, add_peer -> add_peer_sync, ...), which hands the call to
+        the node thread and waits; the few calls only an upper layer makes (message handlers,
+        timers, the quorum gate) name shoal_system_call as their way in. Called from another
+        thread, a node-thread call fails with SHOAL_ETHREAD (or returns NULL / 0 / false when its
+        type has no room for a code), logs "shoal_replicator_update: node thread only; from other
+        threads use shoal_replicator_update_sync", and leaves that text in
+        shoal_last_error_detail();
+      - _sync: blocks; any thread but the node's own (SHOAL_EDEADLK there).
+    Constructors and destructors (shoal_system_new/destroy, shoal_replicator_new/destroy, ...)
+    run from any thread; shoal_system_destroy and the upper layers' destroys (cluster, sharding)
+    never from the node thread. CALLBACKS RUN ON THE NODE THREAD
+    and must not block, nor call _sync functions of their own node; the exceptions are said
+    where they are: the log handler runs on the thread that logs, shoal_replicator_keys_sync's
+    fn on the caller's thread, HTTP routes marked SHOAL_HTTP_ANY_THREAD on a connection's thread.
+
+    ERRORS. Functions return 0 (or a count) on success and a negative SHOAL_E* code on failure;
+    `shoal_strerror` names it. Constructors return NULL with the code in `int *err` (which may
+    be NULL), and shoal_last_error_detail() says why in words (a configuration file's line, an
+    LMDB message, a refused key). Allocation failure aborts the process.
 */
 #ifndef SHOAL_DDATA_H
 #define SHOAL_DDATA_H
@@ -85,6 +112,29 @@ extern "C" {
 
 /* Name of an error code; never NULL. */
 const char *shoal_strerror(int code);
+
+/* THE DETAIL OF A FAILURE. Every constructor (a call that returns a new object, or NULL with a
+   SHOAL_E* code in *err) and every call refused for its thread (SHOAL_ETHREAD) leaves, in
+   words, why it failed when the code does not say it all: the line and key of a configuration
+   file ("shoal/cluster/gossip-interval: '2 parsecs' is not a duration"), LMDB's complaint about
+   a data directory, a refused CURVE key, "shoal_replicator_update: node thread only; from other
+   threads use shoal_replicator_update_sync". This is the one way to read it:
+       shoal_config_t *cfg = shoal_config_load(path, &err);
+       if (!cfg) fprintf(stderr, "%s: %s\n", shoal_strerror(err), shoal_last_error_detail());
+   The text belongs to the calling thread (thread-local) and stays until that thread's next
+   failing call or constructor; never NULL, "" when there is nothing to add. */
+const char *shoal_last_error_detail(void);
+/* For the layers above ddata and for custom code that follows the convention: sets this
+   thread's detail (printf-style; NULL clears it) and returns `code`, so a constructor writes
+       return *err = shoal_error_detail_set(SHOAL_EINVAL, "%s: no such file", path), NULL; */
+int shoal_error_detail_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void shoal_error_detail_clear(void);
+/* Sets the detail and logs it as an error line: a constructor's reason, said once for both. */
+void shoal_error_detail_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The refusal of a node-thread call made from another thread (THREADS, at THE NODE): sets the
+   detail to "<call>: node thread only; from other threads use <way_in>", logs it as a warning
+   and returns SHOAL_ETHREAD. */
+int shoal_wrong_thread(const char *call, const char *way_in);
 
 /* ---------------------------------------------------------------------------------------------
  * Logs. Every line Shoal writes goes through shoal_log: a level (error, warning, info, debug), a
@@ -530,16 +580,18 @@ int shoal_type_register(const shoal_type_t *type);
  * library, up to the client's reply limit (64 MiB by default); past it the client is answered
  * SHOAL_ETOOBIG, and a reply that does not reach its client is counted and logged.
  *
- * THREADS. shoal_system_new/destroy, shoal_system_call, shoal_system_post, shoal_system_stats and
- * the fault-injection calls are thread-safe. Everything else — send, reply, timers, handler
- * registration after start, peer management — is for code running on the node thread (inside a
- * handler, a timer, or a function passed to shoal_system_call/post), and returns SHOAL_ETHREAD
- * when called from elsewhere. shoal_system_call runs a function on the node thread and waits for
- * it; called from the node thread it returns SHOAL_EDEADLK instead of deadlocking. Bytes handed to
- * a handler are valid until the handler returns. At most max_pending_calls calls/posts may wait
- * for the node thread; past that they fail with SHOAL_EBUSY (the caller outruns the node).
- * shoal_system_destroy must not be called from the node thread (it is refused and logged); posts
- * still queued when a node stops are not run.
+ * THREADS (THE THREAD RULE at the top). shoal_system_new/destroy, shoal_system_call,
+ * shoal_system_post, shoal_system_stats, the fault-injection calls, connect_sync and
+ * disconnect_sync, and the getters said "Thread-safe" work from any thread. Everything else —
+ * send, reply, timers, handler registration, peer listeners, connect, quarantine — is for code
+ * running on the node thread (inside a handler, a timer, or a function passed to
+ * shoal_system_call/post), and returns SHOAL_ETHREAD, naming the way in, when called from
+ * elsewhere. Handlers, peer listeners and timers run on the node thread. shoal_system_call runs a
+ * function on the node thread and waits for it; called from the node thread it returns
+ * SHOAL_EDEADLK instead of deadlocking. Bytes handed to a handler are valid until the handler
+ * returns. At most max_pending_calls calls/posts may wait for the node thread; past that they fail
+ * with SHOAL_EBUSY (the caller outruns the node). shoal_system_destroy must not be called from the
+ * node thread (it is refused and logged); posts still queued when a node stops are not run.
  *
  * DELIVERY. Sequence numbers count messages. A receiver hands every message of a connection to
  * its handler at most once and in send order: a frame seen again (a duplicate) is dropped and
@@ -690,16 +742,19 @@ typedef struct {
 } shoal_reply_to_t;
 typedef void (shoal_request_fn)(shoal_system_t *sys, const shoal_reply_to_t *reply_to,
                                 uint16_t kind, const uint8_t *data, size_t len, void *arg);
+/* Node thread (an upper layer registers inside shoal_system_call); the handler runs there. */
 int shoal_system_register(shoal_system_t *sys, uint16_t kind, shoal_recv_fn *fn, void *arg);
 int shoal_system_register_request(shoal_system_t *sys, uint16_t kind, shoal_request_fn *fn,
                                   void *arg);
 
 /* Connects to a peer by endpoint ("tcp://127.0.0.1:2553"); the handshake then learns its id
-   and reports SHOAL_PEER_UP. Idempotent. */
+   and reports SHOAL_PEER_UP. Idempotent. Node thread; from other threads the _sync twin. */
 int shoal_system_connect(shoal_system_t *sys, const char *endpoint);
-/* Disconnects and forgets a peer. */
+int shoal_system_connect_sync(shoal_system_t *sys, const char *endpoint);
+/* Disconnects and forgets a peer. Node thread; from other threads the _sync twin. */
 int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint);
-/* Never accept frames from this incarnation again (a removed or downed node). */
+int shoal_system_disconnect_sync(shoal_system_t *sys, const char *endpoint);
+/* Never accept frames from this incarnation again (a removed or downed node). Node thread. */
 int shoal_system_quarantine(shoal_system_t *sys, const shoal_node_t *node);
 
 typedef enum {
@@ -712,13 +767,15 @@ typedef enum {
 } shoal_peer_event_t;
 typedef void (shoal_peer_fn)(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
                              const shoal_node_t *old, uint64_t count, void *arg);
+/* Adds a listener; fn runs on the node thread. Node thread (from others: inside
+   shoal_system_call). */
 int shoal_system_on_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
-/* Removes a listener (an upper layer that stops before its node does). */
+/* Removes a listener (an upper layer that stops before its node does). Node thread. */
 int shoal_system_off_peer(shoal_system_t *sys, shoal_peer_fn *fn, void *arg);
 
 /* Sends one message to a peer (by id; the uid must match the incarnation connected). Queued in
    the peer's batch and flushed at the end of the loop turn. SHOAL_ENOTCONN, SHOAL_EAGAIN,
-   SHOAL_ETOOBIG (over the frame limit: the caller must chunk). */
+   SHOAL_ETOOBIG (over the frame limit: the caller must chunk). Node thread. */
 int shoal_system_send(shoal_system_t *sys, const shoal_node_t *to, uint16_t kind,
                       const void *data, size_t len);
 /* Largest message shoal_system_send accepts (the frame limit less the frame's own header). */
@@ -727,11 +784,12 @@ size_t shoal_system_max_message_bytes(const shoal_system_t *sys);
    them back together (REPLIES LARGER THAN A FRAME, at shoal_client_t). SHOAL_ETOOBIG: over the
    client's reply limit (the client is answered SHOAL_ETOOBIG instead); SHOAL_ENOTCONN: the
    client is gone; SHOAL_EAGAIN: its queue is full. Each of these is counted and logged, so the
-   caller need not answer again. */
+   caller need not answer again. Node thread. */
 int shoal_system_reply(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t kind,
                        const void *data, size_t len);
 
-/* Timers on the node thread. Returns a timer id (> 0) or an error. */
+/* Timers on the node thread: set and cancelled there (from others: inside shoal_system_call or
+   shoal_system_post), fn runs there. Returns a timer id (> 0) or an error. */
 typedef void (shoal_timer_fn)(shoal_system_t *sys, void *arg);
 int shoal_system_timer(shoal_system_t *sys, uint32_t interval_ms, bool repeat, shoal_timer_fn *fn,
                        void *arg);
@@ -882,12 +940,11 @@ shoal_client_t *shoal_client_new(const char *endpoint, uint32_t timeout_ms, int 
 shoal_client_t *shoal_client_new_curve(const char *endpoint, uint32_t timeout_ms,
                                        const char *cert_file, const char *allow_dir, int *err);
 void shoal_client_destroy(shoal_client_t **self_p);
-/* Why the last shoal_client_new(_curve) on this thread failed, in words, when the code does not
-   say it all: a refused handshake (SHOAL_EREFUSED) says "the node runs CURVE: not a CURVE client
-   (...)", "the node refused this client's CURVE key: key not on the allow-list (...)" or "the
-   node does not run CURVE, this client does". "" otherwise. Valid until the next call on the
-   thread. A refused handshake ends the attempt at once, not at the timeout. */
-const char *shoal_client_new_error(void);
+/* When shoal_client_new(_curve) fails, shoal_last_error_detail() says why in words where the
+   code does not say it all: a refused handshake (SHOAL_EREFUSED) says "the node runs CURVE: not
+   a CURVE client (...)", "the node refused this client's CURVE key: key not on the allow-list
+   (...)" or "the node does not run CURVE, this client does". A refused handshake ends the
+   attempt at once, not at the timeout. */
 /* Sends a request and waits for its reply (replaces reply's contents); the reply's status when
    the node answered with an error. SHOAL_ETOOBIG: the request is over the node's frame limit, or
    the reply over the client's reply limit; SHOAL_ETIMEOUT: no whole reply within timeout_ms (0:
@@ -907,7 +964,8 @@ const char *shoal_client_error(const shoal_client_t *c);
  *
  * A replicator keeps keys of any CRDT type replicated across a set of peer nodes. A node may run
  * several, one per role, each with its own peer set; the program (or, later, membership) tells a
- * replicator its peers. Everything here runs on the node thread (the _sync facade excepted).
+ * replicator its peers. Everything here runs on the node thread, except what says otherwise:
+ * new and destroy, stats, system and role, and the _sync twins, for any other thread.
  *
  * OPERATIONS. Get reads a key with a read consistency; Update applies a modify function to the
  * key's value (starting from an initial value when the key is missing) with a write consistency;
@@ -1051,8 +1109,9 @@ void shoal_replicator_destroy(shoal_replicator_t **self_p);
 shoal_system_t *shoal_replicator_system(shoal_replicator_t *r);
 const char *shoal_replicator_role(const shoal_replicator_t *r);
 
-/* Peers (node thread). `counted` = counts toward majorities; `age` orders peers for prefer-oldest
-   (lower = older; membership's up-number). */
+/* Peers. `counted` = counts toward majorities; `age` orders peers for prefer-oldest (lower =
+   older; membership's up-number). Node thread; from other threads the _sync twins below
+   (membership, when it runs, keeps the peers of the replicators it follows itself). */
 int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, bool counted,
                               uint64_t age);
 int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node);
@@ -1095,14 +1154,16 @@ int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r);
    n_voters = 0 (the default) turns it off. Node thread. */
 int shoal_replicator_set_voters(shoal_replicator_t *r, size_t n_voters, bool self_votes);
 int shoal_replicator_peer_votes(shoal_replicator_t *r, const shoal_node_t *node, bool voter);
-/* Nodes counted toward majorities, this one included; 0 while loading. */
+/* Nodes counted toward majorities, this one included; 0 while loading. Node thread (0 and a
+   logged refusal elsewhere); from other threads shoal_replicator_replica_count_sync. */
 size_t shoal_replicator_replica_count(shoal_replicator_t *r);
 
 typedef void (shoal_get_done_fn)(shoal_replicator_t *r, int status, const char *key,
                                  const shoal_crdt_t *value, void *arg);
 typedef void (shoal_update_done_fn)(shoal_replicator_t *r, int status, const char *key, void *arg);
-/* The modify function of an update: changes `value` in place (it starts as a copy of `initial` for
-   a missing key); a nonzero return is a modify failure and leaves the key as it was. */
+/* The modify function of an update: changes `value` in place (for a missing key it is the
+   update's `initial` value itself, for an existing key a copy of the current value); a nonzero
+   return is a modify failure and leaves the key as it was. */
 typedef int (shoal_update_fn)(shoal_crdt_t *value, void *arg);
 
 /* Completions (done) run on the node thread, and may run before the call that started them
@@ -1113,10 +1174,16 @@ typedef int (shoal_update_fn)(shoal_crdt_t *value, void *arg);
 int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                          const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg);
 /* Update: done(status) with SHOAL_OK, SHOAL_ETIMEOUT (applied locally, gossiped later),
-   SHOAL_EMODIFY, SHOAL_EDELETED, SHOAL_ESTORE or SHOAL_ETYPE. */
-int shoal_replicator_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
-                            const shoal_consistency_t *c, shoal_update_fn *modify,
-                            void *modify_arg, shoal_update_done_fn *done, void *arg);
+   SHOAL_EMODIFY, SHOAL_EDELETED, SHOAL_ESTORE or SHOAL_ETYPE.
+   THE CALL TAKES OWNERSHIP OF `initial`, whatever it returns: it becomes the key's first value
+   when the key is missing, and is destroyed otherwise (and on every error, SHOAL_ETHREAD
+   included). So the natural call leaks nothing:
+       shoal_replicator_update(r, "cart", shoal_orset_new(), &c, add_item, item, done, ctx);
+   To start many updates from one template, pass shoal_crdt_clone(template). Node thread; from
+   other threads use shoal_replicator_update_sync. */
+int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
+                            const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
+                            shoal_update_done_fn *done, void *arg);
 /* Delete: done(status) with SHOAL_OK, SHOAL_ETIMEOUT, SHOAL_EDELETED (already), SHOAL_ESTORE. */
 int shoal_replicator_delete(shoal_replicator_t *r, const char *key, const shoal_consistency_t *c,
                             shoal_update_done_fn *done, void *arg);
@@ -1126,25 +1193,52 @@ typedef void (shoal_changed_fn)(shoal_replicator_t *r, shoal_change_t change, co
                                 const shoal_crdt_t *value, void *arg);
 /* Subscribes to a key, or to every key with a prefix ("cart-*"). Notifications are batched on
    the notify interval (or sent at once by shoal_replicator_flush); a change that leaves the value
-   equal notifies nothing; a new subscriber is told the current value. Returns an id > 0. */
+   equal notifies nothing; a new subscriber is told the current value. Returns an id > 0. fn runs
+   on the node thread. Node thread; from other threads shoal_replicator_subscribe_sync (and
+   unsubscribe_sync, flush_sync). flush elsewhere is refused and logged. */
 int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
                                shoal_changed_fn *fn, void *arg);
 int shoal_replicator_unsubscribe(shoal_replicator_t *r, int id);
 void shoal_replicator_flush(shoal_replicator_t *r);
 
-/* Every live key (not deleted), in no particular order; stop by returning nonzero. */
+/* Every live key (not deleted), in no particular order; stop by returning nonzero (that value is
+   returned). fn runs inside the call, on the node thread. Node thread; from other threads
+   shoal_replicator_keys_sync. */
 typedef int (shoal_key_fn)(const char *key, const shoal_type_t *type, void *arg);
 int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg);
 
-/* Synchronous facade for other threads (tools, examples, tests): SHOAL_EDEADLK on the node thread.
-   get_sync hands the caller a copy of the value in *out (NULL when not found). */
+/* THE _sync TWINS, for every other thread (main, tools, tests): each hands its node-thread call
+   to the node (shoal_system_call) and waits for the result; SHOAL_EDEADLK on the node thread
+   itself, SHOAL_ESTOPPED once the node stops. Callbacks they register (subscribe_sync's fn) still
+   run on the node thread.
+   get_sync hands the caller a copy of the value in *out (NULL when not found; the caller
+   destroys it); the wait is the operation's timeout plus 30 s. update_sync takes ownership of
+   `initial` as update does (every path). */
 int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                               const shoal_consistency_t *c, shoal_crdt_t **out);
-int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key,
-                                 const shoal_crdt_t *initial, const shoal_consistency_t *c,
-                                 shoal_update_fn *modify, void *modify_arg);
+int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
+                                 const shoal_consistency_t *c, shoal_update_fn *modify,
+                                 void *modify_arg);
 int shoal_replicator_delete_sync(shoal_replicator_t *r, const char *key,
                                  const shoal_consistency_t *c);
+/* Peers, from other threads: for a program that keeps its own peer list (the ddata API without
+   membership), typically from main after shoal_system_connect_sync. */
+int shoal_replicator_add_peer_sync(shoal_replicator_t *r, const shoal_node_t *node, bool counted,
+                                   uint64_t age);
+int shoal_replicator_remove_peer_sync(shoal_replicator_t *r, const shoal_node_t *node);
+int shoal_replicator_node_removed_sync(shoal_replicator_t *r, const shoal_node_t *node);
+/* Subscribes from another thread: the id (> 0) or an error. fn runs on the node thread, as for
+   shoal_replicator_subscribe; it must not block nor call _sync functions of this node. */
+int shoal_replicator_subscribe_sync(shoal_replicator_t *r, const char *key_or_prefix,
+                                    shoal_changed_fn *fn, void *arg);
+/* Once it returns, fn is not running and is never called again for that id: arg may be freed. */
+int shoal_replicator_unsubscribe_sync(shoal_replicator_t *r, int id);
+int shoal_replicator_flush_sync(shoal_replicator_t *r);
+/* The replica count (>= 0; 0 while loading), or a negative error. */
+int shoal_replicator_replica_count_sync(shoal_replicator_t *r);
+/* Every live key, as shoal_replicator_keys, but fn runs on the CALLING thread, over a copy of
+   the key list taken on the node thread (keys changed meanwhile may be missing or gone). */
+int shoal_replicator_keys_sync(shoal_replicator_t *r, shoal_key_fn *fn, void *arg);
 
 typedef struct {
     uint64_t keys, tombstones, gets, updates, deletes;
@@ -1158,6 +1252,7 @@ typedef struct {
     uint64_t catch_ups;     /* times this replica caught up after its gate opened */
     uint64_t reads_deferred, reads_deferred_dropped; /* peers' reads held while catching up */
 } shoal_replicator_stats_t;
+/* The counters. Any thread (copied on the node thread). */
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 
 /* Replicator requests over a client connection (tools, examples, tests): the serving node runs
@@ -1223,11 +1318,15 @@ int shoal_client_watch(shoal_client_t *c, const char *role, const char *key, uin
  */
 typedef struct shoal_config shoal_config_t;
 
-/* Loads and validates a file. NULL on error, with a message (naming the key and the problem) in
-   err. */
-shoal_config_t *shoal_config_load(const char *path, char *err, size_t errlen);
-/* Same, from ZPL text in memory. */
-shoal_config_t *shoal_config_parse(const char *text, char *err, size_t errlen);
+/* Loads and validates a file. Any thread. NULL on error with *err (err may be NULL):
+   SHOAL_EINVAL a syntax error, an unknown key or a bad value; SHOAL_EIO the file cannot be opened
+   or read; SHOAL_ETOOBIG over 1 MiB; SHOAL_EDECODE not a text file. shoal_last_error_detail()
+   then names the file, and the line or the key and the problem:
+       "app.cfg: line 7: indent by multiples of 4 spaces",
+       "app.cfg: shoal/cluster/gossip-interval: '2 parsecs' is not a duration ...". */
+shoal_config_t *shoal_config_load(const char *path, int *err);
+/* Same, from ZPL text in memory (the detail without a file name). */
+shoal_config_t *shoal_config_parse(const char *text, int *err);
 void shoal_config_destroy(shoal_config_t **self_p);
 /* Fills node settings: endpoint from shoal/remote/artery/canonical/{hostname,port} (as
    tcp://host:port), max_frame_bytes from shoal/remote/artery/advanced/maximum-frame-size,

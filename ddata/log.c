@@ -122,3 +122,60 @@ void shoal_log(shoal_log_level_t l, const char *fmt, ...)
         write_default(l, msg);
     pthread_mutex_unlock(&mu);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The detail of the last failure on this thread (shoal_last_error_detail). Thread-local, so a
+ * failing call of one thread never overwrites what another thread is about to read.
+ */
+static _Thread_local char detail[512];
+
+const char *shoal_last_error_detail(void)
+{
+    return detail;
+}
+
+void shoal_error_detail_clear(void)
+{
+    detail[0] = 0;
+}
+
+int shoal_error_detail_set(int code, const char *fmt, ...)
+{
+    if (!fmt) {
+        detail[0] = 0;
+        return code;
+    }
+    /* formatted aside first: fmt's arguments may point into detail itself */
+    char text[sizeof detail];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof text)
+        memcpy(text + sizeof text - 4, "...", 4);
+    memcpy(detail, text, sizeof detail);
+    return code;
+}
+
+int shoal_wrong_thread(const char *call, const char *way_in)
+{
+    shoal_error_detail_set(SHOAL_ETHREAD, "%s: node thread only; from other threads use %s",
+                           call ? call : "?", way_in ? way_in : "shoal_system_call");
+    shoal_warning("%s", detail);
+    return SHOAL_ETHREAD;
+}
+
+void shoal_error_detail_log(const char *fmt, ...)
+{
+    if (!fmt)
+        return;
+    char text[sizeof detail];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof text)
+        memcpy(text + sizeof text - 4, "...", 4);
+    memcpy(detail, text, sizeof detail);
+    shoal_error("%s", detail);
+}

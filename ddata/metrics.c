@@ -279,7 +279,7 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     if (!sys || !out)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
 
     shoal_system_stats_t ns;
     int rc = shoal_system_stats(sys, &ns);

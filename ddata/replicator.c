@@ -8,6 +8,7 @@
 */
 #include "replicator_internal.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -1219,7 +1220,13 @@ static bool subs_awaiting_initial(const shoal_replicator_t *r)
 
 void shoal_replicator_flush(shoal_replicator_t *r)
 {
-    if (!r || r->loading)
+    if (!r)
+        return;
+    if (!shoal_system_on_thread(r->sys)) {
+        shoal_wrong_thread(__func__, "shoal_replicator_flush_sync");
+        return;
+    }
+    if (r->loading)
         return;
     bool initial = subs_awaiting_initial(r);
     size_t n = r->changed_keys.n;
@@ -1306,7 +1313,7 @@ int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
     if (!r || !key_or_prefix || !fn)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_replicator_subscribe_sync");
     sub_t *s = shoal_calloc(1, sizeof *s);
     s->id = ++r->next_sub_id;
     s->pattern = strdup(key_or_prefix);
@@ -1332,6 +1339,8 @@ int shoal_replicator_unsubscribe(shoal_replicator_t *r, int id)
 {
     if (!r)
         return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return shoal_wrong_thread(__func__, "shoal_replicator_unsubscribe_sync");
     for (sub_t **p = &r->subs; *p; p = &(*p)->next)
         if ((*p)->id == id) {
             sub_t *s = *p;
@@ -1415,14 +1424,24 @@ shoal_replicator_t *shoal_replicator_new(shoal_system_t *sys, const shoal_replic
     int dummy;
     if (!err)
         err = &dummy;
+    shoal_error_detail_clear();
     if (!sys || !settings_ok(s)) {
-        *err = SHOAL_EINVAL;
+        *err = shoal_error_detail_set(SHOAL_EINVAL, "shoal_replicator_new: %s",
+                                      !sys ? "no node"
+                                      : !s ? "no settings"
+                                           : "settings not from shoal_replicator_settings_default "
+                                             "(an interval of 0, or a list without its items)");
         return NULL;
     }
     create_args_t a = {s, NULL};
     int rc = shoal_system_on_thread(sys) ? create_on_thread(sys, &a)
                                          : shoal_system_call(sys, create_on_thread, &a);
     *err = rc;
+    if (rc < 0 && !shoal_last_error_detail()[0])
+        shoal_error_detail_set(rc, "shoal_replicator_new: role '%s': %s", s->role ? s->role : "",
+                               rc == SHOAL_EINVAL
+                                   ? "this node has a replicator of that role already"
+                                   : shoal_strerror(rc));
     return rc < 0 ? NULL : a.r;
 }
 
@@ -1511,7 +1530,7 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
     if (!r || !node || node == r->self)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_replicator_add_peer_sync");
     peer_t *p = repl_peer(r, node);
     if (!p) {
         SHOAL_GROW(r->peers, r->cap_peers, r->n_peers + 1);
@@ -1530,7 +1549,7 @@ int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const cha
     if (!r)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
     if (r->gated && r->quorum_ok == open)
         return 0;
     if (open)
@@ -1555,7 +1574,7 @@ int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r)
     if (!r)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
     r->gated = false;
     return 0;
 }
@@ -1565,7 +1584,7 @@ int shoal_replicator_set_voters(shoal_replicator_t *r, size_t n_voters, bool sel
     if (!r)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
     r->n_voters = n_voters;
     r->self_votes = self_votes;
     return 0;
@@ -1576,7 +1595,7 @@ int shoal_replicator_peer_votes(shoal_replicator_t *r, const shoal_node_t *node,
     if (!r || !node)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
     peer_t *p = repl_peer(r, node);
     if (!p)
         return SHOAL_ENOTFOUND;
@@ -1652,7 +1671,7 @@ int shoal_replicator_remove_peer(shoal_replicator_t *r, const shoal_node_t *node
     if (!r || !node)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_replicator_remove_peer_sync");
     for (size_t i = 0; i < r->n_peers; i++)
         if (r->peers[i].node == node) {
             r->peers[i] = r->peers[--r->n_peers];
@@ -1666,7 +1685,7 @@ int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *nod
     if (!r || !node || node == r->self)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_replicator_node_removed_sync");
     shoal_replicator_remove_peer(r, node);
     for (size_t i = 0; i < r->n_removed; i++)
         if (r->removed[i].node == node)
@@ -1680,7 +1699,13 @@ int shoal_replicator_node_removed(shoal_replicator_t *r, const shoal_node_t *nod
 
 const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key)
 {
-    if (!r || !key || r->loading || !shoal_system_on_thread(r->sys))
+    if (!r || !key)
+        return NULL;
+    if (!shoal_system_on_thread(r->sys)) {
+        shoal_wrong_thread(__func__, "shoal_replicator_get_sync with SHOAL_LOCAL (a copy)");
+        return NULL;
+    }
+    if (r->loading)
         return NULL;
     entry_t *e = repl_entry(r, key, strlen(key));
     return e && !e->deleted ? e->value : NULL;
@@ -1688,7 +1713,13 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
 
 size_t shoal_replicator_replica_count(shoal_replicator_t *r)
 {
-    if (!r || r->loading)
+    if (!r)
+        return 0;
+    if (!shoal_system_on_thread(r->sys)) {
+        shoal_wrong_thread(__func__, "shoal_replicator_replica_count_sync");
+        return 0;
+    }
+    if (r->loading)
         return 0;
     return repl_counted_nodes(r);
 }
@@ -1697,6 +1728,8 @@ int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg)
 {
     if (!r || !fn)
         return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return shoal_wrong_thread(__func__, "shoal_replicator_keys_sync");
     for (size_t i = 0; i < r->entries.cap; i++) {
         shoal_hslot_t *s = &r->entries.slots[i];
         if (!SHOAL_HSLOT_LIVE(s))
@@ -1711,12 +1744,27 @@ int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg)
     return 0;
 }
 
+typedef struct {
+    shoal_replicator_t *r;
+    shoal_replicator_stats_t *out;
+} stats_arg_t;
+
+static int stats_here(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    stats_arg_t *a = arg;
+    *a->out = a->r->stats;
+    return 0;
+}
+
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out)
 {
     if (!r || !out)
         return SHOAL_EINVAL;
-    *out = r->stats;
-    return 0;
+    stats_arg_t a = {r, out};
+    /* any thread: the counters are the node thread's, copied there */
+    return shoal_system_on_thread(r->sys) ? stats_here(r->sys, &a)
+                                          : shoal_system_call(r->sys, stats_here, &a);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1756,7 +1804,7 @@ int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_typ
     if (!r || !key_ok(key) || !c || !done)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_replicator_get_sync");
     if (r->n_ops >= r->s.max_pending_ops)
         return SHOAL_EBUSY;
     get_args_t *a = shoal_malloc(sizeof *a);
@@ -1780,7 +1828,8 @@ typedef struct {
     shoal_update_done_fn *done;
     void *arg;
     bool is_delete;
-    bool borrowed; /* key and initial belong to the caller (run at once, not queued) */
+    bool borrowed; /* key belongs to the caller (run at once, not queued); initial is always
+                      the operation's own */
 } update_args_t;
 
 typedef struct {
@@ -1877,8 +1926,15 @@ static void update_now(shoal_replicator_t *r, void *arg)
         rc = SHOAL_ETYPE;
         goto fail;
     }
-    /* modify a copy: a failing modify function leaves the key exactly as it was */
-    shoal_crdt_t *work = e && e->value ? shoal_crdt_clone(e->value) : shoal_crdt_clone(a->initial);
+    /* modify a copy: a failing modify function leaves the key exactly as it was. A missing key
+       starts from the caller's initial value itself (the call owns it: no copy) */
+    shoal_crdt_t *work;
+    if (e && e->value) {
+        work = shoal_crdt_clone(e->value);
+    } else {
+        work = a->initial;
+        a->initial = NULL;
+    }
     shoal_crdt_reset_delta(work);
     int mrc = a->modify ? a->modify(work, a->modify_arg) : 0;
     if (mrc != 0) {
@@ -1911,30 +1967,39 @@ static void update_now(shoal_replicator_t *r, void *arg)
 fail:
     a->done(r, rc, a->key, a->arg);
 done:
+    shoal_crdt_destroy(&a->initial); /* owned by the call, used or not */
     if (!a->borrowed) {
-        shoal_crdt_destroy(&a->initial);
         free(a->key);
         free(a);
     }
 }
 
-static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
+/* Takes ownership of initial (NULL for a delete): kept as the key's first value, or destroyed,
+   on every path, errors included. */
+static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
                         const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
                         shoal_update_done_fn *done, void *arg, bool is_delete)
 {
+    int rc = 0;
     if (!r || !key_ok(key) || !c || !done || (!is_delete && !initial))
-        return SHOAL_EINVAL;
-    if (!is_delete && (shoal_crdt_type(initial)->tag == SHOAL_ORSET_DELTA ||
-                       shoal_crdt_type(initial)->tag == SHOAL_ORMAP_DELTA))
-        return SHOAL_ETYPE;
-    if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
-    if (r->n_ops >= r->s.max_pending_ops)
-        return SHOAL_EBUSY;
+        rc = SHOAL_EINVAL;
+    else if (!is_delete && (shoal_crdt_type(initial)->tag == SHOAL_ORSET_DELTA ||
+                            shoal_crdt_type(initial)->tag == SHOAL_ORMAP_DELTA))
+        rc = SHOAL_ETYPE;
+    else if (!shoal_system_on_thread(r->sys))
+        rc = is_delete
+                 ? shoal_wrong_thread("shoal_replicator_delete", "shoal_replicator_delete_sync")
+                 : shoal_wrong_thread("shoal_replicator_update", "shoal_replicator_update_sync");
+    else if (r->n_ops >= r->s.max_pending_ops)
+        rc = SHOAL_EBUSY;
+    if (rc < 0) {
+        shoal_crdt_destroy(&initial);
+        return rc;
+    }
     if (!r->loading) {
-        /* the common case runs now, on the caller's key and initial value: no copies */
-        update_args_t now = {(char *)key, (shoal_crdt_t *)initial, *c, modify, modify_arg,
-                             done, arg, is_delete, true};
+        /* the common case runs now, on the caller's key: no copies */
+        update_args_t now = {(char *)key, initial, *c,        modify, modify_arg,
+                             done,        arg,     is_delete, true};
         update_now(r, &now);
         return 0;
     }
@@ -1942,7 +2007,7 @@ static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt
     a->key = strdup(key);
     if (!a->key)
         abort();
-    a->initial = initial ? shoal_crdt_clone(initial) : NULL;
+    a->initial = initial;
     a->c = *c;
     a->modify = modify;
     a->modify_arg = modify_arg;
@@ -1953,9 +2018,9 @@ static int start_update(shoal_replicator_t *r, const char *key, const shoal_crdt
     return 0;
 }
 
-int shoal_replicator_update(shoal_replicator_t *r, const char *key, const shoal_crdt_t *initial,
-                            const shoal_consistency_t *c, shoal_update_fn *modify,
-                            void *modify_arg, shoal_update_done_fn *done, void *arg)
+int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
+                            const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
+                            shoal_update_done_fn *done, void *arg)
 {
     return start_update(r, key, initial, c, modify, modify_arg, done, arg, false);
 }
@@ -1981,7 +2046,7 @@ typedef struct {
     shoal_replicator_t *r;
     const char *key;
     const shoal_type_t *type;
-    const shoal_crdt_t *initial;
+    shoal_crdt_t *initial; /* the caller's, handed to update (which owns it from then on) */
     shoal_consistency_t c;
     shoal_update_fn *modify;
     void *modify_arg;
@@ -2037,20 +2102,26 @@ static int sync_start(shoal_system_t *sys, void *arg)
     int rc;
     if (w->kind == 0)
         rc = shoal_replicator_get(w->r, w->key, w->type, &w->c, sync_get_done, w);
-    else if (w->kind == 1)
-        rc = shoal_replicator_update(w->r, w->key, w->initial, &w->c, w->modify, w->modify_arg,
+    else if (w->kind == 1) {
+        shoal_crdt_t *initial = w->initial;
+        w->initial = NULL; /* update owns it now, whatever it returns */
+        rc = shoal_replicator_update(w->r, w->key, initial, &w->c, w->modify, w->modify_arg,
                                      sync_update_done, w);
-    else
+    } else
         rc = shoal_replicator_delete(w->r, w->key, &w->c, sync_update_done, w);
     if (rc < 0)
         waiter_finish(w, rc, NULL);
     return 0;
 }
 
+/* Takes ownership of req->initial (an update's), on every path. */
 static int sync_run(const waiter_t *req, shoal_crdt_t **out)
 {
-    if (shoal_system_on_thread(req->r->sys))
+    if (shoal_system_on_thread(req->r->sys)) {
+        shoal_crdt_t *initial = req->initial;
+        shoal_crdt_destroy(&initial);
         return SHOAL_EDEADLK;
+    }
     waiter_t *w = shoal_malloc(sizeof *w);
     *w = *req;
     pthread_mutex_init(&w->mu, NULL);
@@ -2060,7 +2131,8 @@ static int sync_run(const waiter_t *req, shoal_crdt_t **out)
     w->value = NULL;
     int rc = shoal_system_call(w->r->sys, sync_start, w);
     if (rc < 0) {
-        /* sync_start never ran: the completion will not come */
+        /* sync_start never ran: the completion will not come, nor did update take initial */
+        shoal_crdt_destroy(&w->initial);
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         free(w);
@@ -2094,12 +2166,14 @@ int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoa
     return sync_run(&w, out);
 }
 
-int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key,
-                                 const shoal_crdt_t *initial, const shoal_consistency_t *c,
-                                 shoal_update_fn *modify, void *modify_arg)
+int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
+                                 const shoal_consistency_t *c, shoal_update_fn *modify,
+                                 void *modify_arg)
 {
-    if (!r || !c)
+    if (!r || !c) {
+        shoal_crdt_destroy(&initial);
         return SHOAL_EINVAL;
+    }
     waiter_t w = {.r = r, .key = key, .initial = initial, .c = *c, .modify = modify,
                   .modify_arg = modify_arg, .kind = 1};
     return sync_run(&w, NULL);
@@ -2112,6 +2186,170 @@ int shoal_replicator_delete_sync(shoal_replicator_t *r, const char *key,
         return SHOAL_EINVAL;
     waiter_t w = {.r = r, .key = key, .c = *c, .kind = 2};
     return sync_run(&w, NULL);
+}
+
+/* The other _sync twins: each runs its node-thread call inside shoal_system_call (the caller
+   waits; SHOAL_EDEADLK on the node thread itself). */
+typedef struct {
+    shoal_replicator_t *r;
+    const shoal_node_t *node;
+    bool counted;
+    uint64_t age;
+    const char *key;
+    shoal_changed_fn *fn;
+    void *arg;
+    int id;
+    /* keys_sync: what the node thread collected */
+    char **keys;
+    const shoal_type_t **types;
+    size_t n, cap;
+} twin_t;
+
+static int twin_add_peer(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_add_peer(t->r, t->node, t->counted, t->age);
+}
+
+int shoal_replicator_add_peer_sync(shoal_replicator_t *r, const shoal_node_t *node, bool counted,
+                                   uint64_t age)
+{
+    if (!r || !node)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r, .node = node, .counted = counted, .age = age};
+    return shoal_system_call(r->sys, twin_add_peer, &t);
+}
+
+static int twin_remove_peer(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_remove_peer(t->r, t->node);
+}
+
+int shoal_replicator_remove_peer_sync(shoal_replicator_t *r, const shoal_node_t *node)
+{
+    if (!r || !node)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r, .node = node};
+    return shoal_system_call(r->sys, twin_remove_peer, &t);
+}
+
+static int twin_node_removed(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_node_removed(t->r, t->node);
+}
+
+int shoal_replicator_node_removed_sync(shoal_replicator_t *r, const shoal_node_t *node)
+{
+    if (!r || !node)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r, .node = node};
+    return shoal_system_call(r->sys, twin_node_removed, &t);
+}
+
+static int twin_subscribe(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_subscribe(t->r, t->key, t->fn, t->arg);
+}
+
+int shoal_replicator_subscribe_sync(shoal_replicator_t *r, const char *key_or_prefix,
+                                    shoal_changed_fn *fn, void *arg)
+{
+    if (!r || !key_or_prefix || !fn)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r, .key = key_or_prefix, .fn = fn, .arg = arg};
+    return shoal_system_call(r->sys, twin_subscribe, &t);
+}
+
+static int twin_unsubscribe(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_unsubscribe(t->r, t->id);
+}
+
+int shoal_replicator_unsubscribe_sync(shoal_replicator_t *r, int id)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r, .id = id};
+    return shoal_system_call(r->sys, twin_unsubscribe, &t);
+}
+
+static int twin_flush(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    shoal_replicator_flush(((twin_t *)arg)->r);
+    return 0;
+}
+
+int shoal_replicator_flush_sync(shoal_replicator_t *r)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r};
+    return shoal_system_call(r->sys, twin_flush, &t);
+}
+
+static int twin_replica_count(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    size_t n = shoal_replicator_replica_count(((twin_t *)arg)->r);
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+int shoal_replicator_replica_count_sync(shoal_replicator_t *r)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r};
+    return shoal_system_call(r->sys, twin_replica_count, &t);
+}
+
+static int collect_key(const char *key, const shoal_type_t *type, void *arg)
+{
+    twin_t *t = arg;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->keys = shoal_realloc(t->keys, t->cap * sizeof *t->keys);
+        t->types = shoal_realloc(t->types, t->cap * sizeof *t->types);
+    }
+    t->keys[t->n] = strdup(key);
+    if (!t->keys[t->n])
+        abort();
+    t->types[t->n++] = type;
+    return 0;
+}
+
+static int twin_keys(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_replicator_keys(t->r, collect_key, t);
+}
+
+int shoal_replicator_keys_sync(shoal_replicator_t *r, shoal_key_fn *fn, void *arg)
+{
+    if (!r || !fn)
+        return SHOAL_EINVAL;
+    twin_t t = {.r = r};
+    /* copied on the node thread, handed to fn here: fn may take its time, or call _sync
+       functions, without holding up the node */
+    int rc = shoal_system_call(r->sys, twin_keys, &t);
+    for (size_t i = 0; i < t.n; i++) {
+        if (rc == 0)
+            rc = fn(t.keys[i], t.types[i], arg);
+        free(t.keys[i]);
+    }
+    free(t.keys);
+    free(t.types);
+    return rc;
 }
 
 int64_t repl_wall_ms(void)

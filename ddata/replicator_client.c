@@ -477,15 +477,16 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
                 pending_reply_t *p = pending(sys, to);
                 /* the modify function runs inside the update call, while m is alive — unless the
                    replicator is still loading, which client requests wait out by refusal */
-                if (shoal_replicator_replica_count(r) == 0)
+                if (shoal_replicator_replica_count(r) == 0) {
                     rc = SHOAL_EBUSY;
-                else
+                    shoal_crdt_destroy(&init);
+                } else { /* the update owns init */
                     rc = shoal_replicator_update(r, m->key, init, &c, apply_op, &oc, update_done, p);
+                }
                 if (rc < 0)
                     free(p);
                 else if (r->watches)
                     shoal_replicator_flush(r); /* each client write is an event for watchers */
-                shoal_crdt_destroy(&init);
             }
         }
         shoal__client__update__free_unpacked(m, NULL);

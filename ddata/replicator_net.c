@@ -1098,7 +1098,7 @@ int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_no
     if (!r || !key || !to)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_system_call");
     entry_t *e = repl_entry(r, key, strlen(key));
     if (!e || (!e->value && !e->deleted))
         return SHOAL_ENOTFOUND;

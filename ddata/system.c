@@ -1860,6 +1860,7 @@ static void common_opts(shoal_system_t *sys, void *sock)
 
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
 {
+    shoal_error_detail_clear();
     int dummy;
     if (!err)
         err = &dummy;
@@ -1872,15 +1873,16 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
        node id peers cannot dial, without a word */
     char why[256];
     if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
-        shoal_error("shoal: cannot start a node at %s: %s", s->endpoint, why);
+        shoal_error_detail_log("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
     }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
     if (has_cert != has_allow) {
-        shoal_error("shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
-                   "is missing)",
-                   s->endpoint, has_cert ? "the allow-list" : "the certificate");
+        shoal_error_detail_log(
+            "shoal %s: CURVE needs both a certificate and an allow-list directory (%s "
+            "is missing)",
+            s->endpoint, has_cert ? "the allow-list" : "the certificate");
         return NULL;
     }
     void *ctx = shoal_zmq_context();
@@ -1903,8 +1905,8 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
-        shoal_error("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
-                   zmq_strerror(errno));
+        shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
+                               zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1921,7 +1923,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     size_t piece = s->max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
     set_int(sys->router, ZMQ_SNDHWM, (int)(SHOAL_REPLY_MAX_LIMIT / piece) + 1001);
     if (zmq_bind(sys->router, s->endpoint) != 0) {
-        shoal_error("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
+        shoal_error_detail_log("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -1932,11 +1934,11 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     if (zmq_getsockopt(sys->router, ZMQ_LAST_ENDPOINT, bound, &blen) != 0 ||
         shoal_endpoint_split(bound, host, sizeof host, &port) != 0 ||
         !(sys->self = shoal_node_make(host, port, s->uid ? s->uid : random_uid()))) {
-        shoal_error("shoal: bound %s but cannot name the node after it", s->endpoint);
+        shoal_error_detail_log("shoal: bound %s but cannot name the node after it", s->endpoint);
         goto fail;
     }
     if (shoal_listener_bound(sys->guard) != 0) {
-        shoal_error("shoal: bound %s but cannot tell its port", s->endpoint);
+        shoal_error_detail_log("shoal: bound %s but cannot tell its port", s->endpoint);
         *err = SHOAL_EIO;
         goto fail;
     }
@@ -2043,12 +2045,19 @@ void shoal_system_destroy(shoal_system_t **self_p)
 /* ---------------------------------------------------------------------------------------------
  * Node-thread API
  */
+#define ON_THREAD_OR(sys, way_in)                                                                  \
+    do {                                                                                           \
+        if (!(sys))                                                                                \
+            return SHOAL_EINVAL;                                                                   \
+        if (!shoal_system_on_thread(sys))                                                          \
+            return shoal_wrong_thread(__func__, way_in);                                           \
+    } while (0)
 #define ON_THREAD(sys)                                                                             \
     do {                                                                                           \
         if (!(sys))                                                                                \
             return SHOAL_EINVAL;                                                                   \
         if (!shoal_system_on_thread(sys))                                                          \
-            return SHOAL_ETHREAD;                                                                  \
+            return shoal_wrong_thread(__func__, "shoal_system_call or shoal_system_post");         \
     } while (0)
 
 static handler_t *handler_slot(shoal_system_t *sys, uint16_t kind)
@@ -2118,7 +2127,7 @@ static peer_t *peer_by_endpoint(const shoal_system_t *sys, const char *endpoint)
 
 int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
 {
-    ON_THREAD(sys);
+    ON_THREAD_OR(sys, "shoal_system_connect_sync");
     char host[SHOAL_ENDPOINT_MAX + 1];
     uint16_t port;
     if (!endpoint || strlen(endpoint) > SHOAL_ENDPOINT_MAX ||
@@ -2179,7 +2188,7 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
 
 int shoal_system_disconnect(shoal_system_t *sys, const char *endpoint)
 {
-    ON_THREAD(sys);
+    ON_THREAD_OR(sys, "shoal_system_disconnect_sync");
     if (!endpoint)
         return SHOAL_EINVAL;
     size_t i;
@@ -2430,6 +2439,31 @@ static int do_fault(shoal_system_t *sys, void *arg)
               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
               cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
     return 0;
+}
+
+/* The _sync twins of connect and disconnect, for other threads (SHOAL_EDEADLK on the node's). */
+static int twin_connect(shoal_system_t *sys, void *arg)
+{
+    return shoal_system_connect(sys, arg);
+}
+
+int shoal_system_connect_sync(shoal_system_t *sys, const char *endpoint)
+{
+    if (!sys || !endpoint)
+        return SHOAL_EINVAL;
+    return shoal_system_call(sys, twin_connect, (void *)endpoint);
+}
+
+static int twin_disconnect(shoal_system_t *sys, void *arg)
+{
+    return shoal_system_disconnect(sys, arg);
+}
+
+int shoal_system_disconnect_sync(shoal_system_t *sys, const char *endpoint)
+{
+    if (!sys || !endpoint)
+        return SHOAL_EINVAL;
+    return shoal_system_call(sys, twin_disconnect, (void *)endpoint);
 }
 
 static int run_here_or_call(shoal_system_t *sys, shoal_call_fn *fn, void *arg)

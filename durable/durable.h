@@ -57,17 +57,23 @@
     with ddata-dump --salvage). A foreign or newer environment is never moved aside: it is
     refused whatever on_corruption says.
 
-    THREADS. store() and load() run on the node thread; shoal_durable_store, compact, stats and
-    close may be called from any thread. The write-behind thread shares the environment under a
-    mutex; every LMDB transaction of this process is taken under it, so the map can grow safely.
-    Close an environment only after destroying the replicators that use its stores.
+    THREADS: the rule of ddata.h (THE THREAD RULE). Every call here is any-thread: open, close,
+    shoal_durable_store, check, compact, stats, set_map_max, metrics, last_error. The store's own
+    store() and load() are the replicator's, called on its node thread; done(arg, status) runs
+    there, inside store() (write-behind calls it at once).
+    shoal_durable_open returns NULL with *err and the words in shoal_last_error_detail(). The
+   write-behind thread shares the environment under a mutex; every LMDB transaction of this process
+   is taken under it, so the map can grow safely. Close an environment only after destroying the
+   replicators that use its stores.
 
     Usage:
         shoal_durable_settings_t ds;
         shoal_durable_settings_default(&ds);
         ds.dir = "/var/lib/app/ddata";
-        char err[256];
-        shoal_durable_t *d = shoal_durable_open(&ds, err, sizeof err);   // NULL: err says why
+        int err;
+        shoal_durable_t *d = shoal_durable_open(&ds, &err);
+        if (!d)   // the code, and in words why (the directory, LMDB's message, the way out)
+            fprintf(stderr, "%s: %s\n", shoal_strerror(err), shoal_last_error_detail());
         rs.store = shoal_durable_store(d, rs.role);   // rs: shoal_replicator_settings_t
         ... shoal_replicator_new(sys, &rs, &e) ... shoal_replicator_destroy(&r) ...
         shoal_durable_close(&d);
@@ -107,9 +113,17 @@ typedef struct shoal_durable shoal_durable_t;
 
 /* Opens (creating it if needed) the environment in s->dir, locking the directory until close
    (see ONE PROCESS PER DIRECTORY: an open of a directory that is already open, in any process,
-   fails naming the holder's pid). NULL on failure with a message naming the directory and the
-   way out in err (NUL-terminated, truncated to errlen). */
-shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err, size_t errlen);
+   fails naming the holder's pid). NULL on failure with *err (err may be NULL):
+     SHOAL_EINVAL    no directory, map_size 0, a name too long;
+     SHOAL_EBUSY     the directory is in use (by another process, or already open in this one);
+     SHOAL_EIO       it cannot be created, opened or locked (permissions, a read-only file
+                     system, not a directory), or moving a corrupt one aside failed;
+     SHOAL_EDECODE   corrupt, or not a Shoal store (foreign LMDB file);
+     SHOAL_EVERSION  written by a newer build;
+     SHOAL_ESTORE    LMDB failed otherwise.
+   and shoal_last_error_detail() naming the directory, what LMDB or the check said, and the way
+   out ("move it aside, or open it with on_corruption = SHOAL_DURABLE_RESYNC ..."). Any thread. */
+shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, int *err);
 /* Flushes pending write-behind changes, stops the write-behind thread, closes. NULL-safe. */
 void shoal_durable_close(shoal_durable_t **self_p);
 

@@ -123,6 +123,21 @@ static char *xstrdup(const char *s)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void fail_with(int *code, int value, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* An open's failure: its code (shoal_durable_open's *err) and its message. */
+static void fail_with(int *code, int value, char *err, size_t errlen, const char *fmt, ...)
+{
+    *code = value;
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)
@@ -994,13 +1009,14 @@ static long lock_holder(int fd)
    next opener taking it). O_CLOEXEC: a program the application execs must not keep the lock
    after this process dies (a child forked without exec, such as the check's, shares it until it
    exits). Returns the descriptor, or -1 with the reason in err. */
-static int lock_dir(const char *dir, char *err, size_t errlen)
+static int lock_dir(const char *dir, int *code, char *err, size_t errlen)
 {
     int rc = mkdir_p(dir);
     if (rc != 0) {
         const char *hint = access_hint(rc);
-        set_err(err, errlen, "durable store %s: cannot create the directory: %s%s%s", dir,
-                strerror(rc), hint ? "; " : "", hint ? hint : "");
+        fail_with(code, SHOAL_EIO, err, errlen,
+                  "durable store %s: cannot create the directory: %s%s%s", dir, strerror(rc),
+                  hint ? "; " : "", hint ? hint : "");
         return -1;
     }
     char path[4200];
@@ -1009,8 +1025,9 @@ static int lock_dir(const char *dir, char *err, size_t errlen)
     if (fd < 0) {
         int e = errno;
         const char *hint = access_hint(e);
-        set_err(err, errlen, "durable store %s: cannot open the lock file %s: %s%s%s", dir, path,
-                strerror(e), hint ? "; " : "", hint ? hint : "");
+        fail_with(code, SHOAL_EIO, err, errlen,
+                  "durable store %s: cannot open the lock file %s: %s%s%s", dir, path, strerror(e),
+                  hint ? "; " : "", hint ? hint : "");
         return -1;
     }
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
@@ -1021,18 +1038,25 @@ static int lock_dir(const char *dir, char *err, size_t errlen)
         int e = errno;
         long pid = e == EAGAIN || e == EACCES || e == EWOULDBLOCK ? lock_holder(fd) : -1;
         if (pid == (long)getpid())
-            set_err(err, errlen, "durable store %s: the data directory is in use by process %ld, "
-                    "this one (lock file %s): it is already open here; close it first, or give "
-                    "this node a directory of its own", dir, pid, path);
+            fail_with(code, SHOAL_EBUSY, err, errlen,
+                      "durable store %s: the data directory is in use by process %ld, "
+                      "this one (lock file %s): it is already open here; close it first, or give "
+                      "this node a directory of its own",
+                      dir, pid, path);
         else if (pid > 0)
-            set_err(err, errlen, "durable store %s: the data directory is in use by process %ld "
-                    "(lock file %s); one node per data directory: stop that process, or give "
-                    "this node a directory of its own", dir, pid, path);
+            fail_with(code, SHOAL_EBUSY, err, errlen,
+                      "durable store %s: the data directory is in use by process %ld "
+                      "(lock file %s); one node per data directory: stop that process, or give "
+                      "this node a directory of its own",
+                      dir, pid, path);
         else if (pid == 0)
-            set_err(err, errlen, "durable store %s: the data directory is in use (lock file "
-                    "%s, no pid in it yet); one node per data directory", dir, path);
+            fail_with(code, SHOAL_EBUSY, err, errlen,
+                      "durable store %s: the data directory is in use (lock file "
+                      "%s, no pid in it yet); one node per data directory",
+                      dir, path);
         else
-            set_err(err, errlen, "durable store %s: cannot lock %s: %s", dir, path, strerror(e));
+            fail_with(code, SHOAL_EIO, err, errlen, "durable store %s: cannot lock %s: %s", dir,
+                      path, strerror(e));
         close(fd);
         return -1;
     }
@@ -1158,7 +1182,7 @@ const char *shoal_durable_node_id(shoal_durable_t *d)
 /* Opens the environment in dir, whose lock (lock_fd, from lock_dir) it takes over: released by
    free_durable, on failure here too. */
 static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *dir, int lock_fd,
-                                 char *err, size_t errlen)
+                                 int *code, char *err, size_t errlen)
 {
     shoal_durable_t *d = xcalloc(1, sizeof *d);
     d->s = *s;
@@ -1173,14 +1197,14 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
         d->s.map_max = d->map_size;
     char why[200];
     if (data_too_short(dir, why, sizeof why)) { /* also when check_on_open is false */
-        set_err(err, errlen, "durable store %s: %s; " WAY_OUT, dir, why);
+        fail_with(code, SHOAL_EDECODE, err, errlen, "durable store %s: %s; " WAY_OUT, dir, why);
         free_durable(d);
         return NULL;
     }
     int rc = mdb_env_create(&d->env);
     if (rc != 0) {
         d->env = NULL;
-        set_err(err, errlen, "durable store %s: %s", dir, mdb_strerror(rc));
+        fail_with(code, SHOAL_ESTORE, err, errlen, "durable store %s: %s", dir, mdb_strerror(rc));
         free_durable(d);
         return NULL;
     }
@@ -1189,11 +1213,13 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
     rc = mdb_env_open(d->env, dir, MDB_NOTLS | (s->nosync ? MDB_NOSYNC : 0), 0600);
     if (rc != 0) {
         if (access_hint(rc))
-            set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; %s", dir,
-                    mdb_strerror(rc), access_hint(rc));
+            fail_with(code, SHOAL_EIO, err, errlen, "durable store %s: LMDB cannot open it: %s; %s",
+                      dir, mdb_strerror(rc), access_hint(rc));
         else
-            set_err(err, errlen, "durable store %s: LMDB cannot open it: %s; if the files are "
-                    "damaged, " WAY_OUT, dir, mdb_strerror(rc));
+            fail_with(code, SHOAL_ESTORE, err, errlen,
+                      "durable store %s: LMDB cannot open it: %s; if the files are "
+                      "damaged, " WAY_OUT,
+                      dir, mdb_strerror(rc));
         free_durable(d);
         return NULL;
     }
@@ -1208,22 +1234,28 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
     pthread_mutex_unlock(&d->txn_lock);
     if (rc < 0) {
         if (out[0] == 1)
-            set_err(err, errlen, "durable store %s: not a Shoal store (foreign LMDB file); use "
-                    "another directory, or move it aside", dir);
+            fail_with(code, SHOAL_EDECODE, err, errlen,
+                      "durable store %s: not a Shoal store (foreign LMDB file); use "
+                      "another directory, or move it aside",
+                      dir);
         else if (out[0] == 2)
-            set_err(err, errlen, "durable store %s: newer format %d, this build reads %d; run a "
-                    "newer build, or move it aside", dir, out[1], SHOAL_DURABLE_FORMAT_VERSION);
+            fail_with(code, SHOAL_EVERSION, err, errlen,
+                      "durable store %s: newer format %d, this build reads %d; run a "
+                      "newer build, or move it aside",
+                      dir, out[1], SHOAL_DURABLE_FORMAT_VERSION);
         else if (out[0] == 3)
-            set_err(err, errlen, "durable store %s: the format record does not read (%s); "
-                    WAY_OUT, dir, mdb_strerror(out[1]));
+            fail_with(code, SHOAL_EDECODE, err, errlen,
+                      "durable store %s: the format record does not read (%s); " WAY_OUT, dir,
+                      mdb_strerror(out[1]));
         else
-            set_err(err, errlen, "durable store %s: %s", dir, d->last_error);
+            fail_with(code, SHOAL_ESTORE, err, errlen, "durable store %s: %s", dir, d->last_error);
         free_durable(d);
         return NULL;
     }
     if (s->write_behind_ms > 0) {
         if (pthread_create(&d->thread, NULL, write_behind_thread, d) != 0) {
-            set_err(err, errlen, "durable store %s: cannot start the write-behind thread", dir);
+            fail_with(code, SHOAL_ESTORE, err, errlen,
+                      "durable store %s: cannot start the write-behind thread", dir);
             free_durable(d);
             return NULL;
         }
@@ -1232,28 +1264,30 @@ static shoal_durable_t *open_env(const shoal_durable_settings_t *s, const char *
     return d;
 }
 
-shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err, size_t errlen)
+static shoal_durable_t *open_durable(const shoal_durable_settings_t *s, int *code, char *err,
+                                     size_t errlen)
 {
     set_err(err, errlen, "%s", "");
     if (!s || !s->dir || !*s->dir) {
-        set_err(err, errlen, "durable store: no directory given (settings.dir)");
+        fail_with(code, SHOAL_EINVAL, err, errlen,
+                  "durable store: no directory given (settings.dir)");
         return NULL;
     }
     if (s->map_size == 0) {
-        set_err(err, errlen, "durable store %s: map_size is 0", s->dir);
+        fail_with(code, SHOAL_EINVAL, err, errlen, "durable store %s: map_size is 0", s->dir);
         return NULL;
     }
     /* without trailing slashes, so <dir>.corrupt-<time> is a sibling */
     char dir[4096];
     if (snprintf(dir, sizeof dir, "%s", s->dir) >= (int)sizeof dir) {
-        set_err(err, errlen, "durable store: directory name too long");
+        fail_with(code, SHOAL_EINVAL, err, errlen, "durable store: directory name too long");
         return NULL;
     }
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
         dir[n - 1] = 0;
     /* the lock before the check: a second opener must not read (or, resyncing, move aside) a
        directory a running node writes */
-    int lock_fd = lock_dir(dir, err, errlen);
+    int lock_fd = lock_dir(dir, code, err, errlen);
     if (lock_fd < 0)
         return NULL;
     if (s->check_on_open) {
@@ -1263,32 +1297,34 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
         case CHK_OK:
             break;
         case CHK_FOREIGN:
-            set_err(err, errlen, "durable store %s: %s; use another directory, or move it aside",
-                    dir, msg);
+            fail_with(code, SHOAL_EDECODE, err, errlen,
+                      "durable store %s: %s; use another directory, or move it aside", dir, msg);
             goto refused;
         case CHK_NEWER:
-            set_err(err, errlen, "durable store %s: %s; run a newer build, or move it aside", dir,
-                    msg);
+            fail_with(code, SHOAL_EVERSION, err, errlen,
+                      "durable store %s: %s; run a newer build, or move it aside", dir, msg);
             goto refused;
         case CHK_FAILED:
-            set_err(err, errlen, "durable store %s: %s", dir, msg);
+            fail_with(code, SHOAL_ESTORE, err, errlen, "durable store %s: %s", dir, msg);
             goto refused;
         case CHK_CORRUPT:
             if (s->on_corruption != SHOAL_DURABLE_RESYNC) {
-                set_err(err, errlen, "durable store %s: %s; " WAY_OUT, dir, msg);
+                fail_with(code, SHOAL_EDECODE, err, errlen, "durable store %s: %s; " WAY_OUT, dir,
+                          msg);
                 goto refused;
             }
             char to[4200];
             int rc = move_aside(dir, to, sizeof to);
             if (rc != 0) {
-                set_err(err, errlen, "durable store %s: %s; moving it aside failed: %s; " WAY_OUT,
-                        dir, msg, strerror(rc));
+                fail_with(code, SHOAL_EIO, err, errlen,
+                          "durable store %s: %s; moving it aside failed: %s; " WAY_OUT, dir, msg,
+                          strerror(rc));
                 goto refused;
             }
             shoal_error("durable store %s: %s; moved to %s, starting empty (values come back from "
                        "peers)", dir, msg, to);
             /* the lock file went with the directory: lock the new one before letting go */
-            int fresh = lock_dir(dir, err, errlen);
+            int fresh = lock_dir(dir, code, err, errlen);
             unlock_dir(lock_fd);
             if (fresh < 0)
                 return NULL;
@@ -1296,9 +1332,27 @@ shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, char *err
             break;
         }
     }
-    return open_env(s, dir, lock_fd, err, errlen);
+    return open_env(s, dir, lock_fd, code, err, errlen);
 refused:
     unlock_dir(lock_fd);
+    return NULL;
+}
+
+shoal_durable_t *shoal_durable_open(const shoal_durable_settings_t *s, int *err)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    *err = 0;
+    char why[1024] = "";
+    shoal_durable_t *d = open_durable(s, err, why, sizeof why);
+    if (d) {
+        shoal_error_detail_clear();
+        return d;
+    }
+    if (*err == 0) /* every failure above names its code; a forgotten one is still a failure */
+        *err = SHOAL_ESTORE;
+    shoal_error_detail_set(*err, "%s", why);
     return NULL;
 }
 

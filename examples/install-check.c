@@ -19,8 +19,8 @@
 
 #include <stdio.h>
 
-/* The modify function of the update: runs on the node thread with the key's value (a copy of the
-   initial value when the key is new). A value's changes are attributed to a node: this one. */
+/* The modify function of the update: runs on the node thread with the key's value (the initial
+   value itself when the key is new). A value's changes are attributed to a node: this one. */
 static int add_tea(shoal_crdt_t *cart, void *sys)
 {
     return shoal_orset_add(cart, shoal_system_self(sys), "tea", 3);
@@ -33,8 +33,9 @@ int main(void)
     shoal_system_settings_default(&ss);
     ss.endpoint = "tcp://127.0.0.1:0";
     shoal_system_t *sys = shoal_system_new(&ss, &err);
-    if (!sys) {
-        fprintf(stderr, "install-check: the node did not start: %s\n", shoal_strerror(err));
+    if (!sys) { /* the code, and in words why */
+        fprintf(stderr, "install-check: the node did not start: %s: %s\n", shoal_strerror(err),
+                shoal_last_error_detail());
         return 1;
     }
     shoal_replicator_settings_t rs;
@@ -47,9 +48,8 @@ int main(void)
     }
 
     const shoal_consistency_t local = {.level = SHOAL_LOCAL};
-    shoal_crdt_t *empty = shoal_orset_new(); /* the initial value is copied: still ours to free */
-    err = shoal_replicator_update_sync(r, "cart", empty, &local, add_tea, sys);
-    shoal_crdt_destroy(&empty);
+    /* the update takes the initial value: nothing to free here */
+    err = shoal_replicator_update_sync(r, "cart", shoal_orset_new(), &local, add_tea, sys);
     shoal_crdt_t *cart = NULL;
     if (err == 0)
         err = shoal_replicator_get_sync(r, "cart", shoal_type_by_name("ORSet"), &local, &cart);

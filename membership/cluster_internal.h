@@ -5,6 +5,7 @@
 #ifndef SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
 #define SHOAL_MEMBERSHIP_CLUSTER_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include "discovery.h"
 #include "heartbeat.h"
@@ -144,6 +145,9 @@ struct shoal_cluster {
     /* terminated, for other threads: shoal_cluster_terminated is polled by mains (a node
        call each time would wake the node thread for nothing) */
     atomic_bool terminated_seen;
+    /* shoal_cluster_shutdown_wait waits on this for terminated_seen (cluster_mark_terminated) */
+    pthread_mutex_t term_mu;
+    pthread_cond_t term_cv;
     int64_t downed_grace_until; /* a downed node gossips until then before it goes quiet */
     zhash_t *exiting_confirmed; /* node id -> node: Exiting members that confirmed (Akka's
                                    ExitingConfirmed); the leader removes only those */
@@ -205,6 +209,8 @@ void cluster_confirm_exiting(shoal_cluster_t *c);
 void shutdown_start(shoal_cluster_t *c, shoal_shutdown_reason_t why);
 void shutdown_react(shoal_cluster_t *c); /* the state changed: a waiting phase may be done */
 void shutdown_free(shoal_cluster_t *c);
+/* Sets terminated (node thread) and wakes shoal_cluster_shutdown_wait. */
+void cluster_mark_terminated(shoal_cluster_t *c);
 
 /* singleton.c */
 void singletons_react(shoal_cluster_t *c);

@@ -199,6 +199,10 @@ static bool stalled(const shoal_cluster_t *c)
 
 bool shoal_cluster_paused(shoal_cluster_t *c)
 {
+    if (c && !shoal_system_on_thread(c->sys)) {
+        shoal_wrong_thread(__func__, "shoal_cluster_may_act");
+        return false;
+    }
     return c && stalled(c);
 }
 
@@ -379,11 +383,10 @@ static void update_done(shoal_replicator_t *r, int status, const char *key, void
 /* Hands the local state to the system replicator (which merges it into its copy). */
 static void publish(shoal_cluster_t *c)
 {
-    cstate_t *empty = cstate_new();
+    cstate_t *empty = cstate_new(); /* the update owns it */
     shoal_consistency_t local = {.level = SHOAL_LOCAL};
     shoal_replicator_update(c->sysrepl, CLUSTER_KEY, &empty->base, &local, merge_into,
                             &c->state->base, update_done, c);
-    cstate_destroy(&empty);
 }
 
 int cluster_change(shoal_cluster_t *c, cstate_change_fn *fn, void *arg)
@@ -545,7 +548,7 @@ int shoal_cluster_subscribe(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void
     if (!c || !fn)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(c->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_cluster_subscribe_sync");
     c->subs = realloc(c->subs, (c->n_subs + 1) * sizeof *c->subs);
     if (!c->subs)
         abort();
@@ -563,6 +566,8 @@ int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id)
 {
     if (!c)
         return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(c->sys))
+        return shoal_wrong_thread(__func__, "shoal_cluster_unsubscribe_sync");
     for (size_t i = 0; i < c->n_subs; i++)
         if (c->subs[i].id == id) {
             memmove(&c->subs[i], &c->subs[i + 1], (c->n_subs - i - 1) * sizeof *c->subs);
@@ -2478,7 +2483,7 @@ int shoal_cluster_on_up(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg)
     if (!c || !fn)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(c->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_cluster_on_up_sync");
     if (c->up_called) {
         fn(c, arg);
         return 0;
@@ -2491,7 +2496,7 @@ int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg
     if (!c || !fn)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(c->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_cluster_on_removed_sync");
     if (c->removed_called) {
         fn(c, arg);
         return 0;
@@ -2583,6 +2588,7 @@ static int do_start(shoal_system_t *sys, void *arg)
 shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_settings_t *s,
                                    int *err)
 {
+    shoal_error_detail_clear();
     int dummy;
     if (!err)
         err = &dummy;
@@ -2595,8 +2601,14 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     if (!sys || !s->gossip_interval_ms || !s->heartbeat_interval_ms || !(s->threshold > 0) ||
         !s->max_sample_size || !s->monitored_by_nr_of_members || !s->leader_actions_interval_ms ||
         (s->n_seed_nodes && !s->seed_nodes) || (s->n_roles && !s->roles) ||
-        (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size))
+        (s->sbr_strategy == SHOAL_SBR_STATIC_QUORUM && !s->static_quorum_size)) {
+        shoal_error_detail_set(SHOAL_EINVAL, "shoal_cluster_new: %s",
+                               !sys ? "no node"
+                                    : "settings not from shoal_cluster_settings_default (an "
+                                      "interval, threshold or count of 0, a list without its "
+                                      "items, or static-quorum without quorum-size)");
         return NULL;
+    }
     const char *resolver = s->discovery_resolver ? s->discovery_resolver
                                                  : getenv("SHOAL_DNS_RESOLVER");
     if (resolver && !*resolver)
@@ -2610,7 +2622,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
             bad = SHOAL_EINVAL;
         }
         if (bad) {
-            shoal_error("membership: %s", why);
+            shoal_error_detail_log("membership: %s", why);
             return NULL;
         }
     }
@@ -2619,6 +2631,8 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     shoal_cluster_t *c = calloc(1, sizeof *c);
     if (!c)
         abort();
+    pthread_mutex_init(&c->term_mu, NULL);
+    pthread_cond_init(&c->term_cv, NULL);
     c->sys = sys;
     c->self = shoal_system_self(sys);
     c->rng = shoal_node_uid(c->self) ^ (uint64_t)shoal_now_ms() ^ UINT64_C(0x9e3779b97f4a7c15);
@@ -2720,8 +2734,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
 static int do_stop(shoal_system_t *sys, void *arg)
 {
     shoal_cluster_t *c = arg;
-    c->terminated = true;
-    atomic_store(&c->terminated_seen, true);
+    cluster_mark_terminated(c);
     disc_stop(c->disc);
     singletons_stop_all(c);
     int *timers[] = {&c->t_tick, &c->t_gossip, &c->t_leader, &c->t_retry, &c->t_phase,
@@ -2802,7 +2815,78 @@ void shoal_cluster_destroy(shoal_cluster_t **self_p)
     free(c->own_strings);
     free(c->hb_endpoint);
     free(c->self_endpoint);
+    pthread_cond_destroy(&c->term_cv);
+    pthread_mutex_destroy(&c->term_mu);
     free(c);
+}
+
+/* The _sync twins of the node-thread calls (THREADS in membership.h). */
+typedef struct {
+    shoal_cluster_t *c;
+    shoal_cluster_event_fn *efn;
+    shoal_cluster_fn *cfn;
+    void *arg;
+    int id;
+} twin_t;
+
+static int twin_subscribe(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_cluster_subscribe(t->c, t->efn, t->arg);
+}
+
+int shoal_cluster_subscribe_sync(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    twin_t t = {.c = c, .efn = fn, .arg = arg};
+    return shoal_system_call(c->sys, twin_subscribe, &t);
+}
+
+static int twin_unsubscribe(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_cluster_unsubscribe(t->c, t->id);
+}
+
+int shoal_cluster_unsubscribe_sync(shoal_cluster_t *c, int id)
+{
+    if (!c)
+        return SHOAL_EINVAL;
+    twin_t t = {.c = c, .id = id};
+    return shoal_system_call(c->sys, twin_unsubscribe, &t);
+}
+
+static int twin_on_up(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_cluster_on_up(t->c, t->cfn, t->arg);
+}
+
+int shoal_cluster_on_up_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    twin_t t = {.c = c, .cfn = fn, .arg = arg};
+    return shoal_system_call(c->sys, twin_on_up, &t);
+}
+
+static int twin_on_removed(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    twin_t *t = arg;
+    return shoal_cluster_on_removed(t->c, t->cfn, t->arg);
+}
+
+int shoal_cluster_on_removed_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg)
+{
+    if (!c || !fn)
+        return SHOAL_EINVAL;
+    twin_t t = {.c = c, .cfn = fn, .arg = arg};
+    return shoal_system_call(c->sys, twin_on_removed, &t);
 }
 
 int shoal_discovery_check(const char *discovery, const char *resolver, char *err, size_t errlen)

@@ -2,6 +2,26 @@
 
     This header is the whole public API of membership/.
 
+    THREADS: the rule of ddata.h (THE THREAD RULE). Calls said "Thread-safe" or "Any thread"
+    work from any thread (join, leave, down, view, shutdown, shutdown_wait, stats, may_act,
+    self_status, find, forget, follow, add_task); the node-thread ones (subscribe, unsubscribe,
+    on_up, on_removed) have _sync twins and refuse other threads with SHOAL_ETHREAD, naming the
+    twin; shoal_cluster_paused and shoal_cluster_note_event are for the node thread only (the
+    layers above call them from their handlers). Every callback (events, on_up, on_removed,
+    shutdown tasks, singleton start/stop) runs on the node thread. shoal_cluster_new returns
+    NULL with *err and the words in shoal_last_error_detail().
+
+    STARTING AND STOPPING A NODE, in this order:
+        sys = shoal_system_new(&ss, &err);                 // the node: its thread and socket
+        c   = shoal_cluster_new(sys, &cs, &err);           // membership (joins the seeds)
+        r   = shoal_replicator_new(sys, &rs, &err);        // data replicators ...
+        shoal_cluster_follow(c, r);                        // ... that follow the members
+        ... work: shoal_replicator_*_sync from main, or node-thread calls in callbacks ...
+        shoal_cluster_shutdown_wait(c, 30000);             // leave; the others see it Removed
+        shoal_cluster_unfollow(c, r); shoal_replicator_destroy(&r);
+        shoal_cluster_destroy(&c);
+        shoal_system_destroy(&sys);
+
     THE CLUSTER STATE is one replicated value (a custom ddata type, "ClusterState") kept under
     the key "cluster" of the node's SYSTEM REPLICATOR (role "__system", whose peers are every
     member not Removed). It holds
@@ -24,12 +44,12 @@
 
     CONVERGENCE: every member that is Up or Leaving, and every unreachable member that is not
     Down or Exiting, has seen the current version. The LEADER is the first member in address
-    order (shoal_node_cmp: the byte order of "host:port:uid") among the reachable ones that are Up or Leaving (else among the
-    reachable ones not Down); every node computes the same. Role leaders likewise within a role.
-    The leader, only on convergence: Joining/WeaklyUp -> Up (once min-nr-of-members, global and
-    per role, is reached; up-numbers in address order), Leaving -> Exiting, Exiting -> Removed,
-    Down -> Removed. Without convergence it moves a Joining member that has waited weakly-up-after
-    to WeaklyUp. Downing needs no convergence.
+    order (shoal_node_cmp: the byte order of "host:port:uid") among the reachable ones that are Up
+   or Leaving (else among the reachable ones not Down); every node computes the same. Role leaders
+   likewise within a role. The leader, only on convergence: Joining/WeaklyUp -> Up (once
+   min-nr-of-members, global and per role, is reached; up-numbers in address order), Leaving ->
+   Exiting, Exiting -> Removed, Down -> Removed. Without convergence it moves a Joining member that
+   has waited weakly-up-after to WeaklyUp. Downing needs no convergence.
 
     GOSSIP (the system replicator's policy): a new clock is pushed at once, whole, to two members
     (ones that have not seen it first); pushes are push-pull (a receiver that knew more answers
@@ -385,7 +405,9 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out);
 
 /* Events. A new subscriber first receives the current state as events (SHOAL_EV_SNAPSHOT_BEGIN,
    one MEMBER_* per member for its status, UNREACHABLE for each unreachable one, LEADER_CHANGED,
-   CONVERGENCE, SHOAL_EV_SNAPSHOT_END), then every change. Node thread. Returns an id > 0. */
+   CONVERGENCE, SHOAL_EV_SNAPSHOT_END), then every change. fn runs on the node thread (the
+   snapshot inside the call). Node thread; from other threads the _sync twins below. Returns an
+   id > 0. */
 typedef enum {
     SHOAL_EV_SNAPSHOT_BEGIN = 1,
     SHOAL_EV_SNAPSHOT_END,
@@ -414,6 +436,10 @@ typedef void (shoal_cluster_event_fn)(shoal_cluster_t *c, const shoal_cluster_ev
                                       void *arg);
 int shoal_cluster_subscribe(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg);
 int shoal_cluster_unsubscribe(shoal_cluster_t *c, int id);
+/* The same from any other thread (SHOAL_EDEADLK on the node thread). Once unsubscribe_sync
+   returns, fn is not running and is never called again for that id. */
+int shoal_cluster_subscribe_sync(shoal_cluster_t *c, shoal_cluster_event_fn *fn, void *arg);
+int shoal_cluster_unsubscribe_sync(shoal_cluster_t *c, int id);
 
 /* Orderly shutdown, in phases run in this order. */
 typedef enum {
@@ -447,18 +473,36 @@ int shoal_cluster_add_task(shoal_cluster_t *c, shoal_phase_t phase, const char *
 /* Removes the tasks registered with fn and arg (an upper layer that stops before the cluster
    does); returns how many. A task already running must still call its done. */
 int shoal_cluster_remove_task(shoal_cluster_t *c, shoal_task_fn *fn, void *arg);
-/* Starts the shutdown (idempotent; thread-safe). */
+/* Starts the shutdown (idempotent; thread-safe) and returns at once. */
 int shoal_cluster_shutdown(shoal_cluster_t *c);
 /* True once every phase has run. Thread-safe. */
 bool shoal_cluster_terminated(shoal_cluster_t *c);
+/* THE BLOCKING SHUTDOWN, for main and other threads: starts the shutdown (as
+   shoal_cluster_shutdown) and waits until every phase has run (shoal_cluster_terminated) or
+   timeout_ms has passed. 0 when terminated, SHOAL_ETIMEOUT (the shutdown goes on; wait again, or
+   destroy anyway), SHOAL_EDEADLK from the node thread (the phases run there: use
+   shoal_cluster_shutdown with shoal_cluster_on_removed instead). The phases' own timeouts bound
+   the whole: the defaults allow about 10 s + 5 s per phase that has tasks; 30000 is a good bound.
+   The order to stop a node:
+       shoal_cluster_shutdown_wait(c, 30000);   // leave: the others see this node Removed
+       ... stop what uses the node (regions: shoal_sharding_destroy; singletons) ...
+       shoal_cluster_destroy(&c);
+       ... shoal_replicator_destroy(&r) for your replicators; shoal_durable_close(&d) ...
+       shoal_system_destroy(&sys);
+   Any thread but the node's. */
+int shoal_cluster_shutdown_wait(shoal_cluster_t *c, uint32_t timeout_ms);
 /* Called once, on the node thread: when this member is Up, and when it is Removed (or shut
-   down). */
+   down); at once, inside the call, when that has happened already. Node thread; from other
+   threads the _sync twins. */
 typedef void (shoal_cluster_fn)(shoal_cluster_t *c, void *arg);
 int shoal_cluster_on_up(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
 int shoal_cluster_on_removed(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+int shoal_cluster_on_up_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
+int shoal_cluster_on_removed_sync(shoal_cluster_t *c, shoal_cluster_fn *fn, void *arg);
 
 /* Singletons. start(term) runs on the host when it takes the singleton; stop() when it gives it
-   up (hand-over, leaving, downed, shutdown). `role` NULL or "" = any member. */
+   up (hand-over, leaving, downed, shutdown); both on the node thread. `role` NULL or "" = any
+   member. new and destroy: any thread. */
 typedef struct shoal_singleton shoal_singleton_t;
 typedef void (shoal_singleton_start_fn)(shoal_singleton_t *s, uint64_t term, void *arg);
 typedef void (shoal_singleton_stop_fn)(shoal_singleton_t *s, void *arg);
@@ -466,6 +510,7 @@ shoal_singleton_t *shoal_singleton_new(shoal_cluster_t *c, const char *name, con
                                        shoal_singleton_start_fn *start,
                                        shoal_singleton_stop_fn *stop, void *arg);
 void shoal_singleton_destroy(shoal_singleton_t **self_p);
+/* The queries are thread-safe. */
 bool shoal_singleton_running(const shoal_singleton_t *s); /* running here */
 uint64_t shoal_singleton_term(const shoal_singleton_t *s); /* term of the incarnation here */
 /* Where the singleton should run now, as this node sees it (NULL: nowhere yet). */

@@ -301,6 +301,10 @@ void shoal_cluster_note_event(shoal_cluster_t *c, const char *event, const shoal
 {
     if (!c || !c->events || !event)
         return;
+    if (!shoal_system_on_thread(c->sys)) {
+        shoal_wrong_thread(__func__, "shoal_system_call");
+        return;
+    }
     event_t *x = event_add(c->events);
     snprintf(x->name, sizeof x->name, "%s", event);
     snprintf(x->node, sizeof x->node, "%s", node ? shoal_node_id(node) : "");

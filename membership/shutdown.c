@@ -93,13 +93,14 @@ static void finish(shoal_cluster_t *c)
         c->t_confirm = 0;
     }
     c->terminated = true;
-    atomic_store(&c->terminated_seen, true);
     shoal_info("%s: cluster shutdown complete", shoal_node_id(c->self));
     if (!c->removed_called) {
         c->removed_called = true;
         for (size_t i = 0; i < c->n_on_removed; i++)
             c->on_removed[i].fn(c, c->on_removed[i].arg);
     }
+    /* other threads learn of it last: shoal_cluster_shutdown_wait returns after on_removed */
+    cluster_mark_terminated(c);
 }
 
 /* cluster-exiting-done: tell the others this member is done, again until it is removed (the
@@ -316,4 +317,39 @@ int shoal_cluster_shutdown(shoal_cluster_t *c)
 bool shoal_cluster_terminated(shoal_cluster_t *c)
 {
     return c && atomic_load(&c->terminated_seen);
+}
+
+void cluster_mark_terminated(shoal_cluster_t *c)
+{
+    c->terminated = true;
+    pthread_mutex_lock(&c->term_mu);
+    atomic_store(&c->terminated_seen, true);
+    pthread_cond_broadcast(&c->term_cv);
+    pthread_mutex_unlock(&c->term_mu);
+}
+
+int shoal_cluster_shutdown_wait(shoal_cluster_t *c, uint32_t timeout_ms)
+{
+    if (!c)
+        return SHOAL_EINVAL;
+    if (shoal_system_on_thread(c->sys)) {
+        /* the phases run on this thread: waiting here would stop them */
+        shoal_error_detail_set(SHOAL_EDEADLK,
+                               "shoal_cluster_shutdown_wait: not from the node "
+                               "thread (the shutdown runs there); call shoal_cluster_shutdown and "
+                               "shoal_cluster_on_removed instead");
+        shoal_warning("%s", shoal_last_error_detail());
+        return SHOAL_EDEADLK;
+    }
+    int rc = shoal_cluster_shutdown(c);
+    if (rc < 0 && !shoal_cluster_terminated(c))
+        return rc;
+    struct timespec until = shoal_deadline_in(timeout_ms);
+    pthread_mutex_lock(&c->term_mu);
+    while (!atomic_load(&c->terminated_seen))
+        if (pthread_cond_timedwait(&c->term_cv, &c->term_mu, &until) != 0)
+            break;
+    bool done = atomic_load(&c->terminated_seen);
+    pthread_mutex_unlock(&c->term_mu);
+    return done ? 0 : SHOAL_ETIMEOUT;
 }

@@ -198,17 +198,43 @@ void shoal_singleton_destroy(shoal_singleton_t **self_p)
     free(s);
 }
 
+/* The three queries read the node thread's state: from another thread through a call. */
+typedef struct {
+    const shoal_singleton_t *s;
+    bool running;
+    uint64_t term;
+    const shoal_node_t *host;
+} query_t;
+
+static int do_query(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    query_t *q = arg;
+    q->running = q->s->running;
+    q->term = q->s->term;
+    q->host = cstate_oldest(q->s->c->state, q->s->role);
+    return 0;
+}
+
+static query_t query(const shoal_singleton_t *s)
+{
+    query_t q = {s, false, 0, NULL};
+    if (s && cluster_call(s->c, do_query, &q) < 0)
+        q = (query_t){s, false, 0, NULL};
+    return q;
+}
+
 bool shoal_singleton_running(const shoal_singleton_t *s)
 {
-    return s && s->running;
+    return query(s).running;
 }
 
 uint64_t shoal_singleton_term(const shoal_singleton_t *s)
 {
-    return s ? s->term : 0;
+    return query(s).term;
 }
 
 const shoal_node_t *shoal_singleton_host(const shoal_singleton_t *s)
 {
-    return s ? cstate_oldest(s->c->state, s->role) : NULL;
+    return query(s).host;
 }

@@ -275,12 +275,10 @@ static shoal_consistency_t write_consistency(const coordinator_t *co)
 
 static void write_issue(coordinator_t *co, write_t *w)
 {
-    shoal_crdt_t *initial = shoal_lwwmap_new();
     shoal_consistency_t c = write_consistency(co);
     co->stats.state_writes++;
-    int rc = shoal_replicator_update(co->r->rep, co->key, initial, &c, write_modify, w,
+    int rc = shoal_replicator_update(co->r->rep, co->key, shoal_lwwmap_new(), &c, write_modify, w,
                                      write_done, w);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         write_done(co->r->rep, rc, co->key, w);
 }

@@ -179,10 +179,8 @@ int shoal_daemon_rescale(shoal_region_t *r, uint32_t n)
     snprintf(buf + k + 1, sizeof buf - (size_t)k - 1, "%s", shoal_node_id(r->self));
     char key[256];
     key_of(r, key, sizeof key);
-    shoal_crdt_t *initial = shoal_lwwreg_new();
     shoal_consistency_t c = {SHOAL_MAJORITY, 0, r->s.updating_state_timeout_ms, 0, 0, false};
-    int rc = shoal_replicator_update_sync(r->rep, key, initial, &c, put_count, buf);
-    shoal_crdt_destroy(&initial);
+    int rc = shoal_replicator_update_sync(r->rep, key, shoal_lwwreg_new(), &c, put_count, buf);
     if (rc == 0 || rc == SHOAL_ETIMEOUT) {
         /* applied here either way; the next keep-alive acts on it at once */
         daemon_ctx_t x = {r, n, r->keep_alive_ms};

@@ -476,10 +476,8 @@ int shoal_external_allocate(shoal_region_t *r, const char *shard, const char *ad
         return SHOAL_EINVAL;
     char key[256];
     snprintf(key, sizeof key, "external-shard-allocation-%s", r->name);
-    shoal_crdt_t *initial = shoal_lwwmap_new();
     shoal_consistency_t c = {SHOAL_MAJORITY, 0, timeout_ms ? timeout_ms : 5000, 0, 0, false};
     ext_put_t x = {r->self, shard, address};
-    int rc = shoal_replicator_update_sync(r->rep, key, initial, &c, ext_modify, &x);
-    shoal_crdt_destroy(&initial);
+    int rc = shoal_replicator_update_sync(r->rep, key, shoal_lwwmap_new(), &c, ext_modify, &x);
     return rc;
 }

@@ -630,8 +630,17 @@ shoal_sender_t shoal_entity_sender(const shoal_entity_t *e)
     return e ? e->sender : none;
 }
 
+int entity_wrong_thread(const shoal_entity_t *e, const char *call)
+{
+    if (!e || shoal_system_on_thread(e->shard->r->sys))
+        return 0;
+    return shoal_wrong_thread(call, ENTITY_WAY_IN);
+}
+
 int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
 {
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     /* a reliable message's reply goes with its confirmation, once its save is in */
     if (e && e->depth && (!len || data) && state_capture_reply(e, data, len))
         return 0;
@@ -648,17 +657,42 @@ int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *
     if (!r || !to || !to->ask_id || (len && !data))
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
-        return SHOAL_ETHREAD;
+        return shoal_wrong_thread(__func__, "shoal_region_reply_sync");
     if (len + 64 > shoal_system_max_message_bytes(r->sys))
         return SHOAL_ETOOBIG;
     send_reply(r, to->node, to->ask_id, 0, data, len);
     return 0;
 }
 
+typedef struct {
+    shoal_region_t *r;
+    const shoal_sender_t *to;
+    const void *data;
+    size_t len;
+} reply_twin_t;
+
+static int reply_twin(shoal_system_t *sys, void *arg)
+{
+    (void)sys;
+    reply_twin_t *t = arg;
+    return shoal_region_reply(t->r, t->to, t->data, t->len);
+}
+
+int shoal_region_reply_sync(shoal_region_t *r, const shoal_sender_t *to, const void *data,
+                            size_t len)
+{
+    if (!r || !to)
+        return SHOAL_EINVAL;
+    reply_twin_t t = {r, to, data, len};
+    return shoal_system_call(r->sys, reply_twin, &t);
+}
+
 int shoal_entity_passivate(shoal_entity_t *e)
 {
     if (!e)
         return SHOAL_EINVAL;
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     entity_begin_stop(e, true);
     return 0;
 }
@@ -667,6 +701,8 @@ int shoal_entity_stop(shoal_entity_t *e)
 {
     if (!e)
         return SHOAL_EINVAL;
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     e->stop_now = true;
     if (e->status != E_STOPPING) {
         e->status = E_STOPPING;

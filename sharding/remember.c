@@ -353,12 +353,10 @@ static void flush_writes(shard_t *s)
         w[k]->life = life_ref(s->life);
         char key[SHOAL_SHARD_ID_MAX + 300];
         key_of(r, s->id, k, key, sizeof key);
-        shoal_crdt_t *initial = shoal_orset_new();
         s->writes_in_flight++;
         r->stats.remember_writes++;
-        int rc = shoal_replicator_update(r->rep, key, initial, &c, write_modify, w[k], write_done,
-                                         w[k]);
-        shoal_crdt_destroy(&initial);
+        int rc = shoal_replicator_update(r->rep, key, shoal_orset_new(), &c, write_modify, w[k],
+                                         write_done, w[k]);
         if (rc < 0)
             write_done(r->rep, rc, key, w[k]);
     }
@@ -508,12 +506,10 @@ static void note_shard(shard_t *s)
         abort();
     x->life = life_ref(s->life);
     snprintf(x->shard, sizeof x->shard, "%s", s->id);
-    shoal_crdt_t *initial = shoal_gset_new();
     shoal_consistency_t c = write_level(r);
     s->writes_in_flight++;
-    int rc = shoal_replicator_update(r->rep, key, initial, &c, all_shards_add, x->shard,
+    int rc = shoal_replicator_update(r->rep, key, shoal_gset_new(), &c, all_shards_add, x->shard,
                                      note_done, x);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         note_done(r->rep, rc, key, x);
 }

@@ -269,15 +269,16 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
     int e = 0;
     if (!err)
         err = &e;
+    shoal_error_detail_clear();
     if (!c) {
-        *err = SHOAL_EINVAL;
+        *err = shoal_error_detail_set(SHOAL_EINVAL, "shoal_sharding_new: no cluster");
         return NULL;
     }
     /* at most one live entity: a node cut off must be fenced before the other side can
        reallocate its shards (THE FENCE in membership.h) */
     char why[512];
     if (shoal_cluster_fence_check(shoal_cluster_settings(c), why, sizeof why) < 0) {
-        shoal_error("sharding: refused to start: %s", why);
+        shoal_error_detail_log("sharding: refused to start: %s", why);
         *err = SHOAL_EINVAL;
         return NULL;
     }

@@ -52,8 +52,8 @@
     within one membership tick of T + fence-after (a tick is at most a quarter of fence-margin)
     and stops every shard within one region tick (20 ms) of that. So fence-after + fence-margin
     <= acceptable-heartbeat-pause + stable-after keeps the two apart by at least three quarters
-    of fence-margin less a region tick; shoal_sharding_new refuses settings that break it (naming the
-    keys). While fenced a region hosts nothing, even if told to; once contact returns it asks the
+    of fence-margin less a region tick; shoal_sharding_new refuses settings that break it (naming
+   the keys). While fenced a region hosts nothing, even if told to; once contact returns it asks the
     coordinator again and hosts a shard only if the current allocation still names it.
 
     HANDOFF (rebalance, graceful shutdown, StopShards) keeps every message and per-sender order:
@@ -80,11 +80,17 @@
     fit is refused to the caller (tell returns SHOAL_EBUFFER, an ask fails at once with it), and a
     line is logged at every tenth of the capacity used.
 
-    THREADS. tell, ask and the queries work from any thread. From the node thread they act at once;
-    from another thread a tell is queued in the region's inbound queue (one mutex, one wake-up per
-    batch, no allocation per message) and sent in order by the node thread. Callbacks (entity
-    callbacks, ask completions, dead-letter subscribers) run on the node thread and must not block.
-    Start and destroy from any thread but the node's.
+    THREADS: the rule of ddata.h (THE THREAD RULE). tell, ask and the queries work from any
+    thread. From the node thread they act at once; from another thread a tell is queued in the
+    region's inbound queue (one mutex, one wake-up per batch, no allocation per message) and sent
+    in order by the node thread. Callbacks (entity callbacks, ask completions, dead-letter and
+    shard-moved subscribers, save completions, producers' delivered callbacks) run on the node
+    thread and must not block. The shoal_entity_* calls are an entity's own, made from its
+    callbacks; from another thread they fail with SHOAL_ETHREAD, naming the way in (a message:
+    shoal_region_tell or shoal_region_ask). shoal_region_reply is for the node thread,
+    shoal_region_reply_sync for the others. Start and destroy from any thread but the node's; a
+    region before the cluster's shutdown (shoal_cluster_shutdown_wait hands off the shards).
+    shoal_sharding_new returns NULL with *err and the words in shoal_last_error_detail().
 */
 #ifndef SHOAL_SHARDING_H
 #define SHOAL_SHARDING_H
@@ -288,7 +294,7 @@ const char *shoal_entity_id(const shoal_entity_t *e);
 const char *shoal_entity_shard(const shoal_entity_t *e);
 shoal_region_t *shoal_entity_region(const shoal_entity_t *e);
 /* Replies to the sender of the message being received (an ask); SHOAL_EINVAL outside receive or
-   for a tell. */
+   for a tell. Like every shoal_entity_* call: from the entity's callbacks (node thread). */
 int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len);
 
 /* Where a reply goes, kept to answer later. */
@@ -298,8 +304,11 @@ typedef struct {
 } shoal_sender_t;
 /* The sender of the message being received ({NULL, 0} for a tell). */
 shoal_sender_t shoal_entity_sender(const shoal_entity_t *e);
-/* Answers a kept sender (node thread). */
+/* Answers a kept sender. Node thread; from other threads the _sync twin (which waits until the
+   node thread has sent it). */
 int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len);
+int shoal_region_reply_sync(shoal_region_t *r, const shoal_sender_t *to, const void *data,
+                            size_t len);
 /* Asks to be passivated: the stop message comes back to the entity (or it stops at once without
    one); messages that arrive until it has stopped wait and go to its next incarnation. */
 int shoal_entity_passivate(shoal_entity_t *e);

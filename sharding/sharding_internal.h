@@ -411,6 +411,10 @@ void timers_tick(shard_t *s, int64_t now);
 void timers_entity_gone(shoal_entity_t *e);
 /* The coordinator allocates shards with state eagerly (reminders must fire). */
 bool state_eager(const shoal_region_t *r);
+/* 0 on the entity's node thread; else the refusal of `call` (logged, SHOAL_ETHREAD): an
+   entity's calls belong to its callbacks, and other threads reach it with a message. */
+int entity_wrong_thread(const shoal_entity_t *e, const char *call);
+#define ENTITY_WAY_IN "shoal_region_tell or shoal_region_ask (an entity acts in its callbacks)"
 
 /* region.c, for state.c */
 void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,

@@ -352,7 +352,6 @@ static int issue(shard_t *s, save_t *w)
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
     int rc = shoal_replicator_update(r->rep, key, initial, &c, save_modify, w, save_done, w);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         save_done(r->rep, rc, key, w);
     return 0;
@@ -398,7 +397,9 @@ static void attach_confirm(struct ent_state *st, save_t *w)
 
 static int entity_check(const shoal_entity_t *e)
 {
-    if (!e || !e->st || !shoal_system_on_thread(e->shard->r->sys))
+    if (entity_wrong_thread(e, "shoal_entity_save, _remind, _delete_state"))
+        return SHOAL_ETHREAD;
+    if (!e || !e->st)
         return SHOAL_EINVAL;
     /* a handoff's hand-over and stop still write (this is the owner until ShardStopped); an
        entity stopped by force (a stale or downed copy) does not */
@@ -450,6 +451,8 @@ int shoal_entity_save(shoal_entity_t *e, const void *data, size_t len, shoal_sav
 int shoal_entity_save_reply(shoal_entity_t *e, const void *data, size_t len, const void *reply,
                             size_t rlen)
 {
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     if (!e || !e->sender.ask_id)
         return SHOAL_EINVAL;
     if (e->st && e->st->in_reliable) {
@@ -877,8 +880,9 @@ int shoal_entity_start_timer(shoal_entity_t *e, const char *timer_id, uint32_t d
                              const void *msg, size_t len)
 {
     size_t il = timer_id ? strlen(timer_id) : 0;
-    if (!e || !shoal_system_on_thread(e->shard->r->sys) || il == 0 ||
-        il > SHOAL_REMINDER_ID_MAX || (len && !msg))
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
+    if (!e || il == 0 || il > SHOAL_REMINDER_ID_MAX || (len && !msg))
         return SHOAL_EINVAL;
     if (e->status != E_RUNNING)
         return SHOAL_ESTOPPED;
@@ -903,6 +907,8 @@ int shoal_entity_cancel_timer(shoal_entity_t *e, const char *timer_id)
 {
     if (!e || !timer_id)
         return SHOAL_EINVAL;
+    if (entity_wrong_thread(e, __func__))
+        return SHOAL_ETHREAD;
     shard_t *s = e->shard;
     for (size_t i = 0; i < s->n_timers; i++)
         if (!strcmp(s->timers[i].eid, e->id) && !strcmp(s->timers[i].id, timer_id)) {
@@ -1137,9 +1143,8 @@ static void loaded(shard_t *s)
         life_t *l = life_ref(s->life);
         shoal_crdt_t *initial = estate_new();
         /* the key is here (we just read it): the modify runs at once, so x may live here */
-        int rc = shoal_replicator_update(r->rep, key, initial, &c, restamp_modify, &x, adopt_done,
-                                         l);
-        shoal_crdt_destroy(&initial);
+        int rc =
+            shoal_replicator_update(r->rep, key, initial, &c, restamp_modify, &x, adopt_done, l);
         if (rc < 0)
             adopt_done(r->rep, rc, key, l);
     }
@@ -1215,7 +1220,6 @@ void state_shard_started(shard_t *s)
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
     int rc = shoal_replicator_update(r->rep, key, initial, &c, fence_modify, x, fence_done, x);
-    shoal_crdt_destroy(&initial);
     if (rc < 0)
         fence_done(r->rep, rc, key, x);
 }
@@ -1264,11 +1268,10 @@ static void note_all_shards(shard_t *s)
     shoal_region_t *r = s->r;
     char key[256];
     snprintf(key, sizeof key, "shard-%s-all-shards", r->name);
-    shoal_crdt_t *initial = shoal_gset_new();
     shoal_consistency_t c = write_level(r);
     life_t *l = life_ref(s->life);
-    int rc = shoal_replicator_update(r->rep, key, initial, &c, gset_add, s->id, note_done, l);
-    shoal_crdt_destroy(&initial);
+    int rc =
+        shoal_replicator_update(r->rep, key, shoal_gset_new(), &c, gset_add, s->id, note_done, l);
     if (rc < 0)
         note_done(r->rep, rc, key, l);
 }

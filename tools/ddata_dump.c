@@ -1799,7 +1799,7 @@ static int connect_node(const char *ep, shoal_client_t **out)
         return EXIT_BAD;
     }
     if (err == SHOAL_EREFUSED) {
-        const char *why = shoal_client_new_error();
+        const char *why = shoal_last_error_detail();
         fprintf(stderr, "ddata-dump: the node at %s refused the connection%s%s\n", ep,
                 *why ? ": " : "", why);
         return EXIT_DIFF;

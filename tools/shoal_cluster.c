@@ -877,8 +877,8 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         p->cl = shoal_client_new(ep, (uint32_t)timeout_ms, &err);
         if (!p->cl)
             finding(&f, "member %s cannot be reached at %s (%s%s%s)", jstr(m, "node"), ep,
-                    shoal_strerror(err), *shoal_client_new_error() ? ": " : "",
-                    shoal_client_new_error());
+                    shoal_strerror(err), *shoal_last_error_detail() ? ": " : "",
+                    shoal_last_error_detail());
     }
     /* every member's regions registered, and the map as each member's region sees it */
     size_t n_shards = 0, n_types = 0;
@@ -1038,7 +1038,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         if (rc == SHOAL_EREFUSED) {
-            const char *why = shoal_client_new_error();
+            const char *why = shoal_last_error_detail();
             fprintf(stderr, "shoal-cluster: the node at %s refused the connection%s%s\n", node,
                     *why ? ": " : "", why);
             return EXIT_ANSWERED_ERROR;

@@ -255,7 +255,10 @@ int main(int argc, char **argv)
     shoal_config_t *cfg = NULL;
     if (config_path) {
         char err[512] = "";
-        cfg = shoal_config_load(config_path, err, sizeof err);
+        int code = 0;
+        cfg = shoal_config_load(config_path, &code);
+        if (!cfg)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (!cfg || shoal_config_system(cfg, &ss, err, sizeof err) < 0 ||
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
             shoal_config_replicator(cfg, &rs, err, sizeof err) < 0) {
@@ -358,14 +361,8 @@ int main(int argc, char **argv)
     if (by_signal) {
         printf("shoal-member: %s leaving\n", self);
         fflush(stdout);
-        shoal_cluster_shutdown(c);
-        int waited = 0;
-        while (!shoal_cluster_terminated(c) && waited < SHUTDOWN_WAIT_MS) {
-            struct timespec ts = {0, 50 * 1000000L};
-            nanosleep(&ts, NULL); /* a second signal does not cut the leave short */
-            waited += 50;
-        }
-        if (!shoal_cluster_terminated(c))
+        /* a second signal does not cut the leave short */
+        if (shoal_cluster_shutdown_wait(c, SHUTDOWN_WAIT_MS) != 0)
             fprintf(stderr, "shoal-member: %s: shutdown not finished after %d s, stopping\n",
                     self, SHUTDOWN_WAIT_MS / 1000);
     } else if (shutdown_reason == SHOAL_SHUTDOWN_JOIN_FAILED) {

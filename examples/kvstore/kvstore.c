@@ -206,10 +206,10 @@ static int run_node(int argc, char **argv)
     shoal_durable_settings_t ds;
     shoal_durable_settings_default(&ds);
     ds.dir = data;
-    char err[512] = "";
-    shoal_durable_t *durable = shoal_durable_open(&ds, err, sizeof err);
+    int open_err;
+    shoal_durable_t *durable = shoal_durable_open(&ds, &open_err);
     if (!durable) {
-        fprintf(stderr, "kvstore: cannot open the store: %s\n", err);
+        fprintf(stderr, "kvstore: cannot open the store: %s\n", shoal_last_error_detail());
         return EXIT_REFUSED;
     }
     shoal_store_t *store = shoal_durable_store(durable, "");
@@ -288,11 +288,7 @@ static int run_node(int argc, char **argv)
     int exit_code = 0;
     if (stop_requested) {
         fprintf(stderr, "kvstore: %s leaving the cluster\n", self);
-        shoal_cluster_shutdown(c);
-        for (int waited = 0; !shoal_cluster_terminated(c) && waited < SHUTDOWN_WAIT_MS;
-             waited += 50)
-            sleep_ms(50);
-        if (!shoal_cluster_terminated(c))
+        if (shoal_cluster_shutdown_wait(c, SHUTDOWN_WAIT_MS) != 0)
             fprintf(stderr, "kvstore: %s: shutdown not finished after %d s, stopping anyway\n",
                     self, SHUTDOWN_WAIT_MS / 1000);
     } else {

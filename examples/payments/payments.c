@@ -416,10 +416,10 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
         /* many small steps a second: one LMDB commit per 100 ms, not per step (a step lives on
            the other nodes meanwhile: WriteMajority acknowledged it) */
         ds.write_behind_ms = 100;
-        char e[256];
-        n->durable = shoal_durable_open(&ds, e, sizeof e);
+        int open_err;
+        n->durable = shoal_durable_open(&ds, &open_err);
         if (!n->durable) {
-            fprintf(stderr, "payments: store: %s\n", e);
+            fprintf(stderr, "payments: store: %s\n", shoal_last_error_detail());
             return -1;
         }
         rs.store = shoal_durable_store(n->durable, ROLE);

@@ -532,9 +532,7 @@ static int node_stop(node_t *n, bool leave)
 {
     if (leave && n->cl) {
         /* graceful: the shards (and the readers) hand off first */
-        shoal_cluster_shutdown(n->cl);
-        for (int i = 0; i < 300 && !shoal_cluster_terminated(n->cl); i++)
-            sleep_ms(50);
+        shoal_cluster_shutdown_wait(n->cl, 15000);
     }
     /* the reader threads ask through judge_r: they end before it goes (an ask in flight ends at
        its timeout at the latest, answered on the node thread, which still runs) */

@@ -101,7 +101,10 @@ static void node_start(node_t *n, const char *dir, uint32_t behind_ms)
     ds.dir = dir;
     ds.write_behind_ms = behind_ms;
     char err[512];
-    n->d = shoal_durable_open(&ds, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    n->d = shoal_durable_open(&ds, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!n->d)
         fail("%s", err);
     shoal_system_settings_t ss;
@@ -176,8 +179,9 @@ static int batch(shoal_system_t *sys, void *arg)
     uint64_t end = l->issued + BATCH < l->todo ? l->issued + BATCH : l->todo;
     while (l->issued < end) {
         uint64_t i = l->issued;
-        int rc = shoal_replicator_update(l->node->rep, l->keys[i % l->nkeys], l->initial, &wc,
-                                         modify_gcounter, (void *)l->self, on_done, l);
+        int rc = shoal_replicator_update(l->node->rep, l->keys[i % l->nkeys],
+                                         shoal_crdt_clone(l->initial), &wc, modify_gcounter,
+                                         (void *)l->self, on_done, l);
         if (rc != 0) {
             if (l->errors++ == 0)
                 l->first_err = rc;

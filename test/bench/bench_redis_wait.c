@@ -809,7 +809,10 @@ static void shoal_start(void)
         shoal_durable_settings_default(&ds);
         ds.dir = dir;
         ds.write_behind_ms = 1000; /* appendfsync everysec's window; commits are fsynced */
-        dur[i] = shoal_durable_open(&ds, err, sizeof err);
+        int open_err = 0;          /* the code; the words in shoal_last_error_detail() */
+        dur[i] = shoal_durable_open(&ds, &open_err);
+        if (open_err)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (!dur[i])
             die("durable store: %s", err);
         shoal_system_settings_t ss;

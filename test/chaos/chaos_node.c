@@ -537,7 +537,10 @@ int main(int argc, char **argv)
     ds.dir = data;
     ds.nosync = true;
     char err[512] = "";
-    shoal_durable_t *durable = shoal_durable_open(&ds, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *durable = shoal_durable_open(&ds, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!durable) {
         fprintf(stderr, "chaos-node: cannot open the store: %s\n", err);
         return 1;

@@ -36,11 +36,10 @@ static void hit_done(shoal_replicator_t *r, int status, const char *key, void *a
 static void on_up(shoal_cluster_t *c, void *arg)
 {
     shoal_replicator_t *data = arg;
-    shoal_crdt_t *init = shoal_gcounter_new();
     shoal_consistency_t local = {.level = SHOAL_LOCAL};
     const shoal_node_t *self = shoal_system_self(shoal_cluster_system(c));
-    shoal_replicator_update(data, "hits", init, &local, hit, (void *)self, hit_done, NULL);
-    shoal_crdt_destroy(&init);
+    shoal_replicator_update(data, "hits", shoal_gcounter_new(), &local, hit, (void *)self, hit_done,
+                            NULL);
     printf("UP %s\n", shoal_node_id(self));
     fflush(stdout);
 }

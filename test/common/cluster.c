@@ -259,10 +259,9 @@ static int incr_modify(shoal_crdt_t *v, void *arg)
 
 int t_incr(tcluster_t *c, int i, const char *key, uint64_t n, const shoal_consistency_t *wc)
 {
-    shoal_crdt_t *init = shoal_gcounter_new();
     const void *args[2] = {shoal_node_id(shoal_system_self(c->sys[i])), &n};
-    int rc = shoal_replicator_update_sync(c->rep[i], key, init, wc, incr_modify, (void *)args);
-    shoal_crdt_destroy(&init);
+    int rc = shoal_replicator_update_sync(c->rep[i], key, shoal_gcounter_new(), wc, incr_modify,
+                                          (void *)args);
     return rc;
 }
 

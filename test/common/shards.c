@@ -415,7 +415,10 @@ shoal_replicator_t *tsnode_durable_replicator(int i, const char *dir, shoal_dura
     ds.dir = dir;
     ds.nosync = true; /* the process keeps running: the page cache is enough */
     char err[256];
-    *durable = shoal_durable_open(&ds, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    *durable = shoal_durable_open(&ds, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!*durable)
         fail_msg("node %d: durable store: %s", i, err);
     shoal_replicator_settings_t rs;

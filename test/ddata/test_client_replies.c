@@ -74,11 +74,10 @@ static int fill(shoal_crdt_t *map, void *arg)
 /* Writes the map on node 0 (WriteAll: every node holds it) and returns its encoded size. */
 static size_t write_map(void)
 {
-    shoal_crdt_t *init = shoal_lwwmap_new();
     fill_t f = {shoal_system_self(cl.sys[0])};
     shoal_consistency_t all = c_all(5000);
-    assert_int_equal(shoal_replicator_update_sync(cl.rep[0], MAP_KEY, init, &all, fill, &f), 0);
-    shoal_crdt_destroy(&init);
+    assert_int_equal(
+        shoal_replicator_update_sync(cl.rep[0], MAP_KEY, shoal_lwwmap_new(), &all, fill, &f), 0);
     shoal_crdt_t *v = NULL;
     shoal_consistency_t local = c_local();
     assert_int_equal(shoal_replicator_get_sync(cl.rep[cl.n - 1], MAP_KEY, NULL, &local, &v), 0);

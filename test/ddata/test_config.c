@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "ddata.h"
 #include "prop.h"
 
@@ -17,6 +19,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The configuration constructors give a code (*err) and leave the words in
+   shoal_last_error_detail(): these tests read the words, so the two wrappers copy them into a
+   buffer ("" on success). */
+static shoal_config_t *parse_words(const char *text, char *why, size_t cap)
+{
+    int code = 1;
+    shoal_config_t *cfg = shoal_config_parse(text, &code);
+    if ((cfg != NULL) != (code == 0))
+        fail_msg("shoal_config_parse: %p with code %d", (void *)cfg, code);
+    snprintf(why, cap, "%s", cfg ? "" : shoal_last_error_detail());
+    return cfg;
+}
+
+static __attribute__((unused)) shoal_config_t *load_words(const char *path, char *why, size_t cap)
+{
+    int code = 1;
+    shoal_config_t *cfg = shoal_config_load(path, &code);
+    if ((cfg != NULL) != (code == 0))
+        fail_msg("shoal_config_load: %p with code %d", (void *)cfg, code);
+    snprintf(why, cap, "%s", cfg ? "" : shoal_last_error_detail());
+    return cfg;
+}
 
 #define DD "shoal/cluster/distributed-data/"
 
@@ -55,7 +80,7 @@ static void sys_init(shoal_system_settings_t *s)
 static void expect_error(const char *text, const char *frag1, const char *frag2)
 {
     memset(err, 0, sizeof err);
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    shoal_config_t *cfg = parse_words(text, err, sizeof err);
     if (cfg) {
         shoal_config_destroy(&cfg);
         fail_msg("accepted:\n%s", text);
@@ -84,7 +109,7 @@ static shoal_replicator_settings_t rep_with(const char *key, const char *value)
              "shoal\n    cluster\n        distributed-data\n"
              "            %s = %s\n",
              key, value);
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    shoal_config_t *cfg = parse_words(text, err, sizeof err);
     if (!cfg)
         fail_msg("%s = %s: %s", key, value, err);
     shoal_replicator_settings_t s;
@@ -158,7 +183,7 @@ static const char full_file[] =
 static void test_full_file_sets_every_field(void **state)
 {
     (void)state;
-    shoal_config_t *cfg = shoal_config_parse(full_file, err, sizeof err);
+    shoal_config_t *cfg = parse_words(full_file, err, sizeof err);
     if (!cfg)
         fail_msg("%s", err);
     assert_string_equal(err, "");
@@ -217,9 +242,9 @@ static void test_full_file_sets_every_field(void **state)
 static void test_unset_fields_keep_caller_values(void **state)
 {
     (void)state;
-    shoal_config_t *cfg = shoal_config_parse("shoal\n    cluster\n        distributed-data\n"
-                                             "            gossip-interval = 5 s\n",
-                                             err, sizeof err);
+    shoal_config_t *cfg = parse_words("shoal\n    cluster\n        distributed-data\n"
+                                      "            gossip-interval = 5 s\n",
+                                      err, sizeof err);
     assert_non_null(cfg);
     shoal_replicator_settings_t r, expect;
     rep_init(&r);
@@ -239,7 +264,7 @@ static void test_unset_fields_keep_caller_values(void **state)
     static const char *const empties[] = {"", "\n\n", "# nothing\n", "shoal\n",
                                           "shoal\n    cluster\n        # later\n"};
     for (size_t i = 0; i < sizeof empties / sizeof empties[0]; i++) {
-        cfg = shoal_config_parse(empties[i], err, sizeof err);
+        cfg = parse_words(empties[i], err, sizeof err);
         assert_non_null(cfg);
         rep_init(&r);
         assert_int_equal(shoal_config_replicator(cfg, &r, err, sizeof err), 0);
@@ -280,12 +305,12 @@ static void test_slash_paths_and_repeated_sections(void **state)
 {
     (void)state;
     /* ZPL names may hold '/': a path may be written on one line; sections may repeat */
-    shoal_config_t *cfg = shoal_config_parse(
-        "shoal/cluster/distributed-data/gossip-interval = 7 s\n"
-        "shoal\n    cluster/distributed-data\n        delta-crdt/max-delta-size = 9\n"
-        "shoal\n    cluster\n        distributed-data\n"
-        "            expire-keys-after-inactivity/cache-a = 1 m\n",
-        err, sizeof err);
+    shoal_config_t *cfg =
+        parse_words("shoal/cluster/distributed-data/gossip-interval = 7 s\n"
+                    "shoal\n    cluster/distributed-data\n        delta-crdt/max-delta-size = 9\n"
+                    "shoal\n    cluster\n        distributed-data\n"
+                    "            expire-keys-after-inactivity/cache-a = 1 m\n",
+                    err, sizeof err);
     if (!cfg)
         fail_msg("%s", err);
     shoal_replicator_settings_t r;
@@ -441,7 +466,7 @@ static void test_off_where_akka_allows_it(void **state)
         assert_false(rep_with("delta-crdt/enabled", no[i]).delta_enabled);
     }
     /* kept keys with off */
-    shoal_config_t *cfg = shoal_config_parse(
+    shoal_config_t *cfg = parse_words(
         "shoal\n    cluster\n        distributed-data\n            log-data-size-exceeding = off\n"
         "            durable\n                lmdb\n"
         "                    write-behind-interval = 200 ms\n",
@@ -455,7 +480,7 @@ static void test_expiry_map(void **state)
 {
     (void)state;
     /* the section form (names as ZPL allows them) and the inline form (any key, prefixes) */
-    shoal_config_t *cfg = shoal_config_parse(
+    shoal_config_t *cfg = parse_words(
         "shoal\n    cluster\n        distributed-data\n"
         "            expire-keys-after-inactivity = \"cache-* = 2 minutes, 'odd key' = 30 s\"\n"
         "                key-1 = 10 minutes\n"
@@ -482,9 +507,9 @@ static void test_expiry_map(void **state)
     r = rep_with("expire-keys-after-inactivity", "'{ \"k\" = 1 s }'");
     assert_int_equal(r.n_expire_keys, 1);
     assert_string_equal(r.expire_keys[0].pattern, "k");
-    cfg = shoal_config_parse("shoal\n    cluster\n        distributed-data\n"
-                             "            expire-keys-after-inactivity\n",
-                             err, sizeof err);
+    cfg = parse_words("shoal\n    cluster\n        distributed-data\n"
+                      "            expire-keys-after-inactivity\n",
+                      err, sizeof err);
     assert_non_null(cfg);
     rep_init(&r);
     r.expire_keys = &mine;
@@ -547,7 +572,7 @@ static void test_durable_keys_list(void **state)
     /* the strings stay valid, owned by the config, after the file text is gone */
     char *text = strdup("shoal\n    cluster\n        distributed-data\n            durable\n"
                         "                keys = \"k1,k2\"\n            role = r\n");
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    shoal_config_t *cfg = parse_words(text, err, sizeof err);
     memset(text, 'x', strlen(text));
     free(text);
     shoal_replicator_settings_t r;
@@ -563,7 +588,7 @@ static const char *endpoint_of(const char *artery, const char *caller_endpoint)
     static char out[128];
     char text[512];
     snprintf(text, sizeof text, "shoal\n    remote\n        artery\n%s", artery);
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    shoal_config_t *cfg = parse_words(text, err, sizeof err);
     if (!cfg)
         fail_msg("%s", err);
     shoal_system_settings_t s;
@@ -610,6 +635,12 @@ static void test_endpoint_from_hostname_and_port(void **state)
                  "is not a host name or address", NULL);
 }
 
+static void *read_detail(void *arg)
+{
+    snprintf(arg, 64, "%s", shoal_last_error_detail());
+    return NULL;
+}
+
 static void test_files(void **state)
 {
     (void)state;
@@ -618,20 +649,26 @@ static void test_files(void **state)
     char path[256];
     snprintf(path, sizeof path, "%s/node.zpl", dir);
 
+    /* THE ERROR CONVENTION: NULL, the code in *err, the words in shoal_last_error_detail() */
+    int code = 0;
     /* a missing file: the name and the reason */
-    shoal_config_t *cfg = shoal_config_load(path, err, sizeof err);
+    shoal_config_t *cfg = shoal_config_load(path, &code);
     assert_null(cfg);
-    assert_non_null(strstr(err, path));
-    assert_non_null(strstr(err, "No such file or directory"));
+    assert_int_equal(code, SHOAL_EIO);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "No such file or directory"));
 
-    /* a good file */
+    /* a good file: code 0, and no detail left over from the failure before */
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs(full_file, f);
     fclose(f);
-    cfg = shoal_config_load(path, err, sizeof err);
+    code = 1;
+    cfg = shoal_config_load(path, &code);
     if (!cfg)
-        fail_msg("%s", err);
+        fail_msg("%s", shoal_last_error_detail());
+    assert_int_equal(code, 0);
+    assert_string_equal(shoal_last_error_detail(), "");
     shoal_replicator_settings_t r;
     rep_init(&r);
     assert_int_equal(shoal_config_replicator(cfg, &r, err, sizeof err), 0);
@@ -642,29 +679,42 @@ static void test_files(void **state)
     f = fopen(path, "w");
     fputs("shoal\n    cluster\n      distributed-data\n", f);
     fclose(f);
-    cfg = shoal_config_load(path, err, sizeof err);
+    cfg = shoal_config_load(path, &code);
     assert_null(cfg);
-    assert_non_null(strstr(err, path));
-    assert_non_null(strstr(err, "line 3: indent by multiples of 4 spaces"));
+    assert_int_equal(code, SHOAL_EINVAL);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "line 3: indent by multiples of 4 spaces"));
 
-    /* a bad value in a file */
+    /* a bad value in a file: the key and the value */
     f = fopen(path, "w");
     fputs("shoal\n    cluster\n        distributed-data\n            gossip-interval = 2 parsecs\n",
           f);
     fclose(f);
-    cfg = shoal_config_load(path, err, sizeof err);
+    cfg = shoal_config_load(path, &code);
     assert_null(cfg);
-    assert_non_null(strstr(err, DD "gossip-interval: '2 parsecs' is not a duration"));
+    assert_int_equal(code, SHOAL_EINVAL);
+    assert_non_null(
+        strstr(shoal_last_error_detail(), DD "gossip-interval: '2 parsecs' is not a duration"));
+    /* the detail is the calling thread's own: another thread sees its own (nothing yet) */
+    pthread_t t;
+    char other[64] = "unset";
+    assert_int_equal(pthread_create(&t, NULL, read_detail, other), 0);
+    pthread_join(t, NULL);
+    assert_string_equal(other, "");
+    /* err may be NULL */
+    assert_null(shoal_config_load(path, NULL));
+    assert_non_null(strstr(shoal_last_error_detail(), "2 parsecs"));
 
     /* binary junk */
     f = fopen(path, "wb");
     fwrite("shoal\0\x01\x02", 1, 8, f);
     fclose(f);
-    assert_null(shoal_config_load(path, err, sizeof err));
-    assert_non_null(strstr(err, "NUL"));
+    assert_null(shoal_config_load(path, &code));
+    assert_int_equal(code, SHOAL_EDECODE);
+    assert_non_null(strstr(shoal_last_error_detail(), "NUL"));
 
     /* a directory */
-    assert_null(shoal_config_load(dir, err, sizeof err));
+    assert_null(load_words(dir, err, sizeof err));
     assert_non_null(strstr(err, dir));
 
     unlink(path);
@@ -701,10 +751,10 @@ static void test_broken_syntax(void **state)
     expect_error(many, "more than 4096 entries", NULL);
     free(many);
     /* comments, blank lines and CRLF are fine */
-    shoal_config_t *cfg = shoal_config_parse(
-        "# head\r\n\r\nshoal   # trailing\r\n    # inside\r\n    cluster\r\n"
-        "        distributed-data\r\n            role = \"a # b\"   # comment\r\n",
-        err, sizeof err);
+    shoal_config_t *cfg =
+        parse_words("# head\r\n\r\nshoal   # trailing\r\n    # inside\r\n    cluster\r\n"
+                    "        distributed-data\r\n            role = \"a # b\"   # comment\r\n",
+                    err, sizeof err);
     if (!cfg)
         fail_msg("%s", err);
     shoal_replicator_settings_t r;
@@ -717,14 +767,16 @@ static void test_broken_syntax(void **state)
 static void test_null_arguments(void **state)
 {
     (void)state;
-    assert_null(shoal_config_parse(NULL, err, sizeof err));
-    assert_null(shoal_config_load(NULL, err, sizeof err));
-    assert_null(shoal_config_parse("junk junk", NULL, 0)); /* no room for a message: no crash */
+    assert_null(parse_words(NULL, err, sizeof err));
+    assert_null(load_words(NULL, err, sizeof err));
+    assert_null(shoal_config_parse("junk junk", NULL)); /* err may be NULL */
+    int code = 0;
+    assert_null(shoal_config_parse(NULL, &code));
+    assert_int_equal(code, SHOAL_EINVAL);
     char tiny[8];
-    assert_null(
-        shoal_config_parse("shoal\n    nonsense-key-that-is-long = 1\n", tiny, sizeof tiny));
+    assert_null(parse_words("shoal\n    nonsense-key-that-is-long = 1\n", tiny, sizeof tiny));
     assert_int_equal(strlen(tiny), 7);
-    shoal_config_t *cfg = shoal_config_parse("", NULL, 0);
+    shoal_config_t *cfg = shoal_config_parse("", NULL);
     assert_non_null(cfg);
     shoal_replicator_settings_t r;
     shoal_system_settings_t s;
@@ -768,7 +820,7 @@ static void test_mutated_files_never_crash(void **state)
             }
         }
         err[0] = '\0';
-        shoal_config_t *cfg = shoal_config_parse(buf, err, sizeof err);
+        shoal_config_t *cfg = parse_words(buf, err, sizeof err);
         if (cfg) {
             accepted++;
             shoal_replicator_settings_t r;

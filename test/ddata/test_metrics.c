@@ -175,7 +175,10 @@ static void node_start(node_t *n)
     ds.dir = n->dir;
     ds.nosync = true;
     char msg[256];
-    n->d = shoal_durable_open(&ds, msg, sizeof msg);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    n->d = shoal_durable_open(&ds, &open_err);
+    if (open_err)
+        snprintf(msg, sizeof msg, "%s", shoal_last_error_detail());
     assert_non_null(n->d);
 
     static const char *const durable[] = {"d-*"};

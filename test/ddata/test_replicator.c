@@ -50,20 +50,18 @@ static int orset_remove_modify(shoal_crdt_t *v, void *arg)
 static int t_add(tcluster_t *c, int i, const char *key, const char *elem,
                  const shoal_consistency_t *wc)
 {
-    shoal_crdt_t *init = shoal_orset_new();
     add_arg_t a = {shoal_system_self(c->sys[i]), elem};
-    int rc = shoal_replicator_update_sync(c->rep[i], key, init, wc, orset_add_modify, &a);
-    shoal_crdt_destroy(&init);
+    int rc =
+        shoal_replicator_update_sync(c->rep[i], key, shoal_orset_new(), wc, orset_add_modify, &a);
     return rc;
 }
 
 static int t_remove(tcluster_t *c, int i, const char *key, const char *elem,
                     const shoal_consistency_t *wc)
 {
-    shoal_crdt_t *init = shoal_orset_new();
     add_arg_t a = {shoal_system_self(c->sys[i]), elem};
-    int rc = shoal_replicator_update_sync(c->rep[i], key, init, wc, orset_remove_modify, &a);
-    shoal_crdt_destroy(&init);
+    int rc = shoal_replicator_update_sync(c->rep[i], key, shoal_orset_new(), wc,
+                                          orset_remove_modify, &a);
     return rc;
 }
 
@@ -136,9 +134,9 @@ static void test_single_node_replies(void **state)
                                                &got), SHOAL_ETYPE);
     assert_null(got);
     /* a failing modify function leaves the value as it was */
-    shoal_crdt_t *init = shoal_gcounter_new();
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "hits", init, &l, fail_modify, NULL),
-                     SHOAL_EMODIFY);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "hits", shoal_gcounter_new(), &l, fail_modify, NULL),
+        SHOAL_EMODIFY);
     assert_int_equal(t_gcounter(&c, 0, "hits", &l, &v), 0);
     assert_int_equal(v, 7);
     /* WriteTo(2) with no other node: times out at once, but the value is applied locally */
@@ -154,9 +152,9 @@ static void test_single_node_replies(void **state)
     assert_int_equal(t_incr(&c, 0, "hits", 1, &l), SHOAL_EDELETED);
     assert_int_equal(shoal_replicator_delete_sync(c.rep[0], "hits", &l), SHOAL_EDELETED);
     /* bad arguments */
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "", init, &l, noop_modify, NULL),
-                     SHOAL_EINVAL);
-    shoal_crdt_destroy(&init);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "", shoal_gcounter_new(), &l, noop_modify, NULL),
+        SHOAL_EINVAL);
     tcluster_stop(&c);
 }
 
@@ -251,10 +249,9 @@ static void test_subscriptions(void **state)
     assert_int_equal(pev.changed, 2);
     assert_int_equal(ev.changed, 2);
     /* an update that does not change the value notifies nothing */
-    shoal_crdt_t *init = shoal_gcounter_new();
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "counter-a", init, &l, noop_modify,
-                                                  NULL), 0);
-    shoal_crdt_destroy(&init);
+    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "counter-a", shoal_gcounter_new(), &l,
+                                                  noop_modify, NULL),
+                     0);
     on_node(&c, 0, do_flush, NULL);
     assert_int_equal(ev.changed, 2);
     /* deletion is notified */
@@ -591,32 +588,33 @@ static void test_causal_gap_repaired_by_full_state(void **state)
     tcluster_t c;
     tcluster_start(&c, 2, &s);
     shoal_consistency_t l = c_local();
-    shoal_crdt_t *init = shoal_lwwmap_new();
     put_arg_t p = {shoal_system_self(c.sys[0]), "a", "1"};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "map", init, &l, lww_put_modify, &p),
-                     0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "map", shoal_lwwmap_new(), &l, lww_put_modify, &p),
+        0);
     conv_t cv = {&c, "map"};
     assert_true(wait_until(converged, &cv, 5000));
     /* lose the next delta on the way to node 1 */
     shoal_fault_t cut = {.dir = SHOAL_FAULT_OUT, .cut = true};
     shoal_system_fault(c.sys[0], shoal_system_endpoint(c.sys[1]), &cut);
     p.key = "b";
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "map", init, &l, lww_put_modify, &p),
-                     0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "map", shoal_lwwmap_new(), &l, lww_put_modify, &p),
+        0);
     /* wait until that delta round went out (and was dropped) */
     sent_wait_t sw = {&c, 2};
     assert_true(wait_until(deltas_sent, &sw, 5000));
     shoal_system_heal(c.sys[0]);
     /* the next delta arrives with a gap: node 1 must not apply it, and asks for full state */
     p.key = "c";
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "map", init, &l, lww_put_modify, &p),
-                     0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "map", shoal_lwwmap_new(), &l, lww_put_modify, &p),
+        0);
     assert_true(wait_until(converged, &cv, 5000));
     shoal_replicator_stats_t st1;
     on_node(&c, 1, get_stats, &st1);
     if (shoal_type_delta_causal(shoal_type_by_name("LWWMap")))
         assert_true(st1.delta_gaps >= 1);
-    shoal_crdt_destroy(&init);
     tcluster_stop(&c);
 }
 
@@ -687,22 +685,22 @@ static void test_large_value_replicates_in_chunks(void **state)
     tcluster_t c;
     tcluster_start(&c, 3, NULL);
     shoal_consistency_t l = c_local(), maj = c_majority(10000);
-    shoal_crdt_t *init = shoal_orset_new();
     bulk_arg_t b = {shoal_system_self(c.sys[0]), 0, 20000};
     /* 20,000 elements: far above the frame limit as full state */
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "big", init, &maj, bulk_add, &b), 0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[0], "big", shoal_orset_new(), &maj, bulk_add, &b), 0);
     size_wait_t w = {&c, 20000};
     assert_true(wait_until(all_have_size, &w, 30000));
     /* then a one-element update ships a small delta */
     b.from = 20000;
     b.to = 20001;
-    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "big", init, &l, bulk_add, &b), 0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[1], "big", shoal_orset_new(), &l, bulk_add, &b), 0);
     w.want = 20001;
     assert_true(wait_until(all_have_size, &w, 30000));
     shoal_replicator_stats_t st;
     on_node(&c, 0, get_stats, &st);
     assert_true(st.chunks_sent > 0);
-    shoal_crdt_destroy(&init);
     tcluster_stop(&c);
 }
 
@@ -1324,9 +1322,9 @@ static void test_loaded_marker_cleans_incoming_state(void **state)
     tcluster_start(&c, 2, &s);
     shoal_consistency_t l = c_local();
     /* node 1 holds the removed node's old part, as a replica that was away would */
-    shoal_crdt_t *init = shoal_gcounter_new();
     const char *gone3[] = {GONE, "3"};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "d-x", init, &l, incr_as, gone3), 0);
+    assert_int_equal(
+        shoal_replicator_update_sync(c.rep[1], "d-x", shoal_gcounter_new(), &l, incr_as, gone3), 0);
     /* node 0 restarts on a store where that part was pruned into KEEPER */
     shoal_crdt_t *pruned = shoal_gcounter_new();
     assert_int_equal(shoal_gcounter_increment(pruned, shoal_node_intern(KEEPER), 8), 0);
@@ -1341,7 +1339,6 @@ static void test_loaded_marker_cleans_incoming_state(void **state)
         assert_int_equal(t_gcounter(&c, i, "d-x", &l, &v), 0);
         assert_int_equal(v, 8); /* not 11: GONE's 3 was cleaned on both sides */
     }
-    shoal_crdt_destroy(&init);
     shoal_crdt_destroy(&pruned);
     tcluster_stop(&c);
 }

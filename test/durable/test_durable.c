@@ -60,7 +60,10 @@ static shoal_durable_settings_t settings(const char *dir, uint32_t write_behind_
 static shoal_durable_t *open_ok(const shoal_durable_settings_t *s)
 {
     char err[512];
-    shoal_durable_t *d = shoal_durable_open(s, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *d = shoal_durable_open(s, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!d)
         fail_msg("open failed: %s", err);
     return d;
@@ -276,17 +279,20 @@ static void restart_with_replicator(uint32_t write_behind_ms)
 
     tnode_t n;
     node_start(&n, &ds);
-    shoal_crdt_t *ig = shoal_crdt_new(gc), *io = shoal_crdt_new(os);
     upd_t u = {shoal_system_self(n.sys), 7, NULL};
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", shoal_crdt_new(gc), &l, incr, &u),
+                     0);
     u.n = 5;
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", shoal_crdt_new(gc), &l, incr, &u),
+                     0);
     u.elem = "apple";
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", io, &l, add, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", shoal_crdt_new(os), &l, add, &u),
+                     0);
     u.elem = "pear";
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", io, &l, add, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-2", shoal_crdt_new(os), &l, add, &u),
+                     0);
     u.n = 3;
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "x", ig, &l, incr, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "x", shoal_crdt_new(gc), &l, incr, &u), 0);
     node_stop(&n);
 
     node_start(&n, &ds);
@@ -306,7 +312,8 @@ static void restart_with_replicator(uint32_t write_behind_ms)
     /* the restarted node keeps writing on top of the loaded value */
     u.self = shoal_system_self(n.sys);
     u.n = 1;
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", ig, &l, incr, &u), 0);
+    assert_int_equal(shoal_replicator_update_sync(n.rep, "d-1", shoal_crdt_new(gc), &l, incr, &u),
+                     0);
     node_stop(&n);
 
     node_start(&n, &ds);
@@ -314,8 +321,6 @@ static void restart_with_replicator(uint32_t write_behind_ms)
     assert_int_equal(shoal_gcounter_value(v), 13);
     shoal_crdt_destroy(&v);
     node_stop(&n);
-    shoal_crdt_destroy(&ig);
-    shoal_crdt_destroy(&io);
     tdir_remove(&t);
 }
 
@@ -355,7 +360,10 @@ static void raw_env(const char *dir, const char *dbname, const char *key, const 
 static void expect_refused(const shoal_durable_settings_t *s, const char *needle)
 {
     char err[512] = "";
-    shoal_durable_t *d = shoal_durable_open(s, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *d = shoal_durable_open(s, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (d)
         fail_msg("open succeeded, expected a refusal with '%s'", needle);
     if (!strstr(err, needle))
@@ -671,7 +679,6 @@ static bool stored_more(void *arg)
 static int add_until_full(tnode_t *n, int first)
 {
     const shoal_type_t *os = shoal_type_by_name("ORSet");
-    shoal_crdt_t *init = shoal_crdt_new(os);
     shoal_consistency_t l = c_local();
     static char elem[1001];
     int i, rc = 0;
@@ -679,10 +686,9 @@ static int add_until_full(tnode_t *n, int first)
         snprintf(elem, sizeof elem, "%04d", i);
         memset(elem + 4, 'e', sizeof elem - 5);
         upd_t u = {shoal_system_self(n->sys), 0, elem};
-        rc = shoal_replicator_update_sync(n->rep, "d-set", init, &l, add, &u);
+        rc = shoal_replicator_update_sync(n->rep, "d-set", shoal_crdt_new(os), &l, add, &u);
     }
     assert_int_equal(rc, SHOAL_ESTORE);
-    shoal_crdt_destroy(&init);
     return i;
 }
 
@@ -730,9 +736,9 @@ static void test_full_store_recovers(void **state)
     assert_int_equal(set_size(&n), (size_t)added);
     shoal_consistency_t l = c_local();
     const shoal_type_t *gc = shoal_type_by_name("GCounter");
-    shoal_crdt_t *ig = shoal_crdt_new(gc);
     upd_t u = {shoal_system_self(n.sys), 1, NULL};
-    assert_int_equal(shoal_replicator_update_sync(n.rep, "volatile", ig, &l, incr, &u), 0);
+    assert_int_equal(
+        shoal_replicator_update_sync(n.rep, "volatile", shoal_crdt_new(gc), &l, incr, &u), 0);
     grow_wait_t w = {&n, rstats(&n).store_retries + 2, 0};
     assert_true(wait_until(retried_more, &w, 10000));
 
@@ -763,7 +769,6 @@ static void test_full_store_recovers(void **state)
     node_start(&n, &ds);
     assert_int_equal(set_size(&n), (size_t)added2);
     node_stop(&n);
-    shoal_crdt_destroy(&ig);
     tdir_remove(&t);
 }
 
@@ -963,7 +968,10 @@ static void opener_start(opener_t *o, const char *dir, const char *key)
         close(hold[1]);
         shoal_durable_settings_t s = settings(dir, 0);
         char err[512] = "", line[600];
-        shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+        int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+        shoal_durable_t *d = shoal_durable_open(&s, &open_err);
+        if (open_err)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (d && key) {
             shoal_store_t *st = shoal_durable_store(d, "");
             int status = 1;
@@ -1081,14 +1089,75 @@ static void test_lock_gone_with_a_killed_holder(void **state)
     tdir_remove(&t);
 }
 
+/* THE ERROR CONVENTION (ddata.h): NULL, a SHOAL_E* code in *err, and the words (the directory,
+   what went wrong, the way out) in shoal_last_error_detail(); a success leaves no detail. */
+static void test_open_error_convention(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    char path[600];
+    int code = 0;
+
+    /* a directory that cannot be created: its parent is a file */
+    snprintf(path, sizeof path, "%s/file", t.parent);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/file/store", t.parent);
+    shoal_durable_settings_t s = settings(path, 0);
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EIO);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "cannot create the directory"));
+
+    /* a corrupt store: a data.mdb too short to hold LMDB's meta pages */
+    snprintf(path, sizeof path, "%s/corrupt", t.parent);
+    assert_int_equal(mkdir(path, 0700), 0);
+    char file[700];
+    snprintf(file, sizeof file, "%s/data.mdb", path);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("not an LMDB file", f);
+    fclose(f);
+    s = settings(path, 0);
+    code = 0;
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EDECODE);
+    assert_non_null(strstr(shoal_last_error_detail(), path));
+    assert_non_null(strstr(shoal_last_error_detail(), "move it aside"));
+
+    /* a good one: code 0, no detail; opened twice: SHOAL_EBUSY, naming this process */
+    snprintf(path, sizeof path, "%s/good", t.parent);
+    s = settings(path, 0);
+    code = 1;
+    shoal_durable_t *d = shoal_durable_open(&s, &code);
+    assert_non_null(d);
+    assert_int_equal(code, 0);
+    assert_string_equal(shoal_last_error_detail(), "");
+    assert_null(shoal_durable_open(&s, &code));
+    assert_int_equal(code, SHOAL_EBUSY);
+    char pid[64];
+    snprintf(pid, sizeof pid, "in use by process %ld", (long)getpid());
+    assert_non_null(strstr(shoal_last_error_detail(), pid));
+    shoal_durable_close(&d);
+    tdir_remove(&t);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
     char err[256];
-    assert_null(shoal_durable_open(NULL, err, sizeof err));
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    assert_null(shoal_durable_open(NULL, &open_err));
+    assert_int_equal(open_err, SHOAL_EINVAL);
+    assert_null(shoal_durable_open(NULL, NULL)); /* err may be NULL */
     shoal_durable_settings_t s;
     shoal_durable_settings_default(&s);
-    assert_null(shoal_durable_open(&s, err, sizeof err));
+    assert_null(shoal_durable_open(&s, &open_err));
+    assert_int_equal(open_err, SHOAL_EINVAL);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     assert_non_null(strstr(err, "directory"));
     assert_int_equal(shoal_durable_check(NULL, err, sizeof err), SHOAL_EINVAL);
     assert_int_equal(shoal_durable_check("/nonexistent/shoal-durable", err, sizeof err), 0);
@@ -1120,6 +1189,7 @@ int main(void)
         cmocka_unit_test(test_lock_other_process),
         cmocka_unit_test(test_lock_gone_with_a_killed_holder),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_open_error_convention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,10 @@ static shoal_durable_settings_t settings(const char *dir)
 static shoal_durable_t *open_ok_or_fail(const shoal_durable_settings_t *s)
 {
     char err[512];
-    shoal_durable_t *d = shoal_durable_open(s, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *d = shoal_durable_open(s, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!d)
         fail_msg("open %s: %s", s->dir, err);
     return d;
@@ -87,7 +90,10 @@ static void make_env(const char *dir)
 {
     shoal_durable_settings_t s = settings(dir);
     char err[512];
-    shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *d = shoal_durable_open(&s, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (!d)
         fail_msg("open %s: %s", dir, err);
     shoal_store_t *st = shoal_durable_store(d, "");
@@ -169,7 +175,10 @@ static void open_store(void *arg)
     const char *dir = arg;
     shoal_durable_settings_t s = settings(dir);
     char err[512] = "";
-    shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+    int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+    shoal_durable_t *d = shoal_durable_open(&s, &open_err);
+    if (open_err)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
     if (d) {
         printf("OPENED\n");
         shoal_durable_close(&d);
@@ -228,7 +237,10 @@ static void test_open_without_permission(void **state)
     {
         shoal_durable_settings_t s = settings(path);
         char err[512];
-        shoal_durable_t *d = shoal_durable_open(&s, err, sizeof err);
+        int open_err = 0; /* the code; the words in shoal_last_error_detail() */
+        shoal_durable_t *d = shoal_durable_open(&s, &open_err);
+        if (open_err)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (!d)
             fail_msg("root cannot open %s: %s", path, err);
         shoal_durable_close(&d);

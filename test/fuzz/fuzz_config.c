@@ -21,11 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = '\0';
     char err[256];
     err[0] = '\0';
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    int code = 0;
+    shoal_config_t *cfg = shoal_config_parse(text, &code);
     free(text); /* the config must not point into the text */
     if (!cfg) {
-        if (err[0] == '\0')
-            abort(); /* every failure explains itself */
+        if (code >= 0 || shoal_last_error_detail()[0] == '\0')
+            abort(); /* every failure has a code and explains itself */
         return 0;
     }
     shoal_replicator_settings_t r;

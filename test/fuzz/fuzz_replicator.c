@@ -40,11 +40,10 @@ static int setup(shoal_system_t *s, void *arg)
 {
     (void)arg;
     shoal_consistency_t l = {0};
-    shoal_crdt_t *init = shoal_gcounter_new();
     const char *keys[] = {"a", "b", "counter"};
     for (int i = 0; i < 3; i++)
-        shoal_replicator_update(rep, keys[i], init, &l, seed_value, NULL, seeded, NULL);
-    shoal_crdt_destroy(&init);
+        shoal_replicator_update(rep, keys[i], shoal_gcounter_new(), &l, seed_value, NULL, seeded,
+                                NULL);
     shoal_replicator_add_peer(rep, peer, true, 1);
     (void)s;
     return 0;

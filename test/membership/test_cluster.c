@@ -237,15 +237,13 @@ static void test_five_join_and_converge(void **state)
     assert_ptr_equal(v0.leader, lowest);
     shoal_cluster_view_free(&v0);
     for (int i = 0; i < 5; i++)
-        assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 5);
+        assert_int_equal(shoal_replicator_replica_count_sync(nodes[i].data), 5);
     /* data written with WriteMajority on one node is read with ReadMajority on another */
-    shoal_crdt_t *init = shoal_gcounter_new();
-    assert_int_equal(shoal_replicator_update_sync(nodes[1].data, "k", init,
-                                                  &(shoal_consistency_t){.level = SHOAL_MAJORITY,
-                                                                         .timeout_ms = 3000},
-                                                  NULL, NULL),
+    assert_int_equal(shoal_replicator_update_sync(
+                         nodes[1].data, "k", shoal_gcounter_new(),
+                         &(shoal_consistency_t){.level = SHOAL_MAJORITY, .timeout_ms = 3000}, NULL,
+                         NULL),
                      0);
-    shoal_crdt_destroy(&init);
     /* the heartbeat ring runs (convergence can come before the first heartbeat round) */
     assert_true(wait_until(heartbeats_flow, nodes[0].cl, 5000));
     /* the seen marks travelled as digest-only statuses (clock digest and seen bits), every one
@@ -273,7 +271,7 @@ static void test_graceful_leave(void **state)
     assert_true(wait_until(subject_status, &c, 15000));
     assert_true(wait_until(is_terminated, nodes[3].cl, 15000));
     for (int i = 0; i < 3; i++)
-        assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 3);
+        assert_int_equal(shoal_replicator_replica_count_sync(nodes[i].data), 3);
     cond_t up = {.n = 3, .skip = -1, .members = 3};
     assert_true(wait_until(all_up, &up, 10000));
 }
@@ -294,7 +292,7 @@ static void test_crash_downed_by_keep_majority(void **state)
     assert_true(wait_until(all_up, &up, 10000));
     for (int i = 0; i < 4; i++)
         if (i != 2)
-            assert_int_equal(shoal_replicator_replica_count(nodes[i].data), 3);
+            assert_int_equal(shoal_replicator_replica_count_sync(nodes[i].data), 3);
 }
 
 /* A 2|3 partition: the minority side is downed (by the majority's leader, and it downs itself),
@@ -452,10 +450,8 @@ static void test_min_nr_of_members(void **state)
    cluster), and leave the local replica untouched; LOCAL runs. Once Up, they run. */
 static int gated_write(int i, const char *key, shoal_level_t level)
 {
-    shoal_crdt_t *init = shoal_gcounter_new();
     shoal_consistency_t c = {.level = level, .timeout_ms = 2000, .n = 1};
-    int rc = shoal_replicator_update_sync(nodes[i].data, key, init, &c, NULL, NULL);
-    shoal_crdt_destroy(&init);
+    int rc = shoal_replicator_update_sync(nodes[i].data, key, shoal_gcounter_new(), &c, NULL, NULL);
     return rc;
 }
 
@@ -484,12 +480,11 @@ static int refusal_issue(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     refusal_probe_t *p = arg;
-    shoal_crdt_t *init = shoal_gcounter_new();
     shoal_consistency_t c = {.level = SHOAL_MAJORITY, .timeout_ms = 1000};
     p->in_call = true;
-    int rc = shoal_replicator_update(p->r, "rk", init, &c, NULL, NULL, refusal_done, p);
+    int rc =
+        shoal_replicator_update(p->r, "rk", shoal_gcounter_new(), &c, NULL, NULL, refusal_done, p);
     p->in_call = false;
-    shoal_crdt_destroy(&init);
     return rc;
 }
 
@@ -612,7 +607,7 @@ static void test_seeds_cold_start_and_first_seed_restart(void **state)
     memset(&nodes[0], 0, sizeof nodes[0]);
     start_with_seeds(0, eps[0], seeds, 3, &s);
     wait_all_up(3, 15000);
-    assert_int_equal(shoal_replicator_replica_count(nodes[0].data), 3);
+    assert_int_equal(shoal_replicator_replica_count_sync(nodes[0].data), 3);
 }
 
 /* A node whose seeds never answer is in no cluster, and its view says so and since when. */
@@ -657,9 +652,9 @@ static void test_role_replicator(void **state)
     }
     /* backend nodes: 2 replicas; the frontend node itself is a replicator with the others as
        peers only if they have the role: it sees the two backends */
-    assert_int_equal(shoal_replicator_replica_count(nodes[0].role_rep), 2);
-    assert_int_equal(shoal_replicator_replica_count(nodes[2].role_rep), 2);
-    assert_int_equal(shoal_replicator_replica_count(nodes[1].role_rep), 3);
+    assert_int_equal(shoal_replicator_replica_count_sync(nodes[0].role_rep), 2);
+    assert_int_equal(shoal_replicator_replica_count_sync(nodes[2].role_rep), 2);
+    assert_int_equal(shoal_replicator_replica_count_sync(nodes[1].role_rep), 3);
     shoal_cluster_view_t v;
     assert_int_equal(shoal_cluster_view(nodes[1].cl, &v), 0);
     const shoal_node_t *bl = shoal_cluster_view_role_leader(&v, "backend");
@@ -1022,7 +1017,7 @@ static void test_weakly_up_without_convergence(void **state)
     cond_t w = {.n = 2, .skip = -1, .subject = n3, .status = SHOAL_MEMBER_WEAKLY_UP};
     assert_true(wait_until(subject_status, &w, 20000));
     /* WeaklyUp members receive data but do not count toward majorities */
-    assert_int_equal(shoal_replicator_replica_count(nodes[0].data), 3);
+    assert_int_equal(shoal_replicator_replica_count_sync(nodes[0].data), 3);
     shoal_system_heal(nodes[0].sys);
     shoal_system_heal(nodes[1].sys);
     shoal_system_heal(nodes[2].sys);

@@ -540,24 +540,26 @@ static void test_stale_owner_refused(void **state)
     static tcluster_t c; /* the teardown finds it after a failed assertion */
     tcluster_start(&c, 3, NULL);
     shoal_consistency_t wall = c_all(3000);
-    shoal_crdt_t *init = estate_new();
     /* owner of epoch 1 writes its state everywhere */
     put_t a = {1, 1, "old-owner-v1", false};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "k", init, &wall, put_fn, &a), 0);
+    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "k", estate_new(), &wall, put_fn, &a),
+                     0);
     /* node 0 is cut off; the new owner (epoch 2) fences and adopts on nodes 1 and 2 */
     shoal_fault_t cut = {.dir = SHOAL_FAULT_BOTH, .cut = true};
     assert_int_equal(shoal_system_fault(c.sys[0], NULL, &cut), 0);
     shoal_consistency_t two = c_n(2, 3000);
     put_t f = {2, 0, "", true};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "k", init, &two, put_fn, &f), 0);
+    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "k", estate_new(), &two, put_fn, &f),
+                     0);
     put_t b = {2, 1, "new-owner-v1", false};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "k", init, &two, put_fn, &b), 0);
+    assert_int_equal(shoal_replicator_update_sync(c.rep[1], "k", estate_new(), &two, put_fn, &b),
+                     0);
     /* the old owner, healed, writes: every replica that has the fence refuses */
     shoal_fault_t heal = {.dir = SHOAL_FAULT_BOTH};
     assert_int_equal(shoal_system_fault(c.sys[0], NULL, &heal), 0);
     put_t stale = {1, 2, "old-owner-v2", false};
     shoal_consistency_t maj = c_majority(3000);
-    int rc = shoal_replicator_update_sync(c.rep[0], "k", init, &maj, put_fn, &stale);
+    int rc = shoal_replicator_update_sync(c.rep[0], "k", estate_new(), &maj, put_fn, &stale);
     if (rc != SHOAL_ESTALE && rc != SHOAL_EMODIFY)
         fail_msg("a stale owner's write returned %d (%s), not refused", rc, shoal_strerror(rc));
     /* after gossip every replica holds the new owner's state */
@@ -577,7 +579,6 @@ static void test_stale_owner_refused(void **state)
     assert_int_equal(en.epoch, 2);
     assert_memory_equal(en.data, "new-owner-v1", en.len);
     shoal_crdt_destroy(&v);
-    shoal_crdt_destroy(&init);
     tcluster_stop(&c);
 }
 
