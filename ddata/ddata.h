@@ -1184,6 +1184,13 @@ int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_typ
 int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
                             const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
                             shoal_update_done_fn *done, void *arg);
+/* The same for a key whose missing value starts as the empty value of `type`
+   (shoal_crdt_new(type)), made only when the key is missing: an update of an existing key
+   allocates no initial value (a counter updated many times a second). Node thread; from other
+   threads shoal_replicator_update_typed_sync. */
+int shoal_replicator_update_typed(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                                  const shoal_consistency_t *c, shoal_update_fn *modify,
+                                  void *modify_arg, shoal_update_done_fn *done, void *arg);
 /* Delete: done(status) with SHOAL_OK, SHOAL_ETIMEOUT, SHOAL_EDELETED (already), SHOAL_ESTORE. */
 int shoal_replicator_delete(shoal_replicator_t *r, const char *key, const shoal_consistency_t *c,
                             shoal_update_done_fn *done, void *arg);
@@ -1219,6 +1226,9 @@ int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoa
 int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
                                  const shoal_consistency_t *c, shoal_update_fn *modify,
                                  void *modify_arg);
+int shoal_replicator_update_typed_sync(shoal_replicator_t *r, const char *key,
+                                       const shoal_type_t *type, const shoal_consistency_t *c,
+                                       shoal_update_fn *modify, void *modify_arg);
 int shoal_replicator_delete_sync(shoal_replicator_t *r, const char *key,
                                  const shoal_consistency_t *c);
 /* Peers, from other threads: for a program that keeps its own peer list (the ddata API without

@@ -1822,6 +1822,7 @@ int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_typ
 typedef struct {
     char *key;
     shoal_crdt_t *initial;
+    const shoal_type_t *type; /* update_typed: a missing key starts as this type's empty value */
     shoal_consistency_t c;
     shoal_update_fn *modify;
     void *modify_arg;
@@ -1922,18 +1923,21 @@ static void update_now(shoal_replicator_t *r, void *arg)
         goto done;
     }
     r->stats.updates++;
-    if (e && e->type && e->type != a->initial->type) {
+    if (e && e->type && e->type != (a->initial ? a->initial->type : a->type)) {
         rc = SHOAL_ETYPE;
         goto fail;
     }
     /* modify a copy: a failing modify function leaves the key exactly as it was. A missing key
-       starts from the caller's initial value itself (the call owns it: no copy) */
+       starts from the caller's initial value itself (the call owns it: no copy), or from the
+       type's empty value (update_typed) */
     shoal_crdt_t *work;
     if (e && e->value) {
         work = shoal_crdt_clone(e->value);
-    } else {
+    } else if (a->initial) {
         work = a->initial;
         a->initial = NULL;
+    } else {
+        work = shoal_crdt_new(a->type);
     }
     shoal_crdt_reset_delta(work);
     int mrc = a->modify ? a->modify(work, a->modify_arg) : 0;
@@ -1974,22 +1978,28 @@ done:
     }
 }
 
-/* Takes ownership of initial (NULL for a delete): kept as the key's first value, or destroyed,
-   on every path, errors included. */
+/* Takes ownership of initial (NULL for a delete, and for update_typed, which gives the type of a
+   missing key's empty value instead): kept as the key's first value, or destroyed, on every
+   path, errors included. */
 static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
-                        const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
-                        shoal_update_done_fn *done, void *arg, bool is_delete)
+                        const shoal_type_t *type, const shoal_consistency_t *c,
+                        shoal_update_fn *modify, void *modify_arg, shoal_update_done_fn *done,
+                        void *arg, bool is_delete)
 {
     int rc = 0;
-    if (!r || !key_ok(key) || !c || !done || (!is_delete && !initial))
+    bool typed = !initial; /* update_typed (or a delete) */
+    if (initial)
+        type = shoal_crdt_type(initial);
+    if (!r || !key_ok(key) || !c || !done || (!is_delete && !type))
         rc = SHOAL_EINVAL;
-    else if (!is_delete && (shoal_crdt_type(initial)->tag == SHOAL_ORSET_DELTA ||
-                            shoal_crdt_type(initial)->tag == SHOAL_ORMAP_DELTA))
-        rc = SHOAL_ETYPE;
+    else if (!is_delete && (type->tag == SHOAL_ORSET_DELTA || type->tag == SHOAL_ORMAP_DELTA ||
+                            (!initial && !type->create)))
+        rc = SHOAL_ETYPE; /* a delta is no key's value; a type without an empty value needs one */
     else if (!shoal_system_on_thread(r->sys))
-        rc = is_delete
-                 ? shoal_wrong_thread("shoal_replicator_delete", "shoal_replicator_delete_sync")
-                 : shoal_wrong_thread("shoal_replicator_update", "shoal_replicator_update_sync");
+        rc = is_delete ? shoal_wrong_thread("shoal_replicator_delete", "shoal_replicator_delete_sync")
+             : typed   ? shoal_wrong_thread("shoal_replicator_update_typed",
+                                            "shoal_replicator_update_typed_sync")
+                       : shoal_wrong_thread("shoal_replicator_update", "shoal_replicator_update_sync");
     else if (r->n_ops >= r->s.max_pending_ops)
         rc = SHOAL_EBUSY;
     if (rc < 0) {
@@ -1998,7 +2008,7 @@ static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *in
     }
     if (!r->loading) {
         /* the common case runs now, on the caller's key: no copies */
-        update_args_t now = {(char *)key, initial, *c,        modify, modify_arg,
+        update_args_t now = {(char *)key, initial, type,      *c,  modify, modify_arg,
                              done,        arg,     is_delete, true};
         update_now(r, &now);
         return 0;
@@ -2008,6 +2018,7 @@ static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *in
     if (!a->key)
         abort();
     a->initial = initial;
+    a->type = type;
     a->c = *c;
     a->modify = modify;
     a->modify_arg = modify_arg;
@@ -2022,13 +2033,20 @@ int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t
                             const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
                             shoal_update_done_fn *done, void *arg)
 {
-    return start_update(r, key, initial, c, modify, modify_arg, done, arg, false);
+    return start_update(r, key, initial, NULL, c, modify, modify_arg, done, arg, false);
+}
+
+int shoal_replicator_update_typed(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
+                                  const shoal_consistency_t *c, shoal_update_fn *modify,
+                                  void *modify_arg, shoal_update_done_fn *done, void *arg)
+{
+    return start_update(r, key, NULL, type, c, modify, modify_arg, done, arg, false);
 }
 
 int shoal_replicator_delete(shoal_replicator_t *r, const char *key, const shoal_consistency_t *c,
                             shoal_update_done_fn *done, void *arg)
 {
-    return start_update(r, key, NULL, c, NULL, NULL, done, arg, true);
+    return start_update(r, key, NULL, NULL, c, NULL, NULL, done, arg, true);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2105,8 +2123,10 @@ static int sync_start(shoal_system_t *sys, void *arg)
     else if (w->kind == 1) {
         shoal_crdt_t *initial = w->initial;
         w->initial = NULL; /* update owns it now, whatever it returns */
-        rc = shoal_replicator_update(w->r, w->key, initial, &w->c, w->modify, w->modify_arg,
-                                     sync_update_done, w);
+        rc = initial ? shoal_replicator_update(w->r, w->key, initial, &w->c, w->modify,
+                                               w->modify_arg, sync_update_done, w)
+                     : shoal_replicator_update_typed(w->r, w->key, w->type, &w->c, w->modify,
+                                                     w->modify_arg, sync_update_done, w);
     } else
         rc = shoal_replicator_delete(w->r, w->key, &w->c, sync_update_done, w);
     if (rc < 0)
@@ -2175,6 +2195,17 @@ int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_c
         return SHOAL_EINVAL;
     }
     waiter_t w = {.r = r, .key = key, .initial = initial, .c = *c, .modify = modify,
+                  .modify_arg = modify_arg, .kind = 1};
+    return sync_run(&w, NULL);
+}
+
+int shoal_replicator_update_typed_sync(shoal_replicator_t *r, const char *key,
+                                       const shoal_type_t *type, const shoal_consistency_t *c,
+                                       shoal_update_fn *modify, void *modify_arg)
+{
+    if (!r || !c || !type)
+        return SHOAL_EINVAL;
+    waiter_t w = {.r = r, .key = key, .type = type, .c = *c, .modify = modify,
                   .modify_arg = modify_arg, .kind = 1};
     return sync_run(&w, NULL);
 }

@@ -52,11 +52,8 @@ static int run_node(shoal_durable_t *d, int (*fn)(shoal_replicator_t *, shoal_sy
 static int count_visit(shoal_replicator_t *r, shoal_system_t *sys)
 {
     const shoal_consistency_t local = {.level = SHOAL_LOCAL};
-    shoal_crdt_t *zero = shoal_gcounter_new();
-    /* returns once the store has committed the write */
-    int err = shoal_replicator_update_sync(r, "visits", zero, &local, one_visit, sys);
-    shoal_crdt_destroy(&zero);
-    return err;
+    /* the update owns the initial value; it returns once the store has committed the write */
+    return shoal_replicator_update_sync(r, "visits", shoal_gcounter_new(), &local, one_visit, sys);
 }
 
 static int read_visits(shoal_replicator_t *r, shoal_system_t *sys)
@@ -78,15 +75,14 @@ int main(void)
     if (!mkdtemp(dir))
         return 1;
     int err = 0;
-    char why[256];
     for (int start = 0; start < 2 && err == 0; start++) {
         shoal_durable_settings_t ds;
         shoal_durable_settings_default(&ds);
         ds.dir = dir;
-        shoal_durable_t *d = shoal_durable_open(&ds, why, sizeof why); /* NULL: why says why */
+        shoal_durable_t *d = shoal_durable_open(&ds, &err); /* NULL: err and the detail say why */
         if (!d) {
-            fprintf(stderr, "durable-counter: %s\n", why);
-            err = SHOAL_ESTORE;
+            fprintf(stderr, "durable-counter: %s: %s\n", shoal_strerror(err),
+                    shoal_last_error_detail());
             break;
         }
         err = run_node(d, start == 0 ? count_visit : read_visits);

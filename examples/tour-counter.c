@@ -151,13 +151,10 @@ fail:
     fprintf(stderr, "tour-counter: starting node %d: %s\n", i + 1, shoal_strerror(err));
 out:
     /* orderly shutdown, one node after the other (newest first): its shards are handed off to
-       the others, it leaves the cluster; shoal_cluster_terminated says when it is done */
-    for (i = NODES - 1; i >= 0; i--) {
-        if (!clusters[i] || shoal_cluster_shutdown(clusters[i]) != 0)
-            continue;
-        for (int tick = 0; !shoal_cluster_terminated(clusters[i]) && tick < 600; tick++)
-            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    }
+       the others, it leaves the cluster; shoal_cluster_shutdown_wait returns when it is done */
+    for (i = NODES - 1; i >= 0; i--)
+        if (clusters[i])
+            shoal_cluster_shutdown_wait(clusters[i], 30000);
     for (i = NODES - 1; i >= 0; i--) {
         shoal_sharding_destroy(&shardings[i]); /* its regions with it */
         shoal_cluster_destroy(&clusters[i]);

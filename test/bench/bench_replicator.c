@@ -449,8 +449,8 @@ static int local_batch(shoal_system_t *sys, void *arg)
     while (l->issued < end) {
         uint64_t i = l->issued;
         void *marg = l->orset ? (void *)&l->elems[(i / l->nkeys) % ORSET_ELEMS] : (void *)l->self;
-        int rc = shoal_replicator_update(
-            l->node->rep, l->keys[i % l->nkeys], shoal_crdt_clone(l->initial), &wc,
+        int rc = shoal_replicator_update_typed(
+            l->node->rep, l->keys[i % l->nkeys], shoal_crdt_type(l->initial), &wc,
             l->orset ? modify_orset : modify_gcounter, marg, local_done, l);
         if (rc != 0) {
             if (l->errors++ == 0)
@@ -860,9 +860,9 @@ static int maj_issue(maj_t *m)
 {
     m->inflight++;
     atomic_store_explicit(&m->inflight_pub, m->inflight, memory_order_relaxed);
-    int rc = shoal_replicator_update(m->node->rep, m->keys[m->next++ % NKEYS],
-                                     shoal_crdt_clone(m->initial), &m->wc, modify_gcounter,
-                                     (void *)m->self, maj_done, m);
+    int rc = shoal_replicator_update_typed(m->node->rep, m->keys[m->next++ % NKEYS],
+                                           shoal_crdt_type(m->initial), &m->wc, modify_gcounter,
+                                           (void *)m->self, maj_done, m);
     if (rc != 0) {
         m->inflight--;
         atomic_store_explicit(&m->inflight_pub, m->inflight, memory_order_relaxed);
@@ -971,8 +971,9 @@ static int probe_start(shoal_system_t *sys, void *arg)
 {
     (void)sys;
     probe_t *p = arg;
-    return shoal_replicator_update(p->m->node->rep, "probe", shoal_crdt_clone(p->m->initial), &p->c,
-                                   modify_gcounter, (void *)p->m->self, probe_done, p);
+    return shoal_replicator_update_typed(p->m->node->rep, "probe", shoal_crdt_type(p->m->initial),
+                                         &p->c, modify_gcounter, (void *)p->m->self, probe_done,
+                                         p);
 }
 
 static int probe_write(maj_t *m, shoal_level_t level)

@@ -213,6 +213,9 @@ static void test_wrong_thread_refused(void **state)
     REFUSED(shoal_replicator_update(n->rep, "cart", shoal_orset_new(), &l, add_tea, (void *)self,
                                     update_done, NULL),
             "shoal_replicator_update", "shoal_replicator_update_sync");
+    REFUSED(shoal_replicator_update_typed(n->rep, "cart", shoal_type_by_name("ORSet"), &l, add_tea,
+                                          (void *)self, update_done, NULL),
+            "shoal_replicator_update_typed", "shoal_replicator_update_typed_sync");
     REFUSED(shoal_replicator_delete(n->rep, "k", &l, update_done, NULL), "shoal_replicator_delete",
             "shoal_replicator_delete_sync");
     REFUSED(shoal_replicator_subscribe(n->rep, "k", changed, NULL), "shoal_replicator_subscribe",
@@ -313,6 +316,8 @@ static int twins_on_node(shoal_system_t *sys, void *arg)
     fails += shoal_replicator_get_sync(n->rep, "k", NULL, &l, &v) != SHOAL_EDEADLK;
     fails += shoal_replicator_update_sync(n->rep, "k", shoal_gcounter_new(), &l, NULL, NULL) !=
              SHOAL_EDEADLK; /* and initial is freed */
+    fails += shoal_replicator_update_typed_sync(n->rep, "k", shoal_type_by_name("GCounter"), &l,
+                                                NULL, NULL) != SHOAL_EDEADLK;
     fails += shoal_replicator_delete_sync(n->rep, "k", &l) != SHOAL_EDEADLK;
     fails += shoal_replicator_add_peer_sync(n->rep, other, true, 1) != SHOAL_EDEADLK;
     fails += shoal_replicator_remove_peer_sync(n->rep, other) != SHOAL_EDEADLK;
@@ -485,6 +490,27 @@ static void test_sync_twins_from_main(void **state)
                      0);
     assert_int_equal(shoal_replicator_flush_sync(rb), 0);
     assert_int_equal(box_events(&box), before);
+
+    /* update_typed: a missing key starts as the type's empty value, an existing one is modified
+       in place of a copy; another type, or a type without an empty value, is refused */
+    const shoal_type_t *orset = shoal_type_by_name("ORSet");
+    assert_int_equal(shoal_replicator_update_typed_sync(rb, "basket", orset, &l, add_coffee,
+                                                        (void *)shoal_system_self(b)),
+                     0);
+    assert_int_equal(shoal_replicator_update_typed_sync(rb, "basket", orset, &l, add_tea,
+                                                        (void *)shoal_system_self(b)),
+                     0);
+    shoal_crdt_t *basket = NULL;
+    assert_int_equal(shoal_replicator_get_sync(rb, "basket", orset, &l, &basket), 0);
+    assert_int_equal(shoal_orset_size(basket), 2);
+    shoal_crdt_destroy(&basket);
+    assert_int_equal(shoal_replicator_update_typed_sync(rb, "basket", shoal_type_by_name("GCounter"),
+                                                        &l, NULL, NULL),
+                     SHOAL_ETYPE);
+    assert_int_equal(shoal_replicator_update_typed_sync(rb, "basket2",
+                                                        shoal_type_by_name("ORSetDelta"), &l, NULL,
+                                                        NULL),
+                     SHOAL_ETYPE);
 
     assert_int_equal(shoal_replicator_delete_sync(ra, "cart", &l), 0);
 

@@ -174,10 +174,11 @@ static void test_sample_configuration_loads(void **state)
 {
     (void)state;
     char path[PATH_MAX + 64], err[512] = "";
+    int code = 0;
     snprintf(path, sizeof path, "%s/examples/shoal.cfg", root);
-    shoal_config_t *cfg = shoal_config_load(path, err, sizeof err);
+    shoal_config_t *cfg = shoal_config_load(path, &code);
     if (!cfg)
-        fail_msg("examples/shoal.cfg: %s", err);
+        fail_msg("examples/shoal.cfg: %s", shoal_last_error_detail());
 
     shoal_system_settings_t sys;
     shoal_system_settings_default(&sys);
@@ -226,9 +227,10 @@ static void test_sample_configuration_loads(void **state)
     char *at = strstr(text, "stable-after");
     assert_non_null(at);
     memcpy(at, "stable-aftre", 12);
-    cfg = shoal_config_parse(text, err, sizeof err);
+    cfg = shoal_config_parse(text, &code);
     assert_null(cfg);
-    assert_non_null(strstr(err, "stable-aftre"));
+    assert_int_equal(code, SHOAL_EINVAL); /* an unknown key: a wrong use, named */
+    assert_non_null(strstr(shoal_last_error_detail(), "stable-aftre"));
     free(text);
 }
 

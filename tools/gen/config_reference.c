@@ -158,11 +158,12 @@ static bool checked_kind(const shoal_config_key_doc_t *k)
 static int check_default(const shoal_config_key_doc_t *k)
 {
     char text[1024], err[512] = "";
+    int code = 0;
     zpl_of(k->path, k->dflt, text, sizeof text);
-    shoal_config_t *cfg = shoal_config_parse(text, err, sizeof err);
+    shoal_config_t *cfg = shoal_config_parse(text, &code);
     if (!cfg) {
         fprintf(stderr, "config-reference: %s: the stated default '%s' does not load: %s\n",
-                k->path, k->dflt, err);
+                k->path, k->dflt, shoal_last_error_detail());
         return 1;
     }
     all_settings_t want, got;
