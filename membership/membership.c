@@ -1876,8 +1876,10 @@ static void push_on_change(shoal_cluster_t *c)
        50 members on two busy cores) */
     size_t fanout = PUSH_FANOUT;
     if (c->leader_moving && new_clock &&
-        c->state->n_members <= c->s.reduce_gossip_different_view_probability)
+        c->state->n_members <= c->s.reduce_gossip_different_view_probability) {
         fanout = n;
+        c->stats.moves_pushed_to_all++;
+    }
     for (size_t k = 0; k < fanout && n; k++) {
         size_t i = (size_t)(next_random(c) % n);
         if (new_clock)

@@ -499,6 +499,7 @@ typedef struct {
     /* of the statuses sent: a member's report to the leader that it has seen a new clock, and
        the leader's announcements of a converged clock (one per member each) */
     uint64_t seen_reports_sent, convergence_announced;
+    uint64_t moves_pushed_to_all; /* the leader's moves on convergence pushed to every member */
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 
