@@ -810,7 +810,7 @@ static void ack_after_store(void *arg, int status)
 }
 
 static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e,
-                              uint64_t sent_unix_ms);
+                              uint64_t sent_unix_ms, bool pull_reply);
 
 /* A push that waited too long (in queues, behind a busy loop) is stale news: dropped, the next
    round brings a fresher one (Akka's gossip-time-to-live). Its lateness is its age beyond the
@@ -884,15 +884,18 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         return;
     }
     /* push-pull: a pushed state that lacked something this replica has goes back to its sender
-       at once (equal states end the exchange), so news spreads both ways in one round trip */
-    if (m->sent_unix_ms && m->envelope && e && e->value && !r->unsynced) {
+       at once (equal states end the exchange), so news spreads both ways in one round trip. An
+       answer is not answered: whatever still differs is the next round's (the upper layer's
+       gossip, or anti-entropy), not a volley of whole states between two replicas that keep
+       changing */
+    if (m->sent_unix_ms && !m->pull_reply && m->envelope && e && e->value && !r->unsynced) {
         uint8_t mine[16];
         repl_value_digest(e->value, mine);
         XXH128_canonical_t theirs;
         XXH128_canonicalFromHash(&theirs,
                                  XXH3_128bits(m->envelope->value.data, m->envelope->value.len));
         if (memcmp(mine, theirs.digest, 16) != 0)
-            send_full_state_at(r, from, e, (uint64_t)unix_ms());
+            send_full_state_at(r, from, e, (uint64_t)unix_ms(), true);
     }
     ack_ctx_t *a = shoal_malloc(sizeof *a);
     a->r = r;
@@ -1069,9 +1072,10 @@ void repl_delta_tick(shoal_system_t *sys, void *arg)
     free(bufs);
 }
 
-/* A key's full state as a Write without acknowledgement; sent_unix_ms marks a push (0: not). */
+/* A key's full state as a Write without acknowledgement; sent_unix_ms marks a push (0: not),
+   pull_reply a push that answers one. */
 static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e,
-                              uint64_t sent_unix_ms)
+                              uint64_t sent_unix_ms, bool pull_reply)
 {
     Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
     Shoal__Replicator__DataEnvelope env;
@@ -1081,6 +1085,7 @@ static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, ent
     w.key = e->key;
     w.envelope = &env;
     w.sent_unix_ms = sent_unix_ms;
+    w.pull_reply = pull_reply;
     int rc = repl_send(r, to, K_WRITE, &w.base);
     r->stats.full_state_sent++;
     repl_envelope_pb_free(&env);
@@ -1090,7 +1095,7 @@ static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, ent
 
 static void send_full_state(shoal_replicator_t *r, const shoal_node_t *to, entry_t *e)
 {
-    send_full_state_at(r, to, e, 0);
+    send_full_state_at(r, to, e, 0, false);
 }
 
 int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_node_t *to)
@@ -1104,7 +1109,7 @@ int shoal_replicator_push(shoal_replicator_t *r, const char *key, const shoal_no
         return SHOAL_ENOTFOUND;
     if (r->unsynced)
         return SHOAL_EAGAIN;
-    int rc = send_full_state_at(r, to, e, (uint64_t)unix_ms());
+    int rc = send_full_state_at(r, to, e, (uint64_t)unix_ms(), false);
     return rc < 0 ? rc : 0;
 }
 

@@ -117,6 +117,8 @@ struct shoal_cluster {
     int64_t last_tick;
     uint32_t gossip_round;
     uint8_t pushed_clock[16]; /* digest of the clock push_on_change last spread */
+    uint8_t announced_clock[16]; /* the leader's: digest of the clock it last announced converged */
+    bool leader_moving; /* the change being made is the leader's move on convergence */
 
     /* frozen after a clock gap until fresh gossip keeps it a member */
     bool frozen;

@@ -64,7 +64,13 @@
     members, against about 48 KB for the whole state compressed): a receiver with the same clock
     merges the seen set (and answers with its own if the sender lacks part of it); with another
     clock, the side whose sum is higher or equal sends its whole state, the other asks for it. So
-    the whole state crosses only where a clock is behind. While some member has not seen the
+    the whole state crosses only where a clock is behind. Marks flow to the leader at once: a
+    member whose mark convergence waits for (Up or Leaving) sends the leader a GossipStatus when
+    it has seen a new clock, and the leader, once the clock has converged and it has no move to
+    make, announces it with a GossipStatus to every member; its move on convergence is pushed
+    whole to every member at once rather than to two (all three up to
+    reduce-gossip-different-view-probability members). A push's answer (push-pull) is not
+    answered again. While some member has not seen the
     current clock the replicator's own anti-entropy waits (it would ship whole states because
     the seen sets differ); once all have, only its small digest status goes out. Pushes older
     than gossip-time-to-live are dropped by the receiver.
@@ -535,6 +541,10 @@ typedef struct {
        another clock (answered with the whole state), malformed (dropped) */
     uint64_t seen_status_sent, seen_status_received, seen_status_other_clock;
     uint64_t seen_status_malformed;
+    /* of the statuses sent: a member's report to the leader that it has seen a new clock, and
+       the leader's announcements of a converged clock (one per member each) */
+    uint64_t seen_reports_sent, convergence_announced;
+    uint64_t moves_pushed_to_all; /* the leader's moves on convergence pushed to every member */
 } shoal_cluster_stats_t;
 int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out);
 

@@ -1142,8 +1142,19 @@ int main(int argc, char **argv)
                           atoi(argv[3]) : 10, strcmp(argv[4], "fast") == 0, false, false, false);
         return f.converge_ms < 0;
     }
+    if (argc == 4 && strcmp(argv[1], "--cold") == 0) {
+        /* diagnosis: bench_membership --cold shoal|serf N: one all-at-once start with default
+           timings, convergence only (no idle window, no kill) */
+        bool use_serf = strcmp(argv[2], "serf") == 0;
+        if (use_serf && !serf)
+            return 1;
+        int n = atoi(argv[3]) > 1 && atoi(argv[3]) <= MAXN ? atoi(argv[3]) : 10;
+        figures_t f = run(use_serf ? SERF : SHOAL, n, false, false, false, true);
+        return f.converge_ms < 0;
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: bench_membership [--converge shoal|serf N fast|default]\n");
+        fprintf(stderr, "usage: bench_membership [--converge shoal|serf N fast|default] "
+                        "[--cold shoal|serf N]\n");
         return 2;
     }
     bench_note("membership: shoal-member processes vs %s; %s", serf ? serf_path : "(no serf)",

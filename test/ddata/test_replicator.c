@@ -1217,6 +1217,7 @@ typedef struct {
     tcluster_t *c;
     const char *key;
     int64_t sent_unix_ms;
+    bool pull_reply; /* the push answers one of node 0's */
 } forged_push_t;
 
 /* Node 1 pushes to node 0, as shoal_replicator_push does, a GCounter of 5 stamped sent_unix_ms. */
@@ -1235,6 +1236,7 @@ static int forge_push(shoal_system_t *sys, void *arg)
     w.key = (char *)f->key;
     w.envelope = &env;
     w.sent_unix_ms = (uint64_t)f->sent_unix_ms;
+    w.pull_reply = f->pull_reply;
     size_t n = shoal__replicator__write__get_packed_size(&w);
     uint8_t *buf = malloc(n);
     shoal__replicator__write__pack(&w, buf);
@@ -1306,6 +1308,53 @@ static int incr_as(shoal_crdt_t *v, void *arg)
 {
     const char **as = arg;
     return shoal_gcounter_increment(v, shoal_node_intern(as[0]), (uint64_t)atoi(as[1]));
+}
+
+typedef struct {
+    tcluster_t *c;
+    uint64_t want;
+} full_sent_wait_t;
+
+static bool node0_sent_full(void *arg)
+{
+    full_sent_wait_t *w = arg;
+    return stats_of(w->c, 0).full_state_sent == w->want;
+}
+
+/* Push-pull: a push that lacks something the receiver holds is answered with the receiver's
+   state, but an answer (pull_reply) is merged and never answered in turn; otherwise two replicas
+   whose value keeps changing (membership marks each state it merges as seen) volley whole states
+   until both hold still (72% of the full states of a cold start of 50 members). */
+static void test_push_answer_is_not_answered(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t s;
+    tcluster_fast_settings(&s);
+    s.gossip_interval_ms = 600000; /* only the forged pushes move the key */
+    s.delta_enabled = false;
+    static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
+    tcluster_start(&c, 2, &s);
+    shoal_consistency_t l = c_local();
+    shoal_crdt_t *init = shoal_gcounter_new();
+    const char *own3[] = {shoal_node_id(shoal_system_self(c.sys[0])), "3"};
+    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "pp", init, &l, incr_as, own3), 0);
+    shoal_crdt_destroy(&init);
+    uint64_t sent = stats_of(&c, 0).full_state_sent;
+    /* an answer that lacks node 0's 3: merged (3 + 5), not answered */
+    forged_push_t answer = {&c, "pp", unix_now_ms(), true};
+    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &answer), 0);
+    counter_wait_t w = {&c, "pp", 8};
+    assert_true(wait_until(node0_has_count, &w, 5000));
+    assert_int_equal(stats_of(&c, 0).full_state_sent, sent); /* answered in the same turn */
+    /* the same state as a push: answered with node 0's 8 */
+    forged_push_t push = {&c, "pp", unix_now_ms(), false};
+    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &push), 0);
+    full_sent_wait_t sw = {&c, sent + 1};
+    assert_true(wait_until(node0_sent_full, &sw, 5000));
+    uint64_t v = 0;
+    assert_int_equal(t_gcounter(&c, 1, "pp", &l, &v), 0);
+    assert_int_equal(v, 8);
+    tcluster_stop(&c);
 }
 
 #define GONE   "127.0.0.9:1000:42"
@@ -1491,6 +1540,7 @@ int main(void)
                                   tcluster_teardown),
         cmocka_unit_test_teardown(test_orset_pruning_plan_travels, tcluster_teardown),
         cmocka_unit_test_teardown(test_push_ttl_survives_clock_skew, tcluster_teardown),
+        cmocka_unit_test_teardown(test_push_answer_is_not_answered, tcluster_teardown),
         cmocka_unit_test_teardown(test_new_member_catches_up_before_its_copy_counts,
                                   tcluster_teardown),
         cmocka_unit_test_teardown(test_loaded_marker_cleans_incoming_state, tcluster_teardown),

@@ -258,6 +258,20 @@ static void test_five_join_and_converge(void **state)
     }
     assert_true(sent > 0);
     assert_true(received > 0);
+    /* the members whose marks convergence waits for told the leader when they saw a new clock,
+       and the leader announced the converged clock to every other member (an earlier leader, a
+       member with a higher address that led before the lowest one was Up, may have too) */
+    uint64_t reports = 0, moves = 0;
+    for (int i = 0; i < 5; i++) {
+        shoal_cluster_stats_t st;
+        assert_int_equal(shoal_cluster_stats(nodes[i].cl, &st), 0);
+        if (shoal_system_self(nodes[i].sys) == lowest)
+            assert_true(st.convergence_announced >= 4);
+        reports += st.seen_reports_sent;
+        moves += st.moves_pushed_to_all; /* the leaders' Joining -> Up moves, each to everyone */
+    }
+    assert_true(reports > 0);
+    assert_true(moves > 0);
 }
 
 /* Leave: Leaving -> Exiting -> Removed everywhere, and the leaver's cluster part shuts down. */
