@@ -2624,17 +2624,17 @@ int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out)
 /* ---------------------------------------------------------------------------------------------
  * Life cycle
  */
+/* The message kinds membership handles: registered at start and every one of them withdrawn at
+   stop (a kind left registered hands a message to a freed cluster). */
+static const uint16_t cluster_kinds[] = {K_INIT_JOIN,    K_INIT_JOIN_ACK, K_INIT_JOIN_NACK,
+                                         K_FORGET,       K_JOIN,          K_HANDOVER_DONE,
+                                         K_EXITING_CONFIRMED, K_GOSSIP_STATUS};
+
 static int do_start(shoal_system_t *sys, void *arg)
 {
     shoal_cluster_t *c = arg;
-    shoal_system_register(sys, K_INIT_JOIN, on_message, c);
-    shoal_system_register(sys, K_INIT_JOIN_ACK, on_message, c);
-    shoal_system_register(sys, K_INIT_JOIN_NACK, on_message, c);
-    shoal_system_register(sys, K_FORGET, on_message, c);
-    shoal_system_register(sys, K_JOIN, on_message, c);
-    shoal_system_register(sys, K_HANDOVER_DONE, on_message, c);
-    shoal_system_register(sys, K_EXITING_CONFIRMED, on_message, c);
-    shoal_system_register(sys, K_GOSSIP_STATUS, on_message, c);
+    for (size_t i = 0; i < sizeof cluster_kinds / sizeof *cluster_kinds; i++)
+        shoal_system_register(sys, cluster_kinds[i], on_message, c);
     shoal_system_on_peer(sys, on_peer, c);
     c->sub_id = shoal_replicator_subscribe(c->sysrepl, CLUSTER_KEY, on_state, c);
     c->last_tick = shoal_now_ms(); /* the loop's liveness counts from now, not from a first tick */
@@ -2820,11 +2820,8 @@ static int do_stop(shoal_system_t *sys, void *arg)
             shoal_system_timer_cancel(sys, *timers[i]);
             *timers[i] = 0;
         }
-    shoal_system_register(sys, K_INIT_JOIN, NULL, NULL);
-    shoal_system_register(sys, K_INIT_JOIN_ACK, NULL, NULL);
-    shoal_system_register(sys, K_JOIN, NULL, NULL);
-    shoal_system_register(sys, K_HANDOVER_DONE, NULL, NULL);
-    shoal_system_register(sys, K_EXITING_CONFIRMED, NULL, NULL);
+    for (size_t i = 0; i < sizeof cluster_kinds / sizeof *cluster_kinds; i++)
+        shoal_system_register(sys, cluster_kinds[i], NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_VIEW, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_JOIN, NULL, NULL);
     shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_LEAVE, NULL, NULL);

@@ -1335,10 +1335,10 @@ static void test_push_answer_is_not_answered(void **state)
     static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
     tcluster_start(&c, 2, &s);
     shoal_consistency_t l = c_local();
-    shoal_crdt_t *init = shoal_gcounter_new();
     const char *own3[] = {shoal_node_id(shoal_system_self(c.sys[0])), "3"};
-    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "pp", init, &l, incr_as, own3), 0);
-    shoal_crdt_destroy(&init);
+    assert_int_equal(shoal_replicator_update_sync(c.rep[0], "pp", shoal_gcounter_new(), &l,
+                                                  incr_as, own3),
+                     0);
     uint64_t sent = stats_of(&c, 0).full_state_sent;
     /* an answer that lacks node 0's 3: merged (3 + 5), not answered */
     forged_push_t answer = {&c, "pp", unix_now_ms(), true};
