@@ -211,6 +211,11 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SH       CLUSTER "sharding/"
 #define SH_LSA   SH "least-shard-allocation-strategy/"
 #define SH_DD    SH "distributed-data/"
+/* The description of a key of sharding's own replicator that is accepted and not applied. */
+#define SH_DD_DOC(key)                                                                             \
+    "Sharding's own replicator, as shoal/cluster/distributed-data/" key                            \
+    ": accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "  \
+    "your own in shoal_sharding_settings_t.replicator)."
 #define SH_PASS  SH "passivation/"
 #define SH_STRAT SH_PASS "*/"
 #define KEPT_MAX(path, kind, flags, max, ...)                                                      \
@@ -704,123 +709,61 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SH_DD "majority-min-cap", K_UINT, 0, CFG_AKKA, "5",
         "Majorities of sharding's state writes and reads count at least this many nodes."),
     KEEP(SH_DD "name", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/name: accepted, not applied"
-        " (sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("name")),
     KEEP(SH_DD "role", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/role: accepted, not applied"
-        " (sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("role")),
     KEPT32(SH_DD "gossip-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/gossip-interval: accepted, "
-        "not applied (sharding's replicator runs with Akka's sharding overrides; pass your own in"
-        " shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("gossip-interval")),
     KEPT32(SH_DD "notify-subscribers-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/notify-subscribers-interval: accepted, not applied "
-        "(sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("notify-subscribers-interval")),
     KEEP(SH_DD "log-data-size-exceeding", K_SIZE, CFG_OFF, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/log-data-size-exceeding: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("log-data-size-exceeding")),
     KEPT32(SH_DD "max-delta-elements", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/max-delta-elements: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("max-delta-elements")),
     KEEP(SH_DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/use-dispatcher: accepted, "
-        "not applied (sharding's replicator runs with Akka's sharding overrides; pass your own in"
-        " shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("use-dispatcher")),
     KEPT32(SH_DD "pruning-interval", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/pruning-interval: accepted,"
-        " not applied (sharding's replicator runs with Akka's sharding overrides; pass your own "
-        "in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("pruning-interval")),
     KEPT32(SH_DD "max-pruning-dissemination", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/max-pruning-dissemination: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("max-pruning-dissemination")),
     KEEP(SH_DD "pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/pruning-marker-time-to-live: accepted, not applied "
-        "(sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("pruning-marker-time-to-live")),
     KEEP(SH_DD "serializer-cache-time-to-live", K_DURATION, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/serializer-cache-time-to-live: accepted, not applied "
-        "(sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("serializer-cache-time-to-live")),
     KEEP(SH_DD "prefer-oldest", K_BOOL, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/prefer-oldest: accepted, "
-        "not applied (sharding's replicator runs with Akka's sharding overrides; pass your own in"
-        " shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("prefer-oldest")),
     KEEP(SH_DD "delta-crdt/enabled", K_BOOL, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/delta-crdt/enabled: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("delta-crdt/enabled")),
     KEPT32(SH_DD "delta-crdt/max-delta-size", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/delta-crdt/max-delta-size: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("delta-crdt/max-delta-size")),
     KEEP(SH_DD "expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/expire-keys-after-inactivity: accepted, not applied "
-        "(sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("expire-keys-after-inactivity")),
     KEEP(SH_DD "durable/keys", K_LIST, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/keys: accepted, not"
-        " applied (sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/keys")),
     KEEP(SH_DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/durable/pruning-marker-time-to-live: accepted, not "
-        "applied (sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/pruning-marker-time-to-live")),
     KEEP(SH_DD "durable/store-actor-class", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/store-actor-class: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/store-actor-class")),
     KEEP(SH_DD "durable/use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/use-dispatcher: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/use-dispatcher")),
     KEEP(SH_DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/pinned-store: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/pinned-store")),
     KEEP(SH_DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/lmdb/dir: accepted,"
-        " not applied (sharding's replicator runs with Akka's sharding overrides; pass your own "
-        "in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/lmdb/dir")),
     KEEP(SH_DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/durable/lmdb/map-size: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/lmdb/map-size")),
     KEEP(SH_DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-        "Sharding's own replicator, as "
-        "shoal/cluster/distributed-data/durable/lmdb/write-behind-interval: accepted, not applied"
-        " (sharding's replicator runs with Akka's sharding overrides; pass your own in "
-        "shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("durable/lmdb/write-behind-interval")),
     KEPT32(SH_DD "delta-interval", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/delta-interval: accepted, "
-        "not applied (sharding's replicator runs with Akka's sharding overrides; pass your own in"
-        " shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("delta-interval")),
     KEEP(SH_DD "tombstone-time-to-live", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/tombstone-time-to-live: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("tombstone-time-to-live")),
     KEPT_MAX(SH_DD "compress-above", K_SIZE, 0, SIZE_MAX, CFG_SHOAL, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/compress-above: accepted, "
-        "not applied (sharding's replicator runs with Akka's sharding overrides; pass your own in"
-        " shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("compress-above")),
     KEPT_MAX(SH_DD "max-reassembly-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, CFG_SHOAL, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/max-reassembly-size: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("max-reassembly-size")),
     KEPT32(SH_DD "max-pending-operations", K_UINT, CFG_POSITIVE, CFG_SHOAL, NULL,
-        "Sharding's own replicator, as shoal/cluster/distributed-data/max-pending-operations: "
-        "accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "
-        "your own in shoal_sharding_settings_t.replicator)."),
+        SH_DD_DOC("max-pending-operations")),
     /* JVM executor */
     KEEP(SH "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "

@@ -3,8 +3,10 @@
 #include "procs.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,25 @@ bool ttool_find(const char *name, char *path, size_t cap)
     }
     snprintf(path, cap, "build/bin/%s", name);
     return access(path, X_OK) == 0;
+}
+
+bool ttool_source_root(const char *name, char *root, size_t cap)
+{
+    char any[PATH_MAX];
+    if (!ttool_find(name, any, sizeof any)) {
+        fprintf(stderr, "build/bin/%s is missing: the target that runs this test must build the "
+                        "release programs\n", name);
+        return false;
+    }
+    char *cut = strncmp(any, "build/bin/", 10) == 0 ? any : strstr(any, "/build/bin/");
+    if (!cut)
+        return false;
+    *cut = 0;
+    char real[PATH_MAX];
+    if (!realpath(any[0] ? any : ".", real) || strlen(real) >= cap)
+        return false;
+    snprintf(root, cap, "%s", real);
+    return true;
 }
 
 /* Runs a shell command line, its stdout into out (NUL-terminated, cut at cap-1 bytes). */

@@ -11,6 +11,9 @@
    test runs in); false when the program is missing (the tests fail then, naming it: the target
    that runs them must build it). */
 bool ttool_find(const char *name, char *path, size_t cap);
+/* The source tree (an absolute path): the directory that holds build/bin/<name>, the release
+   program the test needs; false, with a message naming the program, when it is missing. */
+bool ttool_source_root(const char *name, char *root, size_t cap);
 /* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
    bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */
 int ttool_run(const char *path, const char *args, char *out, size_t cap);

@@ -14,34 +14,12 @@
 
 #include "ddata.h"
 #include "prop.h"
+#include "config_words.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* The configuration constructors give a code (*err) and leave the words in
-   shoal_last_error_detail(): these tests read the words, so the two wrappers copy them into a
-   buffer ("" on success). */
-static shoal_config_t *parse_words(const char *text, char *why, size_t cap)
-{
-    int code = 1;
-    shoal_config_t *cfg = shoal_config_parse(text, &code);
-    if ((cfg != NULL) != (code == 0))
-        fail_msg("shoal_config_parse: %p with code %d", (void *)cfg, code);
-    snprintf(why, cap, "%s", cfg ? "" : shoal_last_error_detail());
-    return cfg;
-}
-
-static __attribute__((unused)) shoal_config_t *load_words(const char *path, char *why, size_t cap)
-{
-    int code = 1;
-    shoal_config_t *cfg = shoal_config_load(path, &code);
-    if ((cfg != NULL) != (code == 0))
-        fail_msg("shoal_config_load: %p with code %d", (void *)cfg, code);
-    snprintf(why, cap, "%s", cfg ? "" : shoal_last_error_detail());
-    return cfg;
-}
 
 #define DD "shoal/cluster/distributed-data/"
 

@@ -31,19 +31,7 @@ static char root[PATH_MAX - 64]; /* the source tree */
 static int group_setup(void **state)
 {
     (void)state;
-    char any[PATH_MAX];
-    if (!ttool_find("shoal-cluster", any, sizeof any)) {
-        fprintf(stderr, "build/bin/shoal-cluster is missing: the target that runs this test must "
-                        "build the release programs\n");
-        return -1;
-    }
-    char *cut = strncmp(any, "build/bin/", 10) == 0 ? any : strstr(any, "/build/bin/");
-    if (!cut)
-        return -1;
-    *cut = 0;
-    if (!realpath(any[0] ? any : ".", root))
-        return -1;
-    return 0;
+    return ttool_source_root("shoal-cluster", root, sizeof root) ? 0 : -1;
 }
 
 /* The whole output of a shell command run in the source tree (stderr apart), its exit code in

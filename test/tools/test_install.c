@@ -91,17 +91,7 @@ static const char *line(void)
 static int group_setup(void **state)
 {
     (void)state;
-    char any[PATH_MAX];
-    if (!ttool_find("shoal-cluster", any, sizeof any)) {
-        fprintf(stderr, "build/bin/shoal-cluster is missing: the target that runs this test must "
-                        "build the release programs and the staged install\n");
-        return -1;
-    }
-    char *cut = strncmp(any, "build/bin/", 10) == 0 ? any : strstr(any, "/build/bin/");
-    if (!cut)
-        return -1;
-    *cut = 0;
-    if (!realpath(any[0] ? any : ".", root))
+    if (!ttool_source_root("shoal-cluster", root, sizeof root))
         return -1;
     snprintf(stage, sizeof stage, "%s/build/stage", root);
     char pc[PATH_MAX + 32];
