@@ -139,21 +139,27 @@ void shoal_error_detail_clear(void)
     detail[0] = 0;
 }
 
+/* Formats into detail, "..." marking a cut; formatted aside first: the arguments may point into
+   detail itself. */
+static void detail_vset(const char *fmt, va_list ap)
+{
+    char text[sizeof detail];
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    if (n >= (int)sizeof text)
+        memcpy(text + sizeof text - 4, "...", 4);
+    memcpy(detail, text, sizeof detail);
+}
+
 int shoal_error_detail_set(int code, const char *fmt, ...)
 {
     if (!fmt) {
         detail[0] = 0;
         return code;
     }
-    /* formatted aside first: fmt's arguments may point into detail itself */
-    char text[sizeof detail];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(text, sizeof text, fmt, ap);
+    detail_vset(fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof text)
-        memcpy(text + sizeof text - 4, "...", 4);
-    memcpy(detail, text, sizeof detail);
     return code;
 }
 
@@ -169,13 +175,9 @@ void shoal_error_detail_log(const char *fmt, ...)
 {
     if (!fmt)
         return;
-    char text[sizeof detail];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(text, sizeof text, fmt, ap);
+    detail_vset(fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof text)
-        memcpy(text + sizeof text - 4, "...", 4);
-    memcpy(detail, text, sizeof detail);
     shoal_error("%s", detail);
 }

@@ -1268,8 +1268,8 @@ static void put_dot_varints(const nodeix_t *x, const dotset_t *ds, uint8_t **nod
         free(e);
 }
 
-/* Field `field` (wire type 2) holding len bytes: its size on the wire; 0 for an empty packed
-   field, which protobuf leaves out. */
+/* The size on the wire of a length-delimited field (a one-byte tag) holding len bytes; 0 for an
+   empty packed field, which protobuf leaves out. */
 static size_t packed_size(size_t len)
 {
     return len ? 1 + shoal_varint_len(len) + len : 0;

@@ -126,25 +126,27 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 static void fail_with(int *code, int value, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+static void set_err_v(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+}
+
 /* An open's failure: its code (shoal_durable_open's *err) and its message. */
 static void fail_with(int *code, int value, char *err, size_t errlen, const char *fmt, ...)
 {
     *code = value;
-    if (!err || !errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    set_err_v(err, errlen, fmt, ap);
     va_end(ap);
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    set_err_v(err, errlen, fmt, ap);
     va_end(ap);
 }
 
