@@ -1,8 +1,10 @@
-/*  util.c — errors, allocation wrappers, the growable byte buffer, hashing. */
+/*  util.c — errors, allocation wrappers, the growable byte buffer, hashing, clocks, packing a
+    protobuf message: what every layer of ddata (types, node, replicator) uses. */
 #include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <xxhash.h>
 
 const char *shoal_strerror(int code)
@@ -216,4 +218,34 @@ void shoal_buf_json_string(shoal_buf_t *buf, const char *s)
             shoal_buf_append(buf, p, 1);
     }
     shoal_buf_append(buf, "\"", 1);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Clocks and packing
+ */
+int64_t shoal_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct timespec shoal_deadline_in(uint64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += (time_t)(ms / 1000);
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+void shoal_pb_pack(const ProtobufCMessage *msg, shoal_buf_t *out)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    shoal_buf_reserve(out, n);
+    out->len += protobuf_c_message_pack(msg, out->data + out->len);
 }

@@ -51,7 +51,7 @@
 #define MAX_DBS 256
 #define LINE_RENDER 100
 #define CLIENT_TIMEOUT_MS 3000
-#define K_CLIENT_KEYS 0x8004u /* ddata/replicator_client.c: GET 0x8001 .. STATS 0x8005 */
+#define K_CLIENT_KEYS 0x8004u /* ddata/replicator/replicator_client.c: GET 0x8001 .. STATS 0x8005 */
 /* A store read that takes longer than this is looping on corrupt page pointers. */
 #define CHILD_TIMEOUT_S 120
 /* LMDB's two meta pages of 4 KiB or more: the least a data.mdb it wrote can hold */

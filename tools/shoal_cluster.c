@@ -677,7 +677,7 @@ static size_t check_map(json_t *root, findings_t *f)
     return total;
 }
 
-/* The KEYS request (ddata/replicator_client.c): the keys of a role's replicator. */
+/* The KEYS request (ddata/replicator/replicator_client.c): the keys of a role's replicator. */
 #define K_CLIENT_KEYS 0x8004u
 static int fetch_keys(shoal_client_t *c, const char *role, char ***keys, size_t *n)
 {

@@ -1,4 +1,4 @@
-/*  fuzz_frame.c — libFuzzer target for the node transport's parsers (ddata/transport.h): the
+/*  fuzz_frame.c — libFuzzer target for the node transport's parsers (ddata/node/transport.h): the
     frame header, DATA batches with the receiver's sequence accounting, ACK, REQUEST, REPLY,
     REPLY_PART, and
     the protobuf handshake. These are exactly what a node runs on bytes from the network, with no

@@ -6,6 +6,8 @@
       - every ```c block of README.md and every docs page is a verbatim excerpt of a program
         examples/<name>.c (tools/check-snippets.py), which test_install builds against the staged
         install and runs; and the checker does refuse a block that is not;
+      - the library keeps the layers of tools/layers.txt (tools/check-layers.py, over the release
+        objects' symbols), and the checker does refuse a use that climbs;
       - examples/shoal.cfg, the sample configuration, loads with shoal_config_load and fills the
         four settings structs with what it says.
 */
@@ -158,6 +160,60 @@ static void test_snippet_checker_refuses_what_is_not_an_excerpt(void **state)
     rmdir(dir);
 }
 
+/* The layers of tools/layers.txt hold in the library's objects (tools/check-layers.py reads which
+   object defines and which uses each symbol). */
+static void test_layers_hold(void **state)
+{
+    (void)state;
+    int rc = 0;
+    char *out = run("python3 tools/check-layers.py 2>&1", &rc);
+    if (rc != 0)
+        fail_msg("tools/check-layers.py:\n%s", out);
+    assert_non_null(strstr(out, " keep tools/layers.txt"));
+    free(out);
+}
+
+/* The checker itself: the same spec with the data types' arrow to the base taken away must fail
+   and name a use that now climbs; a spec that leaves a file out, or points at a layer above, is
+   refused. */
+static void test_layer_checker_refuses_a_climb(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/shoal-test-layers-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[2 * PATH_MAX + 512], spec[PATH_MAX];
+    snprintf(spec, sizeof spec, "%s/layers.txt", dir);
+    int rc = 0;
+
+    snprintf(cmd, sizeof cmd,
+             "sed 's|^\\(ddata-types *= *ddata/types/\\*\\.c\\) *->.*|\\1|' tools/layers.txt > '%s' && "
+             "python3 tools/check-layers.py --spec '%s' 2>&1", spec, spec);
+    char *out = run(cmd, &rc);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "ddata/types/crdt.c (ddata-types) uses ddata/util.c (ddata-base)"));
+    assert_non_null(strstr(out, " uses climb a layer of "));
+    free(out);
+
+    snprintf(cmd, sizeof cmd,
+             "grep -v '^sharding ' tools/layers.txt > '%s' && "
+             "python3 tools/check-layers.py --spec '%s' 2>&1", spec, spec);
+    out = run(cmd, &rc);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "sharding/region.c: in no layer of "));
+    free(out);
+
+    snprintf(cmd, sizeof cmd,
+             "printf 'a = ddata/util.c -> b\\nb = ddata/log.c\\n' > '%s' && "
+             "python3 tools/check-layers.py --spec '%s' 2>&1", spec, spec);
+    out = run(cmd, &rc);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "a -> b: b is not stated above it"));
+    free(out);
+
+    unlink(spec);
+    rmdir(dir);
+}
+
 static void test_sample_configuration_loads(void **state)
 {
     (void)state;
@@ -228,6 +284,8 @@ int main(void)
         cmocka_unit_test(test_configuration_reference_is_current),
         cmocka_unit_test(test_snippets_are_excerpts_of_examples),
         cmocka_unit_test(test_snippet_checker_refuses_what_is_not_an_excerpt),
+        cmocka_unit_test(test_layers_hold),
+        cmocka_unit_test(test_layer_checker_refuses_a_climb),
         cmocka_unit_test(test_sample_configuration_loads),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */

@@ -242,26 +242,6 @@ struct shoal_system {
 /* ---------------------------------------------------------------------------------------------
  * Small helpers
  */
-int64_t shoal_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-struct timespec shoal_deadline_in(uint64_t ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += (time_t)(ms / 1000);
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 static uint64_t rng_next(shoal_system_t *sys)
 {
     /* xorshift64*: faults need cheap, not cryptographic, randomness */

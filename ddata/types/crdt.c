@@ -160,13 +160,6 @@ int shoal_crdt_merge_delta(shoal_crdt_t *self, const shoal_crdt_t *delta)
     return self->type->merge_delta(self, delta);
 }
 
-void shoal_pb_pack(const ProtobufCMessage *msg, shoal_buf_t *out)
-{
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    shoal_buf_reserve(out, n);
-    out->len += protobuf_c_message_pack(msg, out->data + out->len);
-}
-
 int shoal_crdt_encode_envelope(const shoal_crdt_t *self, shoal_buf_t *scratch,
                                Shoal__Ddata__Value *env)
 {

@@ -1,4 +1,4 @@
-/*  node.c — node ids "host:port:uid", interned.
+/*  node_id.c — node ids "host:port:uid", interned.
 
     Interning gives one stable pointer per id, so the types compare nodes by pointer and store
     8 bytes per reference. The table is process-wide and guarded by a mutex (several nodes may
