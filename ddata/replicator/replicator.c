@@ -168,7 +168,7 @@ entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
     e->dirty = true;
     e->bucket = (uint32_t)(XXH3_64bits(key, klen) % N_BUCKETS);
     e->durable = repl_is_durable(r, key, klen);
-    e->last_access_ms = shoal_now_ms();
+    repl_entry_touch(r, e);
     slot->value = e;
     r->n_dirty++;
     r->stats.keys++;
@@ -605,7 +605,7 @@ int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
             repl_tomb_seen_add(e, from);
         if (!e->deleted) {
             make_tombstone(r, e);
-            e->last_access_ms = shoal_now_ms();
+            repl_entry_touch(r, e);
         }
         return 0;
     }
@@ -682,7 +682,7 @@ int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
         changed = true;
     }
     shoal_nm_merge_max(&e->dv, &dv);
-    e->last_access_ms = shoal_now_ms();
+    repl_entry_touch(r, e);
     if (changed)
         repl_entry_changed(r, e);
 cleanup:
@@ -786,7 +786,7 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
         }
     }
     shoal_nm_set(&e->dv, origin, d->to_seq);
-    e->last_access_ms = shoal_now_ms();
+    repl_entry_touch(r, e);
     r->stats.deltas_received++;
     repl_entry_changed(r, e);
     return 0;
@@ -1770,9 +1770,16 @@ int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out)
 /* ---------------------------------------------------------------------------------------------
  * Operations
  */
+/* A key's length, or 0 when it is no key (NULL, empty, over 4096 bytes). */
+static size_t key_len(const char *key)
+{
+    size_t n = key ? strnlen(key, 4097) : 0;
+    return n <= 4096 ? n : 0;
+}
+
 static bool key_ok(const char *key)
 {
-    return key && *key && strlen(key) <= 4096;
+    return key_len(key) != 0;
 }
 
 typedef struct {
@@ -1821,6 +1828,7 @@ int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_typ
 
 typedef struct {
     char *key;
+    size_t klen; /* strlen(key), measured once when the call came */
     shoal_crdt_t *initial;
     const shoal_type_t *type; /* update_typed: a missing key starts as this type's empty value */
     shoal_consistency_t c;
@@ -1892,7 +1900,7 @@ static uint64_t record_delta(shoal_replicator_t *r, entry_t *e, shoal_crdt_t *de
 static void update_now(shoal_replicator_t *r, void *arg)
 {
     update_args_t *a = arg;
-    size_t klen = strlen(a->key);
+    size_t klen = a->klen;
     int rc = 0;
     if (r->destroying) {
         rc = SHOAL_ESTOPPED;
@@ -1916,7 +1924,7 @@ static void update_now(shoal_replicator_t *r, void *arg)
         if (!e)
             e = repl_entry_create(r, a->key, klen, NULL);
         make_tombstone(r, e);
-        e->last_access_ms = shoal_now_ms();
+        repl_entry_touch(r, e);
         after_store_t *w = shoal_calloc(1, sizeof *w);
         *w = (after_store_t){r, strdup(a->key), NULL, 0, a->c, true, a->done, a->arg};
         repl_store_entry(r, e, after_local_store, w);
@@ -1953,7 +1961,7 @@ static void update_now(shoal_replicator_t *r, void *arg)
         e->type = work->type;
     shoal_crdt_destroy(&e->value);
     e->value = work;
-    e->last_access_ms = shoal_now_ms();
+    repl_entry_touch(r, e);
     uint64_t seq = 0;
     if (delta && r->s.delta_enabled)
         seq = record_delta(r, e, delta);
@@ -1988,9 +1996,10 @@ static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *in
 {
     int rc = 0;
     bool typed = !initial; /* update_typed (or a delete) */
+    size_t klen = key_len(key);
     if (initial)
         type = shoal_crdt_type(initial);
-    if (!r || !key_ok(key) || !c || !done || (!is_delete && !type))
+    if (!r || !klen || !c || !done || (!is_delete && !type))
         rc = SHOAL_EINVAL;
     else if (!is_delete && (type->tag == SHOAL_ORSET_DELTA || type->tag == SHOAL_ORMAP_DELTA ||
                             (!initial && !type->create)))
@@ -2008,8 +2017,8 @@ static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *in
     }
     if (!r->loading) {
         /* the common case runs now, on the caller's key: no copies */
-        update_args_t now = {(char *)key, initial, type,      *c,  modify, modify_arg,
-                             done,        arg,     is_delete, true};
+        update_args_t now = {(char *)key, klen, initial,   type, *c,  modify, modify_arg,
+                             done,        arg,  is_delete, true};
         update_now(r, &now);
         return 0;
     }
@@ -2017,6 +2026,7 @@ static int start_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *in
     a->key = strdup(key);
     if (!a->key)
         abort();
+    a->klen = klen;
     a->initial = initial;
     a->type = type;
     a->c = *c;

@@ -100,7 +100,7 @@ typedef struct entry {
     bool notified;
     uint8_t notified_digest[16];
 
-    int64_t last_access_ms;
+    int64_t last_access_ms; /* repl_entry_touch: kept only when some key expires */
     bool durable;
     uint64_t store_seq; /* the last write of this key to the store (r->store_seq numbering) */
 } entry_t;
@@ -281,6 +281,13 @@ entry_t *repl_entry_create(shoal_replicator_t *r, const char *key, size_t klen,
                            const shoal_type_t *type);
 void repl_notify_arm(shoal_replicator_t *r);
 void repl_entry_changed(shoal_replicator_t *r, entry_t *e);
+/* Marks a key used now, for expiry (expire-keys-after-inactivity). Only expiry reads the mark,
+   so without expiring keys the clock is not read: an update then costs no clock call. */
+static inline void repl_entry_touch(const shoal_replicator_t *r, entry_t *e)
+{
+    if (r->s.n_expire_keys)
+        e->last_access_ms = shoal_now_ms();
+}
 void repl_entry_drop(shoal_replicator_t *r, entry_t *e);
 /* Stores a durable entry (no-op for others); done(arg, status) when stored. A failure is
    counted and the key retried with backoff (its current state) until the store takes it. */

@@ -301,7 +301,7 @@ static void read_complete(shoal_replicator_t *r, op_t *o, int status)
     if (status == SHOAL_ETIMEOUT)
         r->stats.read_timeouts++;
     if (e)
-        e->last_access_ms = shoal_now_ms();
+        repl_entry_touch(r, e);
     if (status == 0) {
         if (!e)
             status = SHOAL_ENOTFOUND;
@@ -406,7 +406,7 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
         else if (!e->value)
             status = SHOAL_ENOTFOUND;
         if (e)
-            e->last_access_ms = shoal_now_ms();
+            repl_entry_touch(r, e);
         if (status == SHOAL_ETIMEOUT)
             r->stats.read_timeouts++;
         done(r, status, key, status == 0 ? e->value : NULL, arg);
