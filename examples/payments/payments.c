@@ -29,8 +29,8 @@
     types are placed while every node is up, and picks the node to kill: the one hosting the most
     ledger shards. Then it sends the payments, R a second (400; --short: 400 payments at 200 a
     second; --bench: as fast as the producer takes them); one in 25 is a payment the sanctions
-    service never answers (its deadline must fail it). Once half of the requests are confirmed it
-    kills that node with SIGKILL: the split-brain resolver (keep-majority) downs it, its shards
+    service never answers (its deadline must fail it). Once half of the requests are confirmed,
+    some of that node's own among them (up to 40, or half of its flows), it kills that node with SIGKILL: the split-brain resolver (keep-majority) downs it, its shards
     move to the survivors, which read the flows' (and ledgers') stored states and go on. A thread
     keeps asking 40 of its flows (confirmed before the kill) for their status: the first answer
     of the last one is how long the killed node's flows were unavailable, and each must answer
@@ -507,6 +507,8 @@ static int n_total;       /* payments in this run */
 static int64_t t_start;   /* when the first payment was sent */
 static int *confirmed_at; /* per payment: ms after t_start its request was confirmed, -1 = not */
 static int n_confirmed;
+static char *on_victim;   /* per payment: 1 when its shard is on the node to kill (all: unknown) */
+static int n_victim_confirmed; /* confirmed requests of those */
 
 /* "pay-K" -> K, -1 when it is not one of this run's payments */
 static int payment_index(const char *pid)
@@ -530,8 +532,11 @@ static void delivered(shoal_producer_t *p, const char *eid, uint64_t seq, int st
     int k = payment_index(eid), unset = -1;
     /* count a payment once, whatever the producer does */
     if (k >= 0 && __atomic_compare_exchange_n(&confirmed_at[k], &unset, (int)(now_ms() - t_start),
-                                              false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                                              false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        if (on_victim && on_victim[k])
+            __atomic_add_fetch(&n_victim_confirmed, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&n_confirmed, 1, __ATOMIC_SEQ_CST);
+    }
 }
 
 static int members_up(node_t *n)
@@ -805,23 +810,34 @@ static void victim_free(victim_t *v)
     free(v->pay_shards);
 }
 
-/* The probes: flows on the victim (any flow when its shards are unknown) whose request was
-   confirmed before the kill, spread over the payments sent so far. */
-static void pick_probes(const victim_t *v, int sent)
+/* Which payments' flows live on the victim (every one when its shards are unknown), before the
+   first is sent: the kill waits for some of them to be confirmed, and the probes are chosen
+   among those. Returns how many there are. */
+static int mark_victim_flows(const victim_t *v, int n_payments)
 {
-    int *cand = malloc(sizeof *cand * (size_t)(sent + 1)), nc = 0;
-    for (int k = 0; k <= sent; k++) {
-        if (__atomic_load_n(&confirmed_at[k], __ATOMIC_SEQ_CST) < 0)
-            continue;
+    on_victim = calloc((size_t)n_payments, 1);
+    int n = 0;
+    for (int k = 0; k < n_payments; k++) {
         char pid[32], shard[SHOAL_SHARD_ID_MAX + 1];
         snprintf(pid, sizeof pid, "pay-%d", k);
         shoal_region_shard_of(payments_r, pid, shard);
-        bool on_victim = !v->known;
-        for (size_t j = 0; j < v->n_pay_shards && !on_victim; j++)
-            on_victim = !strcmp(v->pay_shards[j], shard);
-        if (on_victim)
-            cand[nc++] = k;
+        bool mine = !v->known;
+        for (size_t j = 0; j < v->n_pay_shards && !mine; j++)
+            mine = !strcmp(v->pay_shards[j], shard);
+        on_victim[k] = mine;
+        n += mine;
     }
+    return n;
+}
+
+/* The probes: flows on the victim whose request was confirmed before the kill, spread over the
+   payments sent so far. */
+static void pick_probes(int sent)
+{
+    int *cand = malloc(sizeof *cand * (size_t)(sent + 1)), nc = 0;
+    for (int k = 0; k <= sent; k++)
+        if (on_victim[k] && __atomic_load_n(&confirmed_at[k], __ATOMIC_SEQ_CST) >= 0)
+            cand[nc++] = k;
     n_probes = nc < PROBES ? nc : PROBES;
     for (int i = 0; i < n_probes; i++)
         snprintf(probes[i].pid, sizeof probes[i].pid, "pay-%d",
@@ -829,15 +845,15 @@ static void pick_probes(const victim_t *v, int sent)
     free(cand);
 }
 
-/* Kills the victim once half of the requests are confirmed (flows at every step then), says what
-   it hosted, and starts the clock of its flows' unavailability. */
+/* Kills the victim once half of the requests, some of its own among them, are confirmed (flows
+   at every step then), says what it hosted, and starts the clock of its flows' unavailability. */
 static void kill_victim(const victim_t *v, int sent, const pid_t *kids)
 {
     kill(kids[v->index], SIGKILL);
     waitpid(kids[v->index], NULL, 0);
     t_kill = now_ms();
     int confirmed = __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST);
-    pick_probes(v, sent);
+    pick_probes(sent);
     printf("after %d requests confirmed: payment node %d killed with SIGKILL", confirmed,
            v->index + 1);
     if (v->known)
@@ -931,6 +947,12 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
     double base_rate = bench ? ask_rate(n_payments > 20000 ? n_payments : 20000) : 0;
     victim_t victim;
     plan_victim(base, n_nodes, &victim);
+    /* the kill waits for half of all requests confirmed and, among them, some of the victim's
+       own (unpaced, its flows may be confirmed later than the others'): its probes need them */
+    int victim_flows = mark_victim_flows(&victim, n_payments);
+    int victim_want = victim_flows / 2 < PROBES ? victim_flows / 2 : PROBES;
+    if (victim_want < 1)
+        victim_want = 1;
     bool killed = false;
     int err = 0;
     shoal_producer_settings_t ps;
@@ -966,14 +988,17 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
             fprintf(stderr, "payments: send: %s\n", shoal_strerror(rc));
             return 1;
         }
-        if (!killed && __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) >= kill_at) {
+        if (!killed && __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) >= kill_at &&
+            __atomic_load_n(&n_victim_confirmed, __ATOMIC_SEQ_CST) >= victim_want) {
             kill_victim(&victim, k, kids);
             killed = true;
         }
     }
-    /* unpaced, sending only queues in the producer: the kill waits for half of them confirmed */
+    /* unpaced, sending only queues in the producer: the kill waits here for its confirmations */
     until = now_ms() + 60000;
-    while (!killed && __atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) < kill_at && now_ms() < until)
+    while (!killed && now_ms() < until &&
+           (__atomic_load_n(&n_confirmed, __ATOMIC_SEQ_CST) < kill_at ||
+            __atomic_load_n(&n_victim_confirmed, __ATOMIC_SEQ_CST) < victim_want))
         sleep_ms(1);
     if (!killed)
         kill_victim(&victim, n_payments - 1, kids);
@@ -1140,6 +1165,7 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
     }
     victim_free(&victim);
     free(confirmed_at);
+    free(on_victim);
     return ok ? 0 : 1;
 }
 
