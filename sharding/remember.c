@@ -18,37 +18,6 @@
 
 #include "sharding_internal.h"
 
-life_t *life_new(void *obj)
-{
-    life_t *l = calloc(1, sizeof *l);
-    if (!l)
-        abort();
-    l->obj = obj;
-    l->refs = 1;
-    return l;
-}
-
-life_t *life_ref(life_t *l)
-{
-    l->refs++;
-    return l;
-}
-
-void life_release(life_t *l)
-{
-    if (l && --l->refs == 0)
-        free(l);
-}
-
-void life_end(life_t **l)
-{
-    if (!*l)
-        return;
-    (*l)->obj = NULL;
-    life_release(*l);
-    *l = NULL;
-}
-
 bool remember_on(const shoal_region_t *r)
 {
     return r->s.remember_entities && !r->proxy;

@@ -97,7 +97,7 @@ typedef enum {
     E_STARTING, /* remember-entities: waiting for the write that remembers it */
 } entity_status_t;
 
-/* Outlives an object while replicator callbacks about it may still arrive. */
+/* life.c: outlives an object while replicator callbacks about it may still arrive. */
 typedef struct {
     void *obj; /* NULL once the object is gone */
     int refs;
