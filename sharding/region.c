@@ -85,6 +85,22 @@ static bqueue_t entity_take_waiting(shoal_entity_t *e)
 /* ---------------------------------------------------------------------------------------------
  * Small helpers
  */
+void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out)
+{
+    uint64_t h = XXH3_64bits(entity_id, strlen(entity_id));
+    uint64_t v = h % (number_of_shards ? number_of_shards : 1);
+    /* decimal by hand: this runs for every message, and snprintf showed in profiles */
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = 0;
+}
+
 static void shard_of(const shoal_region_t *r, const char *eid, char *out)
 {
     if (r->s.shard_id)

@@ -450,13 +450,15 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
 void region_stop(shoal_region_t *r);
 void region_tick_all(shoal_sharding_t *sh);
 
-/* sharding.c */
+/* view.c: the cluster as sharding.c keeps it, and the node's regions (node thread) */
 /* The member of a node in the cached view, or NULL. */
 const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
 bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
 bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
 shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
 shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+
+/* http.c */
 /* sharding's routes, check and collector on the node's management endpoints (http.c): provided
    once sharding runs, withdrawn first thing at destroy */
 int sharding_http_provide(shoal_sharding_t *sh);
