@@ -159,46 +159,6 @@ static void home_destroy(void **item)
     *item = NULL;
 }
 
-int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
-
-static void control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
-                         Shoal__Sharding__Control__Kind kind)
-{
-    shoal__sharding__control__init(m);
-    m->kind = kind;
-    m->type_name = r->name;
-}
-
-/* A control message about one shard (homes[0]); the coordinator adds its term and, for a
-   HandOff, the regions whose fences the owner waits for. */
-int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
-                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
-                     const shoal_node_t *const *fences, size_t n_fences)
-{
-    Shoal__Sharding__Control m;
-    control_init(r, &m, kind);
-    m.term = term;
-    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
-    Shoal__Sharding__ShardHome *hp = &h;
-    h.shard = (char *)shard;
-    h.region = (char *)(region ? shoal_node_id(region) : "");
-    h.epoch = epoch;
-    m.homes = &hp;
-    m.n_homes = 1;
-    char *stackfs[16];
-    char **fs = n_fences <= 16 ? stackfs : calloc(n_fences, sizeof *fs);
-    if (!fs)
-        abort();
-    for (size_t i = 0; i < n_fences; i++)
-        fs[i] = (char *)shoal_node_id(fences[i]);
-    m.fences = fs;
-    m.n_fences = n_fences;
-    int rc = region_send_control(r, to, &m);
-    if (fs != stackfs)
-        free(fs);
-    return rc;
-}
-
 static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
                     const char *shard, const shoal_node_t *region, uint64_t epoch)
 {
@@ -206,203 +166,8 @@ static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Control messages to self go through a post, so a region and its own node's coordinator talk
- * the same way as remote ones (no re-entrancy, the decoder on every path).
- */
-typedef struct {
-    shoal_sharding_t *sh;
-    const shoal_node_t *from;
-    size_t len;
-    uint8_t data[];
-} self_msg_t;
-
-static int self_deliver(shoal_system_t *sys, void *arg)
-{
-    self_msg_t *x = arg;
-    shoal_sharding_t *sh = x->sh;
-    (void)sys;
-    Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
-    if (m) {
-        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
-        if (r) {
-            if (m->kind < 20) {
-                if (r->coord)
-                    coordinator_on_control(r->coord, x->from, m);
-            } else {
-                region_on_control(r, x->from, m);
-            }
-        }
-        wire_control_free(m);
-    }
-    free(x);
-    return 0;
-}
-
-int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m)
-{
-    if (r->stopped)
-        return SHOAL_ESTOPPED;
-    size_t n = shoal__sharding__control__get_packed_size(m);
-    if (to == r->self) {
-        self_msg_t *x = malloc(sizeof *x + n);
-        if (!x)
-            abort();
-        x->sh = r->sh;
-        x->from = r->self;
-        x->len = n;
-        shoal__sharding__control__pack(m, x->data);
-        int rc = shoal_system_post(r->sys, self_deliver, x);
-        if (rc < 0)
-            free(x);
-        return rc;
-    }
-    uint8_t stackbuf[512];
-    uint8_t *buf = n <= sizeof stackbuf ? stackbuf : malloc(n);
-    if (!buf)
-        abort();
-    shoal__sharding__control__pack(m, buf);
-    int rc = shoal_system_send(r->sys, to, K_SH_CONTROL, buf, n);
-    if (buf != stackbuf)
-        free(buf);
-    if (rc < 0 && rc != SHOAL_ENOTCONN)
-        shoal_debug("%s: sharding %s: control %d to %s: %s", shoal_node_id(r->self), r->name,
-                   (int)m->kind, shoal_node_id(to), shoal_strerror(rc));
-    return rc;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Asks of this node
- */
-static uint64_t ask_hash(const void *key)
-{
-    uint64_t x = (uint64_t)(uintptr_t)key;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    return (size_t)(x ^ (x >> 33));
-}
-
-static int ask_cmp(const void *a, const void *b)
-{
-    return a == b ? 0 : (a < b ? -1 : 1);
-}
-
-static ask_t *ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
-{
-    ask_t *a = calloc(1, sizeof *a);
-    if (!a)
-        abort();
-    a->id = ++r->next_ask_id;
-    a->deadline = shoal_now_ms() + (timeout_ms ? timeout_ms : 1);
-    a->done = done;
-    a->arg = arg;
-    /* keep the list ordered by deadline: asks mostly share a timeout, so this walks ~0 steps */
-    ask_t *after = r->asks_newest;
-    while (after && after->deadline > a->deadline)
-        after = after->prev_by_time;
-    a->prev_by_time = after;
-    a->next_by_time = after ? after->next_by_time : r->asks_oldest;
-    if (a->next_by_time)
-        a->next_by_time->prev_by_time = a;
-    else
-        r->asks_newest = a;
-    if (after)
-        after->next_by_time = a;
-    else
-        r->asks_oldest = a;
-    zhashx_insert(r->asks, (void *)(uintptr_t)a->id, a);
-    r->stats.asks++;
-    return a;
-}
-
-static void ask_unlink(shoal_region_t *r, ask_t *a)
-{
-    if (a->prev_by_time)
-        a->prev_by_time->next_by_time = a->next_by_time;
-    else
-        r->asks_oldest = a->next_by_time;
-    if (a->next_by_time)
-        a->next_by_time->prev_by_time = a->prev_by_time;
-    else
-        r->asks_newest = a->prev_by_time;
-    zhashx_delete(r->asks, (void *)(uintptr_t)a->id);
-}
-
-static void ask_complete(shoal_region_t *r, uint64_t id, int status, const void *reply, size_t len)
-{
-    ask_t *a = zhashx_lookup(r->asks, (void *)(uintptr_t)id);
-    if (!a)
-        return; /* timed out already, or a duplicate */
-    ask_unlink(r, a);
-    if (status == SHOAL_ETIMEOUT)
-        r->stats.asks_timed_out++;
-    else if (status == 0)
-        r->stats.replies++;
-    /* no depth raise: asks and tells from a completion go out at once (an entity that replied
-       to a local ask from its own callback has raised it already) */
-    a->done(r, status, reply, len, a->arg);
-    free(a);
-}
-
-static void asks_expire(shoal_region_t *r, int64_t now)
-{
-    while (r->asks_oldest && r->asks_oldest->deadline <= now)
-        ask_complete(r, r->asks_oldest->id, SHOAL_ETIMEOUT, NULL, 0);
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Dead letters
  */
-static int dl_status(shoal_dead_letter_t why)
-{
-    switch (why) {
-    case SHOAL_DL_BUFFER_FULL: return SHOAL_EBUFFER;
-    case SHOAL_DL_REGION_STOPPING: return SHOAL_ESTOPPED;
-    case SHOAL_DL_UNKNOWN_TYPE: return SHOAL_ENOTYPE;
-    case SHOAL_DL_SEND_FAILED: return SHOAL_ENOTCONN;
-    default: return SHOAL_ESTOPPED;
-    }
-}
-
-static void send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len)
-{
-    if (!to || to == r->self) {
-        ask_complete(r, ask_id, status, data, len);
-        return;
-    }
-    shoal_buf_t *b = &r->sh->scratch;
-    shoal_buf_reset(b);
-    wire_reply(b, r->type_hash, ask_id, status, data, len);
-    int rc = shoal_system_send(r->sys, to, K_SH_REPLY, b->data, b->len);
-    if (rc < 0)
-        shoal_debug("%s: sharding %s: reply to %s lost: %s", shoal_node_id(r->self), r->name,
-                   shoal_node_id(to), shoal_strerror(rc));
-}
-
-void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len)
-{
-    if (ask_id)
-        send_reply(r, to, ask_id, status, data, len);
-}
-
-void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
-                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id)
-{
-    r->stats.dead_letters[why]++;
-    int64_t now = shoal_now_ms();
-    if (now - r->dl_logged_at >= 1000) {
-        r->dl_logged_at = now;
-        shoal_info("%s: sharding %s: dead letter for entity %s: %s (%llu of this reason so far)",
-                  shoal_node_id(r->self), r->name, eid ? eid : "?", shoal_dead_letter_name(why),
-                  (unsigned long long)r->stats.dead_letters[why]);
-    }
-    for (size_t i = 0; i < r->n_dl_subs; i++)
-        r->dl_subs[i].fn(r, why, eid, msg, len, r->dl_subs[i].arg);
-    if (ask_id)
-        send_reply(r, origin, ask_id, dl_status(why), NULL, 0);
-}
-
 static void dead_letter_bmsg(shoal_region_t *r, shoal_dead_letter_t why, bmsg_t *m)
 {
     region_dead_letter(r, why, m->eid, m->data, m->len, m->origin, m->ask_id);
@@ -593,7 +358,7 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
         passivator_access(s->pass, eid, shoal_now_ms(), passivate_cb, s);
     if (flags & ENV_START) {
         if (ask_id)
-            send_reply(r, origin, ask_id, 0, NULL, 0);
+            region_reply_to(r, origin, ask_id, 0, NULL, 0);
         return;
     }
     if (flags & ENV_RELIABLE) {
@@ -667,7 +432,6 @@ int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
     return shoal_region_reply(e->shard->r, &to, data, len);
 }
 
-
 int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len)
 {
     if (!r || !to || !to->ask_id || (len && !data))
@@ -676,7 +440,7 @@ int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *
         return shoal_wrong_thread(__func__, "shoal_region_reply_sync");
     if (len + 64 > shoal_system_max_message_bytes(r->sys))
         return SHOAL_ETOOBIG;
-    send_reply(r, to->node, to->ask_id, 0, data, len);
+    region_reply_to(r, to->node, to->ask_id, 0, data, len);
     return 0;
 }
 
@@ -983,26 +747,8 @@ static void ask_home(shoal_region_t *r, home_t *h)
     h->asked_at = now;
     r->stats.home_requests++;
     Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME);
     m.shard = h->id;
-    region_send_control(r, r->coord_node, &m);
-}
-
-void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
-                          uint64_t fenced_at)
-{
-    if (!r->registered || !r->coord_node)
-        return; /* the next failed fence tells it */
-    Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__SHARD_FENCED);
-    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
-    Shoal__Sharding__ShardHome *hp = &h;
-    h.shard = (char *)shard;
-    h.region = (char *)shoal_node_id(r->self);
-    h.epoch = epoch;
-    m.homes = &hp;
-    m.n_homes = 1;
-    m.fenced_at = fenced_at;
     region_send_control(r, r->coord_node, &m);
 }
 
@@ -1231,7 +977,7 @@ void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8
     }
     shoal_region_t *r = sharding_region_by_hash(sh, th);
     if (r) {
-        ask_complete(r, id, status, p, plen);
+        region_ask_complete(r, id, status, p, plen);
         drain_deferred(r);
     }
 }
@@ -1468,7 +1214,7 @@ static void send_register(shoal_region_t *r)
         bytes += strlen(s->id) + 16;
         i++;
         if (bytes >= budget) {
-            control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+            region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
             m.proxy = r->proxy;
             m.number_of_shards = r->s.number_of_shards;
             m.homes = hp + first;
@@ -1479,7 +1225,7 @@ static void send_register(shoal_region_t *r)
             bytes = 0;
         }
     }
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
     m.proxy = r->proxy;
     m.number_of_shards = r->s.number_of_shards;
     m.homes = hp + first;
@@ -1638,7 +1384,7 @@ static void region_tick(shoal_region_t *r, int64_t now)
 {
     if (r->stopped)
         return;
-    asks_expire(r, now);
+    region_asks_expire(r, now);
     if (now - r->slow_tick_at < TICK_SLOW_MS)
         return;
     r->slow_tick_at = now;
@@ -1789,7 +1535,7 @@ static void graceful_tick(shoal_region_t *r, int64_t now)
         now - r->shutdown_sent_at >= (int64_t)r->s.retry_interval_ms) {
         r->shutdown_sent_at = now;
         Shoal__Sharding__Control m;
-        control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN);
+        region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN);
         region_send_control(r, r->coord_node, &m);
     }
 }
@@ -1858,7 +1604,7 @@ static int stop_shards_on_node(shoal_system_t *sys, void *arg)
     if (!r->coord_node)
         return SHOAL_ENOTCONN;
     Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS);
     m.shard_ids = (char **)x->shards;
     m.n_shard_ids = x->n;
     int rc = region_send_control(r, r->coord_node, &m);
@@ -1924,7 +1670,7 @@ static int submit(shoal_region_t *r, const char *eid, uint8_t flags, const void 
         return SHOAL_ESTOPPED;
     uint64_t ask_id = 0;
     if (done)
-        ask_id = ask_new(r, timeout_ms, done, arg)->id;
+        ask_id = region_ask_new(r, timeout_ms, done, arg)->id;
     else
         r->stats.tells++;
     if (r->sh->depth > 0) {
@@ -2189,15 +1935,6 @@ int shoal_region_on_shard_moved(shoal_region_t *r, shoal_shard_moved_fn *fn, voi
     return on_node(r, sub_on_node, &x);
 }
 
-void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
-                        const shoal_node_t *to)
-{
-    shoal_info("%s: sharding %s: shard %s moved %s -> %s", shoal_node_id(r->self), r->name, shard,
-              from ? shoal_node_id(from) : "-", to ? shoal_node_id(to) : "-");
-    for (size_t i = 0; i < r->n_moved_subs; i++)
-        r->moved_subs[i].fn(r, shard, from, to, r->moved_subs[i].arg);
-}
-
 typedef struct {
     shoal_region_t *r;
     shoal_region_stats_t *out;
@@ -2315,8 +2052,8 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     r->shards = zhashx_new();
     zhashx_set_destructor(r->shards, shard_destroy_fn);
     r->asks = zhashx_new();
-    zhashx_set_key_hasher(r->asks, (zhashx_hash_fn *)ask_hash);
-    zhashx_set_key_comparator(r->asks, ask_cmp);
+    zhashx_set_key_hasher(r->asks, (zhashx_hash_fn *)region_ask_hash);
+    zhashx_set_key_comparator(r->asks, region_ask_cmp);
     zhashx_set_key_duplicator(r->asks, NULL);
     zhashx_set_key_destructor(r->asks, NULL);
     pthread_mutex_init(&r->qlock, NULL);
@@ -2388,7 +2125,7 @@ void region_stop(shoal_region_t *r)
     while ((m = bq_pop(&r->deferred)))
         dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
     while (r->asks_oldest)
-        ask_complete(r, r->asks_oldest->id, SHOAL_ESTOPPED, NULL, 0);
+        region_ask_complete(r, r->asks_oldest->id, SHOAL_ESTOPPED, NULL, 0);
     if (r->waiters)
         graceful_finish(r, false);
     coordinator_free(&r->coord);

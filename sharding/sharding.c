@@ -68,20 +68,6 @@ void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)
     s->shard_region_query_timeout_ms = 1000;
 }
 
-const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
-{
-    switch (reason) {
-    case SHOAL_DL_BUFFER_FULL: return "buffer-full";
-    case SHOAL_DL_REGION_STOPPING: return "region-stopping";
-    case SHOAL_DL_ENTITY_STOPPED: return "entity-stopped";
-    case SHOAL_DL_SHARD_FAILED: return "shard-failed";
-    case SHOAL_DL_SEND_FAILED: return "send-failed";
-    case SHOAL_DL_UNKNOWN_TYPE: return "unknown-type";
-    case SHOAL_DL_MALFORMED: return "malformed";
-    default: return "unknown";
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------
  * What the regions know of the cluster (the lookups are view.c's)
  */
@@ -169,6 +155,33 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Control messages to self go through a post, so a region and its own node's coordinator talk
+ * the same way as remote ones (no re-entrancy, the decoder on every path). region_send_control
+ * (outbox.c) posts them to self_deliver through shoal_sharding_t.deliver_self.
+ */
+static int self_deliver(shoal_system_t *sys, void *arg)
+{
+    self_msg_t *x = arg;
+    shoal_sharding_t *sh = x->sh;
+    (void)sys;
+    Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
+    if (m) {
+        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
+        if (r) {
+            if (m->kind < 20) {
+                if (r->coord)
+                    coordinator_on_control(r->coord, x->from, m);
+            } else {
+                region_on_control(r, x->from, m);
+            }
+        }
+        wire_control_free(m);
+    }
+    free(x);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Life cycle
  */
 typedef struct {
@@ -237,6 +250,7 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
     if (!sh)
         abort();
     sh->c = c;
+    sh->deliver_self = self_deliver;
     sh->sys = shoal_cluster_system(c);
     sh->self = shoal_system_self(sh->sys);
     sh->unreachable = zhashx_new();

@@ -330,7 +330,49 @@ struct shoal_sharding {
     bool admin_closed;
     /* shard events (events.c): each type's last known homes, to tell moves apart */
     zhashx_t *event_homes; /* "<type>\n<shard>" -> node id (interned) */
+    /* control messages to this node's own regions and coordinators (sharding.c's dispatcher,
+       posted by outbox.c: the file that sends sits below the ones that receive) */
+    shoal_call_fn *deliver_self;
 };
+
+/* A control message to this node itself, posted to shoal_sharding_t.deliver_self. */
+typedef struct {
+    shoal_sharding_t *sh;
+    const shoal_node_t *from;
+    size_t len;
+    uint8_t data[];
+} self_msg_t;
+
+/* outbox.c: what leaves a region (control messages, replies, dead letters, shard moves) and
+   the asks of this node waiting for their replies */
+void region_control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
+                         Shoal__Sharding__Control__Kind kind);
+int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
+int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
+                     const shoal_node_t *const *fences, size_t n_fences);
+/* The shard's stored entity state is fenced at an epoch newer than its allocation here: tells
+   the coordinator, which either reallocates it past the fence or answers with its newer home. */
+void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
+                          uint64_t fenced_at);
+/* The asks table (r->asks: id -> ask_t, and a list by deadline). */
+uint64_t region_ask_hash(const void *key);
+int region_ask_cmp(const void *a, const void *b);
+ask_t *region_ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+/* Completes (and frees) an ask of this node, if it still waits. */
+void region_ask_complete(shoal_region_t *r, uint64_t id, int status, const void *reply,
+                         size_t len);
+void region_asks_expire(shoal_region_t *r, int64_t now);
+/* A reply to `to`'s ask (NULL or self: completes this node's own ask). */
+void region_reply_to(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                     const void *data, size_t len);
+/* The same, when there is an ask (ask_id not 0). */
+void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                       const void *data, size_t len);
+void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
+                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
+void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
+                        const shoal_node_t *to);
 
 /* region.c */
 void region_free(shoal_region_t *r);
@@ -343,16 +385,6 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
 /* The cluster changed (node thread). */
 void region_cluster_changed(shoal_region_t *r);
 void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
-void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
-                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
-int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
-int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
-                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
-                     const shoal_node_t *const *fences, size_t n_fences);
-/* The shard's stored entity state is fenced at an epoch newer than its allocation here: tells
-   the coordinator, which either reallocates it past the fence or answers with its newer home. */
-void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
-                          uint64_t fenced_at);
 /* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
 void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 /* query.c: cluster-wide queries (regions, stats) and their control messages */
@@ -361,8 +393,6 @@ void region_query_control(shoal_region_t *r, const shoal_node_t *from,
 void region_queries_tick(shoal_region_t *r, int64_t now);
 void region_queries_free(shoal_region_t *r);
 void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
-void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
-                        const shoal_node_t *to);
 
 /* region.c, for remember.c */
 shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status);
@@ -421,8 +451,6 @@ void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
                         const shoal_node_t *origin, uint64_t ask_id);
 shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid);
 void entity_finish_now(shoal_entity_t *e);
-void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len);
 /* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
                      size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
