@@ -1409,10 +1409,11 @@ static void region_tick(shoal_region_t *r, int64_t now)
     graceful_tick(r, now);
     region_queries_tick(r, now);
     if (r->daemon)
-        daemon_tick(r, now);
+        r->daemon_tick(r, now);
     if (r->coord)
         coordinator_tick(r->coord);
-    producers_tick(r, now);
+    if (r->producers_tick)
+        r->producers_tick(r, now);
     drain_deferred(r);
 }
 
@@ -2109,7 +2110,8 @@ void region_stop(shoal_region_t *r)
     if (r->stopped)
         return;
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
-    producers_region_stopped(r);
+    if (r->producers_stopped)
+        r->producers_stopped(r);
     r->stopped = true;
     pthread_mutex_lock(&r->qlock);
     r->closed = true;

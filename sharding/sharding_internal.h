@@ -299,6 +299,11 @@ struct shoal_region {
     bool stopped;
     const char *timer_firing; /* id of the in-memory timer being delivered */
     struct shoal_producer *producers; /* producers of this type on this node (node thread) */
+    /* What the region's tick and stop drive for the clients of its public API that sit above
+       region.c (daemon.c, producer.c): set by them when they attach, NULL until then. */
+    void (*daemon_tick)(shoal_region_t *r, int64_t now);
+    void (*producers_tick)(shoal_region_t *r, int64_t now);
+    void (*producers_stopped)(shoal_region_t *r);
     shoal_region_stats_t stats;
 };
 
@@ -454,13 +459,6 @@ void entity_finish_now(shoal_entity_t *e);
 /* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
                      size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
-
-/* producer.c */
-void producers_tick(shoal_region_t *r, int64_t now);
-void producers_region_stopped(shoal_region_t *r);
-
-/* daemon.c */
-void daemon_tick(shoal_region_t *r, int64_t now);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);
