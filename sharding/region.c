@@ -184,7 +184,7 @@ static void route(shoal_region_t *r, bmsg_t *m, const char *shard);
 static void shard_maybe_done(shard_t *s);
 static void passivate_cb(const char *entity_id, void *arg);
 
-shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
+static shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
 {
     size_t n = strlen(eid);
     /* the id starts inside the struct's tail padding: a million idle entities are a million of
@@ -201,7 +201,7 @@ shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t statu
     return e;
 }
 
-void entity_run_start(shoal_entity_t *e)
+static void entity_run_start(shoal_entity_t *e)
 {
     shoal_region_t *r = e->shard->r;
     e->status = E_RUNNING;
@@ -225,7 +225,7 @@ static shoal_entity_t *entity_start(shard_t *s, const char *eid)
 }
 
 /* For reminders: the running entity, started when absent (NULL while it starts or stops). */
-shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
+static shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
 {
     shoal_entity_t *e = zhashx_lookup(s->entities, eid);
     if (e)
@@ -240,6 +240,8 @@ shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
 
 /* The entity is gone: its stop callback, then what waited for it goes on (to a new incarnation
    while the shard is active, else wherever the shard is going). */
+static void entity_finish_now(shoal_entity_t *e);
+
 static void entity_finish(shoal_entity_t *e)
 {
     if (state_entity_hold(e))
@@ -247,7 +249,7 @@ static void entity_finish(shoal_entity_t *e)
     entity_finish_now(e);
 }
 
-void entity_finish_now(shoal_entity_t *e)
+static void entity_finish_now(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
     shoal_region_t *r = s->r;
@@ -293,8 +295,8 @@ static void entity_after_callback(shoal_entity_t *e)
         entity_finish(e);
 }
 
-void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
-                        const shoal_node_t *origin, uint64_t ask_id)
+static void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
+                               const shoal_node_t *origin, uint64_t ask_id)
 {
     shoal_region_t *r = e->shard->r;
     shoal_sender_t saved = e->sender;
@@ -368,7 +370,7 @@ static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_
     entity_receive_msg(e, data, len, origin, ask_id);
 }
 
-void entity_deliver_waiting(shoal_entity_t *e)
+static void entity_deliver_waiting(shoal_entity_t *e)
 {
     shard_t *s = e->shard;
     bqueue_t waiting = entity_take_waiting(e);
@@ -380,7 +382,7 @@ void entity_deliver_waiting(shoal_entity_t *e)
     }
 }
 
-void shard_deliver_pending(shard_t *s)
+static void shard_deliver_pending(shard_t *s)
 {
     bmsg_t *m;
     while (!s->recovering && !state_shard_waiting(s) && s->status == SH_ACTIVE &&
@@ -389,6 +391,16 @@ void shard_deliver_pending(shard_t *s)
         free(m);
     }
 }
+
+static const entity_lifecycle_t lifecycle = {
+    .create = entity_create,
+    .run_start = entity_run_start,
+    .deliver_waiting = entity_deliver_waiting,
+    .deliver_pending = shard_deliver_pending,
+    .get_or_start = entity_get_or_start,
+    .receive = entity_receive_msg,
+    .finish_now = entity_finish_now,
+};
 
 const char *shoal_entity_id(const shoal_entity_t *e)
 {
@@ -409,13 +421,6 @@ shoal_sender_t shoal_entity_sender(const shoal_entity_t *e)
 {
     shoal_sender_t none = {NULL, 0};
     return e ? e->sender : none;
-}
-
-int entity_wrong_thread(const shoal_entity_t *e, const char *call)
-{
-    if (!e || shoal_system_on_thread(e->shard->r->sys))
-        return 0;
-    return shoal_wrong_thread(call, ENTITY_WAY_IN);
 }
 
 int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
@@ -2029,6 +2034,7 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     r->self = sh->self;
     r->name = strdup(name);
     r->type_hash = wire_type_hash(name);
+    r->lifecycle = &lifecycle;
     r->s = *s;
     r->s.role = strdup(s->role ? s->role : "");
     if (s->stop_message) {

@@ -214,6 +214,24 @@ typedef struct ask {
 
 typedef struct coordinator coordinator_t;
 
+/* The entity lifecycle (region.c), for the stores below region.c whose reads and writes move
+   entities on when they complete: remember.c (an entity remembered or recovered starts, with what
+   waited for it) and state.c (a reminder or a timer reaches its entity, starting it if need be;
+   an entity whose saves are in finishes); both let a shard's messages that waited for a load go
+   on. region_new points each region's `lifecycle` at region.c's functions: a hook rather than a
+   call, so that the stores sit below the region that drives them. */
+typedef struct {
+    shoal_entity_t *(*create)(shard_t *s, const char *eid, entity_status_t status);
+    void (*run_start)(shoal_entity_t *e);
+    void (*deliver_waiting)(shoal_entity_t *e);
+    void (*deliver_pending)(shard_t *s);
+    /* the running entity, started when absent (NULL while it starts or stops) */
+    shoal_entity_t *(*get_or_start)(shard_t *s, const char *eid);
+    void (*receive)(shoal_entity_t *e, const void *data, size_t len, const shoal_node_t *origin,
+                    uint64_t ask_id);
+    void (*finish_now)(shoal_entity_t *e);
+} entity_lifecycle_t;
+
 typedef struct {
     int id;
     shoal_dead_letter_fn *fn;
@@ -229,6 +247,7 @@ struct shoal_region {
     shoal_sharding_settings_t s; /* strings copied */
     shoal_entity_fns_t fns;
     void *arg;
+    const entity_lifecycle_t *lifecycle; /* region.c's, for remember.c and state.c */
     bool proxy;
     shoal_replicator_t *rep; /* the role's: the user's, or one the node's sharding owns */
 
@@ -399,12 +418,6 @@ void region_queries_tick(shoal_region_t *r, int64_t now);
 void region_queries_free(shoal_region_t *r);
 void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
 
-/* region.c, for remember.c */
-shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status);
-void entity_run_start(shoal_entity_t *e);
-void entity_deliver_waiting(shoal_entity_t *e);
-void shard_deliver_pending(shard_t *s);
-
 /* remember.c */
 bool remember_on(const shoal_region_t *r);
 void remember_shard_started(shard_t *s);
@@ -447,15 +460,17 @@ void timers_entity_gone(shoal_entity_t *e);
 /* The coordinator allocates shards with state eagerly (reminders must fire). */
 bool state_eager(const shoal_region_t *r);
 /* 0 on the entity's node thread; else the refusal of `call` (logged, SHOAL_ETHREAD): an
-   entity's calls belong to its callbacks, and other threads reach it with a message. */
-int entity_wrong_thread(const shoal_entity_t *e, const char *call);
+   entity's calls belong to its callbacks, and other threads reach it with a message. Here, not
+   in a file, because region.c's entity calls and state.c's both check it. */
 #define ENTITY_WAY_IN "shoal_region_tell or shoal_region_ask (an entity acts in its callbacks)"
+static inline int entity_wrong_thread(const shoal_entity_t *e, const char *call)
+{
+    if (!e || shoal_system_on_thread(e->shard->r->sys))
+        return 0;
+    return shoal_wrong_thread(call, ENTITY_WAY_IN);
+}
 
-/* region.c, for state.c */
-void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
-                        const shoal_node_t *origin, uint64_t ask_id);
-shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid);
-void entity_finish_now(shoal_entity_t *e);
+/* region.c, for producer.c */
 /* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
                      size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
