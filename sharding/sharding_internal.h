@@ -1,5 +1,36 @@
 /*  sharding_internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
     entities, buffered messages, the coordinator, and the wire.
+
+    The files, bottom first: each calls only files listed before it (tools/layers-sharding.txt
+    has exactly which), so a reader can start at the top of this list.
+      wire.c         the bytes on the node's transport: entity envelopes, replies, control messages
+      allocation.c   the shard allocation strategies (allocation.h)
+      passivation.c  the automatic passivation policies (passivation.h)
+      estate.c       EntityStateMap, the replicated type of a shard's entity states (estate.h)
+      config.c       sharding settings from a configuration file (shoal_config_sharding)
+      events.c       shard allocations and moves in the node's recent cluster events
+      life.c         life_t, the token replicator callbacks hold instead of the object they concern
+      view.c         lookups: who is reachable or removed, a node's member record, the regions
+      outbox.c       what leaves a region: control messages, replies and the asks waiting for them,
+                     dead letters, shard moves
+      remember.c     remember-entities: each shard's entity ids in durable ddata keys
+      state.c        entity state, reminders, in-memory timers, the entity side of at-least-once
+      query.c        what a region is asked about itself and the cluster, and the operator's actions
+      coordinator.c  the shard coordinator of an entity type (a singleton): allocation, rebalance,
+                     handoff
+      region.c       a region: routing and homes, the hosted shards and their entities' lifecycle,
+                     its coordinator found through the singleton, tells and asks, its shutdown
+      http.c         sharding's routes, readiness check and metrics on the management endpoint
+      admin.c        sharding's requests over a client connection (shoal-cluster)
+      sharding.c     sharding on a node: its regions, the dispatch of sharding's messages, what it
+                     keeps of membership's events
+      daemon.c       sharded daemon process, a client of the region API
+      producer.c     the producer side of at-least-once delivery, a client of the region API
+    Where a lower file must reach a higher one, the higher one sets a hook: the region's
+    `lifecycle` (region.c's entity lifecycle, for remember.c and state.c), its daemon_tick,
+    producers_tick and producers_stopped (set by daemon.c and producer.c, driven by region.c's
+    tick and stop), and shoal_sharding_t.deliver_self (sharding.c's dispatcher, for control
+    messages outbox.c sends to this node itself).
 */
 #ifndef SHOAL_SHARDING_INTERNAL_H
 #define SHOAL_SHARDING_INTERNAL_H
@@ -367,6 +398,18 @@ typedef struct {
     uint8_t data[];
 } self_msg_t;
 
+/* =============================================================================================
+ * The files' calls to each other, bottom first (the order at the top of this header)
+ */
+
+/* view.c: the cluster as sharding.c keeps it, and the node's regions (node thread) */
+/* The member of a node in the cached view, or NULL. */
+const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
+shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
+shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+
 /* outbox.c: what leaves a region (control messages, replies, dead letters, shard moves) and
    the asks of this node waiting for their replies */
 void region_control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
@@ -397,26 +440,6 @@ void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *
                         const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
 void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
                         const shoal_node_t *to);
-
-/* region.c */
-void region_free(shoal_region_t *r);
-void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
-                       size_t len);
-void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
-                     size_t len);
-void region_on_control(shoal_region_t *r, const shoal_node_t *from,
-                       const Shoal__Sharding__Control *m);
-/* The cluster changed (node thread). */
-void region_cluster_changed(shoal_region_t *r);
-void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
-/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
-void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
-/* query.c: cluster-wide queries (regions, stats) and their control messages */
-void region_query_control(shoal_region_t *r, const shoal_node_t *from,
-                          const Shoal__Sharding__Control *m);
-void region_queries_tick(shoal_region_t *r, int64_t now);
-void region_queries_free(shoal_region_t *r);
-void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
 
 /* remember.c */
 bool remember_on(const shoal_region_t *r);
@@ -470,10 +493,12 @@ static inline int entity_wrong_thread(const shoal_entity_t *e, const char *call)
     return shoal_wrong_thread(call, ENTITY_WAY_IN);
 }
 
-/* region.c, for producer.c */
-/* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
-int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
-                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+/* query.c: cluster-wide queries (regions, stats) and their control messages */
+void region_query_control(shoal_region_t *r, const shoal_node_t *from,
+                          const Shoal__Sharding__Control *m);
+void region_queries_tick(shoal_region_t *r, int64_t now);
+void region_queries_free(shoal_region_t *r);
+void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);
@@ -489,31 +514,40 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
                            const shoal_sharding_settings_t *s, const shoal_entity_fns_t *fns,
                            void *arg, bool proxy, int *err);
 void region_stop(shoal_region_t *r);
+void region_free(shoal_region_t *r);
+/* region.c: what sharding.c hands it (node thread) */
 void region_tick_all(shoal_sharding_t *sh);
+void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                       size_t len);
+void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                     size_t len);
+void region_on_control(shoal_region_t *r, const shoal_node_t *from,
+                       const Shoal__Sharding__Control *m);
+/* The cluster changed (node thread). */
+void region_cluster_changed(shoal_region_t *r);
+void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
+/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
+void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
+/* region.c, for producer.c: an ask with extra envelope flags (ENV_RELIABLE), from any thread. */
+int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
+                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
 
-/* view.c: the cluster as sharding.c keeps it, and the node's regions (node thread) */
-/* The member of a node in the cached view, or NULL. */
-const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
-bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
-bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
-shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
-shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+/* events.c: shard allocations and moves into the node's recent cluster events */
+void sharding_events_start(shoal_region_t *r);
+void sharding_events_stop(shoal_region_t *r);
 
-/* http.c */
-/* sharding's routes, check and collector on the node's management endpoints (http.c): provided
+/* http.c: sharding's routes, check and collector on the node's management endpoints: provided
    once sharding runs, withdrawn first thing at destroy */
 int sharding_http_provide(shoal_sharding_t *sh);
+void sharding_http_withdraw(shoal_sharding_t *sh);
 /* The shard map as JSON (GET /cluster/shards[/<type>], shoal-cluster shards); other threads. */
 int sharding_type_json(shoal_region_t *r, shoal_buf_t *out);
 int sharding_shards_json(shoal_sharding_t *sh, const char *type, shoal_buf_t *out);
+
 /* admin.c: sharding's client requests (shoal-cluster shards|rebalance|move|unpin); register on
    the node thread, close (waiting for answers in progress) before the regions stop. */
 void sharding_admin_register(shoal_sharding_t *sh);
 void sharding_admin_close(shoal_sharding_t *sh);
 void sharding_admin_unregister(shoal_sharding_t *sh);
-/* events.c: shard allocations and moves into the node's recent cluster events */
-void sharding_events_start(shoal_region_t *r);
-void sharding_events_stop(shoal_region_t *r);
-void sharding_http_withdraw(shoal_sharding_t *sh);
 
 #endif
