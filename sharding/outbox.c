@@ -54,6 +54,13 @@ int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding_
     return rc;
 }
 
+/* The same with no term and no fences: what a region sends. */
+int region_send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                    const char *shard, const shoal_node_t *region, uint64_t epoch)
+{
+    return region_send_home(r, to, kind, shard, region, epoch, 0, NULL, 0);
+}
+
 /* To this node's own coordinator or region, a post to sharding.c's deliver_self (the node's
    dispatcher of control messages) rather than a call: a region and its own node's coordinator
    talk the same way as remote ones (no re-entrancy, the decoder on every path). */

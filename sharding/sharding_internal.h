@@ -15,11 +15,13 @@
                      dead letters, shard moves
       remember.c     remember-entities: each shard's entity ids in durable ddata keys
       state.c        entity state, reminders, in-memory timers, the entity side of at-least-once
+      shard.c        the shards hosted here and their entities: the entity lifecycle, delivery into
+                     a shard, automatic passivation, a shard's start, stop and tick
       query.c        what a region is asked about itself and the cluster, and the operator's actions
       coordinator.c  the shard coordinator of an entity type (a singleton): allocation, rebalance,
                      handoff
-      region.c       a region: routing and homes, the hosted shards and their entities' lifecycle,
-                     its coordinator found through the singleton, tells and asks, its shutdown
+      region.c       a region: routing, shard homes and buffers, its coordinator found through
+                     the singleton, handoffs, tells and asks, its shutdown
       http.c         sharding's routes, readiness check and metrics on the management endpoint
       admin.c        sharding's requests over a client connection (shoal-cluster)
       sharding.c     sharding on a node: its regions, the dispatch of sharding's messages, what it
@@ -27,10 +29,10 @@
       daemon.c       sharded daemon process, a client of the region API
       producer.c     the producer side of at-least-once delivery, a client of the region API
     Where a lower file must reach a higher one, the higher one sets a hook: the region's
-    `lifecycle` (region.c's entity lifecycle, for remember.c and state.c), its daemon_tick,
-    producers_tick and producers_stopped (set by daemon.c and producer.c, driven by region.c's
-    tick and stop), and shoal_sharding_t.deliver_self (sharding.c's dispatcher, for control
-    messages outbox.c sends to this node itself).
+    `lifecycle` (shard.c's entity lifecycle, for remember.c and state.c), its `route` (region.c's
+    routing, for shard.c), its daemon_tick, producers_tick and producers_stopped (set by daemon.c
+    and producer.c, driven by region.c's tick and stop), and shoal_sharding_t.deliver_self
+    (sharding.c's dispatcher, for control messages outbox.c sends to this node itself).
 */
 #ifndef SHOAL_SHARDING_INTERNAL_H
 #define SHOAL_SHARDING_INTERNAL_H
@@ -245,12 +247,12 @@ typedef struct ask {
 
 typedef struct coordinator coordinator_t;
 
-/* The entity lifecycle (region.c), for the stores below region.c whose reads and writes move
+/* The entity lifecycle (shard.c), for the stores below shard.c whose reads and writes move
    entities on when they complete: remember.c (an entity remembered or recovered starts, with what
    waited for it) and state.c (a reminder or a timer reaches its entity, starting it if need be;
    an entity whose saves are in finishes); both let a shard's messages that waited for a load go
-   on. region_new points each region's `lifecycle` at region.c's functions: a hook rather than a
-   call, so that the stores sit below the region that drives them. */
+   on. region_new points each region's `lifecycle` at shard.c's entity_lifecycle: a hook rather
+   than a call, so that the stores sit below the shards that drive them. */
 typedef struct {
     shoal_entity_t *(*create)(shard_t *s, const char *eid, entity_status_t status);
     void (*run_start)(shoal_entity_t *e);
@@ -278,7 +280,9 @@ struct shoal_region {
     shoal_sharding_settings_t s; /* strings copied */
     shoal_entity_fns_t fns;
     void *arg;
-    const entity_lifecycle_t *lifecycle; /* region.c's, for remember.c and state.c */
+    const entity_lifecycle_t *lifecycle; /* shard.c's, for remember.c and state.c */
+    /* region.c's routing, for shard.c: a stopping shard's messages follow it to its next home */
+    void (*route)(shoal_region_t *r, bmsg_t *m, const char *shard);
     bool proxy;
     shoal_replicator_t *rep; /* the role's: the user's, or one the node's sharding owns */
 
@@ -418,6 +422,9 @@ int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Shardi
 int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
                      const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
                      const shoal_node_t *const *fences, size_t n_fences);
+/* The same with no term and no fences: what a region sends. */
+int region_send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                    const char *shard, const shoal_node_t *region, uint64_t epoch);
 /* The shard's stored entity state is fenced at an epoch newer than its allocation here: tells
    the coordinator, which either reallocates it past the fence or answers with its newer home. */
 void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
@@ -484,7 +491,7 @@ void timers_entity_gone(shoal_entity_t *e);
 bool state_eager(const shoal_region_t *r);
 /* 0 on the entity's node thread; else the refusal of `call` (logged, SHOAL_ETHREAD): an
    entity's calls belong to its callbacks, and other threads reach it with a message. Here, not
-   in a file, because region.c's entity calls and state.c's both check it. */
+   in a file, because shard.c's entity calls and state.c's both check it. */
 #define ENTITY_WAY_IN "shoal_region_tell or shoal_region_ask (an entity acts in its callbacks)"
 static inline int entity_wrong_thread(const shoal_entity_t *e, const char *call)
 {
@@ -492,6 +499,25 @@ static inline int entity_wrong_thread(const shoal_entity_t *e, const char *call)
         return 0;
     return shoal_wrong_thread(call, ENTITY_WAY_IN);
 }
+
+/* shard.c: buffered messages, the hosted shards and their entities, for region.c */
+bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uint64_t ask_id,
+                 const void *data, size_t len);
+void bq_push(bqueue_t *q, bmsg_t *m);
+bmsg_t *bq_pop(bqueue_t *q);
+/* A message for shard s, hosted here: to its entity, started if need be, or waiting. */
+void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags,
+                   const shoal_node_t *origin, uint64_t ask_id, const void *data, size_t len);
+/* Hosts shard `id` here (or raises its epoch when hosted already). */
+shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch);
+void shard_free(shard_t *s);
+void shard_begin_stop(shard_t *s, bool graceful);
+void shard_stop_now(shard_t *s);
+/* The hosted shards' share of the region's slow tick: handoff deadlines, stragglers stopped by
+   force, idle passivation, remember-entities, entity state, timers. */
+void shards_tick(shoal_region_t *r, int64_t now);
+/* The entity lifecycle, for the region's `lifecycle` hook. */
+extern const entity_lifecycle_t entity_lifecycle;
 
 /* query.c: cluster-wide queries (regions, stats) and their control messages */
 void region_query_control(shoal_region_t *r, const shoal_node_t *from,
