@@ -294,6 +294,7 @@ static void shard_deliver_pending(shard_t *s)
     }
 }
 
+/* What remember.c and state.c reach through the region's `lifecycle` (region_new sets it). */
 const entity_lifecycle_t entity_lifecycle = {
     .create = entity_create,
     .run_start = entity_run_start,
