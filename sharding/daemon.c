@@ -95,7 +95,8 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
     ping(r);
 }
 
-void daemon_tick(shoal_region_t *r, int64_t now)
+/* The region's tick (shoal_region_t.daemon_tick): keeps the workers alive, every keep-alive. */
+static void daemon_tick(shoal_region_t *r, int64_t now)
 {
     if (now < r->daemon_next || r->daemon_reading || !r->registered)
         return;
@@ -127,6 +128,7 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
     (void)sys;
     daemon_ctx_t *x = arg;
     x->r->daemon = true;
+    x->r->daemon_tick = daemon_tick;
     x->r->daemon_workers = x->n;
     x->r->keep_alive_ms = x->keep_alive_ms ? x->keep_alive_ms : 10000;
     x->r->daemon_next = 0;

@@ -10,6 +10,7 @@
     the node thread. shoal_sharding_new provides them to the node; shoal_sharding_destroy withdraws
     them.
 */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,77 @@ static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
         return false;
     }
     return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Metrics (node thread)
+ */
+static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
+{
+    (void)sys;
+    shoal_sharding_t *sh = arg;
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fams[] = {
+#define F(field, type, help)                                                                       \
+    {"shoal_sharding_" #field, type, help, offsetof(shoal_region_stats_t, field)}
+        F(tells, "counter", "Tells accepted by the region"),
+        F(asks, "counter", "Asks accepted by the region"),
+        F(delivered_local, "counter", "Messages delivered to entities hosted here"),
+        F(forwarded, "counter", "Messages sent on to another region"),
+        F(received_remote, "counter", "Messages received from other regions"),
+        F(asks_timed_out, "counter", "Asks that timed out"),
+        F(home_requests, "counter", "Shard home requests sent to the coordinator"),
+        F(shards_started, "counter", "Shards started here"),
+        F(shards_stopped, "counter", "Shards stopped here"),
+        F(handoffs, "counter", "Shards handed off from here"),
+        F(allocations, "counter", "Shard allocations by the coordinator here"),
+        F(shards_moved, "counter", "Shards moved by the coordinator here"),
+        F(fences_passed, "counter",
+          "Shards allocated again past an entity-state fence older than the coordinator's state"),
+        F(buffered, "gauge", "Messages buffered now"),
+        F(shards, "gauge", "Shards hosted here now"),
+        F(entities, "gauge", "Entities running here now"),
+#undef F
+    };
+    shoal_region_stats_t *st = calloc(sh->n_regions ? sh->n_regions : 1, sizeof *st);
+    if (!st)
+        abort();
+    for (size_t i = 0; i < sh->n_regions; i++)
+        shoal_region_stats(sh->regions[i], &st[i]);
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        shoal_buf_t name = {0};
+        shoal_buf_printf(&name, "%s%s", fams[f].name,
+                         strcmp(fams[f].type, "counter") == 0 ? "_total" : "");
+        shoal_metrics_family(out, shoal_buf_cstr(&name), fams[f].type, fams[f].help);
+        for (size_t i = 0; i < sh->n_regions; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&st[i] + fams[f].off, sizeof v);
+            shoal_buf_printf(out, "%s{type=\"", shoal_buf_cstr(&name));
+            shoal_metrics_label_value(out, sh->regions[i]->name);
+            shoal_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
+        }
+        shoal_buf_free(&name);
+    }
+    shoal_metrics_family(out, "shoal_sharding_dead_letters_total", "counter",
+                         "Messages that could not be delivered, by reason");
+    for (size_t i = 0; i < sh->n_regions; i++)
+        for (int d = 1; d < SHOAL_DL_REASONS; d++) {
+            shoal_buf_printf(out, "shoal_sharding_dead_letters_total{type=\"");
+            shoal_metrics_label_value(out, sh->regions[i]->name);
+            shoal_buf_printf(out, "\",reason=\"%s\"} %llu\n",
+                             shoal_dead_letter_name((shoal_dead_letter_t)d),
+                             (unsigned long long)st[i].dead_letters[d]);
+        }
+    free(st);
+}
+
+int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m)
+{
+    if (!sh || !m)
+        return SHOAL_EINVAL;
+    return shoal_metrics_add(m, collect, sh);
 }
 
 static void provide(shoal_metrics_t *m, void *arg)

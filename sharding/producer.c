@@ -201,7 +201,8 @@ static void ack_done(shoal_region_t *r, int status, const void *reply, size_t le
     free(x);
 }
 
-void producers_tick(shoal_region_t *r, int64_t now)
+/* The region's tick (shoal_region_t.producers_tick): resends what waited too long. */
+static void producers_tick(shoal_region_t *r, int64_t now)
 {
     for (shoal_producer_t *p = r->producers; p; p = p->next) {
         resend_t *v = NULL;
@@ -218,6 +219,8 @@ void producers_tick(shoal_region_t *r, int64_t now)
     }
 }
 
+static void producers_region_stopped(shoal_region_t *r);
+
 static int link_on_node(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -226,6 +229,8 @@ static int link_on_node(shoal_system_t *sys, void *arg)
         return SHOAL_ESTOPPED;
     p->next = p->r->producers;
     p->r->producers = p;
+    p->r->producers_tick = producers_tick;
+    p->r->producers_stopped = producers_region_stopped;
     return 0;
 }
 
@@ -415,7 +420,8 @@ void shoal_producer_destroy(shoal_producer_t **pp)
     }
 }
 
-void producers_region_stopped(shoal_region_t *r)
+/* The region stopped (shoal_region_t.producers_stopped): every producer gives up. */
+static void producers_region_stopped(shoal_region_t *r)
 {
     for (shoal_producer_t *p = r->producers; p; p = p->next) {
         pthread_mutex_lock(&p->mu);

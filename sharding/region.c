@@ -1,5 +1,6 @@
-/*  region.c — a region: routes the messages of one entity type, hosts its shards and their
-    entities, and takes part in handoffs (sharding.h tells the protocol).
+/*  region.c — a region: routes the messages of one entity type to the shards that host them
+    (the shards hosted here and their entities are shard.c's), and takes part in handoffs
+    (sharding.h tells the protocol).
 
     Everything here runs on the node thread. Messages for a shard whose home is unknown, moving
     or unreachable wait in that shard's buffer (home_t.buffer), in arrival order; once a buffer is
@@ -13,78 +14,28 @@
 
 #include "sharding_internal.h"
 #include "allocation.h"
-#include "passivation.h"
 
 #define TICK_SLOW_MS 100
 
 /* ---------------------------------------------------------------------------------------------
- * Buffered messages
- */
-static bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin,
-                        uint64_t ask_id, const void *data, size_t len)
-{
-    bmsg_t *m = malloc(sizeof *m + len);
-    if (!m)
-        abort();
-    m->next = NULL;
-    m->origin = origin;
-    m->ask_id = ask_id;
-    m->flags = flags;
-    m->len = len;
-    snprintf(m->eid, sizeof m->eid, "%s", eid);
-    if (len)
-        memcpy(m->data, data, len);
-    return m;
-}
-
-static void bq_push(bqueue_t *q, bmsg_t *m)
-{
-    m->next = NULL;
-    if (q->tail)
-        q->tail->next = m;
-    else
-        q->head = m;
-    q->tail = m;
-    q->n++;
-}
-
-static bmsg_t *bq_pop(bqueue_t *q)
-{
-    bmsg_t *m = q->head;
-    if (m) {
-        q->head = m->next;
-        if (!q->head)
-            q->tail = NULL;
-        q->n--;
-        m->next = NULL;
-    }
-    return m;
-}
-
-/* An entity's waiting messages (see struct shoal_entity). */
-static void entity_wait(shoal_entity_t *e, bmsg_t *m)
-{
-    m->next = NULL;
-    if (e->waiting_tail)
-        e->waiting_tail->next = m;
-    else
-        e->waiting = m;
-    e->waiting_tail = m;
-}
-
-/* Takes all of them, as a queue of the caller's. */
-static bqueue_t entity_take_waiting(shoal_entity_t *e)
-{
-    bqueue_t q = {e->waiting, e->waiting_tail, 0};
-    for (const bmsg_t *m = q.head; m; m = m->next)
-        q.n++;
-    e->waiting = e->waiting_tail = NULL;
-    return q;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Small helpers
  */
+void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out)
+{
+    uint64_t h = XXH3_64bits(entity_id, strlen(entity_id));
+    uint64_t v = h % (number_of_shards ? number_of_shards : 1);
+    /* decimal by hand: this runs for every message, and snprintf showed in profiles */
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = 0;
+}
+
 static void shard_of(const shoal_region_t *r, const char *eid, char *out)
 {
     if (r->s.shard_id)
@@ -143,774 +94,13 @@ static void home_destroy(void **item)
     *item = NULL;
 }
 
-int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
-
-static void control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
-                         Shoal__Sharding__Control__Kind kind)
-{
-    shoal__sharding__control__init(m);
-    m->kind = kind;
-    m->type_name = r->name;
-}
-
-/* A control message about one shard (homes[0]); the coordinator adds its term and, for a
-   HandOff, the regions whose fences the owner waits for. */
-int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
-                     const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
-                     const shoal_node_t *const *fences, size_t n_fences)
-{
-    Shoal__Sharding__Control m;
-    control_init(r, &m, kind);
-    m.term = term;
-    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
-    Shoal__Sharding__ShardHome *hp = &h;
-    h.shard = (char *)shard;
-    h.region = (char *)(region ? shoal_node_id(region) : "");
-    h.epoch = epoch;
-    m.homes = &hp;
-    m.n_homes = 1;
-    char *stackfs[16];
-    char **fs = n_fences <= 16 ? stackfs : calloc(n_fences, sizeof *fs);
-    if (!fs)
-        abort();
-    for (size_t i = 0; i < n_fences; i++)
-        fs[i] = (char *)shoal_node_id(fences[i]);
-    m.fences = fs;
-    m.n_fences = n_fences;
-    int rc = region_send_control(r, to, &m);
-    if (fs != stackfs)
-        free(fs);
-    return rc;
-}
-
-static int send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
-                    const char *shard, const shoal_node_t *region, uint64_t epoch)
-{
-    return region_send_home(r, to, kind, shard, region, epoch, 0, NULL, 0);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Control messages to self go through a post, so a region and its own node's coordinator talk
- * the same way as remote ones (no re-entrancy, the decoder on every path).
- */
-typedef struct {
-    shoal_sharding_t *sh;
-    const shoal_node_t *from;
-    size_t len;
-    uint8_t data[];
-} self_msg_t;
-
-static int self_deliver(shoal_system_t *sys, void *arg)
-{
-    self_msg_t *x = arg;
-    shoal_sharding_t *sh = x->sh;
-    (void)sys;
-    Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
-    if (m) {
-        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
-        if (r) {
-            if (m->kind < 20) {
-                if (r->coord)
-                    coordinator_on_control(r->coord, x->from, m);
-            } else {
-                region_on_control(r, x->from, m);
-            }
-        }
-        wire_control_free(m);
-    }
-    free(x);
-    return 0;
-}
-
-int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m)
-{
-    if (r->stopped)
-        return SHOAL_ESTOPPED;
-    size_t n = shoal__sharding__control__get_packed_size(m);
-    if (to == r->self) {
-        self_msg_t *x = malloc(sizeof *x + n);
-        if (!x)
-            abort();
-        x->sh = r->sh;
-        x->from = r->self;
-        x->len = n;
-        shoal__sharding__control__pack(m, x->data);
-        int rc = shoal_system_post(r->sys, self_deliver, x);
-        if (rc < 0)
-            free(x);
-        return rc;
-    }
-    uint8_t stackbuf[512];
-    uint8_t *buf = n <= sizeof stackbuf ? stackbuf : malloc(n);
-    if (!buf)
-        abort();
-    shoal__sharding__control__pack(m, buf);
-    int rc = shoal_system_send(r->sys, to, K_SH_CONTROL, buf, n);
-    if (buf != stackbuf)
-        free(buf);
-    if (rc < 0 && rc != SHOAL_ENOTCONN)
-        shoal_debug("%s: sharding %s: control %d to %s: %s", shoal_node_id(r->self), r->name,
-                   (int)m->kind, shoal_node_id(to), shoal_strerror(rc));
-    return rc;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Asks of this node
- */
-static uint64_t ask_hash(const void *key)
-{
-    uint64_t x = (uint64_t)(uintptr_t)key;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    return (size_t)(x ^ (x >> 33));
-}
-
-static int ask_cmp(const void *a, const void *b)
-{
-    return a == b ? 0 : (a < b ? -1 : 1);
-}
-
-static ask_t *ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg)
-{
-    ask_t *a = calloc(1, sizeof *a);
-    if (!a)
-        abort();
-    a->id = ++r->next_ask_id;
-    a->deadline = shoal_now_ms() + (timeout_ms ? timeout_ms : 1);
-    a->done = done;
-    a->arg = arg;
-    /* keep the list ordered by deadline: asks mostly share a timeout, so this walks ~0 steps */
-    ask_t *after = r->asks_newest;
-    while (after && after->deadline > a->deadline)
-        after = after->prev_by_time;
-    a->prev_by_time = after;
-    a->next_by_time = after ? after->next_by_time : r->asks_oldest;
-    if (a->next_by_time)
-        a->next_by_time->prev_by_time = a;
-    else
-        r->asks_newest = a;
-    if (after)
-        after->next_by_time = a;
-    else
-        r->asks_oldest = a;
-    zhashx_insert(r->asks, (void *)(uintptr_t)a->id, a);
-    r->stats.asks++;
-    return a;
-}
-
-static void ask_unlink(shoal_region_t *r, ask_t *a)
-{
-    if (a->prev_by_time)
-        a->prev_by_time->next_by_time = a->next_by_time;
-    else
-        r->asks_oldest = a->next_by_time;
-    if (a->next_by_time)
-        a->next_by_time->prev_by_time = a->prev_by_time;
-    else
-        r->asks_newest = a->prev_by_time;
-    zhashx_delete(r->asks, (void *)(uintptr_t)a->id);
-}
-
-static void ask_complete(shoal_region_t *r, uint64_t id, int status, const void *reply, size_t len)
-{
-    ask_t *a = zhashx_lookup(r->asks, (void *)(uintptr_t)id);
-    if (!a)
-        return; /* timed out already, or a duplicate */
-    ask_unlink(r, a);
-    if (status == SHOAL_ETIMEOUT)
-        r->stats.asks_timed_out++;
-    else if (status == 0)
-        r->stats.replies++;
-    /* no depth raise: asks and tells from a completion go out at once (an entity that replied
-       to a local ask from its own callback has raised it already) */
-    a->done(r, status, reply, len, a->arg);
-    free(a);
-}
-
-static void asks_expire(shoal_region_t *r, int64_t now)
-{
-    while (r->asks_oldest && r->asks_oldest->deadline <= now)
-        ask_complete(r, r->asks_oldest->id, SHOAL_ETIMEOUT, NULL, 0);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Dead letters
  */
-static int dl_status(shoal_dead_letter_t why)
-{
-    switch (why) {
-    case SHOAL_DL_BUFFER_FULL: return SHOAL_EBUFFER;
-    case SHOAL_DL_REGION_STOPPING: return SHOAL_ESTOPPED;
-    case SHOAL_DL_UNKNOWN_TYPE: return SHOAL_ENOTYPE;
-    case SHOAL_DL_SEND_FAILED: return SHOAL_ENOTCONN;
-    default: return SHOAL_ESTOPPED;
-    }
-}
-
-static void send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len)
-{
-    if (!to || to == r->self) {
-        ask_complete(r, ask_id, status, data, len);
-        return;
-    }
-    shoal_buf_t *b = &r->sh->scratch;
-    shoal_buf_reset(b);
-    wire_reply(b, r->type_hash, ask_id, status, data, len);
-    int rc = shoal_system_send(r->sys, to, K_SH_REPLY, b->data, b->len);
-    if (rc < 0)
-        shoal_debug("%s: sharding %s: reply to %s lost: %s", shoal_node_id(r->self), r->name,
-                   shoal_node_id(to), shoal_strerror(rc));
-}
-
-void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len)
-{
-    if (ask_id)
-        send_reply(r, to, ask_id, status, data, len);
-}
-
-void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
-                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id)
-{
-    r->stats.dead_letters[why]++;
-    int64_t now = shoal_now_ms();
-    if (now - r->dl_logged_at >= 1000) {
-        r->dl_logged_at = now;
-        shoal_info("%s: sharding %s: dead letter for entity %s: %s (%llu of this reason so far)",
-                  shoal_node_id(r->self), r->name, eid ? eid : "?", shoal_dead_letter_name(why),
-                  (unsigned long long)r->stats.dead_letters[why]);
-    }
-    for (size_t i = 0; i < r->n_dl_subs; i++)
-        r->dl_subs[i].fn(r, why, eid, msg, len, r->dl_subs[i].arg);
-    if (ask_id)
-        send_reply(r, origin, ask_id, dl_status(why), NULL, 0);
-}
-
 static void dead_letter_bmsg(shoal_region_t *r, shoal_dead_letter_t why, bmsg_t *m)
 {
     region_dead_letter(r, why, m->eid, m->data, m->len, m->origin, m->ask_id);
     free(m);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Entities
- */
-static void deliver_local(shoal_region_t *r, shard_t *sh, const char *eid, uint8_t flags,
-                          const shoal_node_t *origin, uint64_t ask_id, const void *data,
-                          size_t len);
-static void route(shoal_region_t *r, bmsg_t *m, const char *shard);
-static void shard_maybe_done(shard_t *s);
-static void passivate_cb(const char *entity_id, void *arg);
-
-shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status)
-{
-    size_t n = strlen(eid);
-    /* the id starts inside the struct's tail padding: a million idle entities are a million of
-       these, and the bytes decide their malloc chunk size */
-    size_t size = offsetof(shoal_entity_t, id) + n + 1;
-    shoal_entity_t *e = calloc(1, size > sizeof *e ? size : sizeof *e);
-    if (!e)
-        abort();
-    e->shard = s;
-    memcpy(e->id, eid, n + 1);
-    e->status = status;
-    zhashx_insert(s->entities, e->id, e);
-    state_entity_created(e);
-    return e;
-}
-
-void entity_run_start(shoal_entity_t *e)
-{
-    shoal_region_t *r = e->shard->r;
-    e->status = E_RUNNING;
-    e->started = true;
-    r->stats.entities_started++;
-    state_entity_starting(e);
-    if (r->fns.start) {
-        e->depth++;
-        r->sh->depth++;
-        e->state = r->fns.start(e, r->arg);
-        r->sh->depth--;
-        e->depth--;
-    }
-}
-
-static shoal_entity_t *entity_start(shard_t *s, const char *eid)
-{
-    shoal_entity_t *e = entity_create(s, eid, E_RUNNING);
-    entity_run_start(e);
-    return e;
-}
-
-/* For reminders: the running entity, started when absent (NULL while it starts or stops). */
-shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
-{
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
-    if (e)
-        return e->status == E_RUNNING ? e : NULL;
-    if (remember_on(s->r) && !remember_known(s, eid)) {
-        e = entity_create(s, eid, E_STARTING);
-        remember_add(s, eid);
-        return NULL;
-    }
-    return entity_start(s, eid);
-}
-
-/* The entity is gone: its stop callback, then what waited for it goes on (to a new incarnation
-   while the shard is active, else wherever the shard is going). */
-static void entity_finish(shoal_entity_t *e)
-{
-    if (state_entity_hold(e))
-        return; /* its saves are in flight: it finishes when they are in */
-    entity_finish_now(e);
-}
-
-void entity_finish_now(shoal_entity_t *e)
-{
-    shard_t *s = e->shard;
-    shoal_region_t *r = s->r;
-    if (s->n_timers)
-        timers_entity_gone(e); /* its in-memory timers die with it */
-    zhashx_delete(s->entities, e->id);
-    if (s->pass)
-        passivator_remove(s->pass, e->id);
-    if (e->started) {
-        r->stats.entities_stopped++;
-        if (r->fns.stop) {
-            r->sh->depth++;
-            r->fns.stop(e, e->state, r->arg);
-            r->sh->depth--;
-        }
-    }
-    if (remember_on(r) && e->started) {
-        if (e->passivating)
-            remember_remove(s, e->id);
-        else if (s->status == SH_ACTIVE)
-            remember_schedule_restart(s, e->id); /* stopped on its own: it comes back */
-    }
-    bqueue_t waiting = entity_take_waiting(e);
-    state_entity_free(e);
-    free(e);
-    bmsg_t *m;
-    while ((m = bq_pop(&waiting))) {
-        if (s->status == SH_ACTIVE) {
-            deliver_local(r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
-            free(m);
-        } else {
-            route(r, m, s->id);
-        }
-    }
-    if (!s->batch)
-        shard_maybe_done(s);
-}
-
-/* Runs after a callback of e returned: a stop asked for inside it takes effect now. */
-static void entity_after_callback(shoal_entity_t *e)
-{
-    if (e->depth == 0 && e->stop_now)
-        entity_finish(e);
-}
-
-void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
-                        const shoal_node_t *origin, uint64_t ask_id)
-{
-    shoal_region_t *r = e->shard->r;
-    shoal_sender_t saved = e->sender;
-    e->sender.node = ask_id ? (origin ? origin : r->self) : NULL;
-    e->sender.ask_id = ask_id;
-    e->depth++;
-    r->sh->depth++;
-    r->fns.receive(e, e->state, data, len, r->arg);
-    r->sh->depth--;
-    e->depth--;
-    e->sender = saved;
-    entity_after_callback(e);
-}
-
-/* Asks the entity to stop: the stop message when the type has one, else at once. */
-static void entity_begin_stop(shoal_entity_t *e, bool passivating)
-{
-    shoal_region_t *r = e->shard->r;
-    if (e->status == E_STOPPING)
-        return;
-    e->status = E_STOPPING;
-    e->shard->maybe_stopping = true;
-    e->passivating = passivating;
-    e->stopping_since = shoal_now_ms();
-    if (r->s.stop_message) {
-        entity_receive_msg(e, r->s.stop_message, r->s.stop_message_len, NULL, 0);
-    } else {
-        e->stop_now = true;
-        entity_after_callback(e);
-    }
-}
-
-static void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags,
-                          const shoal_node_t *origin, uint64_t ask_id, const void *data,
-                          size_t len)
-{
-    if (s->recovering || state_shard_waiting(s) || shoal_cluster_paused(r->sh->c)) {
-        /* the remembered entities or the stored states are being read, or this node was stalled
-           and does not know yet whether it is still a member (its shards may run elsewhere
-           now): everything waits, in order */
-        bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
-        return;
-    }
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
-    if (e && (e->status == E_STOPPING || e->status == E_STARTING)) {
-        /* passivating: the message goes to the next incarnation; handing off: to the next home;
-           being remembered: to this one once the write is done */
-        entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
-        return;
-    }
-    if (!e && remember_on(r) && !remember_known(s, eid)) {
-        e = entity_create(s, eid, E_STARTING);
-        entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
-        remember_add(s, eid);
-        return;
-    }
-    if (!e)
-        e = entity_start(s, eid);
-    r->stats.delivered_local++;
-    if (s->pass) /* only messages through sharding count as activity */
-        passivator_access(s->pass, eid, shoal_now_ms(), passivate_cb, s);
-    if (flags & ENV_START) {
-        if (ask_id)
-            send_reply(r, origin, ask_id, 0, NULL, 0);
-        return;
-    }
-    if (flags & ENV_RELIABLE) {
-        state_reliable_deliver(e, data, len, origin, ask_id);
-        return;
-    }
-    entity_receive_msg(e, data, len, origin, ask_id);
-}
-
-void entity_deliver_waiting(shoal_entity_t *e)
-{
-    shard_t *s = e->shard;
-    bqueue_t waiting = entity_take_waiting(e);
-    bmsg_t *m;
-    while ((m = bq_pop(&waiting))) {
-        /* the entity may stop while these run: deliver_local sends the rest where it goes */
-        deliver_local(s->r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
-        free(m);
-    }
-}
-
-void shard_deliver_pending(shard_t *s)
-{
-    bmsg_t *m;
-    while (!s->recovering && !state_shard_waiting(s) && s->status == SH_ACTIVE &&
-           (m = bq_pop(&s->pending))) {
-        deliver_local(s->r, s, m->eid, m->flags, m->origin, m->ask_id, m->data, m->len);
-        free(m);
-    }
-}
-
-const char *shoal_entity_id(const shoal_entity_t *e)
-{
-    return e ? e->id : NULL;
-}
-
-const char *shoal_entity_shard(const shoal_entity_t *e)
-{
-    return e ? e->shard->id : NULL;
-}
-
-shoal_region_t *shoal_entity_region(const shoal_entity_t *e)
-{
-    return e ? e->shard->r : NULL;
-}
-
-shoal_sender_t shoal_entity_sender(const shoal_entity_t *e)
-{
-    shoal_sender_t none = {NULL, 0};
-    return e ? e->sender : none;
-}
-
-int entity_wrong_thread(const shoal_entity_t *e, const char *call)
-{
-    if (!e || shoal_system_on_thread(e->shard->r->sys))
-        return 0;
-    return shoal_wrong_thread(call, ENTITY_WAY_IN);
-}
-
-int shoal_entity_reply(shoal_entity_t *e, const void *data, size_t len)
-{
-    if (entity_wrong_thread(e, __func__))
-        return SHOAL_ETHREAD;
-    /* a reliable message's reply goes with its confirmation, once its save is in */
-    if (e && e->depth && (!len || data) && state_capture_reply(e, data, len))
-        return 0;
-    if (!e || !e->depth || !e->sender.ask_id)
-        return SHOAL_EINVAL;
-    shoal_sender_t to = e->sender;
-    e->sender.ask_id = 0; /* one reply per ask */
-    return shoal_region_reply(e->shard->r, &to, data, len);
-}
-
-
-int shoal_region_reply(shoal_region_t *r, const shoal_sender_t *to, const void *data, size_t len)
-{
-    if (!r || !to || !to->ask_id || (len && !data))
-        return SHOAL_EINVAL;
-    if (!shoal_system_on_thread(r->sys))
-        return shoal_wrong_thread(__func__, "shoal_region_reply_sync");
-    if (len + 64 > shoal_system_max_message_bytes(r->sys))
-        return SHOAL_ETOOBIG;
-    send_reply(r, to->node, to->ask_id, 0, data, len);
-    return 0;
-}
-
-typedef struct {
-    shoal_region_t *r;
-    const shoal_sender_t *to;
-    const void *data;
-    size_t len;
-} reply_twin_t;
-
-static int reply_twin(shoal_system_t *sys, void *arg)
-{
-    (void)sys;
-    reply_twin_t *t = arg;
-    return shoal_region_reply(t->r, t->to, t->data, t->len);
-}
-
-int shoal_region_reply_sync(shoal_region_t *r, const shoal_sender_t *to, const void *data,
-                            size_t len)
-{
-    if (!r || !to)
-        return SHOAL_EINVAL;
-    reply_twin_t t = {r, to, data, len};
-    return shoal_system_call(r->sys, reply_twin, &t);
-}
-
-int shoal_entity_passivate(shoal_entity_t *e)
-{
-    if (!e)
-        return SHOAL_EINVAL;
-    if (entity_wrong_thread(e, __func__))
-        return SHOAL_ETHREAD;
-    entity_begin_stop(e, true);
-    return 0;
-}
-
-int shoal_entity_stop(shoal_entity_t *e)
-{
-    if (!e)
-        return SHOAL_EINVAL;
-    if (entity_wrong_thread(e, __func__))
-        return SHOAL_ETHREAD;
-    e->stop_now = true;
-    if (e->status != E_STOPPING) {
-        e->status = E_STOPPING;
-        e->shard->maybe_stopping = true;
-        e->stopping_since = shoal_now_ms();
-    }
-    entity_after_callback(e);
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Hosted shards
- */
-/* ---------------------------------------------------------------------------------------------
- * Automatic passivation (the policies are passivation.c's)
- */
-static bool auto_passivation(const shoal_region_t *r)
-{
-    /* Akka: automatic passivation is off when remember-entities is on */
-    return !r->proxy && !remember_on(r) && !r->daemon &&
-           r->s.passivation.policy != SHOAL_PASSIVATE_NONE;
-}
-
-/* The region's limit split evenly among its active shards, at least 1 each (0 = no limit). */
-static size_t shard_limit(const shoal_region_t *r)
-{
-    size_t n = zhashx_size(r->shards);
-    if (!r->active_entity_limit)
-        return 0;
-    size_t per = n ? (r->active_entity_limit + n - 1) / n : r->active_entity_limit;
-    return per ? per : 1;
-}
-
-static void passivate_cb(const char *entity_id, void *arg)
-{
-    shard_t *s = arg;
-    shoal_entity_t *e = zhashx_lookup(s->entities, entity_id);
-    if (e && e->status == E_RUNNING && !e->depth) {
-        s->r->stats.passivations++;
-        entity_begin_stop(e, true);
-    }
-}
-
-static void relimit(shoal_region_t *r)
-{
-    size_t limit = shard_limit(r);
-    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
-        if (s->pass)
-            passivator_set_limit(s->pass, limit, passivate_cb, s);
-}
-
-typedef struct {
-    shoal_region_t *r;
-    uint32_t limit;
-} limit_ctx_t;
-
-static int limit_on_node(shoal_system_t *sys, void *arg)
-{
-    (void)sys;
-    limit_ctx_t *x = arg;
-    x->r->active_entity_limit = x->limit;
-    relimit(x->r);
-    return 0;
-}
-
-int shoal_region_set_active_entity_limit(shoal_region_t *r, uint32_t limit)
-{
-    if (!r)
-        return SHOAL_EINVAL;
-    limit_ctx_t x = {r, limit};
-    return shoal_system_on_thread(r->sys) ? limit_on_node(r->sys, &x)
-                                          : shoal_system_call(r->sys, limit_on_node, &x);
-}
-
-static shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
-{
-    shard_t *s = zhashx_lookup(r->shards, id);
-    if (s) {
-        if (epoch > s->epoch)
-            s->epoch = epoch;
-        return s;
-    }
-    s = calloc(1, sizeof *s);
-    if (!s)
-        abort();
-    s->r = r;
-    snprintf(s->id, sizeof s->id, "%s", id);
-    s->epoch = epoch;
-    s->entities = zhashx_new();
-    /* keys are the entities' own ids: no copy per entity */
-    zhashx_set_key_duplicator(s->entities, NULL);
-    zhashx_set_key_destructor(s->entities, NULL);
-    s->status = SH_ACTIVE;
-    zhashx_insert(r->shards, s->id, s);
-    r->stats.shards_started++;
-    remember_shard_started(s);
-    state_shard_started(s);
-    if (auto_passivation(r)) {
-        s->pass = passivator_new(&r->s.passivation, shard_limit(r));
-        relimit(r);
-    }
-    shoal_debug("%s: sharding %s: shard %s started here (epoch %llx)", shoal_node_id(r->self),
-               r->name, id, (unsigned long long)epoch);
-    return s;
-}
-
-static void shard_free(shard_t *s)
-{
-    bmsg_t *m;
-    while ((m = bq_pop(&s->pending))) {
-        s->r->stats.dead_letters[SHOAL_DL_SHARD_FAILED]++;
-        free(m);
-    }
-    state_shard_free(s);
-    remember_shard_free(s);
-    passivator_destroy(&s->pass);
-    zhashx_destroy(&s->entities);
-    free(s->fences);
-    free(s->fenced);
-    free(s);
-}
-
-/* The shard's last entity is gone: a handoff is acknowledged, the shard forgotten. */
-static void shard_maybe_done(shard_t *s)
-{
-    if (s->status != SH_STOPPING || zhashx_size(s->entities) > 0)
-        return;
-    shoal_region_t *r = s->r;
-    if (zhashx_lookup(r->shards, s->id) != s)
-        return;
-    if (s->by_coordinator && s->handoff_to) {
-        r->stats.handoffs++;
-        send_one(r, s->handoff_to, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, s->id, r->self,
-                 s->epoch);
-    }
-    r->stats.shards_stopped++;
-    bool passivating = s->pass != NULL;
-    zhashx_delete(r->shards, s->id); /* the table's destructor frees s */
-    if (passivating)
-        relimit(r); /* the other shards get this one's share */
-}
-
-/* Stops every entity of the shard: the hand-over step and the stop message for a handoff or
-   passivation-like stop (graceful), directly otherwise. */
-static void shard_begin_stop(shard_t *s, bool graceful)
-{
-    shoal_region_t *r = s->r;
-    s->status = SH_STOPPING;
-    /* what waited for recovery follows the shard to its next home */
-    s->recovering = false;
-    bmsg_t *pm;
-    while ((pm = bq_pop(&s->pending)))
-        route(r, pm, s->id);
-    s->handoff_deadline = shoal_now_ms() + (r->s.handoff_timeout_ms > 6000
-                                                ? r->s.handoff_timeout_ms - 5000
-                                                : (r->s.handoff_timeout_ms > 1000
-                                                       ? r->s.handoff_timeout_ms / 2
-                                                       : 1000));
-    size_t n = zhashx_size(s->entities);
-    shoal_entity_t **all = n ? calloc(n, sizeof *all) : NULL;
-    size_t i = 0;
-    for (shoal_entity_t *e = zhashx_first(s->entities); e && i < n; e = zhashx_next(s->entities))
-        all[i++] = e;
-    shoal_buf_t snap = {0};
-    for (size_t k = 0; k < i; k++) {
-        shoal_entity_t *e = all[k];
-        if (graceful && r->fns.hand_over && e->status == E_RUNNING) {
-            shoal_buf_reset(&snap);
-            e->depth++;
-            r->sh->depth++;
-            r->fns.hand_over(e, e->state, &snap, r->arg);
-            r->sh->depth--;
-            e->depth--;
-            /* the snapshot is saved as its state: the next home's read finds it */
-            state_handover(e, snap.data, snap.len);
-        }
-    }
-    shoal_buf_free(&snap);
-    /* the pointers stay valid: an entity is freed only by entity_finish, which each runs once;
-       the shard itself is released only after the loop (batch) */
-    zhashx_t *alive = s->entities;
-    s->batch = true;
-    for (size_t k = 0; k < i; k++) {
-        shoal_entity_t *e = all[k];
-        if (zhashx_lookup(alive, all[k]->id) != e)
-            continue;
-        if (graceful) {
-            entity_begin_stop(e, false);
-        } else {
-            e->status = E_STOPPING;
-            e->shard->maybe_stopping = true;
-            e->stop_now = true;
-            e->forced = true;
-            if (e->depth == 0)
-                entity_finish(e);
-        }
-    }
-    free(all);
-    s->batch = false;
-    shard_maybe_done(s);
-}
-
-/* Stops a stale copy (a newer allocation elsewhere) or everything (downed): entities stop at
-   once; what waited for them follows the shard. */
-static void shard_stop_now(shard_t *s)
-{
-    s->by_coordinator = false;
-    shard_begin_stop(s, false);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -967,26 +157,8 @@ static void ask_home(shoal_region_t *r, home_t *h)
     h->asked_at = now;
     r->stats.home_requests++;
     Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GET_SHARD_HOME);
     m.shard = h->id;
-    region_send_control(r, r->coord_node, &m);
-}
-
-void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
-                          uint64_t fenced_at)
-{
-    if (!r->registered || !r->coord_node)
-        return; /* the next failed fence tells it */
-    Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__SHARD_FENCED);
-    Shoal__Sharding__ShardHome h = SHOAL__SHARDING__SHARD_HOME__INIT;
-    Shoal__Sharding__ShardHome *hp = &h;
-    h.shard = (char *)shard;
-    h.region = (char *)shoal_node_id(r->self);
-    h.epoch = epoch;
-    m.homes = &hp;
-    m.n_homes = 1;
-    m.fenced_at = fenced_at;
     region_send_control(r, r->coord_node, &m);
 }
 
@@ -1215,7 +387,7 @@ void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8
     }
     shoal_region_t *r = sharding_region_by_hash(sh, th);
     if (r) {
-        ask_complete(r, id, status, p, plen);
+        region_ask_complete(r, id, status, p, plen);
         drain_deferred(r);
     }
 }
@@ -1335,8 +507,8 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
             break;
         }
         learn_home(r, h0->shard, r->self, h0->epoch);
-        send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED, h0->shard, r->self,
-                 h0->epoch);
+        region_send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STARTED, h0->shard, r->self,
+                        h0->epoch);
         break;
     }
     case SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF: {
@@ -1349,11 +521,11 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         const shoal_node_t *owner = *h0->region ? shoal_node_intern(h0->region) : NULL;
         if (owner && owner != r->self) {
             r->stats.fences_sent++;
-            send_one(r, owner, SHOAL__SHARDING__CONTROL__KIND__FENCE, h0->shard, r->self,
-                     h0->epoch);
+            region_send_one(r, owner, SHOAL__SHARDING__CONTROL__KIND__FENCE, h0->shard, r->self,
+                            h0->epoch);
         }
-        send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF_ACK, h0->shard, r->self,
-                 h0->epoch);
+        region_send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF_ACK, h0->shard,
+                        r->self, h0->epoch);
         break;
     }
     case SHOAL__SHARDING__CONTROL__KIND__FENCE: {
@@ -1376,8 +548,8 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
     case SHOAL__SHARDING__CONTROL__KIND__HANDOFF: {
         shard_t *s = zhashx_lookup(r->shards, h0->shard);
         if (!s) {
-            send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, h0->shard, r->self,
-                     h0->epoch);
+            region_send_one(r, from, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, h0->shard,
+                            r->self, h0->epoch);
             break;
         }
         s->by_coordinator = true;
@@ -1452,7 +624,7 @@ static void send_register(shoal_region_t *r)
         bytes += strlen(s->id) + 16;
         i++;
         if (bytes >= budget) {
-            control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+            region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
             m.proxy = r->proxy;
             m.number_of_shards = r->s.number_of_shards;
             m.homes = hp + first;
@@ -1463,7 +635,7 @@ static void send_register(shoal_region_t *r)
             bytes = 0;
         }
     }
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__REGISTER);
     m.proxy = r->proxy;
     m.number_of_shards = r->s.number_of_shards;
     m.homes = hp + first;
@@ -1494,92 +666,6 @@ static void check_coordinator(shoal_region_t *r, int64_t now)
 /* ---------------------------------------------------------------------------------------------
  * The tick
  */
-static void shards_tick(shoal_region_t *r, int64_t now)
-{
-    size_t n = zhashx_size(r->shards);
-    if (!n)
-        return;
-    bool idle_sweep = now >= r->idle_next;
-    bool paused = shoal_cluster_paused(r->sh->c);
-    shard_t **all = calloc(n, sizeof *all);
-    if (!all)
-        abort();
-    size_t i = 0;
-    for (shard_t *s = zhashx_first(r->shards); s && i < n; s = zhashx_next(r->shards))
-        all[i++] = s;
-    for (size_t k = 0; k < i; k++) {
-        shard_t *s = all[k];
-        if (s->status == SH_FENCING && now >= s->handoff_deadline) {
-            shoal_warning("%s: sharding %s: shard %s: %zu fences missing after handoff-timeout; "
-                         "stopping anyway",
-                         shoal_node_id(r->self), r->name, s->id, s->n_fences);
-            shard_begin_stop(s, true);
-        } else if (s->status == SH_STOPPING && now >= s->handoff_deadline) {
-            /* stragglers that ignore the stop message are stopped by force */
-            size_t ne = zhashx_size(s->entities);
-            shoal_entity_t **es = calloc(ne + 1, sizeof *es);
-            size_t j = 0;
-            for (shoal_entity_t *e = zhashx_first(s->entities); e && j < ne;
-                 e = zhashx_next(s->entities))
-                es[j++] = e;
-            zhashx_t *alive = s->entities;
-            s->batch = true;
-            for (size_t q = 0; q < j; q++) {
-                if (zhashx_lookup(alive, es[q]->id) != es[q] || es[q]->depth)
-                    continue;
-                r->stats.entities_forced++;
-                es[q]->passivating = false;
-                es[q]->forced = true;
-                entity_finish(es[q]);
-            }
-            s->batch = false;
-            free(es);
-            shard_maybe_done(s);
-        } else if (s->status == SH_ACTIVE) {
-            remember_tick(s, now);
-            if (s->pass && r->s.passivation.idle_timeout_ms && now >= r->idle_next)
-                passivator_idle(s->pass, now, passivate_cb, s);
-            /* passivating entities that ignore their stop message are stopped by force too */
-            shoal_entity_t *late[16];
-            size_t nl = 0;
-            uint32_t stop_timeout = r->s.passivation.stop_timeout_ms
-                                        ? r->s.passivation.stop_timeout_ms
-                                        : r->s.handoff_timeout_ms;
-            /* the walk only while some entity is stopping: a shard of 100,000 idle entities
-               costs nothing here */
-            bool any = false;
-            for (shoal_entity_t *e = s->maybe_stopping ? zhashx_first(s->entities) : NULL;
-                 e && nl < 16; e = zhashx_next(s->entities)) {
-                if (e->status != E_STOPPING)
-                    continue;
-                any = true;
-                if (!e->depth && now - e->stopping_since > (int64_t)stop_timeout)
-                    late[nl++] = e;
-            }
-            s->maybe_stopping = any || nl == 16;
-            for (size_t q = 0; q < nl; q++) {
-                r->stats.entities_forced++;
-                late[q]->forced = true;
-                entity_finish(late[q]);
-            }
-            if (paused)
-                continue; /* no timer or reminder fires before the node knows it is a member */
-            if (s->status == SH_ACTIVE)
-                state_tick(s, now);
-            if (s->status == SH_ACTIVE && s->n_timers)
-                timers_tick(s, now);
-            if (s->status == SH_ACTIVE && s->pending.n)
-                shard_deliver_pending(s); /* held while the node was paused */
-        }
-    }
-    free(all);
-    if (idle_sweep) {
-        const shoal_passivation_settings_t *p = &r->s.passivation;
-        uint32_t every = p->idle_interval_ms ? p->idle_interval_ms : p->idle_timeout_ms / 2;
-        r->idle_next = now + (every ? every : 1000);
-    }
-}
-
 static void pending_tick(shoal_region_t *r, int64_t now)
 {
     int may = -1; /* shoal_cluster_may_host, asked once and only when a home needs it */
@@ -1622,7 +708,7 @@ static void region_tick(shoal_region_t *r, int64_t now)
 {
     if (r->stopped)
         return;
-    asks_expire(r, now);
+    region_asks_expire(r, now);
     if (now - r->slow_tick_at < TICK_SLOW_MS)
         return;
     r->slow_tick_at = now;
@@ -1647,10 +733,11 @@ static void region_tick(shoal_region_t *r, int64_t now)
     graceful_tick(r, now);
     region_queries_tick(r, now);
     if (r->daemon)
-        daemon_tick(r, now);
+        r->daemon_tick(r, now);
     if (r->coord)
         coordinator_tick(r->coord);
-    producers_tick(r, now);
+    if (r->producers_tick)
+        r->producers_tick(r, now);
     drain_deferred(r);
 }
 
@@ -1773,7 +860,7 @@ static void graceful_tick(shoal_region_t *r, int64_t now)
         now - r->shutdown_sent_at >= (int64_t)r->s.retry_interval_ms) {
         r->shutdown_sent_at = now;
         Shoal__Sharding__Control m;
-        control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN);
+        region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__GRACEFUL_SHUTDOWN);
         region_send_control(r, r->coord_node, &m);
     }
 }
@@ -1842,7 +929,7 @@ static int stop_shards_on_node(shoal_system_t *sys, void *arg)
     if (!r->coord_node)
         return SHOAL_ENOTCONN;
     Shoal__Sharding__Control m;
-    control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS);
+    region_control_init(r, &m, SHOAL__SHARDING__CONTROL__KIND__STOP_SHARDS);
     m.shard_ids = (char **)x->shards;
     m.n_shard_ids = x->n;
     int rc = region_send_control(r, r->coord_node, &m);
@@ -1908,7 +995,7 @@ static int submit(shoal_region_t *r, const char *eid, uint8_t flags, const void 
         return SHOAL_ESTOPPED;
     uint64_t ask_id = 0;
     if (done)
-        ask_id = ask_new(r, timeout_ms, done, arg)->id;
+        ask_id = region_ask_new(r, timeout_ms, done, arg)->id;
     else
         r->stats.tells++;
     if (r->sh->depth > 0) {
@@ -2173,15 +1260,6 @@ int shoal_region_on_shard_moved(shoal_region_t *r, shoal_shard_moved_fn *fn, voi
     return on_node(r, sub_on_node, &x);
 }
 
-void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
-                        const shoal_node_t *to)
-{
-    shoal_info("%s: sharding %s: shard %s moved %s -> %s", shoal_node_id(r->self), r->name, shard,
-              from ? shoal_node_id(from) : "-", to ? shoal_node_id(to) : "-");
-    for (size_t i = 0; i < r->n_moved_subs; i++)
-        r->moved_subs[i].fn(r, shard, from, to, r->moved_subs[i].arg);
-}
-
 typedef struct {
     shoal_region_t *r;
     shoal_region_stats_t *out;
@@ -2275,6 +1353,8 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     r->self = sh->self;
     r->name = strdup(name);
     r->type_hash = wire_type_hash(name);
+    r->lifecycle = &entity_lifecycle;
+    r->route = route;
     r->s = *s;
     r->s.role = strdup(s->role ? s->role : "");
     if (s->stop_message) {
@@ -2299,8 +1379,8 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     r->shards = zhashx_new();
     zhashx_set_destructor(r->shards, shard_destroy_fn);
     r->asks = zhashx_new();
-    zhashx_set_key_hasher(r->asks, (zhashx_hash_fn *)ask_hash);
-    zhashx_set_key_comparator(r->asks, ask_cmp);
+    zhashx_set_key_hasher(r->asks, (zhashx_hash_fn *)region_ask_hash);
+    zhashx_set_key_comparator(r->asks, region_ask_cmp);
     zhashx_set_key_duplicator(r->asks, NULL);
     zhashx_set_key_destructor(r->asks, NULL);
     pthread_mutex_init(&r->qlock, NULL);
@@ -2356,7 +1436,8 @@ void region_stop(shoal_region_t *r)
     if (r->stopped)
         return;
     region_stop_all(r, SHOAL_DL_REGION_STOPPING);
-    producers_region_stopped(r);
+    if (r->producers_stopped)
+        r->producers_stopped(r);
     r->stopped = true;
     pthread_mutex_lock(&r->qlock);
     r->closed = true;
@@ -2372,7 +1453,7 @@ void region_stop(shoal_region_t *r)
     while ((m = bq_pop(&r->deferred)))
         dead_letter_bmsg(r, SHOAL_DL_REGION_STOPPING, m);
     while (r->asks_oldest)
-        ask_complete(r, r->asks_oldest->id, SHOAL_ESTOPPED, NULL, 0);
+        region_ask_complete(r, r->asks_oldest->id, SHOAL_ESTOPPED, NULL, 0);
     if (r->waiters)
         graceful_finish(r, false);
     coordinator_free(&r->coord);

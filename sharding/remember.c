@@ -18,37 +18,6 @@
 
 #include "sharding_internal.h"
 
-life_t *life_new(void *obj)
-{
-    life_t *l = calloc(1, sizeof *l);
-    if (!l)
-        abort();
-    l->obj = obj;
-    l->refs = 1;
-    return l;
-}
-
-life_t *life_ref(life_t *l)
-{
-    l->refs++;
-    return l;
-}
-
-void life_release(life_t *l)
-{
-    if (l && --l->refs == 0)
-        free(l);
-}
-
-void life_end(life_t **l)
-{
-    if (!*l)
-        return;
-    (*l)->obj = NULL;
-    life_release(*l);
-    *l = NULL;
-}
-
 bool remember_on(const shoal_region_t *r)
 {
     return r->s.remember_entities && !r->proxy;
@@ -141,7 +110,7 @@ static void read_done(shoal_replicator_t *rep, int status, const char *key,
         s->noted_here = true; /* it had remembered entities: it is in the all-shards set */
     shoal_debug("%s: sharding %s: shard %s recovered %zu remembered entities",
                shoal_node_id(s->r->self), s->r->name, s->id, zlistx_size(s->to_start));
-    shard_deliver_pending(s);
+    s->r->lifecycle->deliver_pending(s);
 }
 
 static void start_read(shard_t *s)
@@ -263,8 +232,8 @@ static void activate(shard_t *s)
     for (shoal_entity_t *e = zlistx_first(ready); e; e = zlistx_next(ready)) {
         if (e->status != E_STARTING)
             continue; /* listed twice (its id was remembered for an earlier incarnation too) */
-        entity_run_start(e);
-        entity_deliver_waiting(e);
+        s->r->lifecycle->run_start(e);
+        s->r->lifecycle->deliver_waiting(e);
     }
     zlistx_destroy(&ready);
 }
@@ -430,8 +399,8 @@ void remember_tick(shard_t *s, int64_t now)
             break;
         char *id = zlistx_first(s->to_start);
         if (!zhashx_lookup(s->entities, id) && remember_known(s, id)) {
-            shoal_entity_t *e = entity_create(s, id, E_RUNNING);
-            entity_run_start(e);
+            shoal_entity_t *e = s->r->lifecycle->create(s, id, E_RUNNING);
+            s->r->lifecycle->run_start(e);
             s->r->stats.entities_recovered++;
             batch--;
         }
@@ -447,7 +416,7 @@ void remember_tick(shard_t *s, int64_t now)
             snprintf(copy, sizeof copy, "%s", id);
             zhashx_delete(s->restart_at, copy);
             if (!zhashx_lookup(s->entities, copy) && remember_known(s, copy))
-                entity_run_start(entity_create(s, copy, E_RUNNING));
+                s->r->lifecycle->run_start(s->r->lifecycle->create(s, copy, E_RUNNING));
         }
         zlistx_destroy(&due);
     }

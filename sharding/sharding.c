@@ -4,7 +4,6 @@
 */
 #include <stddef.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "sharding_internal.h"
 
@@ -69,57 +68,9 @@ void shoal_sharding_settings_fast(shoal_sharding_settings_t *s)
     s->shard_region_query_timeout_ms = 1000;
 }
 
-void shoal_sharding_default_shard_id(const char *entity_id, uint32_t number_of_shards, char *out)
-{
-    uint64_t h = XXH3_64bits(entity_id, strlen(entity_id));
-    uint64_t v = h % (number_of_shards ? number_of_shards : 1);
-    /* decimal by hand: this runs for every message, and snprintf showed in profiles */
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    out[n] = 0;
-}
-
-const char *shoal_dead_letter_name(shoal_dead_letter_t reason)
-{
-    switch (reason) {
-    case SHOAL_DL_BUFFER_FULL: return "buffer-full";
-    case SHOAL_DL_REGION_STOPPING: return "region-stopping";
-    case SHOAL_DL_ENTITY_STOPPED: return "entity-stopped";
-    case SHOAL_DL_SHARD_FAILED: return "shard-failed";
-    case SHOAL_DL_SEND_FAILED: return "send-failed";
-    case SHOAL_DL_UNKNOWN_TYPE: return "unknown-type";
-    case SHOAL_DL_MALFORMED: return "malformed";
-    default: return "unknown";
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------
- * What the regions know of the cluster
+ * What the regions know of the cluster (the lookups are view.c's)
  */
-bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node)
-{
-    return sh->n_removed && zhashx_lookup(sh->removed_set, shoal_node_id(node)) != NULL;
-}
-
-/* On every send: the common case (nobody unreachable or removed) costs two loads. */
-bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node)
-{
-    if (zhashx_size(sh->unreachable) && zhashx_lookup(sh->unreachable, shoal_node_id(node)))
-        return false;
-    return !sharding_removed(sh, node);
-}
-
-const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node)
-{
-    return sh->have_view ? shoal_cluster_view_member(&sh->view, node) : NULL;
-}
-
 static void refresh_view(shoal_sharding_t *sh)
 {
     if (sh->have_view)
@@ -162,22 +113,6 @@ static void on_cluster_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev
 /* ---------------------------------------------------------------------------------------------
  * Messages
  */
-shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash)
-{
-    for (size_t i = 0; i < sh->n_regions; i++)
-        if (sh->regions[i]->type_hash == type_hash && !sh->regions[i]->stopped)
-            return sh->regions[i];
-    return NULL;
-}
-
-shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name)
-{
-    for (size_t i = 0; i < sh->n_regions; i++)
-        if (strcmp(sh->regions[i]->name, name) == 0 && !sh->regions[i]->stopped)
-            return sh->regions[i];
-    return NULL;
-}
-
 static uint64_t malformed_count;
 
 static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
@@ -217,6 +152,33 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         }
         wire_control_free(m);
     }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Control messages to self go through a post, so a region and its own node's coordinator talk
+ * the same way as remote ones (no re-entrancy, the decoder on every path). region_send_control
+ * (outbox.c) posts them to self_deliver through shoal_sharding_t.deliver_self.
+ */
+static int self_deliver(shoal_system_t *sys, void *arg)
+{
+    self_msg_t *x = arg;
+    shoal_sharding_t *sh = x->sh;
+    (void)sys;
+    Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
+    if (m) {
+        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
+        if (r) {
+            if (m->kind < 20) {
+                if (r->coord)
+                    coordinator_on_control(r->coord, x->from, m);
+            } else {
+                region_on_control(r, x->from, m);
+            }
+        }
+        wire_control_free(m);
+    }
+    free(x);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -288,6 +250,7 @@ shoal_sharding_t *shoal_sharding_new(shoal_cluster_t *c, int *err)
     if (!sh)
         abort();
     sh->c = c;
+    sh->deliver_self = self_deliver;
     sh->sys = shoal_cluster_system(c);
     sh->self = shoal_system_self(sh->sys);
     sh->unreachable = zhashx_new();
@@ -452,37 +415,6 @@ shoal_region_t *shoal_region_start_proxy(shoal_sharding_t *sh, const char *type_
     return start(sh, type_name, s, NULL, NULL, true, err);
 }
 
-shoal_region_t *shoal_region_find(shoal_sharding_t *sh, const char *type_name)
-{
-    if (!sh || !type_name)
-        return NULL;
-    pthread_mutex_lock(&sh->lock);
-    shoal_region_t *r = NULL;
-    for (size_t i = 0; i < sh->n_regions && !r; i++)
-        if (strcmp(sh->regions[i]->name, type_name) == 0)
-            r = sh->regions[i];
-    pthread_mutex_unlock(&sh->lock);
-    return r;
-}
-
-size_t shoal_sharding_type_names(shoal_sharding_t *sh, const char ***names)
-{
-    *names = NULL;
-    if (!sh)
-        return 0;
-    pthread_mutex_lock(&sh->lock);
-    size_t n = sh->n_regions;
-    if (n) {
-        *names = calloc(n, sizeof **names);
-        if (!*names)
-            abort();
-        for (size_t i = 0; i < n; i++)
-            (*names)[i] = sh->regions[i]->name;
-    }
-    pthread_mutex_unlock(&sh->lock);
-    return n;
-}
-
 typedef struct {
     shoal_sharding_t *sh;
     const char *const *names;
@@ -515,75 +447,4 @@ bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size
     int rc = shoal_system_on_thread(sh->sys) ? healthy_on_node(sh->sys, &x)
                                              : shoal_system_call(sh->sys, healthy_on_node, &x);
     return rc == 1;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Metrics
- */
-static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
-{
-    (void)sys;
-    shoal_sharding_t *sh = arg;
-    static const struct {
-        const char *name, *type, *help;
-        size_t off;
-    } fams[] = {
-#define F(field, type, help)                                                                       \
-    {"shoal_sharding_" #field, type, help, offsetof(shoal_region_stats_t, field)}
-        F(tells, "counter", "Tells accepted by the region"),
-        F(asks, "counter", "Asks accepted by the region"),
-        F(delivered_local, "counter", "Messages delivered to entities hosted here"),
-        F(forwarded, "counter", "Messages sent on to another region"),
-        F(received_remote, "counter", "Messages received from other regions"),
-        F(asks_timed_out, "counter", "Asks that timed out"),
-        F(home_requests, "counter", "Shard home requests sent to the coordinator"),
-        F(shards_started, "counter", "Shards started here"),
-        F(shards_stopped, "counter", "Shards stopped here"),
-        F(handoffs, "counter", "Shards handed off from here"),
-        F(allocations, "counter", "Shard allocations by the coordinator here"),
-        F(shards_moved, "counter", "Shards moved by the coordinator here"),
-        F(fences_passed, "counter",
-          "Shards allocated again past an entity-state fence older than the coordinator's state"),
-        F(buffered, "gauge", "Messages buffered now"),
-        F(shards, "gauge", "Shards hosted here now"),
-        F(entities, "gauge", "Entities running here now"),
-#undef F
-    };
-    shoal_region_stats_t *st = calloc(sh->n_regions ? sh->n_regions : 1, sizeof *st);
-    if (!st)
-        abort();
-    for (size_t i = 0; i < sh->n_regions; i++)
-        shoal_region_stats(sh->regions[i], &st[i]);
-    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
-        shoal_buf_t name = {0};
-        shoal_buf_printf(&name, "%s%s", fams[f].name,
-                         strcmp(fams[f].type, "counter") == 0 ? "_total" : "");
-        shoal_metrics_family(out, shoal_buf_cstr(&name), fams[f].type, fams[f].help);
-        for (size_t i = 0; i < sh->n_regions; i++) {
-            uint64_t v;
-            memcpy(&v, (const char *)&st[i] + fams[f].off, sizeof v);
-            shoal_buf_printf(out, "%s{type=\"", shoal_buf_cstr(&name));
-            shoal_metrics_label_value(out, sh->regions[i]->name);
-            shoal_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
-        }
-        shoal_buf_free(&name);
-    }
-    shoal_metrics_family(out, "shoal_sharding_dead_letters_total", "counter",
-                         "Messages that could not be delivered, by reason");
-    for (size_t i = 0; i < sh->n_regions; i++)
-        for (int d = 1; d < SHOAL_DL_REASONS; d++) {
-            shoal_buf_printf(out, "shoal_sharding_dead_letters_total{type=\"");
-            shoal_metrics_label_value(out, sh->regions[i]->name);
-            shoal_buf_printf(out, "\",reason=\"%s\"} %llu\n",
-                             shoal_dead_letter_name((shoal_dead_letter_t)d),
-                             (unsigned long long)st[i].dead_letters[d]);
-        }
-    free(st);
-}
-
-int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m)
-{
-    if (!sh || !m)
-        return SHOAL_EINVAL;
-    return shoal_metrics_add(m, collect, sh);
 }

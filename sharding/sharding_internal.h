@@ -1,5 +1,38 @@
 /*  sharding_internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
     entities, buffered messages, the coordinator, and the wire.
+
+    The files, bottom first: each calls only files listed before it (tools/layers-sharding.txt
+    has exactly which), so a reader can start at the top of this list.
+      wire.c         the bytes on the node's transport: entity envelopes, replies, control messages
+      allocation.c   the shard allocation strategies (allocation.h)
+      passivation.c  the automatic passivation policies (passivation.h)
+      estate.c       EntityStateMap, the replicated type of a shard's entity states (estate.h)
+      config.c       sharding settings from a configuration file (shoal_config_sharding)
+      events.c       shard allocations and moves in the node's recent cluster events
+      life.c         life_t, the token replicator callbacks hold instead of the object they concern
+      view.c         lookups: who is reachable or removed, a node's member record, the regions
+      outbox.c       what leaves a region: control messages, replies and the asks waiting for them,
+                     dead letters, shard moves
+      remember.c     remember-entities: each shard's entity ids in durable ddata keys
+      state.c        entity state, reminders, in-memory timers, the entity side of at-least-once
+      shard.c        the shards hosted here and their entities: the entity lifecycle, delivery into
+                     a shard, automatic passivation, a shard's start, stop and tick
+      query.c        what a region is asked about itself and the cluster, and the operator's actions
+      coordinator.c  the shard coordinator of an entity type (a singleton): allocation, rebalance,
+                     handoff
+      region.c       a region: routing, shard homes and buffers, its coordinator found through
+                     the singleton, handoffs, tells and asks, its shutdown
+      http.c         sharding's routes, readiness check and metrics on the management endpoint
+      admin.c        sharding's requests over a client connection (shoal-cluster)
+      sharding.c     sharding on a node: its regions, the dispatch of sharding's messages, what it
+                     keeps of membership's events
+      daemon.c       sharded daemon process, a client of the region API
+      producer.c     the producer side of at-least-once delivery, a client of the region API
+    Where a lower file must reach a higher one, the higher one sets a hook: the region's
+    `lifecycle` (shard.c's entity lifecycle, for remember.c and state.c), its `route` (region.c's
+    routing, for shard.c), its daemon_tick, producers_tick and producers_stopped (set by daemon.c
+    and producer.c, driven by region.c's tick and stop), and shoal_sharding_t.deliver_self
+    (sharding.c's dispatcher, for control messages outbox.c sends to this node itself).
 */
 #ifndef SHOAL_SHARDING_INTERNAL_H
 #define SHOAL_SHARDING_INTERNAL_H
@@ -97,7 +130,7 @@ typedef enum {
     E_STARTING, /* remember-entities: waiting for the write that remembers it */
 } entity_status_t;
 
-/* Outlives an object while replicator callbacks about it may still arrive. */
+/* life.c: outlives an object while replicator callbacks about it may still arrive. */
 typedef struct {
     void *obj; /* NULL once the object is gone */
     int refs;
@@ -214,6 +247,24 @@ typedef struct ask {
 
 typedef struct coordinator coordinator_t;
 
+/* The entity lifecycle (shard.c), for the stores below shard.c whose reads and writes move
+   entities on when they complete: remember.c (an entity remembered or recovered starts, with what
+   waited for it) and state.c (a reminder or a timer reaches its entity, starting it if need be;
+   an entity whose saves are in finishes); both let a shard's messages that waited for a load go
+   on. region_new points each region's `lifecycle` at shard.c's entity_lifecycle: a hook rather
+   than a call, so that the stores sit below the shards that drive them. */
+typedef struct {
+    shoal_entity_t *(*create)(shard_t *s, const char *eid, entity_status_t status);
+    void (*run_start)(shoal_entity_t *e);
+    void (*deliver_waiting)(shoal_entity_t *e);
+    void (*deliver_pending)(shard_t *s);
+    /* the running entity, started when absent (NULL while it starts or stops) */
+    shoal_entity_t *(*get_or_start)(shard_t *s, const char *eid);
+    void (*receive)(shoal_entity_t *e, const void *data, size_t len, const shoal_node_t *origin,
+                    uint64_t ask_id);
+    void (*finish_now)(shoal_entity_t *e);
+} entity_lifecycle_t;
+
 typedef struct {
     int id;
     shoal_dead_letter_fn *fn;
@@ -229,6 +280,9 @@ struct shoal_region {
     shoal_sharding_settings_t s; /* strings copied */
     shoal_entity_fns_t fns;
     void *arg;
+    const entity_lifecycle_t *lifecycle; /* shard.c's, for remember.c and state.c */
+    /* region.c's routing, for shard.c: a stopping shard's messages follow it to its next home */
+    void (*route)(shoal_region_t *r, bmsg_t *m, const char *shard);
     bool proxy;
     shoal_replicator_t *rep; /* the role's: the user's, or one the node's sharding owns */
 
@@ -299,6 +353,11 @@ struct shoal_region {
     bool stopped;
     const char *timer_firing; /* id of the in-memory timer being delivered */
     struct shoal_producer *producers; /* producers of this type on this node (node thread) */
+    /* What the region's tick and stop drive for the clients of its public API that sit above
+       region.c (daemon.c, producer.c): set by them when they attach, NULL until then. */
+    void (*daemon_tick)(shoal_region_t *r, int64_t now);
+    void (*producers_tick)(shoal_region_t *r, int64_t now);
+    void (*producers_stopped)(shoal_region_t *r);
     shoal_region_stats_t stats;
 };
 
@@ -330,45 +389,64 @@ struct shoal_sharding {
     bool admin_closed;
     /* shard events (events.c): each type's last known homes, to tell moves apart */
     zhashx_t *event_homes; /* "<type>\n<shard>" -> node id (interned) */
+    /* control messages to this node's own regions and coordinators (sharding.c's dispatcher,
+       posted by outbox.c: the file that sends sits below the ones that receive) */
+    shoal_call_fn *deliver_self;
 };
 
-/* region.c */
-void region_free(shoal_region_t *r);
-void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
-                       size_t len);
-void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
-                     size_t len);
-void region_on_control(shoal_region_t *r, const shoal_node_t *from,
-                       const Shoal__Sharding__Control *m);
-/* The cluster changed (node thread). */
-void region_cluster_changed(shoal_region_t *r);
-void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
-void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
-                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
+/* A control message to this node itself, posted to shoal_sharding_t.deliver_self. */
+typedef struct {
+    shoal_sharding_t *sh;
+    const shoal_node_t *from;
+    size_t len;
+    uint8_t data[];
+} self_msg_t;
+
+/* =============================================================================================
+ * The files' calls to each other, bottom first (the order at the top of this header)
+ */
+
+/* view.c: the cluster as sharding.c keeps it, and the node's regions (node thread) */
+/* The member of a node in the cached view, or NULL. */
+const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
+bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
+shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
+shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
+
+/* outbox.c: what leaves a region (control messages, replies, dead letters, shard moves) and
+   the asks of this node waiting for their replies */
+void region_control_init(shoal_region_t *r, Shoal__Sharding__Control *m,
+                         Shoal__Sharding__Control__Kind kind);
 int region_send_control(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control *m);
 int region_send_home(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
                      const char *shard, const shoal_node_t *region, uint64_t epoch, uint64_t term,
                      const shoal_node_t *const *fences, size_t n_fences);
+/* The same with no term and no fences: what a region sends. */
+int region_send_one(shoal_region_t *r, const shoal_node_t *to, Shoal__Sharding__Control__Kind kind,
+                    const char *shard, const shoal_node_t *region, uint64_t epoch);
 /* The shard's stored entity state is fenced at an epoch newer than its allocation here: tells
    the coordinator, which either reallocates it past the fence or answers with its newer home. */
 void region_report_fenced(shoal_region_t *r, const char *shard, uint64_t epoch,
                           uint64_t fenced_at);
-/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
-void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
-/* query.c: cluster-wide queries (regions, stats) and their control messages */
-void region_query_control(shoal_region_t *r, const shoal_node_t *from,
-                          const Shoal__Sharding__Control *m);
-void region_queries_tick(shoal_region_t *r, int64_t now);
-void region_queries_free(shoal_region_t *r);
-void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
+/* The asks table (r->asks: id -> ask_t, and a list by deadline). */
+uint64_t region_ask_hash(const void *key);
+int region_ask_cmp(const void *a, const void *b);
+ask_t *region_ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+/* Completes (and frees) an ask of this node, if it still waits. */
+void region_ask_complete(shoal_region_t *r, uint64_t id, int status, const void *reply,
+                         size_t len);
+void region_asks_expire(shoal_region_t *r, int64_t now);
+/* A reply to `to`'s ask (NULL or self: completes this node's own ask). */
+void region_reply_to(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                     const void *data, size_t len);
+/* The same, when there is an ask (ask_id not 0). */
+void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
+                       const void *data, size_t len);
+void region_dead_letter(shoal_region_t *r, shoal_dead_letter_t why, const char *eid,
+                        const void *msg, size_t len, const shoal_node_t *origin, uint64_t ask_id);
 void region_moved_event(shoal_region_t *r, const char *shard, const shoal_node_t *from,
                         const shoal_node_t *to);
-
-/* region.c, for remember.c */
-shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_t status);
-void entity_run_start(shoal_entity_t *e);
-void entity_deliver_waiting(shoal_entity_t *e);
-void shard_deliver_pending(shard_t *s);
 
 /* remember.c */
 bool remember_on(const shoal_region_t *r);
@@ -412,27 +490,41 @@ void timers_entity_gone(shoal_entity_t *e);
 /* The coordinator allocates shards with state eagerly (reminders must fire). */
 bool state_eager(const shoal_region_t *r);
 /* 0 on the entity's node thread; else the refusal of `call` (logged, SHOAL_ETHREAD): an
-   entity's calls belong to its callbacks, and other threads reach it with a message. */
-int entity_wrong_thread(const shoal_entity_t *e, const char *call);
+   entity's calls belong to its callbacks, and other threads reach it with a message. Here, not
+   in a file, because shard.c's entity calls and state.c's both check it. */
 #define ENTITY_WAY_IN "shoal_region_tell or shoal_region_ask (an entity acts in its callbacks)"
+static inline int entity_wrong_thread(const shoal_entity_t *e, const char *call)
+{
+    if (!e || shoal_system_on_thread(e->shard->r->sys))
+        return 0;
+    return shoal_wrong_thread(call, ENTITY_WAY_IN);
+}
 
-/* region.c, for state.c */
-void entity_receive_msg(shoal_entity_t *e, const void *data, size_t len,
-                        const shoal_node_t *origin, uint64_t ask_id);
-shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid);
-void entity_finish_now(shoal_entity_t *e);
-void region_send_reply(shoal_region_t *r, const shoal_node_t *to, uint64_t ask_id, int status,
-                       const void *data, size_t len);
-/* An ask with extra envelope flags (ENV_RELIABLE), from any thread. */
-int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
-                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
+/* shard.c: buffered messages, the hosted shards and their entities, for region.c */
+bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uint64_t ask_id,
+                 const void *data, size_t len);
+void bq_push(bqueue_t *q, bmsg_t *m);
+bmsg_t *bq_pop(bqueue_t *q);
+/* A message for shard s, hosted here: to its entity, started if need be, or waiting. */
+void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags,
+                   const shoal_node_t *origin, uint64_t ask_id, const void *data, size_t len);
+/* Hosts shard `id` here (or raises its epoch when hosted already). */
+shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch);
+void shard_free(shard_t *s);
+void shard_begin_stop(shard_t *s, bool graceful);
+void shard_stop_now(shard_t *s);
+/* The hosted shards' share of the region's slow tick: handoff deadlines, stragglers stopped by
+   force, idle passivation, remember-entities, entity state, timers. */
+void shards_tick(shoal_region_t *r, int64_t now);
+/* The entity lifecycle, for the region's `lifecycle` hook. */
+extern const entity_lifecycle_t entity_lifecycle;
 
-/* producer.c */
-void producers_tick(shoal_region_t *r, int64_t now);
-void producers_region_stopped(shoal_region_t *r);
-
-/* daemon.c */
-void daemon_tick(shoal_region_t *r, int64_t now);
+/* query.c: cluster-wide queries (regions, stats) and their control messages */
+void region_query_control(shoal_region_t *r, const shoal_node_t *from,
+                          const Shoal__Sharding__Control *m);
+void region_queries_tick(shoal_region_t *r, int64_t now);
+void region_queries_free(shoal_region_t *r);
+void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);
@@ -448,29 +540,40 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
                            const shoal_sharding_settings_t *s, const shoal_entity_fns_t *fns,
                            void *arg, bool proxy, int *err);
 void region_stop(shoal_region_t *r);
+void region_free(shoal_region_t *r);
+/* region.c: what sharding.c hands it (node thread) */
 void region_tick_all(shoal_sharding_t *sh);
+void region_on_deliver(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                       size_t len);
+void region_on_reply(shoal_sharding_t *sh, const shoal_node_t *from, const uint8_t *data,
+                     size_t len);
+void region_on_control(shoal_region_t *r, const shoal_node_t *from,
+                       const Shoal__Sharding__Control *m);
+/* The cluster changed (node thread). */
+void region_cluster_changed(shoal_region_t *r);
+void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
+/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
+void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
+/* region.c, for producer.c: an ask with extra envelope flags (ENV_RELIABLE), from any thread. */
+int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
+                     size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);
 
-/* sharding.c */
-/* The member of a node in the cached view, or NULL. */
-const shoal_member_t *sharding_member(shoal_sharding_t *sh, const shoal_node_t *node);
-bool sharding_reachable(shoal_sharding_t *sh, const shoal_node_t *node);
-bool sharding_removed(shoal_sharding_t *sh, const shoal_node_t *node);
-shoal_region_t *sharding_region_by_hash(shoal_sharding_t *sh, uint32_t type_hash);
-shoal_region_t *sharding_region_by_name(shoal_sharding_t *sh, const char *name);
-/* sharding's routes, check and collector on the node's management endpoints (http.c): provided
+/* events.c: shard allocations and moves into the node's recent cluster events */
+void sharding_events_start(shoal_region_t *r);
+void sharding_events_stop(shoal_region_t *r);
+
+/* http.c: sharding's routes, check and collector on the node's management endpoints: provided
    once sharding runs, withdrawn first thing at destroy */
 int sharding_http_provide(shoal_sharding_t *sh);
+void sharding_http_withdraw(shoal_sharding_t *sh);
 /* The shard map as JSON (GET /cluster/shards[/<type>], shoal-cluster shards); other threads. */
 int sharding_type_json(shoal_region_t *r, shoal_buf_t *out);
 int sharding_shards_json(shoal_sharding_t *sh, const char *type, shoal_buf_t *out);
+
 /* admin.c: sharding's client requests (shoal-cluster shards|rebalance|move|unpin); register on
    the node thread, close (waiting for answers in progress) before the regions stop. */
 void sharding_admin_register(shoal_sharding_t *sh);
 void sharding_admin_close(shoal_sharding_t *sh);
 void sharding_admin_unregister(shoal_sharding_t *sh);
-/* events.c: shard allocations and moves into the node's recent cluster events */
-void sharding_events_start(shoal_region_t *r);
-void sharding_events_stop(shoal_region_t *r);
-void sharding_http_withdraw(shoal_sharding_t *sh);
 
 #endif

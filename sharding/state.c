@@ -331,7 +331,7 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         entity_restart(e); /* memory may hold what was not stored: start from what was */
     if (e->st->saves == 0 && e->st->finish_pending) {
         e->st->finish_pending = false;
-        entity_finish_now(e);
+        s->r->lifecycle->finish_now(e);
     }
 }
 
@@ -728,7 +728,7 @@ void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
     shard_t *s = e->shard;
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     snprintf(eid, sizeof eid, "%s", e->id);
-    entity_receive_msg(e, msg, mlen, NULL, 0);
+    r->lifecycle->receive(e, msg, mlen, NULL, 0);
     e = zhashx_lookup(s->entities, eid);
     if (!e || !e->st || e->st->inc != inc)
         return; /* stopped inside: unconfirmed, the producer sends it again */
@@ -940,7 +940,7 @@ void timers_tick(shard_t *s, int64_t now)
             shoal_region_t *r = s->r;
             const char *outer = r->timer_firing;
             r->timer_firing = t.id;
-            entity_receive_msg(e, t.msg, t.len, NULL, 0);
+            r->lifecycle->receive(e, t.msg, t.len, NULL, 0);
             r->timer_firing = outer;
         }
         free(t.msg);
@@ -988,7 +988,7 @@ static void fire(shard_t *s, size_t i)
     if (e && e->status != E_RUNNING)
         return; /* stopping or starting: next tick */
     if (!e)
-        e = entity_get_or_start(s, m.eid);
+        e = r->lifecycle->get_or_start(s, m.eid);
     if (!e || !e->st || e->status != E_RUNNING)
         return;
     /* copy: the receive may change the value */
@@ -998,7 +998,7 @@ static void fire(shard_t *s, size_t i)
     r->stats.reminders_fired++;
     uint64_t inc = e->st->inc;
     e->st->reminder = m.rid;
-    entity_receive_msg(e, msg, mlen, NULL, 0);
+    r->lifecycle->receive(e, msg, mlen, NULL, 0);
     free(msg);
     e = zhashx_lookup(s->entities, m.eid);
     if (e && e->st && e->st->inc == inc)
@@ -1152,7 +1152,7 @@ static void loaded(shard_t *s)
     s->state_loading = false;
     shoal_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
                shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
-    shard_deliver_pending(s);
+    r->lifecycle->deliver_pending(s);
 }
 
 static void read_done(shoal_replicator_t *rep, int status, const char *key,
