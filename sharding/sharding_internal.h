@@ -1,8 +1,8 @@
 /*  sharding_internal.h — what sharding/'s files share: the node's sharding, regions, hosted shards,
     entities, buffered messages, the coordinator, and the wire.
 
-    The files, bottom first: each calls only files listed before it (tools/layers-sharding.txt
-    has exactly which), so a reader can start at the top of this list.
+    The files, bottom first: each calls only files listed before it (tools/layers.txt has exactly
+    which, and test_docs holds the objects to it), so a reader can start at the top of this list.
       wire.c         the bytes on the node's transport: entity envelopes, replies, control messages
       allocation.c   the shard allocation strategies (allocation.h)
       passivation.c  the automatic passivation policies (passivation.h)

@@ -195,7 +195,7 @@ static void test_layer_checker_refuses_a_climb(void **state)
     free(out);
 
     snprintf(cmd, sizeof cmd,
-             "grep -v '^sharding ' tools/layers.txt > '%s' && "
+             "grep -v '^sharding/region.c ' tools/layers.txt > '%s' && "
              "python3 tools/check-layers.py --spec '%s' 2>&1", spec, spec);
     out = run(cmd, &rc);
     assert_int_equal(rc, 2);
