@@ -115,6 +115,26 @@ static void on_cluster_event(shoal_cluster_t *c, const shoal_cluster_event_t *ev
  */
 static uint64_t malformed_count;
 
+/* A control message, from a peer or from this node itself, to its type's coordinator (kinds
+   below 20) or region. */
+static void dispatch_control(shoal_sharding_t *sh, const shoal_node_t *from,
+                             const Shoal__Sharding__Control *m)
+{
+    shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
+    if (!r) {
+        shoal_debug("%s: sharding: control message for unknown type %s from %s",
+                   shoal_node_id(sh->self), m->type_name, shoal_node_id(from));
+    } else if (m->kind < 20 && m->kind != SHOAL__SHARDING__CONTROL__KIND__UNKNOWN) {
+        if (r->coord)
+            coordinator_on_control(r->coord, from, m);
+        else
+            shoal_debug("%s: sharding %s: %d for a coordinator not here",
+                       shoal_node_id(sh->self), r->name, (int)m->kind);
+    } else {
+        region_on_control(r, from, m);
+    }
+}
+
 static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t kind,
                        const uint8_t *data, size_t len, void *arg)
 {
@@ -134,22 +154,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
                              (unsigned long long)malformed_count);
             return;
         }
-        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
-        if (!r) {
-            shoal_debug("%s: sharding: control message for unknown type %s from %s",
-                       shoal_node_id(sh->self), m->type_name, shoal_node_id(from));
-        } else {
-            bool to_coord = m->kind < 20 && m->kind != SHOAL__SHARDING__CONTROL__KIND__UNKNOWN;
-            if (to_coord) {
-                if (r->coord)
-                    coordinator_on_control(r->coord, from, m);
-                else
-                    shoal_debug("%s: sharding %s: %d for a coordinator not here",
-                               shoal_node_id(sh->self), r->name, (int)m->kind);
-            } else {
-                region_on_control(r, from, m);
-            }
-        }
+        dispatch_control(sh, from, m);
         wire_control_free(m);
     }
 }
@@ -166,15 +171,7 @@ static int self_deliver(shoal_system_t *sys, void *arg)
     (void)sys;
     Shoal__Sharding__Control *m = sh->stopping ? NULL : wire_parse_control(x->data, x->len);
     if (m) {
-        shoal_region_t *r = sharding_region_by_name(sh, m->type_name);
-        if (r) {
-            if (m->kind < 20) {
-                if (r->coord)
-                    coordinator_on_control(r->coord, x->from, m);
-            } else {
-                region_on_control(r, x->from, m);
-            }
-        }
+        dispatch_control(sh, x->from, m);
         wire_control_free(m);
     }
     free(x);
