@@ -679,8 +679,10 @@ static void start_handoff(coordinator_t *co, const char *shard)
     rb->acked = calloc(n + 1, sizeof *rb->acked);
     if (!rb->waiting || !rb->acked)
         abort();
+    /* a region whose member was removed since the last tick (a graceful leave just ended) has
+       no gone_since yet, and would never answer */
     for (creg_t *c = zhashx_first(co->regions); c; c = zhashx_next(co->regions))
-        if (c->registered && !c->gone_since)
+        if (c->registered && !c->gone_since && !sharding_removed(co->r->sh, c->node))
             rb->waiting[rb->n_waiting++] = c->node;
     zhashx_insert(co->rebalancing, rb->shard, rb);
     for (size_t i = 0; i < rb->n_waiting; i++)
@@ -700,6 +702,16 @@ static void broadcast_home(coordinator_t *co, const char *shard)
                      a && !a->writing ? a->node : NULL, a ? a->epoch : next_epoch(co), NULL, 0);
 }
 
+/* Tells a region that shuts down gracefully that none of its shards is left to move (or that
+   there is nowhere to move them): it stops what it still has and ends its shutdown. */
+static void send_shutdown_done(coordinator_t *co, const shoal_node_t *node)
+{
+    Shoal__Sharding__Control done = SHOAL__SHARDING__CONTROL__INIT;
+    done.kind = SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE;
+    done.type_name = co->r->name;
+    region_send_control(co->r, node, &done);
+}
+
 /* The old owner stopped the shard (or is gone): allocate it anew and let the buffers go. */
 static void finish_handoff(coordinator_t *co, const char *shard_in)
 {
@@ -711,6 +723,11 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
     zhashx_delete(co->rebalancing, shard);
     alloc_t *a = alloc_get(co, shard);
     set_alloc(co, a, NULL, a->epoch);
+    /* the last shard of a region shutting down has moved: it hears so now, not at its next
+       retry (retry-interval later) */
+    creg_t *owner = from ? zhashx_lookup(co->regions, shoal_node_id(from)) : NULL;
+    if (owner && owner->shutting_down && owner->n_shards == 0)
+        send_shutdown_done(co, from);
     if (deallocate) {
         uint64_t e = next_epoch(co);
         a->epoch = e;
@@ -746,6 +763,18 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
 /* ---------------------------------------------------------------------------------------------
  * Regions coming and going
  */
+/* Handoffs waiting on node's BeginHandOffAck stop waiting: it will not come (the region is
+   terminated, or its member was removed). The removal is seen once it reaches the view. */
+static void forget_acks_of(coordinator_t *co, const shoal_node_t *node)
+{
+    for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing))
+        for (size_t i = 0; i < rb->n_waiting; i++)
+            if (rb->waiting[i] == node) {
+                rb->waiting[i] = rb->waiting[--rb->n_waiting];
+                break;
+            }
+}
+
 static void region_terminated(coordinator_t *co, creg_t *c)
 {
     const shoal_node_t *node = c->node;
@@ -769,13 +798,7 @@ static void region_terminated(coordinator_t *co, creg_t *c)
     }
     write_add(w, "r/", shoal_node_id(node), "", (int64_t)next_epoch(co));
     write_issue(co, w);
-    /* handoffs waiting on it: its acknowledgement will not come */
-    for (rb_t *rb = zhashx_first(co->rebalancing); rb; rb = zhashx_next(co->rebalancing))
-        for (size_t i = 0; i < rb->n_waiting; i++)
-            if (rb->waiting[i] == node) {
-                rb->waiting[i] = rb->waiting[--rb->n_waiting];
-                break;
-            }
+    forget_acks_of(co, node);
     zhashx_delete(co->regions, shoal_node_id(node));
     for (const char *shard = zlistx_first(moved); shard; shard = zlistx_next(moved)) {
         if (zhashx_lookup(co->rebalancing, shard)) {
@@ -1126,10 +1149,7 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
             elsewhere |= !cand.regions[i].leaving;
         candidates_free(&cand);
         if (c->n_shards == 0 || !elsewhere) {
-            Shoal__Sharding__Control done = SHOAL__SHARDING__CONTROL__INIT;
-            done.kind = SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE;
-            done.type_name = co->r->name;
-            region_send_control(co->r, from, &done);
+            send_shutdown_done(co, from);
             break;
         }
         zlistx_t *mine = zlistx_new();
@@ -1547,8 +1567,11 @@ void coordinator_tick(coordinator_t *co)
             c->gone_since = 0;
             continue;
         }
-        if (!c->gone_since)
+        if (!c->gone_since) {
             c->gone_since = now;
+            if (sharding_removed(co->r->sh, c->node))
+                forget_acks_of(co, c->node);
+        }
         /* a region that left gracefully (Removed after Exiting) handed its shards off */
         if (now - c->gone_since >= margin && !dead)
             dead = c;

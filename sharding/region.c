@@ -574,8 +574,13 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         break;
     }
     case SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE:
-        if (r->shutting_down && zhashx_size(r->shards) == 0)
+        if (r->shutting_down && !r->shutdown_done) {
+            /* nothing of this region to move, or nowhere to move it (every other region leaves
+               too, or there is none): what is still here stops here, the graceful way, and the
+               shutdown ends when it has, not at handoff-timeout */
+            shards_stop_here(r);
             r->shutdown_done = true;
+        }
         break;
     default:
         region_query_control(r, from, m);
@@ -703,6 +708,7 @@ static void pending_tick(shoal_region_t *r, int64_t now)
 }
 
 static void graceful_tick(shoal_region_t *r, int64_t now);
+static void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 
 static void region_tick(shoal_region_t *r, int64_t now)
 {
@@ -777,7 +783,8 @@ void region_node_removed(shoal_region_t *r, const shoal_node_t *node)
             }
 }
 
-void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why)
+/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
+static void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why)
 {
     (void)why;
     size_t n = zhashx_size(r->shards);

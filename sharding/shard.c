@@ -551,6 +551,8 @@ void shard_begin_stop(shard_t *s, bool graceful)
                                                        : 1000));
     size_t n = zhashx_size(s->entities);
     shoal_entity_t **all = n ? calloc(n, sizeof *all) : NULL;
+    if (n && !all)
+        abort();
     size_t i = 0;
     for (shoal_entity_t *e = zhashx_first(s->entities); e && i < n; e = zhashx_next(s->entities))
         all[i++] = e;
@@ -601,6 +603,24 @@ void shard_stop_now(shard_t *s)
     shard_begin_stop(s, false);
 }
 
+/* Stops every hosted shard that is not stopping yet, gracefully (hand-over, stop message): a
+   region shutting down with nowhere to hand them. A stop may free its shard at once, so the
+   shards are looked up again by id. */
+void shards_stop_here(shoal_region_t *r)
+{
+    zlistx_t *ids = zlistx_new();
+    zlistx_set_destructor(ids, (zlistx_destructor_fn *)zstr_free);
+    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
+        if (s->status != SH_STOPPING)
+            zlistx_add_end(ids, strdup(s->id));
+    for (char *id = zlistx_first(ids); id; id = zlistx_next(ids)) {
+        shard_t *s = zhashx_lookup(r->shards, id);
+        if (s && s->status != SH_STOPPING)
+            shard_begin_stop(s, true);
+    }
+    zlistx_destroy(&ids);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The tick of the hosted shards (from region.c's slow tick)
  */
@@ -628,6 +648,8 @@ void shards_tick(shoal_region_t *r, int64_t now)
             /* stragglers that ignore the stop message are stopped by force */
             size_t ne = zhashx_size(s->entities);
             shoal_entity_t **es = calloc(ne + 1, sizeof *es);
+            if (!es)
+                abort();
             size_t j = 0;
             for (shoal_entity_t *e = zhashx_first(s->entities); e && j < ne;
                  e = zhashx_next(s->entities))

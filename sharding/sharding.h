@@ -436,9 +436,11 @@ shoal_region_t *shoal_region_start(shoal_sharding_t *sh, const char *type_name,
 shoal_region_t *shoal_region_start_proxy(shoal_sharding_t *sh, const char *type_name,
                                          const shoal_sharding_settings_t *s, int *err);
 /* Graceful shutdown of a region: hands all its shards off to other regions, then stops (it runs
-   by itself in the cluster's SHOAL_PHASE_SHARDING, so leaving the cluster does it first). Any
-   thread but the node's; returns once the region has stopped, or SHOAL_ETIMEOUT after
-   handoff-timeout with the shards that could not move stopped here. */
+   by itself in the cluster's SHOAL_PHASE_SHARDING, so leaving the cluster does it first). When no
+   other region can take them (the last member, or all others leaving too) the shards stop here
+   at once, gracefully (hand-over step, stop message). Any thread but the node's; returns once the
+   region has stopped, or SHOAL_ETIMEOUT after handoff-timeout with the shards that could not
+   move stopped here. */
 int shoal_region_shutdown(shoal_region_t *r);
 /* StopShards: the shards hand their entities off (as in a rebalance) and are deallocated; the
    next message for one of them allocates it again. Any thread; returns once the coordinator has

@@ -513,6 +513,8 @@ shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch);
 void shard_free(shard_t *s);
 void shard_begin_stop(shard_t *s, bool graceful);
 void shard_stop_now(shard_t *s);
+/* Every hosted shard not stopping yet stops gracefully (a shutdown with nowhere to hand them). */
+void shards_stop_here(shoal_region_t *r);
 /* The hosted shards' share of the region's slow tick: handoff deadlines, stragglers stopped by
    force, idle passivation, remember-entities, entity state, timers. */
 void shards_tick(shoal_region_t *r, int64_t now);
@@ -552,8 +554,6 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
 /* The cluster changed (node thread). */
 void region_cluster_changed(shoal_region_t *r);
 void region_node_removed(shoal_region_t *r, const shoal_node_t *node);
-/* Stops every hosted shard here at once (downed, destroyed), dead-lettering what waits. */
-void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 /* region.c, for producer.c: an ask with extra envelope flags (ENV_RELIABLE), from any thread. */
 int region_ask_flags(shoal_region_t *r, const char *eid, uint8_t flags, const void *msg,
                      size_t len, uint32_t timeout_ms, shoal_ask_done_fn *done, void *arg);

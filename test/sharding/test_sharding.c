@@ -541,6 +541,71 @@ static void test_graceful_leave_hands_off(void **state)
     tsender_free(&b);
 }
 
+/* The last member: nowhere to hand its shards to. The coordinator says so (ShutdownDone) and the
+   region stops them here, the graceful way (every entity gets its stop message), at once: it must
+   not wait out handoff-timeout and report a timeout. */
+static void test_last_member_stops_its_shards_here(void **state)
+{
+    (void)state;
+    shoal_sharding_settings_t s;
+    tshard_settings(&s);
+    s.number_of_shards = 10;
+    s.handoff_timeout_ms = 8000u * (uint32_t)tscale();
+    tsnode_opts_t o = {.sharding = &s};
+    start_nodes(1, &o);
+    tsnode_wait_registered(0x1, 0, 1, 15000);
+    char ids[10][32];
+    tshard_pick_ids("last", 10, 10, ids);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(tell(0, ids[k], "init:1"), 0);
+    wait_last(T, ids, 10, "init", 1, 10000);
+    assert_int_equal(trec_live_on(T, 0), 10);
+
+    int64_t t0 = shoal_now_ms();
+    int rc = shoal_region_shutdown(tsn[0].r);
+    int64_t took = shoal_now_ms() - t0;
+    printf("the last member's region shut down in %lld ms (handoff-timeout %u ms)\n",
+           (long long)took, s.handoff_timeout_ms);
+    assert_int_equal(rc, 0); /* SHOAL_ETIMEOUT: it waited for a handoff that cannot happen */
+    assert_true(took < (int64_t)s.handoff_timeout_ms / 2);
+    assert_int_equal(trec_live_on(T, 0), 0);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(trec_get(T, ids[k]).stop_msgs, 1); /* stopped gracefully, not killed */
+    assert_no_breach();
+}
+
+/* A cluster stopped one node after the other, newest first, each as soon as the one before has
+   finished (the examples' way): the next leaver's handoff must not wait for an acknowledgement
+   from the member just removed (its removal reaches the coordinator at the same moment), and
+   the last member stops its shards at once. No shutdown may reach a phase timeout. */
+static void test_nodes_leave_one_after_another(void **state)
+{
+    (void)state;
+    shoal_sharding_settings_t s;
+    tshard_settings(&s);
+    s.number_of_shards = 12;
+    shoal_cluster_settings_t cs;
+    tmember_settings(&cs);
+    tsnode_opts_t o = {.sharding = &s, .cluster = &cs};
+    start_nodes(3, &o);
+    tsnode_wait_registered(0x7, 0, 3, 15000);
+    char ids[12][32];
+    tshard_pick_ids("seq", 12, 12, ids);
+    for (int k = 0; k < 12; k++)
+        assert_int_equal(tell(0, ids[k], "init:1"), 0);
+    wait_last(T, ids, 12, "init", 1, 10000);
+    for (int i = 2; i >= 0; i--) {
+        int64_t t0 = shoal_now_ms();
+        assert_int_equal(shoal_cluster_shutdown_wait(tsn[i].cl, 60000u * (uint32_t)tscale()), 0);
+        int64_t took = shoal_now_ms() - t0;
+        printf("node %d shut down in %lld ms (phase timeout %u ms)\n", i, (long long)took,
+               cs.phase_timeout_ms);
+        assert_true(took < (int64_t)cs.phase_timeout_ms / 2);
+    }
+    assert_int_equal(trec_totals().entities_live, 0);
+    assert_no_breach();
+}
+
 /* --- 5: proxy-only region --------------------------------------------------------------------- */
 
 static void test_proxy_routes_hosts_nothing(void **state)
@@ -1281,6 +1346,8 @@ int main(void)
         cmocka_unit_test_teardown(test_asks, tsnode_teardown),
         cmocka_unit_test_teardown(test_rebalance_on_join, tsnode_teardown),
         cmocka_unit_test_teardown(test_graceful_leave_hands_off, tsnode_teardown),
+        cmocka_unit_test_teardown(test_last_member_stops_its_shards_here, tsnode_teardown),
+        cmocka_unit_test_teardown(test_nodes_leave_one_after_another, tsnode_teardown),
         cmocka_unit_test_teardown(test_proxy_routes_hosts_nothing, tsnode_teardown),
         cmocka_unit_test_teardown(test_buffer_overflow_reported, tsnode_teardown),
         cmocka_unit_test_teardown(test_min_nr_of_members, tsnode_teardown),
