@@ -541,6 +541,19 @@ static void test_graceful_leave_hands_off(void **state)
     tsender_free(&b);
 }
 
+/* n nodes, every region registered, and one entity started in each of n_ids shards (the
+   number of shards of the settings) with an "init:1" told from node 0. */
+static void start_with_entities(int n, const tsnode_opts_t *o, const char *prefix,
+                                char (*ids)[32], int n_ids)
+{
+    start_nodes(n, o);
+    tsnode_wait_registered((1u << n) - 1, 0, n, 15000);
+    tshard_pick_ids(prefix, o->sharding->number_of_shards, (size_t)n_ids, ids);
+    for (int k = 0; k < n_ids; k++)
+        assert_int_equal(tell(0, ids[k], "init:1"), 0);
+    wait_last(T, ids, (size_t)n_ids, "init", 1, 10000);
+}
+
 /* The last member: nowhere to hand its shards to. The coordinator says so (ShutdownDone) and the
    region stops them here, the graceful way (every entity gets its stop message), at once: it must
    not wait out handoff-timeout and report a timeout. */
@@ -552,13 +565,8 @@ static void test_last_member_stops_its_shards_here(void **state)
     s.number_of_shards = 10;
     s.handoff_timeout_ms = 8000u * (uint32_t)tscale();
     tsnode_opts_t o = {.sharding = &s};
-    start_nodes(1, &o);
-    tsnode_wait_registered(0x1, 0, 1, 15000);
     char ids[10][32];
-    tshard_pick_ids("last", 10, 10, ids);
-    for (int k = 0; k < 10; k++)
-        assert_int_equal(tell(0, ids[k], "init:1"), 0);
-    wait_last(T, ids, 10, "init", 1, 10000);
+    start_with_entities(1, &o, "last", ids, 10);
     assert_int_equal(trec_live_on(T, 0), 10);
 
     int64_t t0 = shoal_now_ms();
@@ -587,13 +595,8 @@ static void test_nodes_leave_one_after_another(void **state)
     shoal_cluster_settings_t cs;
     tmember_settings(&cs);
     tsnode_opts_t o = {.sharding = &s, .cluster = &cs};
-    start_nodes(3, &o);
-    tsnode_wait_registered(0x7, 0, 3, 15000);
     char ids[12][32];
-    tshard_pick_ids("seq", 12, 12, ids);
-    for (int k = 0; k < 12; k++)
-        assert_int_equal(tell(0, ids[k], "init:1"), 0);
-    wait_last(T, ids, 12, "init", 1, 10000);
+    start_with_entities(3, &o, "seq", ids, 12);
     for (int i = 2; i >= 0; i--) {
         int64_t t0 = shoal_now_ms();
         assert_int_equal(shoal_cluster_shutdown_wait(tsn[i].cl, 60000u * (uint32_t)tscale()), 0);
