@@ -44,7 +44,9 @@ def spec_error(msg):
 
 def parse_spec(path):
     layers = collections.OrderedDict()  # name -> (patterns, lower names)
-    for n, line in enumerate(open(path), 1):
+    with open(path) as f:
+        text = f.read()
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.split('#', 1)[0].strip()
         if not line:
             continue
