@@ -30,8 +30,7 @@ int shoal_config_durable(const shoal_config_t *cfg, shoal_durable_settings_t *ou
     shoal_durable_settings_t s = *out;
     const char *dir = shoal_config_get(cfg, LMDB "dir");
     if (dir && !dir[0])
-        return shoal_config_error(err, errlen, "%s: empty: name the store's directory",
-                                  LMDB "dir");
+        return shoal_config_error(err, errlen, "%s: empty: name the store's directory", LMDB "dir");
     if (dir)
         s.dir = dir; /* owned by cfg */
     int rc = shoal_config_size(cfg, LMDB "map-size", &s.map_size, err, errlen);

@@ -169,17 +169,17 @@ static bool is_fraction(const char *s)
     return *p == '\0';
 }
 
-#define SEGMENTS_MAX (sizeof ((shoal_passivation_settings_t *)0)->slru_proportions / sizeof(double))
+#define SEGMENTS_MAX (sizeof((shoal_passivation_settings_t *)0)->slru_proportions / sizeof(double))
 
 typedef enum { POL_NONE = 0, POL_LRU, POL_MRU, POL_LFU } policy_word_t;
 
 /* One replacement policy of a strategy (the main area's, or the admission window's). */
 typedef struct {
     policy_word_t policy;
-    uint32_t levels;             /* least-recently-used.segmented.levels, 0 = none */
-    double props[SEGMENTS_MAX];  /* ...segmented.proportions */
+    uint32_t levels;            /* least-recently-used.segmented.levels, 0 = none */
+    double props[SEGMENTS_MAX]; /* ...segmented.proportions */
     size_t n_props;
-    bool aging;                  /* least-frequently-used.dynamic-aging */
+    bool aging; /* least-frequently-used.dynamic-aging */
 } policy_t;
 
 /* What a strategy's keys say, before it becomes shoal_passivation_settings_t: Akka's
@@ -188,7 +188,7 @@ typedef struct {
 typedef struct {
     uint32_t idle_timeout_ms; /* 0 = none */
     uint32_t idle_interval_ms;
-    uint32_t limit;           /* 0 = none */
+    uint32_t limit; /* 0 = none */
     policy_t main, window;
     bool filter; /* frequency-sketch */
     bool hill_climbing;
@@ -317,9 +317,8 @@ static int read_policy(const shoal_config_t *cfg, const char *name, const char *
                                       (size_t)SEGMENTS_MAX);
         for (size_t i = 0; i < n; i++) {
             if (!is_fraction(items[i]))
-                return shoal_config_error(err, errlen,
-                                          "%s: '%s' is not a proportion between 0 and 1", path,
-                                          items[i]);
+                return shoal_config_error(
+                    err, errlen, "%s: '%s' is not a proportion between 0 and 1", path, items[i]);
             pol->props[i] = strtod(items[i], NULL);
         }
         pol->n_props = n;
@@ -382,7 +381,8 @@ static int read_section(const shoal_config_t *cfg, const char *name, strategy_t 
     int rc = read_ms(cfg, name, "idle-entity/timeout", &t->idle_timeout_ms, err, errlen);
     if (rc >= 0)
         rc = read_ms(cfg, name, "idle-entity/interval", &t->idle_interval_ms, err, errlen);
-    if (rc >= 0 && (rc = key_path(path, sizeof path, name, "active-entity-limit", err, errlen)) == 0 &&
+    if (rc >= 0 &&
+        (rc = key_path(path, sizeof path, name, "active-entity-limit", err, errlen)) == 0 &&
         (rc = shoal_config_uint(cfg, path, &limit, err, errlen)) == 1) {
         t->limit = (uint32_t)limit; /* off = 0 = none; the loader bounds the row to uint32_t */
     }
@@ -407,14 +407,16 @@ static int read_section(const shoal_config_t *cfg, const char *name, strategy_t 
         {"admission/window/proportion", offsetof(strategy_t, window_proportion)},
         {"admission/window/minimum-proportion", offsetof(strategy_t, window_min)},
         {"admission/window/maximum-proportion", offsetof(strategy_t, window_max)},
-        {"admission/window/hill-climbing/adjust-multiplier", offsetof(strategy_t, adjust_multiplier)},
+        {"admission/window/hill-climbing/adjust-multiplier",
+         offsetof(strategy_t, adjust_multiplier)},
         {"admission/window/hill-climbing/initial-step", offsetof(strategy_t, initial_step)},
-        {"admission/window/hill-climbing/restart-threshold", offsetof(strategy_t, restart_threshold)},
+        {"admission/window/hill-climbing/restart-threshold",
+         offsetof(strategy_t, restart_threshold)},
         {"admission/window/hill-climbing/step-decay", offsetof(strategy_t, step_decay)},
     };
     for (size_t i = 0; rc >= 0 && i < sizeof decimals / sizeof decimals[0]; i++)
-        rc = read_double(cfg, name, decimals[i].key, (double *)(void *)((char *)t + decimals[i].off),
-                         err, errlen);
+        rc = read_double(cfg, name, decimals[i].key,
+                         (double *)(void *)((char *)t + decimals[i].off), err, errlen);
     if (rc >= 0)
         rc = check_sketch(cfg, name, err, errlen);
     return rc < 0 ? rc : 0;
@@ -428,7 +430,7 @@ static int segments_of(const policy_t *pol, const char *name, shoal_passivation_
     if (pol->n_props && pol->n_props != (pol->levels > 1 ? pol->levels : 1))
         return shoal_config_error(err, errlen,
                                   PASS "%s/replacement/least-recently-used/segmented/proportions: "
-                                  "%zu proportions for %u segments",
+                                       "%zu proportions for %u segments",
                                   name, pol->n_props, pol->levels);
     p->slru_levels = pol->levels;
     memset(p->slru_proportions, 0, sizeof p->slru_proportions);
@@ -438,10 +440,11 @@ static int segments_of(const policy_t *pol, const char *name, shoal_passivation_
 }
 
 /* What strategy t makes, in Shoal's passivator's terms (passivation.h, POLICIES). */
-static int strategy_settings(const strategy_t *t, const char *name,
-                             shoal_passivation_settings_t *p, char *err, size_t errlen)
+static int strategy_settings(const strategy_t *t, const char *name, shoal_passivation_settings_t *p,
+                             char *err, size_t errlen)
 {
-    uint32_t stop_timeout_ms = p->stop_timeout_ms; /* passivation.stop-timeout, not the strategy's */
+    uint32_t stop_timeout_ms =
+        p->stop_timeout_ms; /* passivation.stop-timeout, not the strategy's */
     shoal_passivation_settings_default(p);
     p->stop_timeout_ms = stop_timeout_ms;
     p->idle_timeout_ms = t->idle_timeout_ms;
@@ -460,17 +463,18 @@ static int strategy_settings(const strategy_t *t, const char *name,
             return shoal_config_error(
                 err, errlen,
                 PASS "%s/admission/window/policy: the admission window is a plain "
-                "least-recently-used one in Shoal (W-TinyLFU); %s",
+                     "least-recently-used one in Shoal (W-TinyLFU); %s",
                 name,
                 t->window.policy == POL_NONE ? "a filter needs it" : "no other policy or segments");
         if (!t->filter)
             return shoal_config_error(err, errlen,
                                       PASS "%s/admission/filter: a window needs the "
-                                      "frequency-sketch filter in Shoal (W-TinyLFU)",
+                                           "frequency-sketch filter in Shoal (W-TinyLFU)",
                                       name);
         if (t->main.policy != POL_LRU || t->main.levels < 2)
             return shoal_config_error(err, errlen,
-                                      PASS "%s/replacement: with an admission window the main "
+                                      PASS
+                                      "%s/replacement: with an admission window the main "
                                       "area is a segmented least-recently-used one in Shoal "
                                       "(W-TinyLFU): policy least-recently-used, segmented levels "
                                       "2 to %zu",
@@ -504,15 +508,15 @@ static int strategy_settings(const strategy_t *t, const char *name,
        be lost without a word, so it is refused */
     return shoal_config_error(err, errlen,
                               PASS "%s/active-entity-limit: a limit needs a replacement policy "
-                              "(set replacement/policy in the section)",
+                                   "(set replacement/policy in the section)",
                               name);
 }
 
 /* passivation/strategy names off, none, a built-in strategy or a section of the file; every
    strategy section's proportion lists hold fractions. Then the strategy in force makes
    out->passivation (see shoal_config_sharding in sharding.h). */
-static int read_passivation(const shoal_config_t *cfg, shoal_passivation_settings_t *out,
-                            char *err, size_t errlen)
+static int read_passivation(const shoal_config_t *cfg, shoal_passivation_settings_t *out, char *err,
+                            size_t errlen)
 {
     const char *const *names = NULL;
     size_t n = shoal_config_sections(cfg, SH "passivation", &names);
@@ -640,8 +644,8 @@ static const struct {
 /* shoal/cluster/sharding/distributed-data/... over rs. */
 static int read_sharding_section(const shoal_config_t *cfg, rep_t *rs, char *err, size_t errlen)
 {
-    int rc = shoal_config_fields(cfg, rep_fields, sizeof rep_fields / sizeof rep_fields[0], rs,
-                                 err, errlen);
+    int rc = shoal_config_fields(cfg, rep_fields, sizeof rep_fields / sizeof rep_fields[0], rs, err,
+                                 errlen);
     for (size_t i = 0; rc >= 0 && i < sizeof rep_ms64 / sizeof rep_ms64[0]; i++) {
         uint64_t v = 0;
         if ((rc = shoal_config_duration(cfg, rep_ms64[i].path, &v, err, errlen)) == 1)
@@ -657,13 +661,14 @@ static int read_sharding_section(const shoal_config_t *cfg, rep_t *rs, char *err
     if (rc >= 0 && (rc = shoal_config_list(cfg, SH_DD "durable/keys", &keys, &n, err, errlen)) == 1)
         rs->durable_keys = keys, rs->n_durable_keys = n;
     const shoal_expiry_t *expiry = NULL;
-    if (rc >= 0 && (rc = shoal_config_expiry(cfg, SH_DD "expire-keys-after-inactivity", &expiry,
-                                             &n, err, errlen)) == 1)
+    if (rc >= 0 && (rc = shoal_config_expiry(cfg, SH_DD "expire-keys-after-inactivity", &expiry, &n,
+                                             err, errlen)) == 1)
         rs->expire_keys = expiry, rs->n_expire_keys = n;
     if (rc < 0)
         return rc;
     /* a gossip interval without a delta interval: deltas at a fifth of it, as Akka derives */
-    if (shoal_config_get(cfg, SH_DD "gossip-interval") && !shoal_config_get(cfg, SH_DD "delta-interval"))
+    if (shoal_config_get(cfg, SH_DD "gossip-interval") &&
+        !shoal_config_get(cfg, SH_DD "delta-interval"))
         rs->delta_interval_ms = 0;
     return 0;
 }

@@ -799,10 +799,11 @@ static void test_akka_style_file_loads_and_keeps_its_keys(void **state)
         load("shoal\n    cluster\n        sharding\n            passivation/strategy = off\n")
             .passivation.policy,
         SHOAL_PASSIVATE_NONE);
-    assert_int_equal(load("shoal\n    cluster\n        sharding\n            passivation/strategy = "
-                          "default-strategy\n")
-                         .passivation.policy,
-                     SHOAL_PASSIVATE_TINYLFU);
+    assert_int_equal(
+        load("shoal\n    cluster\n        sharding\n            passivation/strategy = "
+             "default-strategy\n")
+            .passivation.policy,
+        SHOAL_PASSIVATE_TINYLFU);
     /* asking for the wrong kind names the key */
     assert_int_equal(shoal_config_duration(held, PASS "strategy", &v, err, sizeof err),
                      SHOAL_EINVAL);
@@ -833,10 +834,9 @@ static void test_remember_and_recovery_keys(void **state)
     s = with("entity-recovery-constant-rate-strategy/frequency", "2 s");
     assert_int_equal(s.recovery_frequency_ms, 2000);
     assert_false(s.recovery_constant_rate); /* the rate alone does not choose the strategy */
-    assert_int_equal(
-        with("entity-recovery-constant-rate-strategy/number-of-entities", "40")
-            .recovery_number_of_entities,
-        40);
+    assert_int_equal(with("entity-recovery-constant-rate-strategy/number-of-entities", "40")
+                         .recovery_number_of_entities,
+                     40);
 
     error_with("remember-entities", "maybe", "not a boolean");
     error_with("entity-recovery-strategy", "some", "'some'");
@@ -865,8 +865,7 @@ static void test_passivation_strategy_sections(void **state)
     shoal_passivation_settings_default(&d);
 
     /* default-strategy: Akka's W-TinyLFU */
-    shoal_sharding_settings_t s =
-        passivation_file("                strategy = default-strategy\n");
+    shoal_sharding_settings_t s = passivation_file("                strategy = default-strategy\n");
     assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_TINYLFU);
     assert_int_equal(s.passivation.active_entity_limit, 100000);
     assert_int_equal(s.passivation.idle_timeout_ms, 0);

@@ -577,18 +577,19 @@ static void test_file_settings_take_effect(void **state)
 {
     (void)state;
     int code = 0;
-    file_cfg = shoal_config_parse("shoal\n"
-                                  "    cluster\n"
-                                  "        sharding\n"
-                                  "            passivation\n"
-                                  "                strategy = quick\n"
-                                  "                quick\n"
-                                  "                    idle-entity\n"
-                                  "                        timeout = 300 ms\n"
-                                  "                        interval = 50 ms\n"
-                                  "            distributed-data\n"
-                                  "                expire-keys-after-inactivity = \"tmp-* = 400 ms\"\n",
-                                  &code);
+    file_cfg =
+        shoal_config_parse("shoal\n"
+                           "    cluster\n"
+                           "        sharding\n"
+                           "            passivation\n"
+                           "                strategy = quick\n"
+                           "                quick\n"
+                           "                    idle-entity\n"
+                           "                        timeout = 300 ms\n"
+                           "                        interval = 50 ms\n"
+                           "            distributed-data\n"
+                           "                expire-keys-after-inactivity = \"tmp-* = 400 ms\"\n",
+                           &code);
     if (!file_cfg)
         fail_msg("%s", shoal_last_error_detail());
     shoal_sharding_settings_t s;
