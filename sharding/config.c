@@ -171,6 +171,13 @@ static bool is_fraction(const char *s)
 
 #define SEGMENTS_MAX (sizeof((shoal_passivation_settings_t *)0)->slru_proportions / sizeof(double))
 
+/* A key and where its value goes in a struct of this file (for the kinds the field table of
+   ddata.h, shoal_cfg_field_t, does not have). */
+typedef struct {
+    const char *key;
+    size_t off;
+} key_at_t;
+
 typedef enum { POL_NONE = 0, POL_LRU, POL_MRU, POL_LFU } policy_word_t;
 
 /* One replacement policy of a strategy (the main area's, or the admission window's). */
@@ -400,10 +407,7 @@ static int read_section(const shoal_config_t *cfg, const char *name, strategy_t 
         rc = read_word(cfg, name, "admission/filter", path, sizeof path, &word, err, errlen);
     if (rc >= 0 && word)
         t->filter = strcmp(word, "frequency-sketch") == 0;
-    static const struct {
-        const char *key;
-        size_t off;
-    } decimals[] = {
+    static const key_at_t decimals[] = {
         {"admission/window/proportion", offsetof(strategy_t, window_proportion)},
         {"admission/window/minimum-proportion", offsetof(strategy_t, window_min)},
         {"admission/window/maximum-proportion", offsetof(strategy_t, window_max)},
@@ -439,14 +443,19 @@ static int segments_of(const policy_t *pol, const char *name, shoal_passivation_
     return 0;
 }
 
+/* Akka's defaults, keeping p's stop-timeout (passivation.stop-timeout is not a strategy's). */
+static void fresh_passivation(shoal_passivation_settings_t *p)
+{
+    uint32_t stop_timeout_ms = p->stop_timeout_ms;
+    shoal_passivation_settings_default(p);
+    p->stop_timeout_ms = stop_timeout_ms;
+}
+
 /* What strategy t makes, in Shoal's passivator's terms (passivation.h, POLICIES). */
 static int strategy_settings(const strategy_t *t, const char *name, shoal_passivation_settings_t *p,
                              char *err, size_t errlen)
 {
-    uint32_t stop_timeout_ms =
-        p->stop_timeout_ms; /* passivation.stop-timeout, not the strategy's */
-    shoal_passivation_settings_default(p);
-    p->stop_timeout_ms = stop_timeout_ms;
+    fresh_passivation(p);
     p->idle_timeout_ms = t->idle_timeout_ms;
     p->idle_interval_ms = t->idle_interval_ms;
     p->active_entity_limit = t->limit;
@@ -559,15 +568,11 @@ static int read_passivation(const shoal_config_t *cfg, shoal_passivation_setting
             shoal_warning("configuration: %s is set, so %s ('%s') is not used (Akka's rule for "
                           "the deprecated key)",
                           old, path, strategy);
-        uint32_t stop_timeout_ms = p.stop_timeout_ms;
-        shoal_passivation_settings_default(&p);
-        p.stop_timeout_ms = stop_timeout_ms;
+        fresh_passivation(&p);
         p.idle_timeout_ms = (uint32_t)old_ms; /* off = 0; the loader bounds it to uint32_t */
         p.policy = old_ms ? SHOAL_PASSIVATE_IDLE : SHOAL_PASSIVATE_NONE;
     } else if (off) {
-        uint32_t stop_timeout_ms = p.stop_timeout_ms;
-        shoal_passivation_settings_default(&p);
-        p.stop_timeout_ms = stop_timeout_ms;
+        fresh_passivation(&p);
         p.policy = SHOAL_PASSIVATE_NONE;
         p.idle_timeout_ms = 0;
     } else if (strategy || has_defaults || has_idle_section) {
@@ -624,19 +629,13 @@ static const shoal_cfg_field_t rep_fields[] = {
 };
 
 /* The uint64_t durations of the section. */
-static const struct {
-    const char *path;
-    size_t off;
-} rep_ms64[] = {
+static const key_at_t rep_ms64[] = {
     {SH_DD "pruning-marker-time-to-live", offsetof(rep_t, pruning_marker_ttl_ms)},
     {SH_DD "durable/pruning-marker-time-to-live", offsetof(rep_t, durable_pruning_marker_ttl_ms)},
     {SH_DD "tombstone-time-to-live", offsetof(rep_t, tombstone_ttl_ms)},
 };
 
-static const struct {
-    const char *path;
-    size_t off;
-} rep_sizes[] = {
+static const key_at_t rep_sizes[] = {
     {SH_DD "compress-above", offsetof(rep_t, compress_above_bytes)},
     {SH_DD "max-reassembly-size", offsetof(rep_t, max_reassembly_bytes)},
 };
@@ -648,12 +647,12 @@ static int read_sharding_section(const shoal_config_t *cfg, rep_t *rs, char *err
                                  errlen);
     for (size_t i = 0; rc >= 0 && i < sizeof rep_ms64 / sizeof rep_ms64[0]; i++) {
         uint64_t v = 0;
-        if ((rc = shoal_config_duration(cfg, rep_ms64[i].path, &v, err, errlen)) == 1)
+        if ((rc = shoal_config_duration(cfg, rep_ms64[i].key, &v, err, errlen)) == 1)
             memcpy((char *)rs + rep_ms64[i].off, &v, sizeof v);
     }
     for (size_t i = 0; rc >= 0 && i < sizeof rep_sizes / sizeof rep_sizes[0]; i++) {
         size_t v = 0;
-        if ((rc = shoal_config_size(cfg, rep_sizes[i].path, &v, err, errlen)) == 1)
+        if ((rc = shoal_config_size(cfg, rep_sizes[i].key, &v, err, errlen)) == 1)
             memcpy((char *)rs + rep_sizes[i].off, &v, sizeof v);
     }
     const char *const *keys = NULL;

@@ -1170,13 +1170,19 @@ static void test_bad_arguments(void **state)
 /* ---------------------------------------------------------------------------------------------
  * Settings from a configuration file (shoal_config_durable)
  */
-static shoal_config_t *lmdb_config(const char *keys)
+/* A file whose .../durable/lmdb section holds `keys` (lines indented for it). */
+static void lmdb_text(char *text, size_t cap, const char *keys)
 {
-    char text[1024];
-    snprintf(text, sizeof text,
+    snprintf(text, cap,
              "shoal\n    cluster\n        distributed-data\n            durable\n"
              "                lmdb\n%s",
              keys);
+}
+
+static shoal_config_t *lmdb_config(const char *keys)
+{
+    char text[1024];
+    lmdb_text(text, sizeof text, keys);
     int code = 0;
     shoal_config_t *cfg = shoal_config_parse(text, &code);
     if (!cfg)
@@ -1189,10 +1195,7 @@ static shoal_config_t *lmdb_config(const char *keys)
 static void lmdb_refused(const char *keys, const char *frag1, const char *frag2)
 {
     char text[1024], err[512] = "";
-    snprintf(text, sizeof text,
-             "shoal\n    cluster\n        distributed-data\n            durable\n"
-             "                lmdb\n%s",
-             keys);
+    lmdb_text(text, sizeof text, keys);
     int code = 0;
     shoal_config_t *cfg = shoal_config_parse(text, &code);
     const char *msg = err;
