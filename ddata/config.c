@@ -211,11 +211,21 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SH       CLUSTER "sharding/"
 #define SH_LSA   SH "least-shard-allocation-strategy/"
 #define SH_DD    SH "distributed-data/"
-/* The description of a key of sharding's own replicator that is accepted and not applied. */
+/* Descriptions of the keys of sharding's own replicator (sharding/config.c fills
+   shoal_sharding_settings_t.replicator_settings): one that falls back to distributed-data's key
+   as Akka's section does, one that sharding overrides, one the JVM alone has. */
 #define SH_DD_DOC(key)                                                                             \
-    "Sharding's own replicator, as shoal/cluster/distributed-data/" key                            \
-    ": accepted, not applied (sharding's replicator runs with Akka's sharding overrides; pass "  \
-    "your own in shoal_sharding_settings_t.replicator)."
+    "Sharding's own replicator (replicator_settings), as shoal/cluster/distributed-data/" key      \
+    ", whose value it takes when this one is not set."
+#define SH_DD_OVERRIDE(key, value)                                                                 \
+    "Sharding's own replicator (replicator_settings), as shoal/cluster/distributed-data/" key      \
+    "; sharding overrides that one: " value " unless set here."
+#define SH_DD_LMDB                                                                                 \
+    "Accepted, not used: the LMDB store is the program's (shoal_config_durable reads "            \
+    "shoal/cluster/distributed-data/durable/lmdb/; give the store in replicator_settings.store)."
+#define SH_DD_JVM                                                                                  \
+    "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "   \
+    "load."
 #define SH_PASS  SH "passivation/"
 #define SH_STRAT SH_PASS "*/"
 #define KEPT_MAX(path, kind, flags, max, ...)                                                      \
@@ -312,8 +322,6 @@ static const cfg_key_t cfg_keys[] = {
         CFG_AKKA, NULL,
         "Keys (or prefixes ending in *) written to the durable store: comma-separated or [\"a\", "
         "\"b\"]. Unset: none."),
-    /* Kept for the durable store: LMDB's directory, map size and write-behind interval (the
-       LMDB store will read these rows through an accessor of its own, with value_of). */
     REP_MS64("durable/pruning-marker-time-to-live", CFG_POSITIVE,
              durable_pruning_marker_ttl_ms, CFG_AKKA, "10 d",
         "Pruning markers of durable keys live this long; a store whose newest write is older is "
@@ -328,15 +336,18 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL,
         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
         "load."),
+    /* the LMDB store's: durable/config.c (shoal_config_durable) reads them with the getters */
     KEEP(DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL,
-        "Checked when the file loads, not applied yet: set the field in C instead "
-        "(shoal_durable_settings_t.dir)."),
-    KEEP(DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Checked when the file loads, not applied yet: set the field in C instead "
-        "(shoal_durable_settings_t.map_size, 100 MiB)."),
-    KEEP(DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-        "Checked when the file loads, not applied yet: set the field in C instead "
-        "(shoal_durable_settings_t.write_behind_ms, off)."),
+        "The LMDB store's directory (shoal_config_durable: shoal_durable_settings_t.dir), used as "
+        "written: Akka's suffix for a dir ending in ddata is not added, one environment serves "
+        "every role of the node and its lock refuses a second node. Empty is refused."),
+    KEPT_MAX(DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, CFG_AKKA, "100 MiB",
+        "Initial LMDB map size (shoal_config_durable: shoal_durable_settings_t.map_size); the map "
+        "doubles on demand up to map_max."),
+    KEPT32(DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, "off",
+        "off: every write is committed before it is acknowledged; a duration batches writes, one"
+        " per key, acknowledging them at once, a window of loss on a crash (shoal_config_durable:"
+        " shoal_durable_settings_t.write_behind_ms)."),
     /* Shoal's own */
     REP_MS32("delta-interval", CFG_POSITIVE, delta_interval_ms, CFG_SHOAL, "400 ms",
         "How often pending deltas are sent to a rotating slice of peers."),
@@ -465,9 +476,9 @@ static const cfg_key_t cfg_keys[] = {
         "Nameserver IPv4:PORT. Unset: SHOAL_DNS_RESOLVER, else the system's."),
 
     /* Sharding: shoal/cluster/sharding/... (sharding/config.c reads these rows with the getters
-       into shoal_sharding_settings_t; the passivation, remember-entities and recovery rows wait
-       for the code that uses them). Persistence-mode, event-sourced-store and JVM keys are
-       checked and ignored: Shoal keeps sharding's state in ddata. */
+       into shoal_sharding_settings_t, its passivation and its replicator_settings).
+       Persistence-mode, event-sourced-store and JVM keys are checked and ignored: Shoal keeps
+       sharding's state in ddata. */
     KEPT32(SH "number-of-shards", K_UINT, CFG_POSITIVE, CFG_AKKA, "1000",
         "Shards per entity type; the same on every node (checked at registration)."),
     /* an actor name */
@@ -477,119 +488,112 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SH "role", K_STRING, 0, CFG_AKKA, NULL,
         "Role of the members that host the type's entities. Unset: \"\" (every member)."),
     KEEP(SH "remember-entities", K_BOOL, 0, CFG_AKKA, "off",
-        "Checked when the file loads, not applied yet: set the field in C instead "
-        "(shoal_sharding_settings_t.remember_entities)."),
+        "Entities running when their shard stops (rebalance, crash, restart of the cluster) are "
+        "started again (remember_entities); automatic passivation is then off."),
     KEPT_CHOICE(SH "remember-entities-store", "ddata|eventsourced", CFG_AKKA, NULL,
         "ddata is the only store here; eventsourced is accepted and ignored."),
     /* Akka's, deprecated */
     KEPT32(SH "passivate-idle-entity-after", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-        "Akka's deprecated idle timeout. Checked when the file loads, not applied yet: set the "
-        "field in C instead (passivation.idle_timeout_ms)."),
+        "Akka's deprecated idle timeout: when set it wins over passivation/strategy (a warning "
+        "if both are), making the idle strategy with this timeout (passivation.idle_timeout_ms);"
+        " off: no automatic passivation."),
     /* Passivation. strategy names a section under passivation: default-idle-strategy,
        default-strategy or one of the file's own; each section takes every key of
        strategy-defaults (Akka reads a strategy with strategy-defaults as its fallback), hence
        the '*' rows. Akka's "none" is spelt "off" here, and an interval of "default" is
        written by leaving interval out (half the timeout). */
     /* checked against the sections by sharding/ */
-    KEEP(SH_PASS "strategy", K_STRING, 0, CFG_AKKA, NULL,
-        "default-idle-strategy, default-strategy, off, or a section under passivation. Checked "
-        "when the file loads, not applied yet: set the field in C instead "
-        "(shoal_sharding_settings_t.passivation)."),
+    KEEP(SH_PASS "strategy", K_STRING, 0, CFG_AKKA, "default-idle-strategy",
+        "default-idle-strategy, default-strategy (W-TinyLFU, limit 100000), off, none, or a "
+        "section under passivation: its keys over strategy-defaults make "
+        "shoal_sharding_settings_t.passivation anew. Unset: the file's default-idle-strategy or "
+        "strategy-defaults section, if any, applies; else the caller's passivation stays."),
     /* Akka's */
-    KEPT32(SH_PASS "stop-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "An entity that does not stop after its stop message is stopped by force after this. "
-        "Checked when the file loads, not applied yet: set the field in C instead "
-        "(passivation.stop_timeout_ms, 10 s)."),
+    KEPT32(SH_PASS "stop-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
+        "An entity that does not stop after its stop message is stopped by force after this "
+        "(passivation.stop_timeout_ms; not part of a strategy)."),
     KEPT32(SH_STRAT "idle-entity/timeout", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-        "Idle timeout of a passivation strategy section (passivation.idle_timeout_ms, 120 s). "
-        "Checked when the file loads, not applied yet: set the field in C instead."),
+        "Passivate an entity after this long without a message (passivation.idle_timeout_ms); off"
+        " (strategy-defaults) = none, 120 s in default-idle-strategy. Applies with any policy."),
     KEPT32(SH_STRAT "idle-entity/interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        "How often idleness is checked (passivation.idle_interval_ms, half the timeout). Checked "
-        "when the file loads, not applied yet: set the field in C instead."),
+        "How often idleness is checked (passivation.idle_interval_ms); left out: half the "
+        "timeout (Akka's default)."),
     KEPT32(SH_STRAT "active-entity-limit", K_UINT, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-        "Active entities per region (passivation.active_entity_limit). Checked when the file "
-        "loads, not applied yet: set the field in C instead."),
+        "Active entities per region, split among its shards (passivation.active_entity_limit);"
+        " off = none, and then the replacement and admission keys do nothing (Akka). A limit "
+        "without a replacement policy is refused."),
     KEPT_CHOICE(SH_STRAT "replacement/policy", PASS_POLICIES, CFG_AKKA, NULL,
-        "least-recently-used, most-recently-used, least-frequently-used or off "
-        "(passivation.policy). Checked when the file loads, not applied yet: set the field in C "
-        "instead."),
+        "least-recently-used, most-recently-used, least-frequently-used, or off "
+        "(passivation.policy LRU, MRU, LFU). With an admission window it must be a segmented "
+        "least-recently-used (W-TinyLFU's main area)."),
     KEPT32(SH_STRAT "replacement/least-recently-used/segmented/levels", K_UINT,
            CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-        "Segments of a segmented LRU (passivation.slru_levels). Checked when the file loads, not "
-        "applied yet: set the field in C instead."),
+        "Segments of the LRU (passivation.slru_levels), at most 4; off or 1: plain LRU."),
     KEEP(SH_STRAT "replacement/least-recently-used/segmented/proportions", K_LIST, 0,
         CFG_AKKA, NULL,
-        "Sizes of the segments, fractions (passivation.slru_proportions). Checked when the file "
-        "loads, not applied yet: set the field in C instead."),
+        "Sizes of the segments, fractions, one per segment (passivation.slru_proportions); empty"
+        " = equal segments."),
     /* no settings */
     KEEP(SH_STRAT "replacement/most-recently-used", K_ANY_TREE, 0, CFG_AKKA, NULL,
         "Section without settings: accepted."),
     KEEP(SH_STRAT "replacement/least-frequently-used/dynamic-aging", K_BOOL, 0, CFG_AKKA, NULL,
-        "LFU with dynamic aging (passivation.lfu_dynamic_aging). Checked when the file loads, not"
-        " applied yet: set the field in C instead."),
+        "LFU with dynamic aging (passivation.lfu_dynamic_aging)."),
     KEPT_MAX(SH_STRAT "admission/window/proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-        "W-TinyLFU: initial size of the admission window (passivation.window_proportion, 0.01). "
-        "Checked when the file loads, not applied yet: set the field in C instead."),
+        "W-TinyLFU: initial size of the admission window, a fraction of the limit "
+        "(passivation.window_proportion, 0.01)."),
     KEPT_MAX(SH_STRAT "admission/window/minimum-proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-        "W-TinyLFU: smallest window (0.01). Checked when the file loads, not applied yet: set the"
-        " field in C instead."),
+        "W-TinyLFU: smallest window (passivation.window_min_proportion, 0.01)."),
     KEPT_MAX(SH_STRAT "admission/window/maximum-proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-        "W-TinyLFU: largest window (1.0). Checked when the file loads, not applied yet: set the "
-        "field in C instead."),
+        "W-TinyLFU: largest window (passivation.window_max_proportion, 1.0)."),
     KEPT_CHOICE(SH_STRAT "admission/window/optimizer", "hill-climbing|off|none", CFG_AKKA, NULL,
-        "hill-climbing or off (passivation.hill_climbing). Checked when the file loads, not "
-        "applied yet: set the field in C instead."),
+        "hill-climbing or off (passivation.hill_climbing)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/adjust-multiplier", K_DOUBLE, CFG_POSITIVE,
              UINT32_MAX, CFG_AKKA, NULL,
-        "Hill climbing: adjust multiplier (10.0). Checked when the file loads, not applied yet: "
-        "set the field in C instead."),
+        "Hill climbing: adjust every limit x this accesses (passivation.adjust_multiplier, "
+        "10.0)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/initial-step", K_DOUBLE, CFG_POSITIVE, 1,
         CFG_AKKA, NULL,
-        "Hill climbing: initial step (0.0625). Checked when the file loads, not applied yet: set "
-        "the field in C instead."),
+        "Hill climbing: first step (passivation.initial_step, 0.0625)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/restart-threshold", K_DOUBLE, 0, 1,
         CFG_AKKA, NULL,
-        "Hill climbing: restart threshold (0.05). Checked when the file loads, not applied yet: "
-        "set the field in C instead."),
+        "Hill climbing: a hit-rate change that restarts climbing (passivation.restart_threshold, "
+        "0.05)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/step-decay", K_DOUBLE, CFG_POSITIVE, 1,
         CFG_AKKA, NULL,
-        "Hill climbing: step decay (0.98). Checked when the file loads, not applied yet: set the "
-        "field in C instead."),
+        "Hill climbing: step multiplier per step (passivation.step_decay, 0.98)."),
     KEPT_CHOICE(SH_STRAT "admission/window/policy", PASS_POLICIES, CFG_AKKA, NULL,
-        "Policy of the admission window. Checked when the file loads, not applied yet: set the "
-        "field in C instead."),
+        "least-recently-used (an admission window: passivation.policy TINYLFU) or off; Shoal's "
+        "window is a plain LRU, so other policies are refused."),
     KEPT32(SH_STRAT "admission/window/least-recently-used/segmented/levels", K_UINT,
            CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-        "Segments of the window's LRU. Checked when the file loads, not applied yet: set the "
-        "field in C instead."),
+        "Segments of the window's LRU: off or 1 (Shoal's window is a plain LRU; more is refused "
+        "when the window is used)."),
     KEEP(SH_STRAT "admission/window/least-recently-used/segmented/proportions", K_LIST, 0,
         CFG_AKKA, NULL,
-        "Sizes of the window's LRU segments. Checked when the file loads, not applied yet: set "
-        "the field in C instead."),
+        "Sizes of the window's LRU segments: checked, of no use with a plain LRU window."),
     /* no settings */
     KEEP(SH_STRAT "admission/window/most-recently-used", K_ANY_TREE, 0, CFG_AKKA, NULL,
         "Section without settings: accepted."),
     KEEP(SH_STRAT "admission/window/least-frequently-used/dynamic-aging", K_BOOL, 0, CFG_AKKA, NULL,
-        "LFU window with dynamic aging. Checked when the file loads, not applied yet: set the "
-        "field in C instead."),
+        "LFU window with dynamic aging: of no use, an LFU window being refused."),
     KEPT_CHOICE(SH_STRAT "admission/filter", "frequency-sketch|off|none", CFG_AKKA, NULL,
-        "frequency-sketch or off: the admission filter. Checked when the file loads, not applied "
-        "yet: set the field in C instead."),
+        "frequency-sketch or off. A window and this filter go together (W-TinyLFU, "
+        "passivation.policy TINYLFU); one without the other is refused."),
     KEPT32(SH_STRAT "admission/frequency-sketch/depth", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-        "Count-min sketch depth. Checked when the file loads, not applied yet: set the field in C"
-        " instead."),
+        "Count-min sketch depth: 4, Akka's default, built into Shoal's sketch; another value is "
+        "refused."),
     KEPT_CHOICE(SH_STRAT "admission/frequency-sketch/counter-bits", "2|4|8|16|32|64",
         CFG_AKKA, NULL,
-        "Count-min sketch counter bits (2, 4, 8, 16, 32, 64). Checked when the file loads, not "
-        "applied yet: set the field in C instead."),
+        "Count-min sketch counter bits: 4, Akka's default, built into Shoal's sketch; another "
+        "value is refused."),
     KEPT32(SH_STRAT "admission/frequency-sketch/width-multiplier", K_UINT, CFG_POSITIVE,
         CFG_AKKA, NULL,
-        "Count-min sketch width multiplier. Checked when the file loads, not applied yet: set the"
-        " field in C instead."),
+        "Count-min sketch width, limit x this: 4, Akka's default, built into Shoal's sketch; "
+        "another value is refused."),
     KEPT_MAX(SH_STRAT "admission/frequency-sketch/reset-multiplier", K_DOUBLE, CFG_POSITIVE,
              UINT32_MAX, CFG_AKKA, NULL,
-        "Count-min sketch reset multiplier. Checked when the file loads, not applied yet: set the"
-        " field in C instead."),
+        "Count-min sketch counters halved every limit x this accesses: 10, Akka's default, built "
+        "into Shoal's sketch; another value is refused."),
     KEPT32(SH "coordinator-failure-backoff", K_DURATION, 0, CFG_AKKA, NULL,
         "Akka's wait before a region asks a new coordinator: accepted, not used (regions register"
         " again at once with a new term)."),
@@ -602,13 +606,12 @@ static const cfg_key_t cfg_keys[] = {
         "Longest a handoff may take; stragglers are stopped by force after it, less 5 s."),
     KEPT32(SH "shard-start-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
         "A shard that has not started after this is retried."),
-    KEPT32(SH "shard-failure-backoff", K_DURATION, 0, CFG_AKKA, NULL,
-        "Wait before a failed remembered-entities write is retried. Checked when the file loads, "
-        "not applied yet: set the field in C instead (shard_failure_backoff_ms, 10 s)."),
-    KEPT32(SH "entity-restart-backoff", K_DURATION, 0, CFG_AKKA, NULL,
-        "Wait before an entity that stopped without passivating is started again. Checked when "
-        "the file loads, not applied yet: set the field in C instead (entity_restart_backoff_ms, "
-        "10 s)."),
+    KEPT32(SH "shard-failure-backoff", K_DURATION, 0, CFG_AKKA, "10 s",
+        "Wait before a failed remembered-entities (or entity-state) write is retried "
+        "(shard_failure_backoff_ms)."),
+    KEPT32(SH "entity-restart-backoff", K_DURATION, 0, CFG_AKKA, "10 s",
+        "With remember-entities, an entity that stopped without passivating is started again "
+        "after this, or at its next message (entity_restart_backoff_ms)."),
     KEPT32(SH "rebalance-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
         "Interval of rebalance rounds (also at once when a region registers, and again after a "
         "round that moved shards)."),
@@ -648,17 +651,15 @@ static const cfg_key_t cfg_keys[] = {
         "Timeout of the coordinator's writes of its state (retried)."),
     KEPT32(SH "shard-region-query-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "3 s",
         "Timeout of cluster-wide queries (stats, current regions) and operator actions."),
-    KEPT_CHOICE(SH "entity-recovery-strategy", "all|constant", CFG_AKKA, NULL,
-        "all or constant: how remembered entities are restarted. Checked when the file loads, not"
-        " applied yet: set the field in C instead (recovery_constant_rate)."),
+    KEPT_CHOICE(SH "entity-recovery-strategy", "all|constant", CFG_AKKA, "all",
+        "How remembered entities are started again: all at once, or constant, a batch per "
+        "interval (recovery_constant_rate)."),
     KEPT32(SH "entity-recovery-constant-rate-strategy/frequency", K_DURATION, CFG_POSITIVE,
-        CFG_AKKA, NULL,
-        "constant: interval between batches. Checked when the file loads, not applied yet: set "
-        "the field in C instead (recovery_frequency_ms, 100 ms)."),
+        CFG_AKKA, "100 ms",
+        "constant: interval between batches (recovery_frequency_ms)."),
     KEPT32(SH "entity-recovery-constant-rate-strategy/number-of-entities", K_UINT, CFG_POSITIVE,
-        CFG_AKKA, NULL,
-        "constant: entities per batch. Checked when the file loads, not applied yet: set the "
-        "field in C instead (recovery_number_of_entities, 5)."),
+        CFG_AKKA, "5",
+        "constant: entities per batch (recovery_number_of_entities)."),
     KEEP(SH "event-sourced-remember-entities-store/max-updates-per-write", K_UINT, 0,
         CFG_AKKA, NULL,
         "Event-sourced store only: accepted and ignored."),
@@ -705,23 +706,25 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SH "coordinator-state/read-majority-plus", K_STRING, 0, CFG_AKKA, "5",
         "Nodes added to the majority of a new coordinator's state read (a number, or all)."),
     /* Sharding's own replicator: every distributed-data key, with the same checks (role is not
-       used: the sharding role is), plus majority-min-cap */
+       used: the sharding role is), plus majority-min-cap; sharding/config.c layers them over
+       distributed-data's as Akka's fallback does */
     KEPT32(SH_DD "majority-min-cap", K_UINT, 0, CFG_AKKA, "5",
         "Majorities of sharding's state writes and reads count at least this many nodes."),
     KEEP(SH_DD "name", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("name")),
+        SH_DD_JVM),
     KEEP(SH_DD "role", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("role")),
+        "Akka ignores it for sharding's replicator, and so does Shoal: the type's role "
+        "(shoal/cluster/sharding/role) is used. Accepted."),
     KEPT32(SH_DD "gossip-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        SH_DD_DOC("gossip-interval")),
+        SH_DD_OVERRIDE("gossip-interval", "the cluster's gossip interval")),
     KEPT32(SH_DD "notify-subscribers-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-        SH_DD_DOC("notify-subscribers-interval")),
+        SH_DD_OVERRIDE("notify-subscribers-interval", "50 ms")),
     KEEP(SH_DD "log-data-size-exceeding", K_SIZE, CFG_OFF, CFG_AKKA, NULL,
-        SH_DD_DOC("log-data-size-exceeding")),
+        "Accepted and ignored, as shoal/cluster/distributed-data/log-data-size-exceeding."),
     KEPT32(SH_DD "max-delta-elements", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-        SH_DD_DOC("max-delta-elements")),
+        SH_DD_OVERRIDE("max-delta-elements", "5 (Akka's)")),
     KEEP(SH_DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("use-dispatcher")),
+        SH_DD_JVM),
     KEPT32(SH_DD "pruning-interval", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
         SH_DD_DOC("pruning-interval")),
     KEPT32(SH_DD "max-pruning-dissemination", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
@@ -729,9 +732,9 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SH_DD "pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
         SH_DD_DOC("pruning-marker-time-to-live")),
     KEEP(SH_DD "serializer-cache-time-to-live", K_DURATION, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("serializer-cache-time-to-live")),
+        "Akka's serializer cache: accepted and ignored (none here)."),
     KEEP(SH_DD "prefer-oldest", K_BOOL, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("prefer-oldest")),
+        SH_DD_OVERRIDE("prefer-oldest", "on (Akka's)")),
     KEEP(SH_DD "delta-crdt/enabled", K_BOOL, 0, CFG_AKKA, NULL,
         SH_DD_DOC("delta-crdt/enabled")),
     KEPT32(SH_DD "delta-crdt/max-delta-size", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
@@ -739,23 +742,23 @@ static const cfg_key_t cfg_keys[] = {
     KEEP(SH_DD "expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, CFG_AKKA, NULL,
         SH_DD_DOC("expire-keys-after-inactivity")),
     KEEP(SH_DD "durable/keys", K_LIST, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/keys")),
+        SH_DD_OVERRIDE("durable/keys", "shard-* (Akka's)")),
     KEEP(SH_DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
         SH_DD_DOC("durable/pruning-marker-time-to-live")),
     KEEP(SH_DD "durable/store-actor-class", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/store-actor-class")),
+        SH_DD_JVM),
     KEEP(SH_DD "durable/use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/use-dispatcher")),
+        SH_DD_JVM),
     KEEP(SH_DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/pinned-store")),
+        SH_DD_JVM),
     KEEP(SH_DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/lmdb/dir")),
+        SH_DD_LMDB),
     KEEP(SH_DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/lmdb/map-size")),
+        SH_DD_LMDB),
     KEEP(SH_DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-        SH_DD_DOC("durable/lmdb/write-behind-interval")),
+        SH_DD_LMDB),
     KEPT32(SH_DD "delta-interval", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
-        SH_DD_DOC("delta-interval")),
+        SH_DD_OVERRIDE("delta-interval", "a fifth of the gossip interval")),
     KEEP(SH_DD "tombstone-time-to-live", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
         SH_DD_DOC("tombstone-time-to-live")),
     KEPT_MAX(SH_DD "compress-above", K_SIZE, 0, SIZE_MAX, CFG_SHOAL, NULL,
@@ -2032,6 +2035,32 @@ int shoal_config_duration(const shoal_config_t *cfg, const char *path, uint64_t 
         return fail(err, errlen, "%s: 'on' is not a duration (check shoal_config_get first)", path);
     *ms = v->num;
     return 1;
+}
+
+int shoal_config_size(const shoal_config_t *cfg, const char *path, size_t *bytes, char *err,
+                      size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_SIZE, "a size", &v, err, errlen);
+    if (rc != 1)
+        return rc;
+    /* every size row is bounded by SIZE_MAX or less; checked so that a wider row cannot wrap */
+    if (v->num > SIZE_MAX)
+        return fail(err, errlen, "%s: '%s' is too large", path, v->raw ? v->raw : "");
+    *bytes = (size_t)v->num;
+    return 1;
+}
+
+int shoal_config_expiry(const shoal_config_t *cfg, const char *path, const shoal_expiry_t **items,
+                        size_t *n, char *err, size_t errlen)
+{
+    const cfg_value_t *v = NULL;
+    int rc = read_kind(cfg, path, K_EXPIRY, "an expiry map", &v, err, errlen);
+    if (rc == 1) {
+        *items = v->expiry;
+        *n = v->n;
+    }
+    return rc;
 }
 
 int shoal_config_uint(const shoal_config_t *cfg, const char *path, uint64_t *out, char *err,

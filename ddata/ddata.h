@@ -1376,6 +1376,12 @@ int shoal_config_double(const shoal_config_t *cfg, const char *path, double *out
                         size_t errlen);
 int shoal_config_bool(const shoal_config_t *cfg, const char *path, bool *out, char *err,
                       size_t errlen);
+/* Bytes ("off" is 0 where the key allows it). */
+int shoal_config_size(const shoal_config_t *cfg, const char *path, size_t *bytes, char *err,
+                      size_t errlen);
+/* An expiry map (expire-keys-after-inactivity), in file order. */
+int shoal_config_expiry(const shoal_config_t *cfg, const char *path, const shoal_expiry_t **items,
+                        size_t *n, char *err, size_t errlen);
 /* The items in file order (*n may be 0: the file gives an empty list). */
 int shoal_config_list(const shoal_config_t *cfg, const char *path, const char *const **items,
                       size_t *n, char *err, size_t errlen);

@@ -108,6 +108,15 @@ typedef struct {
 } shoal_durable_settings_t;
 
 void shoal_durable_settings_default(shoal_durable_settings_t *s);
+/* From a configuration file (see ddata.h, CONFIGURATION FILES): dir, map_size and
+   write_behind_ms from shoal/cluster/distributed-data/durable/lmdb/{dir, map-size,
+   write-behind-interval} (off = immediate writes). Overwrites only what the file sets: initialize
+   *out first (shoal_durable_settings_default). The directory is used as written (Akka's suffix
+   for a dir ending in "ddata" is not added: one environment serves every role of the node); an
+   empty one is refused. The dir string is owned by cfg. 0, or SHOAL_EINVAL with a message naming
+   the key in err (*out unchanged). */
+int shoal_config_durable(const shoal_config_t *cfg, shoal_durable_settings_t *out, char *err,
+                         size_t errlen);
 
 typedef struct shoal_durable shoal_durable_t;
 

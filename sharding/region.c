@@ -1397,18 +1397,18 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
         if (strcmp(sh->regions[i]->s.role, r->s.role) == 0)
             r->rep = sh->regions[i]->rep;
     if (!r->rep) {
-        /* the role's replicator with Akka's sharding overrides of distributed-data */
-        static const char *durable[] = {"shard-*"};
+        /* the role's replicator with sharding's overrides of distributed-data (or the file's) */
         shoal_replicator_settings_t rs;
-        shoal_replicator_settings_default(&rs);
+        if (r->s.replicator_settings)
+            rs = *r->s.replicator_settings;
+        else
+            shoal_sharding_replicator_settings_default(&rs);
+        r->s.replicator_settings = NULL; /* the caller's memory: read only here */
         rs.role = r->s.role;
-        rs.gossip_interval_ms = cs ? cs->gossip_interval_ms : rs.gossip_interval_ms;
-        rs.delta_interval_ms = rs.gossip_interval_ms / 5 ? rs.gossip_interval_ms / 5 : 1;
-        rs.notify_subscribers_interval_ms = 50;
-        rs.max_delta_elements = 5;
-        rs.prefer_oldest = true;
-        rs.durable_keys = durable;
-        rs.n_durable_keys = 1;
+        if (!rs.gossip_interval_ms)
+            rs.gossip_interval_ms = cs ? cs->gossip_interval_ms : 2000; /* ddata's default */
+        if (!rs.delta_interval_ms)
+            rs.delta_interval_ms = rs.gossip_interval_ms / 5 ? rs.gossip_interval_ms / 5 : 1;
         int e = 0;
         r->rep = shoal_replicator_new(sh->sys, &rs, &e);
         if (!r->rep) {

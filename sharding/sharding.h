@@ -263,14 +263,45 @@ typedef struct {
        (role `role`, Akka's sharding overrides: durable keys "shard-*", max-delta-elements 5,
        prefer-oldest) that follows the cluster. */
     shoal_replicator_t *replicator;
+    /* Settings of the replicator sharding starts when `replicator` is NULL (Akka's
+       cluster.sharding.distributed-data); NULL = shoal_sharding_replicator_settings_default.
+       Read when the first type of the role starts (later types of the role share that
+       replicator). Its role is not used (the type's role is); gossip_interval_ms 0 is the
+       cluster's gossip interval, delta_interval_ms 0 a fifth of the gossip interval. What it
+       points to (durable_keys, expire_keys) must outlive the sharding: the replicator keeps
+       those. shoal_config_sharding points it into cfg when the file changes it. */
+    const shoal_replicator_settings_t *replicator_settings;
 } shoal_sharding_settings_t;
+
+/* The settings of sharding's own replicator: ddata's defaults with Akka's sharding overrides
+   (durable keys "shard-*", max-delta-elements 5, prefer-oldest on) and Shoal's
+   (notify-subscribers-interval 50 ms, so regions hear of the coordinator's state quickly; gossip
+   at the cluster's gossip interval and deltas at a fifth of it: gossip_interval_ms and
+   delta_interval_ms 0). */
+void shoal_sharding_replicator_settings_default(shoal_replicator_settings_t *rs);
 
 void shoal_sharding_settings_default(shoal_sharding_settings_t *s);
 /* Shortened timings for tests and the benchmarks: retry 200 ms, handoff 5 s, shard start 2 s,
    rebalance 1 s, state timeouts 1 s. */
 void shoal_sharding_settings_fast(shoal_sharding_settings_t *s);
 /* From a configuration file (see ddata.h, CONFIGURATION FILES): shoal/cluster/sharding/...;
-   overwrites only what the file sets. Strings stay owned by cfg. */
+   overwrites only what the file sets. Strings stay owned by cfg.
+   PASSIVATION follows Akka: passivation/strategy names a section under passivation (or
+   default-idle-strategy, default-strategy, off/none); the section's keys, over
+   strategy-defaults, make out->passivation anew (stop-timeout is kept). Without a strategy key, a
+   default-idle-strategy or strategy-defaults section of the file applies (Akka's default
+   strategy); the deprecated passivate-idle-entity-after, when set, wins (with a warning if a
+   strategy is named too): idle strategy with that timeout, off = none. What Shoal's passivator
+   cannot do is refused naming the key: a window or filter other than W-TinyLFU's (LRU window,
+   frequency-sketch filter, segmented-LRU main area), frequency-sketch parameters other than the
+   built-in ones (depth 4, counter-bits 4, width-multiplier 4, reset-multiplier 10), more than 4
+   LRU segments, an active-entity-limit without a replacement policy.
+   SHARDING'S REPLICATOR (out->replicator_settings): as Akka's sharding.distributed-data falls
+   back to distributed-data, the keys of shoal/cluster/distributed-data/ apply too, except the
+   ones sharding overrides (shoal_sharding_replicator_settings_default: durable keys,
+   max-delta-elements, prefer-oldest, notify-subscribers-interval, gossip and delta intervals);
+   the keys of shoal/cluster/sharding/distributed-data/ apply over both. role is not used (the
+   type's role is). Set only when the result differs from what out had. */
 int shoal_config_sharding(const shoal_config_t *cfg, shoal_sharding_settings_t *out, char *err,
                           size_t errlen);
 

@@ -1167,10 +1167,145 @@ static void test_bad_arguments(void **state)
     shoal_durable_close(&d);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Settings from a configuration file (shoal_config_durable)
+ */
+/* A file whose .../durable/lmdb section holds `keys` (lines indented for it). */
+static void lmdb_text(char *text, size_t cap, const char *keys)
+{
+    snprintf(text, cap,
+             "shoal\n    cluster\n        distributed-data\n            durable\n"
+             "                lmdb\n%s",
+             keys);
+}
+
+static shoal_config_t *lmdb_config(const char *keys)
+{
+    char text[1024];
+    lmdb_text(text, sizeof text, keys);
+    int code = 0;
+    shoal_config_t *cfg = shoal_config_parse(text, &code);
+    if (!cfg)
+        fail_msg("refused: %s\n%s", shoal_last_error_detail(), text);
+    return cfg;
+}
+
+/* The text must be refused, at load or by the filler (which leaves the settings alone), with a
+   message containing frag1 and frag2. */
+static void lmdb_refused(const char *keys, const char *frag1, const char *frag2)
+{
+    char text[1024], err[512] = "";
+    lmdb_text(text, sizeof text, keys);
+    int code = 0;
+    shoal_config_t *cfg = shoal_config_parse(text, &code);
+    const char *msg = err;
+    if (cfg) {
+        shoal_durable_settings_t s = settings("/nowhere", 7), before = s;
+        int rc = shoal_config_durable(cfg, &s, err, sizeof err);
+        shoal_config_destroy(&cfg);
+        if (rc == 0)
+            fail_msg("accepted:\n%s", text);
+        assert_int_equal(rc, SHOAL_EINVAL);
+        assert_memory_equal(&s, &before, sizeof s);
+    } else {
+        assert_int_equal(code, SHOAL_EINVAL);
+        msg = shoal_last_error_detail();
+    }
+    if (!strstr(msg, frag1) || (frag2 && !strstr(msg, frag2)))
+        fail_msg("error '%s' lacks '%s' / '%s'", msg, frag1, frag2 ? frag2 : "");
+}
+
+/* dir, map-size and write-behind-interval from a file fill their fields, and a store opened
+   with them runs with them: a small map, writes acknowledged before they are committed. */
+static void test_settings_from_a_file(void **state)
+{
+    (void)state;
+    tdir_t t;
+    tdir_make(&t);
+    char keys[512];
+    snprintf(keys, sizeof keys,
+             "                    dir = \"%s\"\n"
+             "                    map-size = 1 MiB\n"
+             "                    write-behind-interval = 10 s\n",
+             t.dir);
+    shoal_config_t *cfg = lmdb_config(keys);
+    shoal_durable_settings_t s = settings("/nowhere", 0), dflt;
+    shoal_durable_settings_default(&dflt);
+    char err[512] = "x";
+    assert_int_equal(shoal_config_durable(cfg, &s, err, sizeof err), 0);
+    assert_string_equal(err, "");
+    assert_string_equal(s.dir, t.dir);
+    assert_int_equal(s.map_size, 1024 * 1024);
+    assert_int_equal(s.write_behind_ms, 10000);
+    assert_int_equal(s.map_max, dflt.map_max); /* not in the file: kept */
+    assert_true(s.nosync);                      /* the caller's */
+
+    shoal_durable_t *d = open_ok(&s);
+    shoal_durable_stats_t stats;
+    shoal_durable_stats(d, &stats);
+    assert_true(stats.map_size >= 1024 * 1024 && stats.map_size < dflt.map_size);
+    shoal_store_t *st = shoal_durable_store(d, "");
+    shoal_durable_stats(d, &stats);
+    uint64_t commits = stats.commits;
+    assert_int_equal(put(st, "k", "v"), 0);
+    shoal_durable_stats(d, &stats);
+    assert_int_equal(stats.pending, 1); /* acknowledged, committed within 10 s or at close */
+    assert_int_equal(stats.commits, commits);
+    shoal_durable_close(&d);
+    shoal_config_destroy(&cfg);
+
+    /* off: immediate writes, over the caller's interval; unset keys stay */
+    cfg = lmdb_config("                    write-behind-interval = off\n");
+    s = settings(t.dir, 500);
+    assert_int_equal(shoal_config_durable(cfg, &s, err, sizeof err), 0);
+    assert_int_equal(s.write_behind_ms, 0);
+    assert_string_equal(s.dir, t.dir);
+    assert_int_equal(s.map_size, dflt.map_size);
+    d = open_ok(&s);
+    st = shoal_durable_store(d, "");
+    shoal_durable_stats(d, &stats);
+    commits = stats.commits;
+    assert_int_equal(put(st, "k2", "v2"), 0);
+    shoal_durable_stats(d, &stats);
+    assert_int_equal(stats.pending, 0);
+    assert_int_equal(stats.commits, commits + 1); /* committed before the acknowledgement */
+    seen_t seen = {0};
+    assert_int_equal(st->load(st->ctx, collect, &seen), 0);
+    assert_int_equal(seen.n, 2); /* "k" was flushed when the first store closed */
+    shoal_durable_close(&d);
+    shoal_config_destroy(&cfg);
+
+    /* a file without the keys changes nothing */
+    int code = 0;
+    cfg = shoal_config_parse("shoal\n    cluster\n        gossip-interval = 1 s\n", &code);
+    assert_non_null(cfg);
+    shoal_durable_settings_t before = settings("/kept", 3);
+    s = before;
+    assert_int_equal(shoal_config_durable(cfg, &s, err, sizeof err), 0);
+    assert_memory_equal(&s, &before, sizeof s);
+    assert_int_equal(shoal_config_durable(NULL, &s, err, sizeof err), SHOAL_EINVAL);
+    assert_int_equal(shoal_config_durable(cfg, NULL, err, sizeof err), SHOAL_EINVAL);
+    shoal_config_destroy(&cfg);
+
+    /* bad values name the key */
+    const char *lmdb = "shoal/cluster/distributed-data/durable/lmdb/";
+    char path[128];
+    snprintf(path, sizeof path, "%sdir", lmdb);
+    lmdb_refused("                    dir = \"\"\n", path, "empty");
+    snprintf(path, sizeof path, "%smap-size", lmdb);
+    lmdb_refused("                    map-size = 0\n", path, "more than zero");
+    lmdb_refused("                    map-size = lots\n", path, NULL);
+    snprintf(path, sizeof path, "%swrite-behind-interval", lmdb);
+    lmdb_refused("                    write-behind-interval = soon\n", path, "not a duration");
+    lmdb_refused("                    write-behind-interval = 50 d\n", path, "too large");
+    tdir_remove(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_immediate),
+        cmocka_unit_test(test_settings_from_a_file),
         cmocka_unit_test(test_round_trip_write_behind),
         cmocka_unit_test(test_load_in_chunks),
         cmocka_unit_test(test_replicator_immediate),

@@ -6,6 +6,7 @@
     and sharding settings may refuse it, with a message.
 */
 #include "ddata.h"
+#include "durable.h"
 #include "membership.h"
 #include "sharding.h"
 
@@ -81,6 +82,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sh.allocation.rebalance_relative_limit < 0)
             abort();
         total += strlen(sh.role);
+        /* sharding's replicator settings, when the file made them, are complete */
+        const shoal_replicator_settings_t *rs = sh.replicator_settings;
+        if (rs && ((rs->n_durable_keys && !rs->durable_keys) ||
+                   (rs->n_expire_keys && !rs->expire_keys) || !rs->max_delta_elements))
+            abort();
+        for (size_t i = 0; rs && i < rs->n_durable_keys; i++)
+            total += strlen(rs->durable_keys[i]);
+        if (sh.passivation.slru_levels > 4)
+            abort();
+    }
+    /* the LMDB store's: a directory named, never empty */
+    shoal_durable_settings_t du;
+    shoal_durable_settings_default(&du);
+    err[0] = '\0';
+    if (shoal_config_durable(cfg, &du, err, sizeof err) != 0) {
+        if (err[0] == '\0')
+            abort();
+    } else if ((du.dir && !du.dir[0]) || du.map_size == 0) {
+        abort();
     }
     shoal_config_destroy(&cfg);
     return total == (size_t)-1; /* keeps the reads from being optimized away */

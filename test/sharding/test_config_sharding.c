@@ -61,6 +61,16 @@ static void init(shoal_sharding_settings_t *s)
     s->stop_message_len = sizeof stop_msg;
     s->shard_id = shard_id_fn;
     s->shard_id_arg = &shard_id_arg;
+    s->recovery_frequency_ms = 101;
+    s->recovery_number_of_entities = 51;
+    s->shard_failure_backoff_ms = 10001;
+    s->entity_restart_backoff_ms = 10002;
+    s->passivation.policy = SHOAL_PASSIVATE_MRU;
+    s->passivation.idle_timeout_ms = 120001;
+    s->passivation.idle_interval_ms = 7;
+    s->passivation.active_entity_limit = 9;
+    s->passivation.window_proportion = 0.5;
+    s->passivation.stop_timeout_ms = 10003;
 }
 
 /* Every field of a and b equal (pointers by identity). */
@@ -79,6 +89,18 @@ static void assert_same(const shoal_sharding_settings_t *a, const shoal_sharding
     SAME(stop_message_len), SAME(shard_id), SAME(shard_id_arg), SAME(entity_id);
     SAME(entity_id_arg), SAME(replicator), SAME(entity_state), SAME(state_write_timeout_ms);
     SAME(state_write_all), SAME(state_write_majority_plus), SAME(state_tombstone_ttl_ms);
+    SAME(remember_entities), SAME(recovery_constant_rate), SAME(recovery_frequency_ms);
+    SAME(recovery_number_of_entities), SAME(shard_failure_backoff_ms);
+    SAME(entity_restart_backoff_ms), SAME(replicator_settings);
+    SAME(passivation.policy), SAME(passivation.idle_timeout_ms), SAME(passivation.idle_interval_ms);
+    SAME(passivation.active_entity_limit), SAME(passivation.slru_levels);
+    for (size_t i = 0; i < 4; i++)
+        SAME(passivation.slru_proportions[i]);
+    SAME(passivation.lfu_dynamic_aging), SAME(passivation.window_proportion);
+    SAME(passivation.window_min_proportion), SAME(passivation.window_max_proportion);
+    SAME(passivation.hill_climbing), SAME(passivation.adjust_multiplier);
+    SAME(passivation.initial_step), SAME(passivation.restart_threshold);
+    SAME(passivation.step_decay), SAME(passivation.stop_timeout_ms);
 #undef SAME
 }
 
@@ -184,7 +206,16 @@ static const char full_file[] =
     "                write-timeout = 7 s\n"
     "                write-all = on\n"
     "                write-majority-plus = 2\n"
-    "                tombstone-ttl = 2 d\n";
+    "                tombstone-ttl = 2 d\n"
+    "            remember-entities = on\n"
+    "            shard-failure-backoff = 3 s\n"
+    "            entity-restart-backoff = 4 s\n"
+    "            entity-recovery-strategy = constant\n"
+    "            entity-recovery-constant-rate-strategy\n"
+    "                frequency = 250 ms\n"
+    "                number-of-entities = 12\n"
+    "            passivation\n"
+    "                stop-timeout = 6 s\n";
 
 static void test_full_file_fills_every_field(void **state)
 {
@@ -218,6 +249,13 @@ static void test_full_file_fills_every_field(void **state)
     expected.state_write_all = true;
     expected.state_write_majority_plus = 2;
     expected.state_tombstone_ttl_ms = 2u * 24 * 3600 * 1000;
+    expected.remember_entities = true;
+    expected.shard_failure_backoff_ms = 3000;
+    expected.entity_restart_backoff_ms = 4000;
+    expected.recovery_constant_rate = true;
+    expected.recovery_frequency_ms = 250;
+    expected.recovery_number_of_entities = 12;
+    expected.passivation.stop_timeout_ms = 6000; /* no strategy key: the rest is the caller's */
     assert_same(&s, &expected);
 
     /* the same file from disk; filling twice gives the same values */
@@ -255,12 +293,28 @@ static void test_unset_settings_keep_the_callers_values(void **state)
     s = load("shoal\n"
              "    cluster\n"
              "        sharding\n"
-             "            remember-entities = on\n"
              "            guardian-name = sharding\n"
-             "            passivation\n"
-             "                strategy = default-strategy\n"
+             "            use-dispatcher = x\n"
+             "            coordinator-failure-backoff = 3 s\n"
              "            distributed-data\n"
-             "                gossip-interval = 1 s\n");
+             "                name = repl\n"
+             "                role = other\n"
+             "                use-dispatcher = x\n"
+             "                serializer-cache-time-to-live = 3 s\n"
+             "                log-data-size-exceeding = 1 KiB\n"
+             "                durable/lmdb/dir = elsewhere\n");
+    assert_same(&s, &expected);
+    /* distributed-data's keys that sharding overrides do not reach sharding's replicator */
+    s = load("shoal\n"
+             "    cluster\n"
+             "        distributed-data\n"
+             "            gossip-interval = 7 s\n"
+             "            delta-interval = 1 s\n"
+             "            notify-subscribers-interval = 1 s\n"
+             "            max-delta-elements = 100\n"
+             "            prefer-oldest = off\n"
+             "            role = other\n"
+             "            durable/keys = counters\n");
     assert_same(&s, &expected);
 }
 
@@ -618,8 +672,8 @@ static void test_every_akka_key_loads_with_akka_defaults(void **state)
 }
 
 /* What an Akka user writes: a limit-based strategy tuned, a strategy of their own, remember
-   entities, JVM keys. It loads, and the keys that have no settings field yet are readable
-   through the getters by the code that will use them. */
+   entities, JVM keys. It loads, fills the settings, and every key stays readable through the
+   getters. */
 static const char akka_style_file[] =
     "shoal\n"
     "    cluster\n"
@@ -647,8 +701,7 @@ static const char akka_style_file[] =
     "                        policy = least-recently-used\n"
     "                        least-recently-used/segmented/levels = 3\n"
     "                        least-recently-used/segmented/proportions = \"0.1, 0.3, 0.6\"\n"
-    "                    admission/filter = frequency-sketch\n"
-    "                    admission/frequency-sketch/counter-bits = 8\n"
+    "                    admission/frequency-sketch/counter-bits = 4\n"
     "            coordinator-singleton\n"
     "                singleton-name = coordinator\n"
     "                hand-over-retry-interval = 2s\n"
@@ -666,6 +719,27 @@ static void test_akka_style_file_loads_and_keeps_its_keys(void **state)
     assert_int_equal(s.down_removal_margin_ms, 10000);
     assert_int_equal(s.majority_min_cap, 4);
     assert_int_equal(s.number_of_shards, 1001); /* untouched */
+    assert_true(s.remember_entities);
+    assert_true(s.recovery_constant_rate);
+    assert_int_equal(s.recovery_frequency_ms, 50);
+    assert_int_equal(s.recovery_number_of_entities, 51); /* untouched */
+    /* lru-with-idle: a segmented LRU with its limit and idle timeout */
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_LRU);
+    assert_int_equal(s.passivation.active_entity_limit, 20000);
+    assert_int_equal(s.passivation.idle_timeout_ms, 600000);
+    assert_int_equal(s.passivation.idle_interval_ms, 60000);
+    assert_int_equal(s.passivation.slru_levels, 3);
+    assert_true(s.passivation.slru_proportions[0] == 0.1);
+    assert_true(s.passivation.slru_proportions[1] == 0.3);
+    assert_true(s.passivation.slru_proportions[2] == 0.6);
+    assert_int_equal(s.passivation.stop_timeout_ms, 10003); /* the caller's */
+    /* sharding's replicator: the file restates sharding's overrides (its own list of keys) */
+    assert_non_null(s.replicator_settings);
+    assert_int_equal(s.replicator_settings->n_durable_keys, 1);
+    assert_string_equal(s.replicator_settings->durable_keys[0], "shard-*");
+    assert_true(s.replicator_settings->prefer_oldest);
+    assert_int_equal(s.replicator_settings->max_delta_elements, 5);
+    assert_int_equal(s.replicator_settings->gossip_interval_ms, 0); /* the cluster's */
 
     uint64_t v = 0;
     bool b = false;
@@ -694,7 +768,7 @@ static void test_akka_style_file_loads_and_keeps_its_keys(void **state)
     assert_int_equal(v, 180000);
     assert_string_equal(shoal_config_get(held, PASS "lru-with-idle/admission/frequency-sketch/"
                                                     "counter-bits"),
-                        "8");
+                        "4");
     /* a key of a section the file does not give reads as unset */
     v = 77;
     assert_int_equal(shoal_config_uint(held, PASS "other/active-entity-limit", &v, err, sizeof err),
@@ -717,14 +791,433 @@ static void test_akka_style_file_loads_and_keeps_its_keys(void **state)
     assert_string_equal(names[1], "default-idle-strategy");
     assert_string_equal(names[2], "lru-with-idle");
     /* off and none switch passivation off */
-    load("shoal\n    cluster\n        sharding\n            passivation/strategy = none\n");
-    load("shoal\n    cluster\n        sharding\n            passivation/strategy = off\n");
-    load("shoal\n    cluster\n        sharding\n            passivation/strategy = "
-         "default-strategy\n");
+    assert_int_equal(
+        load("shoal\n    cluster\n        sharding\n            passivation/strategy = none\n")
+            .passivation.policy,
+        SHOAL_PASSIVATE_NONE);
+    assert_int_equal(
+        load("shoal\n    cluster\n        sharding\n            passivation/strategy = off\n")
+            .passivation.policy,
+        SHOAL_PASSIVATE_NONE);
+    assert_int_equal(
+        load("shoal\n    cluster\n        sharding\n            passivation/strategy = "
+             "default-strategy\n")
+            .passivation.policy,
+        SHOAL_PASSIVATE_TINYLFU);
     /* asking for the wrong kind names the key */
     assert_int_equal(shoal_config_duration(held, PASS "strategy", &v, err, sizeof err),
                      SHOAL_EINVAL);
     assert_non_null(strstr(err, PASS "strategy: not a duration"));
+}
+
+/* remember-entities and the entity-recovery keys fill their fields; bad values name the key. */
+static void test_remember_and_recovery_keys(void **state)
+{
+    (void)state;
+    shoal_sharding_settings_t expected;
+    init(&expected);
+    shoal_sharding_settings_t s = with("remember-entities", "on");
+    expected.remember_entities = true;
+    assert_same(&s, &expected);
+    assert_false(with("remember-entities", "off").remember_entities);
+    assert_int_equal(with("shard-failure-backoff", "250 ms").shard_failure_backoff_ms, 250);
+    assert_int_equal(with("entity-restart-backoff", "1 minute").entity_restart_backoff_ms, 60000);
+    assert_int_equal(with("entity-restart-backoff", "0").entity_restart_backoff_ms, 0);
+    assert_true(with("entity-recovery-strategy", "constant").recovery_constant_rate);
+    init(&expected);
+    s = with("entity-recovery-strategy", "all");
+    assert_same(&s, &expected); /* all is what init() has (false) */
+    expect_error("shoal\n    cluster\n        sharding\n"
+                 "            entity-recovery-strategy = constant\n"
+                 "            entity-recovery-strategy = all\n",
+                 SH "entity-recovery-strategy is set twice", NULL);
+    s = with("entity-recovery-constant-rate-strategy/frequency", "2 s");
+    assert_int_equal(s.recovery_frequency_ms, 2000);
+    assert_false(s.recovery_constant_rate); /* the rate alone does not choose the strategy */
+    assert_int_equal(with("entity-recovery-constant-rate-strategy/number-of-entities", "40")
+                         .recovery_number_of_entities,
+                     40);
+
+    error_with("remember-entities", "maybe", "not a boolean");
+    error_with("entity-recovery-strategy", "some", "'some'");
+    error_with("entity-recovery-constant-rate-strategy/frequency", "0", "more than zero");
+    error_with("entity-recovery-constant-rate-strategy/number-of-entities", "0", "more than zero");
+    error_with("entity-recovery-constant-rate-strategy/number-of-entities", "4294967296",
+               "too large");
+    error_with("shard-failure-backoff", "soon", "not a duration");
+    error_with("entity-restart-backoff", "-1 s", NULL);
+}
+
+static shoal_sharding_settings_t passivation_file(const char *body)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "shoal\n    cluster\n        sharding\n            passivation\n%s",
+             body);
+    return load(text);
+}
+
+/* Akka's strategies: a named section over strategy-defaults, the built-in ones, off, the
+   deprecated key; stop-timeout is not the strategy's. */
+static void test_passivation_strategy_sections(void **state)
+{
+    (void)state;
+    shoal_passivation_settings_t d;
+    shoal_passivation_settings_default(&d);
+
+    /* default-strategy: Akka's W-TinyLFU */
+    shoal_sharding_settings_t s = passivation_file("                strategy = default-strategy\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_TINYLFU);
+    assert_int_equal(s.passivation.active_entity_limit, 100000);
+    assert_int_equal(s.passivation.idle_timeout_ms, 0);
+    assert_int_equal(s.passivation.slru_levels, 2);
+    assert_true(s.passivation.slru_proportions[0] == 0.2);
+    assert_true(s.passivation.slru_proportions[1] == 0.8);
+    assert_true(s.passivation.hill_climbing);
+    assert_true(s.passivation.window_proportion == d.window_proportion);
+    assert_int_equal(s.passivation.stop_timeout_ms, 10003); /* the caller's */
+
+    /* default-idle-strategy, and its timeout changed without naming the strategy (Akka's
+       default) */
+    s = passivation_file("                strategy = default-idle-strategy\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 120000);
+    assert_int_equal(s.passivation.idle_interval_ms, 0); /* half the timeout */
+    assert_int_equal(s.passivation.active_entity_limit, 0);
+    s = passivation_file("                default-idle-strategy/idle-entity/timeout = 30 s\n"
+                         "                stop-timeout = 2 s\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 30000);
+    assert_int_equal(s.passivation.stop_timeout_ms, 2000);
+    /* the tuned default-strategy: the file's keys over the built-in section */
+    s = passivation_file("                strategy = default-strategy\n"
+                         "                default-strategy\n"
+                         "                    active-entity-limit = 500\n"
+                         "                    idle-entity/timeout = 5 minutes\n"
+                         "                    admission/window/optimizer = off\n"
+                         "                    admission/window/proportion = 0.2\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_TINYLFU);
+    assert_int_equal(s.passivation.active_entity_limit, 500);
+    assert_int_equal(s.passivation.idle_timeout_ms, 300000);
+    assert_false(s.passivation.hill_climbing);
+    assert_true(s.passivation.window_proportion == 0.2);
+    assert_int_equal(s.passivation.slru_levels, 2);
+
+    /* a section of the file's own, over strategy-defaults (the file's too) */
+    s = passivation_file("                strategy = recent\n"
+                         "                strategy-defaults/idle-entity/timeout = 4 minutes\n"
+                         "                recent\n"
+                         "                    active-entity-limit = 10\n"
+                         "                    replacement/policy = most-recently-used\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_MRU);
+    assert_int_equal(s.passivation.active_entity_limit, 10);
+    assert_int_equal(s.passivation.idle_timeout_ms, 240000);
+    s = passivation_file("                strategy = frequent\n"
+                         "                frequent\n"
+                         "                    active-entity-limit = 1000\n"
+                         "                    idle-entity/timeout = off\n"
+                         "                    replacement\n"
+                         "                        policy = least-frequently-used\n"
+                         "                        least-frequently-used/dynamic-aging = on\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_LFU);
+    assert_true(s.passivation.lfu_dynamic_aging);
+    assert_int_equal(s.passivation.idle_timeout_ms, 0);
+    assert_int_equal(s.passivation.active_entity_limit, 1000);
+    s = passivation_file("                strategy = plain-lru\n"
+                         "                plain-lru\n"
+                         "                    active-entity-limit = 3\n"
+                         "                    replacement/policy = least-recently-used\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_LRU);
+    assert_int_equal(s.passivation.slru_levels, 0);
+    /* a composite of the file's own, every window key */
+    s = passivation_file("                strategy = tiny\n"
+                         "                tiny\n"
+                         "                    active-entity-limit = 64\n"
+                         "                    replacement\n"
+                         "                        policy = least-recently-used\n"
+                         "                        least-recently-used/segmented/levels = 3\n"
+                         "                    admission\n"
+                         "                        filter = frequency-sketch\n"
+                         "                        window\n"
+                         "                            policy = least-recently-used\n"
+                         "                            proportion = 0.05\n"
+                         "                            minimum-proportion = 0.02\n"
+                         "                            maximum-proportion = 0.5\n"
+                         "                            optimizer = hill-climbing\n"
+                         "                            hill-climbing\n"
+                         "                                adjust-multiplier = 5\n"
+                         "                                initial-step = 0.1\n"
+                         "                                restart-threshold = 0.2\n"
+                         "                                step-decay = 0.9\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_TINYLFU);
+    assert_int_equal(s.passivation.active_entity_limit, 64);
+    assert_int_equal(s.passivation.slru_levels, 3);
+    assert_true(s.passivation.slru_proportions[0] == 0); /* equal segments */
+    assert_true(s.passivation.window_proportion == 0.05);
+    assert_true(s.passivation.window_min_proportion == 0.02);
+    assert_true(s.passivation.window_max_proportion == 0.5);
+    assert_true(s.passivation.hill_climbing);
+    assert_true(s.passivation.adjust_multiplier == 5);
+    assert_true(s.passivation.initial_step == 0.1);
+    assert_true(s.passivation.restart_threshold == 0.2);
+    assert_true(s.passivation.step_decay == 0.9);
+    /* idle timeout only, with its interval */
+    s = passivation_file("                strategy = quick\n"
+                         "                quick/idle-entity\n"
+                         "                    timeout = 2 s\n"
+                         "                    interval = 100 ms\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 2000);
+    assert_int_equal(s.passivation.idle_interval_ms, 100);
+    /* a section with nothing to do: none */
+    s = passivation_file("                strategy = nothing\n"
+                         "                nothing/replacement/policy = off\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_NONE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 0);
+    /* without a limit the policy keys do nothing (Akka): the idle strategy */
+    s = passivation_file("                strategy = unlimited\n"
+                         "                unlimited\n"
+                         "                    idle-entity/timeout = 1 minute\n"
+                         "                    replacement/policy = most-recently-used\n"
+                         "                    admission/window/policy = most-recently-used\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 60000);
+    assert_int_equal(s.passivation.active_entity_limit, 0);
+
+    /* off and none: explicit passivation only, whatever the caller had */
+    s = passivation_file("                strategy = off\n                stop-timeout = 1 s\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_NONE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 0);
+    assert_int_equal(s.passivation.active_entity_limit, 0);
+    assert_int_equal(s.passivation.stop_timeout_ms, 1000);
+
+    /* the deprecated key: the idle strategy with its timeout, off = none; it wins over a
+       strategy (Akka's rule) */
+    s = with("passivate-idle-entity-after", "45 s");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 45000);
+    assert_int_equal(s.passivation.active_entity_limit, 0);
+    assert_int_equal(s.passivation.stop_timeout_ms, 10003);
+    s = with("passivate-idle-entity-after", "off");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_NONE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 0);
+    s = load("shoal\n    cluster\n        sharding\n"
+             "            passivate-idle-entity-after = 5 s\n"
+             "            passivation/strategy = default-strategy\n");
+    assert_int_equal(s.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(s.passivation.idle_timeout_ms, 5000);
+
+    /* a section that strategy does not name changes nothing */
+    shoal_sharding_settings_t expected;
+    init(&expected);
+    s = passivation_file("                unused/active-entity-limit = 5\n");
+    assert_same(&s, &expected);
+}
+
+/* What Shoal's passivator cannot do, and bad values, are refused naming the key. */
+static void test_passivation_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *frag1, *frag2;
+    } cases[] = {
+        {"                strategy = mine\n", PASS "strategy: 'mine' is not off",
+         "nor a section of"},
+        {"                strategy = mine\n                other/active-entity-limit = 5\n",
+         PASS "strategy: 'mine'", NULL},
+        {"                x/idle-entity/timeout = soon\n", PASS "x/idle-entity/timeout",
+         "not a duration"},
+        {"                x/idle-entity/interval = 0\n", PASS "x/idle-entity/interval",
+         "more than zero"},
+        {"                x/active-entity-limit = -3\n", PASS "x/active-entity-limit", NULL},
+        {"                x/replacement/policy = random\n", PASS "x/replacement/policy",
+         "'random'"},
+        {"                x/admission/frequency-sketch/counter-bits = 8\n",
+         PASS "x/admission/frequency-sketch/counter-bits", "4-bit counters"},
+        {"                x/admission/frequency-sketch/counter-bits = 3\n",
+         PASS "x/admission/frequency-sketch/counter-bits", NULL},
+        {"                x/admission/frequency-sketch/depth = 8\n",
+         PASS "x/admission/frequency-sketch/depth", "built with 4"},
+        {"                x/admission/frequency-sketch/width-multiplier = 2\n",
+         PASS "x/admission/frequency-sketch/width-multiplier", "built with 4"},
+        {"                x/admission/frequency-sketch/reset-multiplier = 12.5\n",
+         PASS "x/admission/frequency-sketch/reset-multiplier", "built with 10"},
+        {"                x/replacement/least-recently-used/segmented/levels = 5\n",
+         PASS "x/replacement/least-recently-used/segmented/levels", "at most 4"},
+        {"                x/replacement/least-recently-used/segmented/proportions = \"0.5, 1.5\"\n",
+         PASS "x/replacement/least-recently-used/segmented/proportions", "'1.5'"},
+        {"                x/admission/window/least-recently-used/segmented/proportions = 2\n",
+         PASS "x/admission/window/least-recently-used/segmented/proportions", "'2'"},
+        {"                x/replacement/least-recently-used/segmented/proportions = "
+         "\"0.1,0.1,0.1,0.1,0.6\"\n",
+         PASS "x/replacement/least-recently-used/segmented/proportions", "at most 4"},
+        /* combinations, checked once the strategy is named */
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n",
+         PASS "x/active-entity-limit", "needs a replacement policy"},
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n"
+         "                x/replacement/policy = least-recently-used\n"
+         "                x/replacement/least-recently-used/segmented/levels = 3\n"
+         "                x/replacement/least-recently-used/segmented/proportions = \"0.5, 0.5\"\n",
+         PASS "x/replacement/least-recently-used/segmented/proportions", "2 proportions for 3"},
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n"
+         "                x/admission/window/policy = most-recently-used\n"
+         "                x/admission/filter = frequency-sketch\n"
+         "                x/replacement/policy = least-recently-used\n",
+         PASS "x/admission/window/policy", "plain least-recently-used"},
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n"
+         "                x/admission/filter = frequency-sketch\n"
+         "                x/replacement/policy = least-recently-used\n",
+         PASS "x/admission/window/policy", "a filter needs it"},
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n"
+         "                x/admission/window/policy = least-recently-used\n"
+         "                x/replacement/policy = least-recently-used\n",
+         PASS "x/admission/filter", "frequency-sketch"},
+        {"                strategy = x\n"
+         "                x/active-entity-limit = 100\n"
+         "                x/admission/window/policy = least-recently-used\n"
+         "                x/admission/filter = frequency-sketch\n"
+         "                x/replacement/policy = least-frequently-used\n",
+         PASS "x/replacement", "segmented least-recently-used"},
+        {"                strategy = default-strategy\n"
+         "                default-strategy/admission/window/least-recently-used/segmented/levels"
+         " = 2\n",
+         PASS "default-strategy/admission/window/policy", "no other policy or segments"},
+        {"                stop-timeout = 0\n", PASS "stop-timeout", "more than zero"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[4096];
+        snprintf(text, sizeof text,
+                 "shoal\n    cluster\n        sharding\n            passivation\n%s",
+                 cases[i].body);
+        expect_error(text, cases[i].frag1, cases[i].frag2);
+    }
+    error_with("passivate-idle-entity-after", "later", "not a duration");
+}
+
+/* Sharding's replicator: its own section over distributed-data's (minus sharding's overrides),
+   over sharding's defaults or what the caller gave. */
+static void test_sharding_replicator_settings(void **state)
+{
+    (void)state;
+    shoal_replicator_settings_t dflt;
+    shoal_sharding_replicator_settings_default(&dflt);
+    assert_int_equal(dflt.gossip_interval_ms, 0);
+    assert_int_equal(dflt.delta_interval_ms, 0);
+    assert_int_equal(dflt.max_delta_elements, 5);
+    assert_true(dflt.prefer_oldest);
+    assert_int_equal(dflt.notify_subscribers_interval_ms, 50);
+    assert_int_equal(dflt.n_durable_keys, 1);
+    assert_string_equal(dflt.durable_keys[0], "shard-*");
+
+    /* one key: one field, the rest sharding's defaults */
+    shoal_sharding_settings_t s = with("distributed-data/gossip-interval", "3 s");
+    assert_non_null(s.replicator_settings);
+    shoal_replicator_settings_t want = dflt;
+    want.gossip_interval_ms = 3000; /* deltas: a fifth of it, at start (0) */
+    assert_memory_equal(s.replicator_settings, &want, sizeof want);
+
+    /* every key of the section that has a field */
+    s = load("shoal\n"
+             "    cluster\n"
+             "        sharding\n"
+             "            distributed-data\n"
+             "                gossip-interval = 4 s\n"
+             "                notify-subscribers-interval = 200 ms\n"
+             "                max-delta-elements = 50\n"
+             "                pruning-interval = off\n"
+             "                max-pruning-dissemination = 60 s\n"
+             "                pruning-marker-time-to-live = 2 h\n"
+             "                prefer-oldest = off\n"
+             "                delta-crdt\n"
+             "                    enabled = off\n"
+             "                    max-delta-size = 20\n"
+             "                expire-keys-after-inactivity = \"cache-* = 2 minutes\"\n"
+             "                durable\n"
+             "                    keys = [\"shard-*\", \"coord-*\"]\n"
+             "                    pruning-marker-time-to-live = 3 d\n"
+             "                delta-interval = 300 ms\n"
+             "                tombstone-time-to-live = 2 d\n"
+             "                compress-above = 64 KiB\n"
+             "                max-reassembly-size = 8 MiB\n"
+             "                max-pending-operations = 500\n");
+    const shoal_replicator_settings_t *r = s.replicator_settings;
+    assert_non_null(r);
+    assert_int_equal(r->gossip_interval_ms, 4000);
+    assert_int_equal(r->notify_subscribers_interval_ms, 200);
+    assert_int_equal(r->max_delta_elements, 50);
+    assert_int_equal(r->pruning_interval_ms, 0);
+    assert_int_equal(r->max_pruning_dissemination_ms, 60000);
+    assert_int_equal(r->pruning_marker_ttl_ms, 2u * 3600 * 1000);
+    assert_false(r->prefer_oldest);
+    assert_false(r->delta_enabled);
+    assert_int_equal(r->max_delta_size, 20);
+    assert_int_equal(r->n_expire_keys, 1);
+    assert_string_equal(r->expire_keys[0].pattern, "cache-*");
+    assert_int_equal(r->expire_keys[0].after_ms, 120000);
+    assert_int_equal(r->n_durable_keys, 2);
+    assert_string_equal(r->durable_keys[1], "coord-*");
+    assert_int_equal(r->durable_pruning_marker_ttl_ms, 3ull * 24 * 3600 * 1000);
+    assert_int_equal(r->delta_interval_ms, 300);
+    assert_int_equal(r->tombstone_ttl_ms, 2ull * 24 * 3600 * 1000);
+    assert_int_equal(r->compress_above_bytes, 64 * 1024);
+    assert_int_equal(r->max_reassembly_bytes, 8 * 1024 * 1024);
+    assert_int_equal(r->max_pending_ops, 500);
+    assert_null(r->store);
+
+    /* distributed-data's keys reach it where sharding does not override them (Akka's
+       fallback); sharding's own section wins */
+    s = load("shoal\n"
+             "    cluster\n"
+             "        distributed-data\n"
+             "            pruning-interval = 30 s\n"
+             "            max-pruning-dissemination = 90 s\n"
+             "            max-delta-elements = 300\n"
+             "            gossip-interval = 9 s\n"
+             "        sharding\n"
+             "            distributed-data\n"
+             "                max-pruning-dissemination = 45 s\n");
+    r = s.replicator_settings;
+    assert_non_null(r);
+    assert_int_equal(r->pruning_interval_ms, 30000);
+    assert_int_equal(r->max_pruning_dissemination_ms, 45000);
+    assert_int_equal(r->max_delta_elements, 5);
+    assert_int_equal(r->gossip_interval_ms, 0);
+    /* ... and the application's replicator is not changed by sharding's section */
+    shoal_replicator_settings_t app;
+    shoal_replicator_settings_default(&app);
+    assert_int_equal(shoal_config_replicator(held, &app, err, sizeof err), 0);
+    assert_int_equal(app.max_pruning_dissemination_ms, 90000);
+
+    /* over the caller's settings */
+    shoal_replicator_settings_t mine = dflt;
+    mine.max_pending_ops = 7;
+    mine.gossip_interval_ms = 1234;
+    shoal_config_destroy(&held);
+    held = parse_words("shoal\n    cluster\n        sharding\n            distributed-data\n"
+                       "                prefer-oldest = off\n",
+                       err, sizeof err);
+    assert_non_null(held);
+    init(&s);
+    s.replicator_settings = &mine;
+    assert_int_equal(shoal_config_sharding(held, &s, err, sizeof err), 0);
+    assert_true(s.replicator_settings != &mine);
+    assert_int_equal(s.replicator_settings->max_pending_ops, 7);
+    assert_int_equal(s.replicator_settings->gossip_interval_ms, 1234);
+    assert_false(s.replicator_settings->prefer_oldest);
+    assert_true(mine.prefer_oldest); /* the caller's struct is not written */
+
+    /* bad values name the key */
+    error_with("distributed-data/gossip-interval", "0", "more than zero");
+    error_with("distributed-data/max-delta-elements", "many", "not a whole number");
+    error_with("distributed-data/prefer-oldest", "sometimes", "not a boolean");
+    error_with("distributed-data/compress-above", "12 parsecs", NULL);
+    error_with("distributed-data/durable/keys", "\"a*b\"", NULL);
+    expect_error("shoal\n    cluster\n        distributed-data\n            pruning-interval = 0\n",
+                 "shoal/cluster/distributed-data/pruning-interval", NULL);
 }
 
 static void test_null_arguments(void **state)
@@ -750,6 +1243,10 @@ int main(void)
         cmocka_unit_test_teardown(test_unknown_sharding_keys_are_refused_by_name, release_held),
         cmocka_unit_test_teardown(test_every_akka_key_loads_with_akka_defaults, release_held),
         cmocka_unit_test_teardown(test_akka_style_file_loads_and_keeps_its_keys, release_held),
+        cmocka_unit_test_teardown(test_remember_and_recovery_keys, release_held),
+        cmocka_unit_test_teardown(test_passivation_strategy_sections, release_held),
+        cmocka_unit_test_teardown(test_passivation_refusals, release_held),
+        cmocka_unit_test_teardown(test_sharding_replicator_settings, release_held),
         cmocka_unit_test_teardown(test_null_arguments, release_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

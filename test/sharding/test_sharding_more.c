@@ -528,6 +528,123 @@ static void test_idle_passivation(void **state)
     assert_no_breach();
 }
 
+/* --- 3b: settings from a configuration file take effect --------------------------------------- */
+
+/* The file of the next test: its config outlives the node, whose replicator keeps the expiry
+   patterns it points to (destroyed by file_teardown after the nodes). */
+static shoal_config_t *file_cfg;
+static shoal_client_t *file_client; /* closed here too, so a failed test does not leave it */
+
+static int file_teardown(void **state)
+{
+    shoal_client_destroy(&file_client);
+    int rc = teardown(state);
+    shoal_config_destroy(&file_cfg);
+    return rc;
+}
+
+/* The keys of node 0's replicator of role "" (sharding's own), from its stats, or -1. */
+static long replicator_keys(shoal_client_t *c)
+{
+    static const char name[] = "replicator_keys ";
+    shoal_buf_t text = {0};
+    long keys = -1;
+    if (shoal_client_stats(c, "", &text) == 0) {
+        const char *all = shoal_buf_cstr(&text), *line = strstr(all, name);
+        if (line && (line == all || line[-1] == '\n'))
+            keys = strtol(line + sizeof name - 1, NULL, 10);
+    }
+    shoal_buf_free(&text);
+    return keys;
+}
+
+typedef struct {
+    shoal_client_t *c;
+    long want;
+} keys_arg_t;
+
+static bool replicator_keys_are(void *arg)
+{
+    keys_arg_t *a = arg;
+    return replicator_keys(a->c) == a->want;
+}
+
+/* Nothing set in C: a file filled by shoal_config_sharding over the test's settings. Its
+   passivation strategy (a section of its own, idle timeout 300 ms) passivates an entity told
+   once; its settings of sharding's own replicator (expire-keys-after-inactivity for "tmp-*")
+   make that replicator drop a key nobody touches, while a key of another name stays. */
+static void test_file_settings_take_effect(void **state)
+{
+    (void)state;
+    int code = 0;
+    file_cfg =
+        shoal_config_parse("shoal\n"
+                           "    cluster\n"
+                           "        sharding\n"
+                           "            passivation\n"
+                           "                strategy = quick\n"
+                           "                quick\n"
+                           "                    idle-entity\n"
+                           "                        timeout = 300 ms\n"
+                           "                        interval = 50 ms\n"
+                           "            distributed-data\n"
+                           "                expire-keys-after-inactivity = \"tmp-* = 400 ms\"\n",
+                           &code);
+    if (!file_cfg)
+        fail_msg("%s", shoal_last_error_detail());
+    shoal_sharding_settings_t s;
+    tshard_settings(&s);
+    s.number_of_shards = 10;
+    s.passivation.policy = SHOAL_PASSIVATE_NONE; /* what the file must replace */
+    s.passivation.idle_timeout_ms = 0;
+    char err[256];
+    assert_int_equal(shoal_config_sharding(file_cfg, &s, err, sizeof err), 0);
+    assert_null(s.replicator); /* sharding starts its own, with replicator_settings */
+
+    tsnode_opts_t o = {.sharding = &s, .seed = 0};
+    tsnode_start(0, &o);
+    tsnode_wait_up(1u, 15000);
+    tsnode_wait_registered(1u, 0, 1, 15000);
+
+    int64_t told_at = shoal_now_ms();
+    assert_int_equal(tell(tsn[0].r, "lazy", "a:1"), 0);
+    char lazy[1][32] = {"lazy"};
+    wait_live((live_arg_t){T, lazy, 1, 1, 1, -1}, 5000, "the entity did not start");
+    wait_live((live_arg_t){T, lazy, 1, 0, 1, -1}, 5000,
+              "the file's idle timeout did not passivate the entity");
+    assert_true(shoal_now_ms() - told_at >= 300);
+    trec_t rec = trec_get(T, "lazy");
+    assert_int_equal(rec.starts, 1);
+    assert_int_equal(rec.stop_msgs, 1); /* passivated: the stop message came */
+    assert_int_equal(stats_of(tsn[0].r).passivations, 1);
+
+    /* sharding's replicator, through a client of the node: written once, tmp-x is dropped
+       400 ms later (the keys count falls by one without reading it, a read being an access);
+       keep-x stays */
+    int e = 0;
+    file_client = shoal_client_new(shoal_system_endpoint(tsn[0].sys), 5000, &e);
+    shoal_client_t *c = file_client;
+    if (!c)
+        fail_msg("client: %s", shoal_strerror(e));
+    shoal_consistency_t local = {0};
+    shoal_client_op_t inc = {.type = "GCounter", .op = "increment", .n = 1};
+    long before = replicator_keys(c);
+    assert_true(before >= 0);
+    assert_int_equal(shoal_client_update(c, "", "keep-x", &local, &inc), 0);
+    assert_int_equal(shoal_client_update(c, "", "tmp-x", &local, &inc), 0);
+    keys_arg_t dropped = {c, before + 1};
+    if (!wait_until(replicator_keys_are, &dropped, 5000))
+        fail_msg("the file's expire-keys-after-inactivity did not drop tmp-x (keys %ld, want %ld)",
+                 replicator_keys(c), before + 1);
+    shoal_crdt_t *v = NULL;
+    assert_int_equal(shoal_client_get(c, "", "tmp-x", &local, &v), SHOAL_ENOTFOUND);
+    assert_int_equal(shoal_client_get(c, "", "keep-x", &local, &v), 0);
+    assert_non_null(v);
+    shoal_crdt_destroy(&v);
+    shoal_client_destroy(&file_client);
+    assert_no_breach();
+}
+
 /* --- 3: the active-entity limit --------------------------------------------------------------- */
 typedef struct {
     const char *type;
@@ -1229,6 +1346,7 @@ int main(void)
         cmocka_unit_test_teardown(test_explicit_passivation_in_flight, teardown),
         cmocka_unit_test_teardown(test_idle_passivation, teardown),
         cmocka_unit_test_teardown(test_limit_passivation, teardown),
+        cmocka_unit_test_teardown(test_file_settings_take_effect, file_teardown),
         cmocka_unit_test_teardown(test_remembered_after_crash, teardown),
         cmocka_unit_test_teardown(test_remembered_after_full_restart, teardown),
         cmocka_unit_test_teardown(test_recover_ten_thousand, teardown),

@@ -9,7 +9,7 @@
       - the library keeps the layers of tools/layers.txt (tools/check-layers.py, over the release
         objects' symbols), and the checker does refuse a use that climbs;
       - examples/shoal.cfg, the sample configuration, loads with shoal_config_load and fills the
-        four settings structs with what it says.
+        five settings structs with what it says.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "durable.h"
 #include "sharding.h"
 #include "tools.h"
 
@@ -264,6 +265,16 @@ static void test_sample_configuration_loads(void **state)
     assert_int_equal(sh.write_majority_plus, 3);
     assert_int_equal(sh.read_majority_plus, 5);
     assert_int_equal(sh.allocation.rebalance_absolute_limit, 20);
+    assert_false(sh.remember_entities);
+    assert_int_equal(sh.passivation.policy, SHOAL_PASSIVATE_IDLE);
+    assert_int_equal(sh.passivation.idle_timeout_ms, 120000);
+
+    shoal_durable_settings_t du;
+    shoal_durable_settings_default(&du);
+    assert_int_equal(shoal_config_durable(cfg, &du, err, sizeof err), 0);
+    assert_string_equal(du.dir, "/var/lib/shoal/n1");
+    assert_int_equal(du.map_size, 100 * 1024 * 1024);
+    assert_int_equal(du.write_behind_ms, 0);
     shoal_config_destroy(&cfg);
 
     /* and a sample with a key misspelt is refused, naming it */

@@ -7,13 +7,14 @@
 
     Before it prints anything it checks every default the table states against the settings
     structs' own defaults (shoal_*_settings_default): each key is loaded alone at its stated
-    default through shoal_config_parse and the four fillers (node, replicator, cluster,
-    sharding), and the filled structs must equal the untouched defaults byte for byte. A stated
-    default that differs (or that the loader refuses) is named on stderr and the exit status is 1,
-    so a stale default fails `scons check` (test_docs runs this and compares its output with
-    docs/configuration.md).
+    default through shoal_config_parse and the five fillers (node, replicator, cluster,
+    sharding, durable), and the filled structs must equal the untouched defaults byte for byte.
+    A stated default that differs (or that the loader refuses) is named on stderr and the exit
+    status is 1, so a stale default fails `scons check` (test_docs runs this and compares its
+    output with docs/configuration.md).
 */
 #include "internal.h"
+#include "durable.h"
 #include "membership.h"
 #include "sharding.h"
 
@@ -30,7 +31,8 @@ static const struct {
     {"shoal/remote/artery/", "The node",
      "`shoal_config_system` fills `shoal_system_settings_t` (ddata.h) from these."},
     {"shoal/cluster/distributed-data/", "Distributed data (the replicator)",
-     "`shoal_config_replicator` fills `shoal_replicator_settings_t` (ddata.h)."},
+     "`shoal_config_replicator` fills `shoal_replicator_settings_t` (ddata.h); "
+     "`shoal_config_durable` fills `shoal_durable_settings_t` (durable.h) from `durable/lmdb/`."},
     {"shoal/cluster/", "Cluster membership",
      "`shoal_config_cluster` fills `shoal_cluster_settings_t` (membership.h)."},
     {"shoal/cluster/failure-detector/", "Failure detector",
@@ -47,10 +49,12 @@ static const struct {
      "`<name>` is a strategy section of the file (`passivation/strategy` names it); each takes "
      "every key below."},
     {"shoal/cluster/sharding/distributed-data/", "Sharding: its replicator",
-     "Akka's settings of sharding's own replicator. `majority-min-cap` is applied; the others are "
-     "accepted so that Akka files load, while sharding's replicator runs with Akka's sharding "
-     "overrides (durable `shard-*` keys, max-delta-elements 5, prefer-oldest), or is the one "
-     "given in `shoal_sharding_settings_t.replicator`."},
+     "Akka's settings of sharding's own replicator (`shoal_sharding_settings_t.replicator_settings`"
+     ", used when `shoal_sharding_settings_t.replicator` is NULL). As in Akka, each key falls back "
+     "to the same key of `shoal/cluster/distributed-data/`, except those sharding overrides "
+     "(durable `shard-*` keys, max-delta-elements 5, prefer-oldest on: Akka's; "
+     "notify-subscribers-interval 50 ms, gossip at the cluster's interval and deltas at a fifth of "
+     "it: Shoal's). `majority-min-cap` is sharding's own."},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -116,6 +120,7 @@ typedef struct {
     shoal_replicator_settings_t rep;
     shoal_cluster_settings_t cl;
     shoal_sharding_settings_t sh;
+    shoal_durable_settings_t du;
 } all_settings_t;
 
 static void defaults(all_settings_t *a)
@@ -125,6 +130,7 @@ static void defaults(all_settings_t *a)
     shoal_replicator_settings_default(&a->rep);
     shoal_cluster_settings_default(&a->cl);
     shoal_sharding_settings_default(&a->sh);
+    shoal_durable_settings_default(&a->du);
 }
 
 /* ZPL for one key: each path segment a section 4 spaces deeper, the last one `name = value`. */
@@ -176,6 +182,8 @@ static int check_default(const shoal_config_key_doc_t *k)
         rc = shoal_config_cluster(cfg, &got.cl, err, sizeof err);
     if (rc == 0)
         rc = shoal_config_sharding(cfg, &got.sh, err, sizeof err);
+    if (rc == 0)
+        rc = shoal_config_durable(cfg, &got.du, err, sizeof err);
     shoal_config_destroy(&cfg);
     if (rc != 0) {
         fprintf(stderr, "config-reference: %s = %s: refused by a filler: %s\n", k->path, k->dflt,
@@ -186,6 +194,7 @@ static int check_default(const shoal_config_key_doc_t *k)
                           : memcmp(&want.rep, &got.rep, sizeof want.rep) ? "shoal_replicator_settings_t"
                           : memcmp(&want.cl, &got.cl, sizeof want.cl)    ? "shoal_cluster_settings_t"
                           : memcmp(&want.sh, &got.sh, sizeof want.sh)    ? "shoal_sharding_settings_t"
+                          : memcmp(&want.du, &got.du, sizeof want.du)    ? "shoal_durable_settings_t"
                                                                          : NULL;
     if (differs) {
         fprintf(stderr,
@@ -226,14 +235,15 @@ int main(int argc, char **argv)
            "slashes. [examples/shoal.cfg](../examples/shoal.cfg) is a sample file with every "
            "section and its common keys; `shoal_config_load` reads a file and the fillers "
            "(`shoal_config_system`, `shoal_config_replicator`, `shoal_config_cluster`, "
-           "`shoal_config_sharding`) change only what it sets, over the defaults.\n\n"
+           "`shoal_config_sharding`, `shoal_config_durable`) change only what it sets, over the "
+           "defaults.\n\n"
            "Values: durations `2 s`, `500 ms`, `10 minutes`, `1 d` (a plain number is "
            "milliseconds; `off` where the type says so); sizes `256 KiB`, `64 MiB` (a plain "
            "number is bytes); on/off also `true`/`false`, `yes`/`no`; lists `a, b` or "
            "`[\"a\", \"b\"]`. An unknown key or a bad value fails the load with a message naming "
            "the key. Keys that mean something only on the JVM are accepted and ignored, so that an "
-           "Akka file loads; keys marked *not applied yet* are checked but must be set in C for "
-           "now. A default of \"—\" means unset, or given in the meaning. Every default stated "
+           "Akka file loads; a key Shoal cannot honour as written is refused, naming it. A "
+           "default of \"—\" means unset, or given in the meaning. Every default stated "
            "here was checked against the settings structs when this page was generated.\n",
            n);
     for (size_t s = 0; s < N_SECTIONS; s++) {
