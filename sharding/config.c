@@ -597,19 +597,6 @@ static int read_passivation(const shoal_config_t *cfg, shoal_passivation_setting
 /* ---------------------------------------------------------------------------------------------
  * Sharding's own replicator
  */
-void shoal_sharding_replicator_settings_default(shoal_replicator_settings_t *rs)
-{
-    static const char *const durable[] = {"shard-*"}; /* remembered entities, entity state */
-    shoal_replicator_settings_default(rs);
-    rs->gossip_interval_ms = 0; /* the cluster's */
-    rs->delta_interval_ms = 0;  /* a fifth of the gossip interval */
-    rs->notify_subscribers_interval_ms = 50;
-    rs->max_delta_elements = 5;
-    rs->prefer_oldest = true;
-    rs->durable_keys = durable;
-    rs->n_durable_keys = 1;
-}
-
 typedef shoal_replicator_settings_t rep_t;
 #define RMS32(key, f) SHOAL_CFG_FIELD(rep_t, SH_DD key, SHOAL_CFG_MS32, f, uint32_t)
 #define RU32(key, f)  SHOAL_CFG_FIELD(rep_t, SH_DD key, SHOAL_CFG_U32, f, uint32_t)

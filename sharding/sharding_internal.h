@@ -3,6 +3,7 @@
 
     The files, bottom first: each calls only files listed before it (tools/layers.txt has exactly
     which, and test_docs holds the objects to it), so a reader can start at the top of this list.
+      settings.c     the defaults of the settings (an entity type's, passivation's, the replicator's)
       wire.c         the bytes on the node's transport: entity envelopes, replies, control messages
       allocation.c   the shard allocation strategies (allocation.h)
       passivation.c  the automatic passivation policies (passivation.h)
