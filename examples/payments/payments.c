@@ -951,8 +951,8 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
        own (unpaced, its flows may be confirmed later than the others'): its probes need them */
     int victim_flows = mark_victim_flows(&victim, n_payments);
     int victim_want = victim_flows / 2 < PROBES ? victim_flows / 2 : PROBES;
-    if (victim_want < 1)
-        victim_want = 1;
+    if (victim_want < 1 && victim_flows > 0)
+        victim_want = 1; /* none at all: nothing to wait for (the run then fails for no probes) */
     bool killed = false;
     int err = 0;
     shoal_producer_settings_t ps;
