@@ -12,8 +12,8 @@
     to wherever the entity lives.
 
     THREADS. Entity callbacks run on the node thread of the node hosting the entity and must not
-    block. main uses the calls documented as safe from any thread (ask_sync, shutdown,
-    self_status, terminated). Stop: an orderly shutdown of each node (its shards are handed off,
+    block. main uses the calls documented as safe from any thread (ask_sync, self_status,
+    shutdown_wait). Stop: an orderly shutdown of each node (its shards are handed off,
     it leaves the cluster), waited for with a deadline, then sharding, membership and the node.
 
     Exit 0 when every answer was the expected total; 1 otherwise, with the reason on stderr.

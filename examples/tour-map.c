@@ -9,10 +9,9 @@
     "settings" with WriteMajority; node 3 reads it with ReadMajority. Two majorities of three
     nodes share a node, so the read sees the write.
 
-    THREADS. main is not a node thread. The replicator's _sync calls run the operation on the
-    node thread and wait for it; calls that have no _sync form (add_peer) go through
-    shoal_system_call, which runs a function on the node thread. The modify function of an
-    update runs on the node thread too.
+    THREADS. main is not a node thread. The _sync calls (connect, add_peer, update, get) run the
+    operation on the node thread and wait for it. The modify function of an update runs on the
+    node thread.
 
     Exit 0 when node 3 read colour = blue; 1 otherwise, with the reason on stderr. test_install
     builds and runs this file against the staged `scons install` (docs/install.md).
@@ -24,22 +23,17 @@
 
 #define NODES 3
 
-typedef struct {
-    shoal_replicator_t *rep;      /* the replicator of this node */
-    shoal_system_t *const *nodes; /* every node, this one included */
-} peers_t;
-
-/* On the node thread: connect to the other nodes; they become peers that count toward
-   majorities (age i: node 1 is the oldest). */
-static int add_peers(shoal_system_t *sys, void *arg)
+/* Connects node i to the other nodes; they become peers of its replicator that count toward
+   majorities (age j: node 1 is the oldest). */
+static int add_peers(shoal_system_t *const *nodes, shoal_replicator_t *rep, int i)
 {
-    peers_t *p = arg;
-    for (int i = 0; i < NODES; i++) {
-        if (p->nodes[i] == sys)
+    for (int j = 0; j < NODES; j++) {
+        if (j == i)
             continue;
-        int rc = shoal_system_connect(sys, shoal_system_endpoint(p->nodes[i]));
+        int rc = shoal_system_connect_sync(nodes[i], shoal_system_endpoint(nodes[j]));
         if (rc == 0)
-            rc = shoal_replicator_add_peer(p->rep, shoal_system_self(p->nodes[i]), true, i);
+            rc = shoal_replicator_add_peer_sync(rep, shoal_system_self(nodes[j]), true,
+                                                (uint64_t)j);
         if (rc < 0)
             return rc;
     }
@@ -78,8 +72,7 @@ int main(void)
         }
     }
     for (int i = 0; i < NODES; i++) {
-        peers_t p = {reps[i], nodes};
-        if ((err = shoal_system_call(nodes[i], add_peers, &p)) < 0) {
+        if ((err = add_peers(nodes, reps[i], i)) < 0) {
             fprintf(stderr, "tour-map: peers: %s\n", shoal_strerror(err));
             goto out;
         }

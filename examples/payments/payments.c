@@ -816,6 +816,8 @@ static void victim_free(victim_t *v)
 static int mark_victim_flows(const victim_t *v, int n_payments)
 {
     on_victim = calloc((size_t)n_payments, 1);
+    if (!on_victim)
+        abort();
     int n = 0;
     for (int k = 0; k < n_payments; k++) {
         char pid[32], shard[SHOAL_SHARD_ID_MAX + 1];
@@ -950,9 +952,10 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
     /* the kill waits for half of all requests confirmed and, among them, some of the victim's
        own (unpaced, its flows may be confirmed later than the others'): its probes need them */
     int victim_flows = mark_victim_flows(&victim, n_payments);
+    /* 0 only when the victim hosts no flow at all (the run then fails for having no probes) */
     int victim_want = victim_flows / 2 < PROBES ? victim_flows / 2 : PROBES;
     if (victim_want < 1 && victim_flows > 0)
-        victim_want = 1; /* none at all: nothing to wait for (the run then fails for no probes) */
+        victim_want = 1;
     bool killed = false;
     int err = 0;
     shoal_producer_settings_t ps;

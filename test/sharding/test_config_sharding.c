@@ -827,6 +827,16 @@ static void test_remember_and_recovery_keys(void **state)
     init(&expected);
     s = with("entity-recovery-strategy", "all");
     assert_same(&s, &expected); /* all is what init() has (false) */
+    /* and "all" does turn constant off, not merely leave the field alone */
+    char text[256];
+    text_with(text, sizeof text, "entity-recovery-strategy", "all");
+    shoal_config_destroy(&held);
+    held = parse_words(text, err, sizeof err);
+    assert_non_null(held);
+    init(&s);
+    s.recovery_constant_rate = true;
+    assert_int_equal(shoal_config_sharding(held, &s, err, sizeof err), 0);
+    assert_false(s.recovery_constant_rate);
     expect_error("shoal\n    cluster\n        sharding\n"
                  "            entity-recovery-strategy = constant\n"
                  "            entity-recovery-strategy = all\n",
