@@ -7,6 +7,7 @@
     node thread; the _sync facade posts to it and waits.
 */
 #include "replicator_internal.h"
+#include "transport.h" /* shoal_varint_get */
 
 #include <limits.h>
 #include <pthread.h>
@@ -942,32 +943,18 @@ static void retry_tick(shoal_system_t *sys, void *arg)
 /* ---------------------------------------------------------------------------------------------
  * Loading
  */
-static bool read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64 && *i < len; shift += 7) {
-        uint8_t b = p[(*i)++];
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
-}
-
 int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms)
 {
     /* a walk over the top-level fields of the protobuf wire format (groups are not used) */
     int found = 0;
-    size_t i = 0;
-    while (i < len) {
+    const uint8_t *p = data, *end = data + len;
+    while (p < end) {
         uint64_t tag, v;
-        if (!read_varint(data, len, &i, &tag) || (tag >> 3) == 0)
+        if (shoal_varint_get(&p, end, &tag) != 0 || (tag >> 3) == 0)
             return SHOAL_EDECODE;
         switch (tag & 7) {
         case 0:
-            if (!read_varint(data, len, &i, &v))
+            if (shoal_varint_get(&p, end, &v) != 0)
                 return SHOAL_EDECODE;
             if ((tag >> 3) == STORED_AT_FIELD) {
                 *ms = (int64_t)v;
@@ -975,19 +962,19 @@ int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms)
             }
             break;
         case 1:
-            if (len - i < 8)
+            if (end - p < 8)
                 return SHOAL_EDECODE;
-            i += 8;
+            p += 8;
             break;
         case 2:
-            if (!read_varint(data, len, &i, &v) || v > len - i)
+            if (shoal_varint_get(&p, end, &v) != 0 || v > (uint64_t)(end - p))
                 return SHOAL_EDECODE;
-            i += (size_t)v;
+            p += v;
             break;
         case 5:
-            if (len - i < 4)
+            if (end - p < 4)
                 return SHOAL_EDECODE;
-            i += 4;
+            p += 4;
             break;
         default:
             return SHOAL_EDECODE;
@@ -1931,7 +1918,7 @@ static void update_now(shoal_replicator_t *r, void *arg)
         goto done;
     }
     r->stats.updates++;
-    if (e && e->type && e->type != (a->initial ? a->initial->type : a->type)) {
+    if (e && e->type && e->type != a->type) {
         rc = SHOAL_ETYPE;
         goto fail;
     }

@@ -266,8 +266,7 @@ static shoal_hslot_t *find_slot(const shoal_hmap_t *h, const void *key, size_t k
     return found ? &h->slots[h->index[i] - 1] : NULL;
 }
 
-/* Drops the holes from slots and rebuilds the index at index_cap positions (a power of two
-   of at least 2n, so probes stay short). */
+/* Forgets the sorted-order memo (its positions no longer hold). */
 static void order_forget(shoal_hmap_t *h)
 {
     free(h->order);
@@ -275,6 +274,8 @@ static void order_forget(shoal_hmap_t *h)
     h->order_n = h->order_mark = 0;
 }
 
+/* Drops the holes from slots and rebuilds the index at index_cap positions (a power of two
+   of at least 2n, so probes stay short). */
 static void rebuild(shoal_hmap_t *h, size_t index_cap)
 {
     order_forget(h); /* the entries move */

@@ -1234,8 +1234,9 @@ static void put_nodes(const nodeix_t *x, Shoal__Ddata__ORSet *msg)
 
 /* A full state is written straight in protobuf's wire format rather than through protobuf-c:
    the bytes are those protobuf-c packs from the ORSet message (fields in number order, minimal
-   varints, empty repeated fields left out: the canonical form digests depend on, which
-   test_orset checks by packing the decoded message again), without its arrays of 100k pointers
+   varints, empty repeated fields left out: the canonical form digests depend on, which every
+   round trip of the property tests checks, assert_protobuf_canonical in test/common/prop.c),
+   without its arrays of 100k pointers
    and lengths, and in one pass over the elements whose result is copied, not a sizing pass and
    a packing pass. */
 

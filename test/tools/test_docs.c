@@ -136,7 +136,7 @@ static void test_snippet_checker_refuses_what_is_not_an_excerpt(void **state)
     fputs("From [examples/tour-map.c](examples/tour-map.c):\n\n"
           "```c\n"
           "  for (int i = 0; i < NODES; i++) {\n"
-          "      peers_t p = {reps[i], nodes};\n"
+          "      if ((err = add_peers(nodes, reps[i], i)) < 0) {\n"
           "```\n\n"
           "From `examples/tour-map.c`:\n\n"
           "```c\n"

@@ -5,8 +5,10 @@
 
       build/gen-bin/config-reference > docs/configuration.md     (what `scons docs` runs)
 
-    Before it prints anything it checks every default the table states against the settings
-    structs' own defaults (shoal_*_settings_default): each key is loaded alone at its stated
+    Before it prints anything it checks every default the table states of a number, duration,
+    size, on/off, decimal or choice (strings, hosts, lists and rows with a `*` are not checked)
+    against the settings structs' own defaults (shoal_*_settings_default): each key is loaded
+    alone at its stated
     default through shoal_config_parse and the five fillers (node, replicator, cluster,
     sharding, durable), and the filled structs must equal the untouched defaults byte for byte.
     A stated default that differs (or that the loader refuses) is named on stderr and the exit
