@@ -325,14 +325,22 @@ static void on_admin(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t k
     shoal__cluster__admin_request__free_unpacked(m, NULL);
 }
 
+/* The request kinds served here: registered together, withdrawn together (a request arriving
+   after the cluster is destroyed must find no handler). */
+static const uint16_t admin_kinds[] = {SHOAL_KIND_CLUSTER_VIEW,  SHOAL_KIND_CLUSTER_JOIN,
+                                       SHOAL_KIND_CLUSTER_LEAVE, SHOAL_KIND_CLUSTER_DOWN,
+                                       SHOAL_KIND_CLUSTER_FORGET, SHOAL_KIND_CLUSTER_EVENTS};
+
 void admin_register(shoal_cluster_t *c)
 {
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_VIEW, on_admin, c);
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_JOIN, on_admin, c);
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_LEAVE, on_admin, c);
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_DOWN, on_admin, c);
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_FORGET, on_admin, c);
-    shoal_system_register_request(c->sys, SHOAL_KIND_CLUSTER_EVENTS, on_admin, c);
+    for (size_t i = 0; i < sizeof admin_kinds / sizeof *admin_kinds; i++)
+        shoal_system_register_request(c->sys, admin_kinds[i], on_admin, c);
+}
+
+void admin_withdraw(shoal_cluster_t *c)
+{
+    for (size_t i = 0; i < sizeof admin_kinds / sizeof *admin_kinds; i++)
+        shoal_system_register_request(c->sys, admin_kinds[i], NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -221,6 +221,7 @@ void singletons_stop_all(shoal_cluster_t *c);
 
 /* admin.c */
 void admin_register(shoal_cluster_t *c);
+void admin_withdraw(shoal_cluster_t *c);
 int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out);
 
 #endif

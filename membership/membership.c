@@ -2822,12 +2822,7 @@ static int do_stop(shoal_system_t *sys, void *arg)
         }
     for (size_t i = 0; i < sizeof cluster_kinds / sizeof *cluster_kinds; i++)
         shoal_system_register(sys, cluster_kinds[i], NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_VIEW, NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_JOIN, NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_LEAVE, NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_DOWN, NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_FORGET, NULL, NULL);
-    shoal_system_register_request(sys, SHOAL_KIND_CLUSTER_EVENTS, NULL, NULL);
+    admin_withdraw(c);
     if (c->sub_id > 0)
         shoal_replicator_unsubscribe(c->sysrepl, c->sub_id);
     shoal_system_off_peer(sys, on_peer, c);
