@@ -191,10 +191,12 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
         ARTERY path, kind, flags, max, CFG_SYSTEM, setter,                                         \
             FIELD(shoal_system_settings_t, field, type), NULL, __VA_ARGS__                         \
     }
-#define KEEP(path, kind, flags, ...)                                                               \
+/* A row another module reads with the getters (kept): its bound, and its choice words. */
+#define KEPT_MAX(path, kind, flags, max, ...)                                                      \
     {                                                                                              \
-        path, kind, flags, UINT64_MAX, CFG_KEPT, NULL, 0, NULL, __VA_ARGS__                        \
+        path, kind, flags, max, CFG_KEPT, NULL, 0, NULL, __VA_ARGS__                               \
     }
+#define KEEP(path, kind, flags, ...) KEPT_MAX(path, kind, flags, UINT64_MAX, __VA_ARGS__)
 /* Membership's rows (kept; membership/config.c reads them with the getters): the bound is the
    largest value its uint32_t field holds. */
 #define CLUSTER "shoal/cluster/"
@@ -202,10 +204,7 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SBR     CLUSTER "split-brain-resolver/"
 #define CS      "shoal/coordinated-shutdown/"
 #define BOOT    "shoal/management/cluster/bootstrap/contact-point-discovery/"
-#define KEPT32(path, kind, flags, ...)                                                             \
-    {                                                                                              \
-        path, kind, flags, UINT32_MAX, CFG_KEPT, NULL, 0, NULL, __VA_ARGS__                        \
-    }
+#define KEPT32(path, kind, flags, ...) KEPT_MAX(path, kind, flags, UINT32_MAX, __VA_ARGS__)
 /* Sharding's rows (kept; sharding/config.c reads them): a '*' segment of SH_STRAT is a
    passivation strategy's section, whatever its name. */
 #define SH       CLUSTER "sharding/"
@@ -226,12 +225,10 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SH_DD_JVM                                                                                  \
     "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "   \
     "load."
+/* Akka's persistence mode of sharding's state: its keys load and do nothing */
+#define SH_PERSISTENCE "Persistence mode only: accepted and ignored."
 #define SH_PASS  SH "passivation/"
 #define SH_STRAT SH_PASS "*/"
-#define KEPT_MAX(path, kind, flags, max, ...)                                                      \
-    {                                                                                              \
-        path, kind, flags, max, CFG_KEPT, NULL, 0, NULL, __VA_ARGS__                               \
-    }
 #define KEPT_CHOICE(path, words, ...)                                                              \
     {                                                                                              \
         path, K_CHOICE, 0, 0, CFG_KEPT, NULL, 0, words, __VA_ARGS__                                \
@@ -615,20 +612,12 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SH "rebalance-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
         "Interval of rebalance rounds (also at once when a region registers, and again after a "
         "round that moved shards)."),
-    /* persistence mode only */
-    KEEP(SH "journal-plugin-id", K_STRING, 0, CFG_AKKA, NULL,
-        "Persistence mode only: accepted and ignored."),
-    /* persistence mode only */
-    KEEP(SH "snapshot-plugin-id", K_STRING, 0, CFG_AKKA, NULL,
-        "Persistence mode only: accepted and ignored."),
+    KEEP(SH "journal-plugin-id", K_STRING, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
+    KEEP(SH "snapshot-plugin-id", K_STRING, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEPT_CHOICE(SH "state-store-mode", "ddata|persistence", CFG_AKKA, NULL,
         "ddata is the only mode here; persistence is accepted and ignored."),
-    /* persistence mode only */
-    KEEP(SH "snapshot-after", K_UINT, 0, CFG_AKKA, NULL,
-        "Persistence mode only: accepted and ignored."),
-    /* persistence mode only */
-    KEEP(SH "keep-nr-of-batches", K_UINT, 0, CFG_AKKA, NULL,
-        "Persistence mode only: accepted and ignored."),
+    KEEP(SH "snapshot-after", K_UINT, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
+    KEEP(SH "keep-nr-of-batches", K_UINT, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEPT32(SH_LSA "rebalance-absolute-limit", K_UINT, 0, CFG_AKKA, "20",
         "Most shards moved per round by the newer algorithm (0 selects Akka's older one; Akka's "
         "default is 0)."),
