@@ -41,8 +41,6 @@ int shoal_config_durable(const shoal_config_t *cfg, shoal_durable_settings_t *ou
         return rc;
     if (rc == 1) {
         /* off is 0 (immediate writes); the loader bounds the row to write_behind_ms's type */
-        if (ms > UINT32_MAX)
-            return shoal_config_error(err, errlen, "%s: too large", LMDB "write-behind-interval");
         s.write_behind_ms = (uint32_t)ms;
     }
     *out = s;

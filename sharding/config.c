@@ -344,10 +344,11 @@ static int check_sketch(const shoal_config_t *cfg, const char *name, char *err, 
     static const struct {
         const char *key;
         double built_in;
+        bool decimal; /* read as a decimal, else as an unsigned integer */
     } fixed[] = {
-        {"admission/frequency-sketch/depth", 4},
-        {"admission/frequency-sketch/width-multiplier", 4},
-        {"admission/frequency-sketch/reset-multiplier", 10},
+        {"admission/frequency-sketch/depth", 4, false},
+        {"admission/frequency-sketch/width-multiplier", 4, false},
+        {"admission/frequency-sketch/reset-multiplier", 10, true},
     };
     char path[512];
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -356,7 +357,7 @@ static int check_sketch(const shoal_config_t *cfg, const char *name, char *err, 
             return rc;
         double v = fixed[i].built_in;
         uint64_t u = 0;
-        if (strstr(fixed[i].key, "reset"))
+        if (fixed[i].decimal)
             rc = shoal_config_double(cfg, path, &v, err, errlen);
         else if ((rc = shoal_config_uint(cfg, path, &u, err, errlen)) == 1)
             v = (double)u;

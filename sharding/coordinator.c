@@ -1567,11 +1567,11 @@ void coordinator_tick(coordinator_t *co)
             c->gone_since = 0;
             continue;
         }
-        if (!c->gone_since) {
+        if (!c->gone_since)
             c->gone_since = now;
-            if (sharding_removed(co->r->sh, c->node))
-                forget_acks_of(co, c->node);
-        }
+        /* removed (also after being Down first): no acknowledgement will come from it */
+        if (sharding_removed(co->r->sh, c->node))
+            forget_acks_of(co, c->node);
         /* a region that left gracefully (Removed after Exiting) handed its shards off */
         if (now - c->gone_since >= margin && !dead)
             dead = c;

@@ -574,7 +574,9 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         break;
     }
     case SHOAL__SHARDING__CONTROL__KIND__SHUTDOWN_DONE:
-        if (r->shutting_down && !r->shutdown_done) {
+        /* only from the coordinator of now: a late one from a term that moved away must not stop
+           shards here that can still be handed off */
+        if (from == r->coord_node && r->shutting_down && !r->shutdown_done) {
             /* nothing of this region to move, or nowhere to move it (every other region leaves
                too, or there is none): what is still here stops here, the graceful way, and the
                shutdown ends when it has, not at handoff-timeout */
@@ -738,7 +740,7 @@ static void region_tick(shoal_region_t *r, int64_t now)
     pending_tick(r, now);
     graceful_tick(r, now);
     region_queries_tick(r, now);
-    if (r->daemon)
+    if (r->daemon_tick)
         r->daemon_tick(r, now);
     if (r->coord)
         coordinator_tick(r->coord);

@@ -609,10 +609,14 @@ void shard_stop_now(shard_t *s)
 void shards_stop_here(shoal_region_t *r)
 {
     zlistx_t *ids = zlistx_new();
+    if (!ids)
+        abort();
     zlistx_set_destructor(ids, (zlistx_destructor_fn *)zstr_free);
-    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
-        if (s->status != SH_STOPPING)
-            zlistx_add_end(ids, strdup(s->id));
+    for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards)) {
+        char *id = s->status != SH_STOPPING ? strdup(s->id) : NULL;
+        if (s->status != SH_STOPPING && (!id || !zlistx_add_end(ids, id)))
+            abort();
+    }
     for (char *id = zlistx_first(ids); id; id = zlistx_next(ids)) {
         shard_t *s = zhashx_lookup(r->shards, id);
         if (s && s->status != SH_STOPPING)
