@@ -1200,28 +1200,31 @@ static int edot_cmp(const void *a, const void *b)
     return x->counter < y->counter ? -1 : x->counter > y->counter;
 }
 
+/* A dot set's dots as (node index, counter) in canonical order: in `small` when they fit,
+   else in an allocation the caller frees (the result is not small). */
+static edot_t *sorted_edots(const nodeix_t *x, const dotset_t *ds, edot_t small[8])
+{
+    const dot_t *d = ds_cdots(ds);
+    edot_t *e = ds->n <= 8 ? small : shoal_malloc(ds->n * sizeof *e);
+    for (uint32_t k = 0; k < ds->n; k++)
+        e[k] = (edot_t){nx_index(x, d[k].node), d[k].counter};
+    if (ds->n > 1)
+        qsort(e, ds->n, sizeof *e, edot_cmp);
+    return e;
+}
+
 /* Appends a dot set in canonical order to the packed arrays at *pos. */
 static void put_dots(const nodeix_t *x, const dotset_t *ds, uint32_t *nodes, uint64_t *counters,
                      size_t *pos)
 {
-    const dot_t *d = ds_cdots(ds);
-    size_t at = *pos;
-    if (ds->n == 1) {
-        nodes[at] = nx_index(x, d[0].node);
-        counters[at] = d[0].counter;
-    } else if (ds->n > 1) {
-        edot_t small[8], *e = ds->n <= 8 ? small : shoal_malloc(ds->n * sizeof *e);
-        for (uint32_t k = 0; k < ds->n; k++)
-            e[k] = (edot_t){nx_index(x, d[k].node), d[k].counter};
-        qsort(e, ds->n, sizeof *e, edot_cmp);
-        for (uint32_t k = 0; k < ds->n; k++) {
-            nodes[at + k] = e[k].node;
-            counters[at + k] = e[k].counter;
-        }
-        if (e != small)
-            free(e);
+    edot_t small[8], *e = sorted_edots(x, ds, small);
+    for (uint32_t k = 0; k < ds->n; k++) {
+        nodes[*pos + k] = e[k].node;
+        counters[*pos + k] = e[k].counter;
     }
-    *pos = at + ds->n;
+    if (e != small)
+        free(e);
+    *pos += ds->n;
 }
 
 static void put_nodes(const nodeix_t *x, Shoal__Ddata__ORSet *msg)
@@ -1236,9 +1239,8 @@ static void put_nodes(const nodeix_t *x, Shoal__Ddata__ORSet *msg)
    the bytes are those protobuf-c packs from the ORSet message (fields in number order, minimal
    varints, empty repeated fields left out: the canonical form digests depend on, which every
    round trip of the property tests checks, assert_protobuf_canonical in test/common/prop.c),
-   without its arrays of 100k pointers
-   and lengths, and in one pass over the elements whose result is copied, not a sizing pass and
-   a packing pass. */
+   without its arrays of 100k pointers and lengths, and in one pass over the elements whose
+   result is copied, not a sizing pass and a packing pass. */
 
 /* Room for up to n more varints in a buffer written through a raw pointer. */
 static uint8_t *varints_at(shoal_buf_t *b, size_t n, size_t width)
@@ -1251,16 +1253,13 @@ static uint8_t *varints_at(shoal_buf_t *b, size_t n, size_t width)
 static void put_dot_varints(const nodeix_t *x, const dotset_t *ds, uint8_t **nodes,
                             uint8_t **counters)
 {
-    const dot_t *d = ds_cdots(ds);
-    if (ds->n == 1) {
+    if (ds->n == 1) { /* most elements: one dot (without this path orset_encode_100k: +10%) */
+        const dot_t *d = ds_cdots(ds);
         *nodes += shoal_varint_put(*nodes, nx_index(x, d[0].node));
         *counters += shoal_varint_put(*counters, d[0].counter);
         return;
     }
-    edot_t small[8], *e = ds->n <= 8 ? small : shoal_malloc(ds->n * sizeof *e);
-    for (uint32_t k = 0; k < ds->n; k++)
-        e[k] = (edot_t){nx_index(x, d[k].node), d[k].counter};
-    qsort(e, ds->n, sizeof *e, edot_cmp);
+    edot_t small[8], *e = sorted_edots(x, ds, small);
     for (uint32_t k = 0; k < ds->n; k++) {
         *nodes += shoal_varint_put(*nodes, e[k].node);
         *counters += shoal_varint_put(*counters, e[k].counter);
