@@ -453,7 +453,7 @@ def mono_ms():
     return time.monotonic_ns() // 1000000  # chaos-client's t0/t1 are CLOCK_MONOTONIC ms
 
 
-def rolling_upgrade(args, nodes, cluster_ok, tick, violations, count):
+def rolling_upgrade(args, nodes, cluster_ok, view, endpoint, tick, violations, count):
     """Replaces every node, one at a time, as an operator upgrades: SIGTERM (a graceful leave,
     exit 0), then the new build on the same data directory, and on to the next only once all
     members are Up and converged again; then the last node is rolled back to the old build and
@@ -466,10 +466,27 @@ def rolling_upgrade(args, nodes, cluster_ok, tick, violations, count):
     def steady(seconds):  # load on a whole cluster between two steps
         wait_until(lambda: tick() and False, seconds, 0.2)
 
+    def incarnation(i):
+        """Node i's member id (host:port:uid) as node i itself reports it."""
+        v = view(i) or {}
+        addr = endpoint(i)[len('tcp://'):]
+        return next((m['node'] for m in v.get('members', []) if m.get('address') == addr), None)
+
+    def back(i, before):
+        """Every node lists node i's new incarnation (not the one stopped) as Up, converged."""
+        tick()
+        if not cluster_ok():
+            return False
+        now = incarnation(i)
+        return now is not None and now != before and all(
+            any(m.get('node') == now and m.get('status') == 'Up'
+                for m in (view(j) or {}).get('members', [])) for j in range(1, n + 1))
+
     steady(3)
     steps = []
     for i, to, kind in plan:
         count(kind)
+        before = incarnation(i)
         t_stop = mono_ms()
         code = nodes.stop(i)
         t_left = mono_ms()
@@ -479,7 +496,7 @@ def rolling_upgrade(args, nodes, cluster_ok, tick, violations, count):
                                'leave)' % (i, code)})
         nodes.bins[i] = to
         nodes.start(i)
-        ok = wait_until(lambda: (tick(), cluster_ok())[1], deadline, 0.5)
+        ok = wait_until(lambda: back(i, before), deadline, 0.5)
         t_up = mono_ms()
         log('  %s of node %d: left in %.1f s, back Up in %.1f s (%s)' % (
             kind, i, (t_left - t_stop) / 1e3, (t_up - t_left) / 1e3, to))
@@ -490,7 +507,29 @@ def rolling_upgrade(args, nodes, cluster_ok, tick, violations, count):
         steps.append({'node': i, 'kind': kind, 'build': to, 'stop_ms': t_stop, 'left_ms': t_left,
                       'up_ms': t_up, 'ok': bool(ok)})
         steady(3)
-    return {'steps': steps}
+    # the previous release's operator tools against the upgraded nodes (this tree's tools ran
+    # against the old nodes all along: cluster_ok)
+    eps = [endpoint(j) for j in range(1, n + 1)]
+    tools = {}
+    for name, cmd in (('shoal-cluster members', ['shoal-cluster', '--node', eps[0], '--json',
+                                                 'members']),
+                      ('ddata-dump --compare', ['ddata-dump', '--compare'] + eps)):
+        # under the workload replicas may differ for a moment: --compare is asked again
+        p = None
+
+        def tool_ok():
+            nonlocal p
+            p = run([os.path.join(args.upgrade_from, cmd[0])] + cmd[1:], timeout=60)
+            return p.returncode == 0
+        wait_until(tool_ok, 20, 1.0)
+        tools[name] = p.returncode
+        if p.returncode != 0:
+            violations.append({'kind': 'old-tool-failed', 'detail': 'the previous release\'s %s '
+                               'failed against the upgraded nodes: exit %d: %s' % (
+                                   name, p.returncode, p.stderr.decode(errors='replace')[-300:])})
+    log('  the previous release\'s tools against the upgraded cluster: %s' %
+        ', '.join('%s exit %d' % kv for kv in tools.items()))
+    return {'steps': steps, 'old_tools': tools}
 
 
 def check_upgrade(upgrade, ops, violations):
@@ -945,7 +984,8 @@ def main():
             active = None
 
         if args.upgrade_from:
-            report['upgrade'] = rolling_upgrade(args, nodes, cluster_ok, tick, violations, count)
+            report['upgrade'] = rolling_upgrade(args, nodes, cluster_ok, view, net.endpoint, tick,
+                                                violations, count)
             if time.monotonic() - start > args.time:
                 violations.append({'kind': 'upgrade-outlasted-the-workload', 'detail':
                                    'the rolling upgrade took %.0f s, longer than --time %d: its '
