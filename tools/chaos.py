@@ -279,6 +279,7 @@ class Nodes:
         self.ended = {}      # pid -> CLOCK_MONOTONIC ns when the process was killed or seen gone
         self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
         self.bins = {}       # index -> the chaos-node's build directory (upgrade, mixed modes)
+        self.mixed = None    # --mixed: (rng, the previous release's build/bin)
 
     def data(self, i):
         return os.path.join(self.out, 'data%d' % i)
@@ -296,6 +297,11 @@ class Nodes:
         # answer that they are in no cluster first; and after the resolver downed everyone, it
         # forms the one cluster the others join. (`form` is kept for the schedule's readers.)
         seeds = eps
+        if self.mixed and self.starts[i] > 0 and self.mixed[0].random() < 0.3:
+            # a restart that switches build: an upgrade or a rollback in the middle of the faults
+            was = self.bins.get(i, self.args.bin)
+            self.bins[i] = self.args.bin if was == self.mixed[1] else self.mixed[1]
+            log('    node %d restarts as %s' % (i, self.bins[i]))
         cmd = self.net.prefix(i)
         env = dict(os.environ)
         if skew is not None:
@@ -784,6 +790,10 @@ def main():
                          'and lone-restart were added, to replay a seed recorded with them')
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--converge-timeout', type=int, default=None)
+    ap.add_argument('--mixed', default=None, metavar='DIR',
+                    help='mixed versions under the nemesis: some nodes start as the chaos-node of '
+                         'DIR (a previous release\'s build/bin), and a restart switches a node\'s '
+                         'build with probability 0.3 (scons chaos CHAOS_MIXED=1)')
     ap.add_argument('--upgrade-from', default=None, metavar='DIR',
                     help='a rolling upgrade instead of the nemesis: the nodes start as the '
                          'chaos-node of DIR (a previous release\'s build/bin, tools/releases.py), '
@@ -799,6 +809,9 @@ def main():
     args.timing = args.timing or 'fast'
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)
+    if args.mixed and not os.access(os.path.join(args.mixed, 'chaos-node'), os.X_OK):
+        log('%s/chaos-node is missing: build the release with tools/releases.py build' % args.mixed)
+        return 2
     if args.upgrade_from:
         # no partitions to make: loopback, and the machine's namespaces stay free
         args.net = 'loopback' if args.net == 'auto' else args.net
@@ -885,6 +898,14 @@ def main():
     try:
         net.setup()
         eps = [net.endpoint(i) for i in range(1, args.nodes + 1)]
+        if args.mixed:
+            mixed_rng = random.Random(args.seed ^ 0x5eed)
+            nodes.mixed = (mixed_rng, args.mixed)
+            old_ones = sorted(mixed_rng.sample(range(1, args.nodes + 1), (args.nodes + 1) // 2))
+            log('mixed versions: nodes %s start as %s, the others as %s' % (
+                old_ones, args.mixed, args.bin))
+            for i in old_ones:
+                nodes.bins[i] = args.mixed
         for i in range(1, args.nodes + 1):
             if args.upgrade_from:
                 nodes.bins[i] = args.upgrade_from
