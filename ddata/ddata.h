@@ -85,11 +85,25 @@
 extern "C" {
 #endif
 
+/* The public ABI: libshoal is compiled with -fvisibility=hidden (SConstruct), so libshoal.so exports
+   exactly what the four public headers declare between this push and its pop; internal headers
+   that include a public header go on declaring hidden symbols after the pop. tools/abi-check.py
+   compares these exports with the previous release's (docs/compatibility.md). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Version of libshoal and of every program built with it; the one place it is written (SConstruct
-   reads these three lines for the SONAME, whose number is the major, and for shoal.pc). */
+   reads these lines for the library's file name, the SONAME and shoal.pc; CHANGELOG.md names
+   what each release changed). */
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
 #define SHOAL_VERSION_PATCH 0
+/* The N of the SONAME libshoal.so.N: raised by one in a release that breaks the public ABI (a
+   function removed or its signature, a public type's layout or a function's meaning changed).
+   While the major version is 0 it counts those breaks on its own; from 1.0 on it equals
+   SHOAL_VERSION_MAJOR (docs/compatibility.md, "The shared library"). */
+#define SHOAL_SOVERSION 0
 #define SHOAL_VERSION_STR_(x) #x
 #define SHOAL_VERSION_STR(x)  SHOAL_VERSION_STR_(x)
 /* "MAJOR.MINOR.PATCH", as `--version` prints it. */
@@ -1561,6 +1575,10 @@ int shoal_http_provide(shoal_system_t *sys, shoal_http_provider_fn *fn, void *ar
    (node-thread work of abandoned requests included). Before destroying what arg points to; any
    thread but the node's. */
 void shoal_http_withdraw(shoal_system_t *sys, void *arg);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -162,7 +162,7 @@ static void test_layout(void **state)
     SH_OK("cd '%s/lib' && test -f libshoal.a && test -f libshoal.so." SHOAL_VERSION
           " && test \"$(readlink libshoal.so)\" = libshoal.so." SHOAL_VERSION
           " && test \"$(readlink libshoal.so.%d)\" = libshoal.so." SHOAL_VERSION,
-          stage, SHOAL_VERSION_MAJOR);
+          stage, SHOAL_SOVERSION);
     SH_OK("test -x '%s/bin/shoal-keygen' && test -f '%s/share/man/man1/shoal-keygen.1'", stage,
           stage);
 }
@@ -233,7 +233,7 @@ static void test_examples_against_the_shared_library(void **state)
         /* and it loads the staged libshoal.so, not one installed elsewhere */
         SH_OK("LD_LIBRARY_PATH='%s/lib' ldd ./prog | grep libshoal.so", stage);
         char want[PATH_MAX + 64];
-        snprintf(want, sizeof want, "=> %s/lib/libshoal.so.%d ", stage, SHOAL_VERSION_MAJOR);
+        snprintf(want, sizeof want, "=> %s/lib/libshoal.so.%d ", stage, SHOAL_SOVERSION);
         if (!strstr(out, want))
             fail_msg("%s loads another libshoal: %s", g.gl_pathv[i], out);
     }
