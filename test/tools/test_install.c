@@ -198,6 +198,24 @@ static void test_each_header_compiles_alone(void **state)
     }
 }
 
+/* A name kept only for compatibility warns in an application's build and names what replaces
+   it: shoal_replicator_update_sync takes `initial` since 0.1.x-2026-11-28, and a program written
+   for 0.1.0 (destroying `initial` afterwards) compiled without a word before (CHANGELOG.md). */
+static void test_deprecated_names_warn(void **state)
+{
+    (void)state;
+    SH_OK("printf '#include <shoal/ddata.h>\\nint f(shoal_replicator_t *r, shoal_crdt_t *v, "
+          "const shoal_consistency_t *c) { return shoal_replicator_update_sync(r, \"k\", v, c, "
+          "NULL, NULL); }\\n' > dep.c");
+    if (sh("cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags shoal) -c dep.c -o dep.o") == 0)
+        fail_msg("a call of the deprecated shoal_replicator_update_sync compiled without a warning");
+    if (!strstr(out, "deprecated") || !strstr(out, "shoal_replicator_update_take_sync"))
+        fail_msg("the warning does not name the replacement:\n%s", out);
+    /* a program migrating step by step may silence it */
+    SH_OK("cc -std=c11 -Wall -Wextra -Werror -DSHOAL_NO_DEPRECATED_WARNINGS "
+          "$(pkg-config --cflags shoal) -c dep.c -o dep.o");
+}
+
 /* The single-file programs examples/<name>.c. */
 static size_t examples(glob_t *g)
 {
@@ -275,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_pc_names_the_staged_prefix),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_each_header_compiles_alone),
+        cmocka_unit_test(test_deprecated_names_warn),
         cmocka_unit_test(test_examples_against_the_shared_library),
         cmocka_unit_test(test_examples_against_the_archive),
         cmocka_unit_test(test_whole_archive_links_with_libs_private),
