@@ -228,15 +228,15 @@ def compare(name, old_tree, new_tree, suppressions):
     old_lib, new_lib = lib_path(old_tree), lib_path(new_tree)
     rc, report = abidiff(old_tree, old_lib, new_tree, new_lib, suppressions)
     if rc == 0:
-        log('%s -> this tree: the public ABI is unchanged (additions aside)' % name)
+        log('%s: the public ABI is unchanged (additions aside)' % name)
         return
     print(report)
     old_so, new_so = soname(old_lib), soname(new_lib)
     if old_so != new_so:
-        log('%s -> this tree: the ABI changed, announced by the SONAME (%s -> %s)'
+        log('%s: the ABI changed, announced by the SONAME (%s -> %s)'
             % (name, old_so, new_so))
         return
-    raise Failure('%s -> this tree: the public ABI changed and %s is still %s: raise '
+    raise Failure('%s: the public ABI changed and %s is still %s: raise '
                   'SHOAL_SOVERSION (ddata/ddata.h), or name the change in %s with its reason '
                   '(docs/compatibility.md)' % (name, os.path.basename(new_lib), new_so,
                                                SUPPRESSIONS))
@@ -252,7 +252,8 @@ def cmd_check(args):
         raise ToolError('%s is missing: run scons first' % lib)
     check_exports(ROOT, lib)
     for name, commit in read_releases(os.path.join(ROOT, RELEASES)):
-        compare(name, build_release(name, commit), ROOT, os.path.join(ROOT, SUPPRESSIONS))
+        compare(name + ' -> this tree', build_release(name, commit), ROOT,
+                os.path.join(ROOT, SUPPRESSIONS))
 
 
 def cmd_selftest(args):
