@@ -101,6 +101,11 @@
 extern "C" {
 #endif
 
+/* exported from libshoal.so: see "The public ABI" in ddata.h */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define SHOAL_EBUFFER  -50 /* the region's buffer is full: the message was not accepted */
 #define SHOAL_ENOTYPE  -51 /* no such entity type on this node */
 #define SHOAL_ESHARDS  -52 /* number-of-shards differs from the coordinator's */
@@ -666,6 +671,10 @@ const shoal_node_t *shoal_region_coordinator(shoal_region_t *r);
    readiness check (every type registered with its coordinator), to every endpoint of its node by
    itself: this call is for an endpoint's collector list alone. */
 int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

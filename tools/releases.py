@@ -14,6 +14,7 @@ Exit status: 0, or 1 when a release cannot be built (its commit is not in this c
 a shallow clone; or its build failed), with the reason on stderr.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -22,15 +23,23 @@ LIST = os.path.join(TOP, 'compat', 'releases')
 PROGRAMS = ['chaos-node', 'chaos-client', 'kvstore', 'shoal-member', 'shoal-cluster', 'ddata-dump']
 
 
-def releases():
+class ListError(Exception):
+    """compat/releases has a line that is not NAME COMMIT."""
+
+
+def releases(path=LIST):
     """[(name, commit)] from compat/releases, oldest first."""
     out = []
-    with open(LIST) as f:
-        for line in f:
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
             line = line.split('#', 1)[0].strip()
-            if line:
-                name, commit = line.split()
-                out.append((name, commit))
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) != 2 or not re.fullmatch(r'[0-9a-f]{40}', parts[1]) or \
+                    not re.fullmatch(r'[A-Za-z0-9._-]+', parts[0]):
+                raise ListError('%s:%d: want "NAME COMMIT" (the full 40-hex commit)' % (path, n))
+            out.append((parts[0], parts[1]))
     return out
 
 
@@ -73,7 +82,11 @@ def main(argv):
     if len(argv) < 2 or argv[1] not in ('list', 'build'):
         sys.stderr.write(__doc__)
         return 2
-    known = releases()
+    try:
+        known = releases()
+    except ListError as e:
+        sys.stderr.write('releases: %s\n' % e)
+        return 2
     if argv[1] == 'list':
         for name, commit in known:
             print(name, commit, release_dir(name))
