@@ -12,8 +12,9 @@
     handoff, so a total alone would not do (the last message of each sender arrived even when six
     in the middle were lost).
 
-    Several rounds per case, each a fresh cluster: the loss depended on timing (on 672634c, the
-    coordinator's node leaving lost messages in most rounds; see the commit that added this).
+    Two rounds per case by default (LEAVE_ROUNDS=n for more), each a fresh cluster: the loss
+    depends on timing. On 672634c the coordinator's node leaving lost or reordered tells in 15 of
+    15 rounds (5 runs of 3), the other node's leave in none.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,8 +159,8 @@ static int leave_round(int leaver, int round)
 static int rounds(void)
 {
     const char *e = getenv("LEAVE_ROUNDS");
-    int n = e ? atoi(e) : 3;
-    return n > 0 ? n : 3;
+    int n = e ? atoi(e) : 2;
+    return n > 0 ? n : 2;
 }
 
 static void run_rounds(int leaver)
