@@ -204,6 +204,7 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
 #define SBR     CLUSTER "split-brain-resolver/"
 #define CS      "shoal/coordinated-shutdown/"
 #define BOOT    "shoal/management/cluster/bootstrap/contact-point-discovery/"
+#define HTTP    "shoal/management/http/"
 #define KEPT32(path, kind, flags, ...) KEPT_MAX(path, kind, flags, UINT32_MAX, __VA_ARGS__)
 /* Sharding's rows (kept; sharding/config.c reads them): a '*' segment of SH_STRAT is a
    passivation strategy's section, whatever its name. */
@@ -471,6 +472,31 @@ static const cfg_key_t cfg_keys[] = {
         "How often the name is resolved."),
     KEEP(BOOT "resolver", K_STRING, 0, CFG_SHOAL, NULL,
         "Nameserver IPv4:PORT. Unset: SHOAL_DNS_RESOLVER, else the system's."),
+    /* The management endpoint (ddata.h, HARDENING; docs/security.md): read by shoal_config_http
+       (ddata/metrics.c) */
+    KEEP(HTTP "hosts", K_LIST, 0, CFG_SHOAL, NULL,
+        "Names the Host header of a request to the management endpoint may carry besides the "
+        "address the connection came in on and localhost (the names a proxy or an operator uses "
+        "for it; as --http-host)."),
+    KEEP(HTTP "token-file", K_STRING, 0, CFG_SHOAL, NULL,
+        "A file whose first line is a bearer token every POST must send (Authorization: Bearer); "
+        "as --http-token-file."),
+    KEEP(HTTP "token-for-reads", K_BOOL, 0, CFG_SHOAL, "off",
+        "Every GET but /health/... needs the token too (as --http-token-reads)."),
+    KEEP(HTTP "tls-certificate", K_STRING, 0, CFG_SHOAL, NULL,
+        "PEM certificate (chain) file: the endpoint speaks HTTPS only; with tls-key (as "
+        "--http-tls-cert)."),
+    KEEP(HTTP "tls-key", K_STRING, 0, CFG_SHOAL, NULL,
+        "PEM private key file of tls-certificate (as --http-tls-key)."),
+    KEPT32(HTTP "request-timeout", K_DURATION, CFG_POSITIVE, CFG_SHOAL, "5 s",
+        "A request must arrive whole within this of its connection (or of the end of the "
+        "previous request on it); a slower one is closed."),
+    KEPT32(HTTP "max-connections", K_UINT, CFG_POSITIVE, CFG_SHOAL, "64",
+        "Connections the management endpoint holds at once; past it the oldest one still "
+        "sending its request is closed."),
+    KEPT32(HTTP "max-connections-per-address", K_UINT, CFG_POSITIVE, CFG_SHOAL, "16",
+        "Connections from one address at once; past it the oldest one from there still sending "
+        "its request is closed."),
 
     /* Sharding: shoal/cluster/sharding/... (sharding/config.c reads these rows with the getters
        into shoal_sharding_settings_t, its passivation and its replicator_settings).

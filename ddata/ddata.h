@@ -1498,6 +1498,10 @@ int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
  * cluster-wide query with its own timeout): those use only thread-safe calls. Readiness checks
  * and metric collectors run on the node thread. Nothing here is per message: HTTP is not hot.
  *
+ * Strangers (a cross-site page, a rebound name, slow or many connections) are held off as
+ * HARDENING below says; the connections are watched by poll(), not select(), so descriptors
+ * above FD_SETSIZE are fine.
+ *
  * BAD REQUESTS get a clear 4xx and never reach a handler: an unknown path 404 (naming the routes),
  * a method the route does not take 405 with Allow, a body over 4 KiB 413, a URL or headers over
  * the connection's 64 KiB 414/431 (libmicrohttpd). POST routes (SHOAL_HTTP_POST) answer only
@@ -1523,6 +1527,52 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
 /* The same from a "[HOST:]PORT" spec as --http takes it ("8558", "0.0.0.0:8558", "[::1]:8558";
    no host = 127.0.0.1): the one call that gives a node its endpoint. */
 shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err);
+/* HARDENING against a stranger (docs/security.md, "The management endpoint"). Whoever reaches
+   the port, or a web page in a browser that does, is held to these rules:
+   - HOST: every request's Host header (when it has one: HTTP/1.0 clients may omit it) must name
+     the endpoint: the address the connection came in on (so a probe or Prometheus dialling the
+     pod's address is answered, on a wildcard bind too), "localhost", or one of `hosts`. Else 403:
+     a DNS-rebound page sends its own name.
+   - POST (a route that changes the cluster) needs Content-Type application/json (415 otherwise:
+     a form or a no-cors fetch cannot send it without a CORS preflight, which the endpoint never
+     grants), no Origin other than the endpoint's own (Origin must be http(s):// + Host; "null" is
+     foreign), and with a token, "Authorization: Bearer TOKEN" (401).
+   - TOKEN: the first line of token_file; with token_for_reads every GET but /health/... needs it.
+   - TLS: with a certificate and key (PEM files) the endpoint speaks HTTPS only (GnuTLS, through
+     libmicrohttpd).
+   - CAPS: a request must arrive whole within request_timeout_ms of its connection (or of the end
+     of the previous request on it); at most max_connections connections, max_per_address from
+     one address; past a cap the oldest connection still sending its request is closed to make
+     room, so a probe (whose request arrives at once) gets in even when an attacker shares its
+     address. Refusals and closings are counted (shoal_http_requests_refused_total{reason},
+     shoal_http_connections_closed_total{reason}). */
+#define SHOAL_HTTP_HOSTS_MAX 16
+typedef struct {
+    const char *hosts[SHOAL_HTTP_HOSTS_MAX]; /* extra names for Host (borrowed until start) */
+    size_t n_hosts;
+    const char *token_file;    /* NULL: no token */
+    bool token_for_reads;      /* GETs (but /health/...) need the token too */
+    const char *tls_cert_file; /* both or neither: HTTPS */
+    const char *tls_key_file;
+    uint32_t request_timeout_ms; /* whole request (default 5000) */
+    uint32_t max_connections;    /* default 64 */
+    uint32_t max_per_address;    /* default 16 */
+} shoal_http_settings_t;
+void shoal_http_settings_default(shoal_http_settings_t *s);
+/* shoal_http_start with settings (NULL = the defaults). SHOAL_EINVAL also for an unreadable or
+   empty token file, or a certificate without a key. */
+shoal_metrics_t *shoal_http_start_with(shoal_system_t *sys, const char *spec,
+                                       const shoal_http_settings_t *s, int *err);
+/* Overwrites what a configuration file sets under shoal/management/http/ (docs/configuration.md).
+   0, or SHOAL_EINVAL with a message in err. The strings live as long as cfg. */
+int shoal_config_http(const shoal_config_t *cfg, shoal_http_settings_t *out, char *err,
+                      size_t errlen);
+/* The endpoint's command-line flags, for every program that takes --http: --http-host NAME
+   (repeatable), --http-token-file PATH, --http-token-reads, --http-tls-cert PATH, --http-tls-key
+   PATH. At argv[*i]: 1 when it was one of them (*i moved past its value), 0 when not,
+   SHOAL_EINVAL with a message in err (a missing value, too many names). */
+int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *i, char *err,
+                    size_t errlen);
 /* Parses a "[HOST:]PORT" spec into host (cap bytes; "127.0.0.1" when absent) and port (either
    may be NULL: a check of the spec alone). 0, or SHOAL_EINVAL (no port, a port not 0..65535 in
    digits, a host over cap or not an IP literal). */

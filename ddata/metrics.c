@@ -24,6 +24,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <fcntl.h>
+#include <strings.h>
+#include <unistd.h>
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -33,10 +36,37 @@
    node thread busy for 5 s is broken for an operator's purposes (its heartbeats stop sooner);
    a liveness probe must answer well inside a kubelet's default 1 s timeout... of its own, so the
    node gets 1 s, and the probe's own timeout should be set above it (docs/operations.md). */
-#define BODY_MAX        4096
-#define PARAMS_MAX      16
-#define CALL_TIMEOUT_MS 5000
+#define BODY_MAX         4096
+#define PARAMS_MAX       16
+#define CALL_TIMEOUT_MS  5000
 #define ALIVE_TIMEOUT_MS 1000
+
+/* Why these caps (docs/security.md): a whole request takes a well-behaved client milliseconds,
+   so 5 s is generous and bounds what a slow sender holds; 64 connections (threads) are far more
+   than probes, Prometheus and an operator need at once, and 16 from one address leave room for
+   the others. MHD's own limit is higher so that connections being closed to make room do not
+   shut the door on the one they make room for. */
+#define REQUEST_TIMEOUT_MS 5000
+#define MAX_CONNECTIONS    64
+#define MAX_PER_ADDRESS    16
+#define MHD_SLACK          32
+#define REAP_EVERY_MS      200
+
+enum { REFUSE_HOST, REFUSE_ORIGIN, REFUSE_TYPE, REFUSE_TOKEN, REFUSE_N };
+static const char *const refuse_names[REFUSE_N] = {"host", "origin", "content_type", "token"};
+enum { CLOSE_DEADLINE, CLOSE_ADDRESS_CAP, CLOSE_CAP, CLOSE_N };
+static const char *const close_names[CLOSE_N] = {"deadline", "address_cap", "cap"};
+
+/* A connection as the caps see it. */
+typedef struct crec {
+    struct crec *prev, *next;
+    int fd; /* a dup of the connection's socket: shutdown() through it can never reach a
+               descriptor MHD closed and the process reused */
+    struct sockaddr_storage peer, local;
+    int64_t since_ms; /* the start of the request it is sending (accept, or the previous end) */
+    bool busy;        /* whole, and in a handler: the handler's own deadline applies */
+    bool closing;     /* shut down by the caps; gone once MHD notices */
+} crec_t;
 
 typedef struct {
     shoal_metrics_fn *fn;
@@ -44,7 +74,7 @@ typedef struct {
 } collector_t;
 
 typedef struct {
-    char *path;  /* exact, or a prefix when it ends in '/' */
+    char *path; /* exact, or a prefix when it ends in '/' */
     size_t len;
     unsigned flags;
     uint32_t timeout_ms;
@@ -75,6 +105,23 @@ struct shoal_metrics {
        no request still uses what it took off the lists */
     pthread_rwlock_t use;
     struct shoal_metrics *next; /* the live endpoints (registry below) */
+    /* hardening (ddata.h, HARDENING): fixed at start */
+    char *hosts[SHOAL_HTTP_HOSTS_MAX];
+    size_t n_hosts;
+    char *token; /* NULL: none */
+    bool token_for_reads;
+    bool tls;
+    uint32_t request_timeout_ms, max_connections, max_per_address;
+    /* the connections, oldest first, and the counters: guarded by cmu (taken by the accepting
+       thread, the connections' threads, the reaper and /metrics; never while holding lock) */
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    struct crec *oldest, *newest;
+    bool stopping;
+    pthread_t reaper;
+    bool reaper_started;
+    uint64_t refused[REFUSE_N];
+    uint64_t closed[CLOSE_N];
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -185,12 +232,9 @@ typedef struct {
 } reason_t;
 
 static const reason_t frame_drops[] = {
-    {"oversized", NODE(dropped_oversized)},
-    {"malformed", NODE(dropped_malformed)},
-    {"unknown_kind", NODE(dropped_unknown_kind)},
-    {"quarantined", NODE(dropped_quarantined)},
-    {"not_handshaken", NODE(dropped_not_handshaken)},
-    {"fault", NODE(dropped_fault)},
+    {"oversized", NODE(dropped_oversized)},           {"malformed", NODE(dropped_malformed)},
+    {"unknown_kind", NODE(dropped_unknown_kind)},     {"quarantined", NODE(dropped_quarantined)},
+    {"not_handshaken", NODE(dropped_not_handshaken)}, {"fault", NODE(dropped_fault)},
 };
 static const reason_t reply_drops[] = {
     {"client_gone", NODE(replies_dropped_gone)},
@@ -591,6 +635,36 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, 
 /* ---------------------------------------------------------------------------------------------
  * Built-in routes (node thread)
  */
+/* The endpoint's own counters: what the hardening refused and closed (ddata.h, HARDENING). */
+static void endpoint_metrics(shoal_metrics_t *m, shoal_buf_t *out)
+{
+    pthread_mutex_lock(&m->cmu);
+    uint64_t refused[REFUSE_N], closed[CLOSE_N], open = 0;
+    memcpy(refused, m->refused, sizeof refused);
+    memcpy(closed, m->closed, sizeof closed);
+    for (const struct crec *r = m->oldest; r; r = r->next)
+        open++;
+    pthread_mutex_unlock(&m->cmu);
+    shoal_metrics_family(out, "shoal_http_requests_refused_total", "counter",
+                         "Requests to the management endpoint refused before any route, by "
+                         "reason (host: a Host not its own; origin: a POST from another origin; "
+                         "content_type: a POST not application/json; token: no or a wrong bearer "
+                         "token).");
+    for (int i = 0; i < REFUSE_N; i++)
+        sample_label(out, "shoal_http_requests_refused_total", "reason", refuse_names[i],
+                     refused[i]);
+    shoal_metrics_family(out, "shoal_http_connections_closed_total", "counter",
+                         "Connections to the management endpoint closed before their request was "
+                         "whole, by reason (deadline: the whole-request deadline passed; "
+                         "address_cap, cap: room made for a newer connection).");
+    for (int i = 0; i < CLOSE_N; i++)
+        sample_label(out, "shoal_http_connections_closed_total", "reason", close_names[i],
+                     closed[i]);
+    shoal_metrics_family(out, "shoal_http_connections_open", "gauge",
+                         "Connections open on the management endpoint.");
+    sample(out, "shoal_http_connections_open", open);
+}
+
 static void route_metrics(shoal_system_t *sys, const shoal_http_request_t *req,
                           shoal_http_reply_t *rep, void *arg)
 {
@@ -610,6 +684,7 @@ static void route_metrics(shoal_system_t *sys, const shoal_http_request_t *req,
     for (size_t i = 0; i < n; i++)
         list[i].fn(sys, &rep->body, list[i].arg);
     free(list);
+    endpoint_metrics(m, &rep->body);
     rep->content_type = CONTENT_TYPE;
 }
 
@@ -714,6 +789,336 @@ static void route_replicators(shoal_system_t *sys, const shoal_http_request_t *r
     }
     shoal_buf_printf(out, "]}\n");
     free(reps);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Connections: the whole-request deadline and the caps (ddata.h, HARDENING)
+ *
+ * libmicrohttpd's timeout is an idle timeout (every byte restarts it) and 0.9.75 has no deadline
+ * for a whole request, so Shoal keeps its own: each connection is recorded when it is accepted,
+ * and a connection that is still sending its request past the deadline, or the oldest such one
+ * when a cap is reached, is shut down through a duplicate of its descriptor; its thread sees the
+ * end of the stream and MHD closes it. A connection whose request is whole is not touched while
+ * its handler runs (the handler's wait is bounded), nor one answering (MHD's idle timeout covers a
+ * client that stops reading; the deadline starts again once the answer is queued).
+ */
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    return false;
+}
+
+/* cmu held */
+static void close_conn(shoal_metrics_t *m, crec_t *r, int why)
+{
+    if (r->closing)
+        return;
+    r->closing = true;
+    m->closed[why]++;
+    shutdown(r->fd, SHUT_RDWR);
+}
+
+/* The oldest connection still sending its request (from `peer` when not NULL), or NULL. cmu held */
+static crec_t *oldest_sending(shoal_metrics_t *m, const struct sockaddr_storage *peer)
+{
+    for (crec_t *r = m->oldest; r; r = r->next)
+        if (!r->busy && !r->closing && (!peer || same_address(&r->peer, peer)))
+            return r;
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    shoal_metrics_t *m = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        crec_t *r = *socket_context;
+        if (!r)
+            return;
+        pthread_mutex_lock(&m->cmu);
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            m->oldest = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        else
+            m->newest = r->prev;
+        pthread_mutex_unlock(&m->cmu);
+        if (r->fd >= 0)
+            close(r->fd);
+        free(r);
+        *socket_context = NULL;
+        return;
+    }
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+        return;
+    crec_t *r = shoal_calloc(1, sizeof *r);
+    r->fd = -1;
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (fi)
+        r->fd = fcntl(fi->connect_fd, F_DUPFD_CLOEXEC, 0);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ai && ai->client_addr)
+        memcpy(&r->peer, ai->client_addr,
+               ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                      : sizeof(struct sockaddr_in));
+    socklen_t len = sizeof r->local;
+    if (r->fd < 0 || getsockname(r->fd, (struct sockaddr *)&r->local, &len) != 0)
+        memset(&r->local, 0, sizeof r->local);
+    r->since_ms = mono_ms();
+    *socket_context = r;
+
+    pthread_mutex_lock(&m->cmu);
+    r->prev = m->newest;
+    if (m->newest)
+        m->newest->next = r;
+    else
+        m->oldest = r;
+    m->newest = r;
+    size_t open = 0, here = 0;
+    for (crec_t *o = m->oldest; o; o = o->next)
+        if (!o->closing) {
+            open++;
+            here += same_address(&o->peer, &r->peer);
+        }
+    /* the oldest incomplete request makes room: the newcomer itself when every other one from
+       there is whole (a probe's request is whole as soon as it arrives) */
+    if (here > m->max_per_address) {
+        crec_t *v = oldest_sending(m, &r->peer);
+        close_conn(m, v ? v : r, CLOSE_ADDRESS_CAP);
+    } else if (open > m->max_connections) {
+        crec_t *v = oldest_sending(m, NULL);
+        close_conn(m, v ? v : r, CLOSE_CAP);
+    }
+    if (r->fd < 0 && !r->closing) { /* cannot watch it: do not keep it */
+        r->closing = true;
+        m->closed[CLOSE_CAP]++;
+        pthread_mutex_unlock(&m->cmu);
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
+        return;
+    }
+    pthread_mutex_unlock(&m->cmu);
+}
+
+static void *reap(void *arg)
+{
+    shoal_metrics_t *m = arg;
+    pthread_mutex_lock(&m->cmu);
+    while (!m->stopping) {
+        int64_t now = mono_ms();
+        for (crec_t *r = m->oldest; r; r = r->next)
+            if (!r->busy && !r->closing && now - r->since_ms > (int64_t)m->request_timeout_ms)
+                close_conn(m, r, CLOSE_DEADLINE);
+        struct timespec until = shoal_deadline_in(REAP_EVERY_MS);
+        pthread_cond_timedwait(&m->ccv, &m->cmu, &until);
+    }
+    pthread_mutex_unlock(&m->cmu);
+    return NULL;
+}
+
+static crec_t *rec_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* busy: the request is whole and a handler runs; not busy: the clock starts again */
+static void set_busy(shoal_metrics_t *m, struct MHD_Connection *conn, bool busy)
+{
+    crec_t *r = rec_of(conn);
+    if (!r)
+        return;
+    pthread_mutex_lock(&m->cmu);
+    r->busy = busy;
+    r->since_ms = mono_ms();
+    pthread_mutex_unlock(&m->cmu);
+}
+
+static void refuse_count(shoal_metrics_t *m, int why)
+{
+    pthread_mutex_lock(&m->cmu);
+    m->refused[why]++;
+    pthread_mutex_unlock(&m->cmu);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Who may ask: Host, Origin, content type, token (ddata.h, HARDENING)
+ */
+/* The host part of an authority ("name:port", "[v6]:port", "1.2.3.4"), into out; false when it
+   does not parse. */
+static bool host_part(const char *auth, char *out, size_t cap)
+{
+    const char *end;
+    if (auth[0] == '[') {
+        end = strchr(auth, ']');
+        if (!end || (end[1] && end[1] != ':'))
+            return false;
+        auth++;
+    } else {
+        end = strchr(auth, ':');
+        if (end && strchr(end + 1, ':'))
+            return false; /* a bare v6 literal is not a valid Host */
+        if (!end)
+            end = auth + strlen(auth);
+    }
+    size_t n = (size_t)(end - auth);
+    if (n == 0 || n >= cap)
+        return false;
+    memcpy(out, auth, n);
+    out[n] = 0;
+    if (n > 1 && out[n - 1] == '.') /* "localhost." is localhost */
+        out[n - 1] = 0;
+    return true;
+}
+
+static bool ip_equal(const char *host, const struct sockaddr_storage *ss)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    if (ss->ss_family == AF_INET) {
+        return inet_pton(AF_INET, host, a) == 1 &&
+               memcmp(a, &((const struct sockaddr_in *)ss)->sin_addr, 4) == 0;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *l = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        if (inet_pton(AF_INET6, host, a) == 1)
+            return memcmp(a, l, sizeof *l) == 0;
+        /* a dual-stack socket sees IPv4 clients as ::ffff:a.b.c.d */
+        return IN6_IS_ADDR_V4MAPPED(l) && inet_pton(AF_INET, host, a) == 1 &&
+               memcmp(a, l->s6_addr + 12, 4) == 0;
+    }
+    return false;
+}
+
+/* Whether an authority names this endpoint as reached through this connection. */
+static bool own_authority(shoal_metrics_t *m, const crec_t *r, const char *auth)
+{
+    char host[256];
+    if (!host_part(auth, host, sizeof host))
+        return false;
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    for (size_t i = 0; i < m->n_hosts; i++)
+        if (strcasecmp(host, m->hosts[i]) == 0)
+            return true;
+    return r && ip_equal(host, &r->local);
+}
+
+/* "application/json", whatever its parameters ("; charset=utf-8") */
+static bool json_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    while (*ct == ' ')
+        ct++;
+    static const char want[] = "application/json";
+    size_t n = sizeof want - 1;
+    if (strncasecmp(ct, want, n) != 0)
+        return false;
+    ct += n;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == 0 || *ct == ';';
+}
+
+/* Same origin: Origin is http:// or https:// followed by exactly the Host the request names. */
+static bool own_origin(const char *origin, const char *host)
+{
+    const char *rest = NULL;
+    if (strncasecmp(origin, "http://", 7) == 0)
+        rest = origin + 7;
+    else if (strncasecmp(origin, "https://", 8) == 0)
+        rest = origin + 8;
+    return rest && host && strcasecmp(rest, host) == 0;
+}
+
+static bool token_ok(shoal_metrics_t *m, struct MHD_Connection *conn)
+{
+    const char *a =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+        return false;
+    a += 7;
+    while (*a == ' ')
+        a++;
+    size_t n = strlen(a), t = strlen(m->token);
+    /* compare in time that does not depend on where they differ */
+    unsigned char diff = (unsigned char)(n != t);
+    for (size_t i = 0; i < t; i++)
+        diff |= (unsigned char)(m->token[i] ^ (i < n ? a[i] : 0));
+    return diff == 0;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *allow,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* MHD_YES/MHD_NO once a refusal has been queued, or -1 when the request may go on. */
+static int screen(shoal_metrics_t *m, struct MHD_Connection *conn, const char *url, unsigned want)
+{
+    crec_t *r = rec_of(conn);
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (host && !own_authority(m, r, host)) {
+        refuse_count(m, REFUSE_HOST);
+        return send_error(conn, MHD_HTTP_FORBIDDEN, NULL,
+                          "Host '%.100s' is not this endpoint: use its address, or add the name "
+                          "(--http-host NAME, shoal/management/http/hosts)",
+                          host);
+    }
+    if (want == SHOAL_HTTP_POST) {
+        const char *origin =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+        if (origin && !own_origin(origin, host)) {
+            refuse_count(m, REFUSE_ORIGIN);
+            return send_error(conn, MHD_HTTP_FORBIDDEN, NULL,
+                              "POST from a page of another origin (%.100s) refused", origin);
+        }
+        const char *ct =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!json_type(ct)) {
+            refuse_count(m, REFUSE_TYPE);
+            return send_error(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL,
+                              "POST needs Content-Type: application/json (not '%.60s')",
+                              ct ? ct : "");
+        }
+    }
+    bool needs_token = m->token && (want == SHOAL_HTTP_POST ||
+                                    (m->token_for_reads && strncmp(url, "/health/", 8) != 0));
+    if (needs_token && !token_ok(m, conn)) {
+        refuse_count(m, REFUSE_TOKEN);
+        shoal_http_reply_t rep = {0};
+        shoal_http_error(&rep, MHD_HTTP_UNAUTHORIZED,
+                         "this endpoint needs 'Authorization: Bearer TOKEN' (--http-token-file)");
+        size_t len = rep.body.len;
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(len, rep.body.data, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+            shoal_buf_free(&rep.body);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"shoal\"");
+        enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, resp);
+        MHD_destroy_response(resp);
+        return res;
+    }
+    return -1;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -827,22 +1232,24 @@ static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn,
         want = 0;
     if (!url || url[0] != '/')
         return send_error(conn, MHD_HTTP_BAD_REQUEST, NULL, "bad request target");
+    int screened = screen(m, conn, url, want);
+    if (screened >= 0)
+        return (enum MHD_Result)screened;
     route_t r = {0};
     shoal_buf_t allow = {0};
     if (!find_route(m, url, &r, &allow)) {
         shoal_buf_t routes = {0};
         list_routes(m, &routes);
-        enum MHD_Result res = send_error(conn, MHD_HTTP_NOT_FOUND, NULL,
-                                         "not found: %.200s (routes: %s)", url,
-                                         shoal_buf_cstr(&routes));
+        enum MHD_Result res =
+            send_error(conn, MHD_HTTP_NOT_FOUND, NULL, "not found: %.200s (routes: %s)", url,
+                       shoal_buf_cstr(&routes));
         shoal_buf_free(&routes);
         shoal_buf_free(&allow);
         return res;
     }
     if (!want || !route_for_method(m, url, want, &r)) {
-        enum MHD_Result res = send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                                         shoal_buf_cstr(&allow), "method %.32s not allowed on %.200s",
-                                         method, url);
+        enum MHD_Result res = send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, shoal_buf_cstr(&allow),
+                                         "method %.32s not allowed on %.200s", method, url);
         shoal_buf_free(&allow);
         return res;
     }
@@ -909,9 +1316,8 @@ static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     shoal_metrics_t *m = cls;
@@ -928,18 +1334,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    set_busy(m, conn, true);
     pthread_rwlock_rdlock(&m->use);
     enum MHD_Result res = dispatch(m, conn, url, method, c);
     pthread_rwlock_unlock(&m->use);
+    set_busy(m, conn, false); /* the answer, and the next request, within the deadline again */
     return res;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
     (void)toe;
+    set_busy(cls, conn, false); /* a kept-alive connection's next request: a new deadline */
     conn_t *c = *con_cls;
     if (c) {
         shoal_buf_free(&c->body);
@@ -1017,8 +1424,103 @@ int shoal_metrics_set_writes(shoal_metrics_t *m, shoal_http_writes_t who)
     return 0;
 }
 
-shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_address, uint16_t port,
-                                     int *err)
+void shoal_http_settings_default(shoal_http_settings_t *s)
+{
+    if (!s)
+        return;
+    memset(s, 0, sizeof *s);
+    s->request_timeout_ms = REQUEST_TIMEOUT_MS;
+    s->max_connections = MAX_CONNECTIONS;
+    s->max_per_address = MAX_PER_ADDRESS;
+}
+
+/* A whole small file (a token, a PEM certificate or key), NUL-terminated; NULL with a warning. */
+static char *read_small(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        shoal_warning("http: cannot read the %s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    shoal_buf_t b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+        shoal_buf_append(&b, chunk, n);
+    fclose(f);
+    char *out = shoal_memdup(shoal_buf_cstr(&b), b.len + 1);
+    shoal_buf_free(&b);
+    return out;
+}
+
+static void free_endpoint(shoal_metrics_t *m)
+{
+    for (size_t i = 0; i < m->n_routes; i++)
+        free(m->routes[i].path);
+    for (size_t i = 0; i < m->n_checks; i++)
+        free(m->checks[i].name);
+    for (size_t i = 0; i < m->n_hosts; i++)
+        free(m->hosts[i]);
+    if (m->token) {
+        explicit_bzero(m->token, strlen(m->token));
+        free(m->token);
+    }
+    free(m->routes);
+    free(m->checks);
+    free(m->collectors);
+    pthread_cond_destroy(&m->ccv);
+    pthread_mutex_destroy(&m->cmu);
+    pthread_rwlock_destroy(&m->use);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+/* Takes what the settings name into m: the token's first line, the names; the PEMs into out. */
+static int take_settings(shoal_metrics_t *m, const shoal_http_settings_t *s, char **cert,
+                         char **key)
+{
+    m->request_timeout_ms = s->request_timeout_ms ? s->request_timeout_ms : REQUEST_TIMEOUT_MS;
+    m->max_connections = s->max_connections ? s->max_connections : MAX_CONNECTIONS;
+    m->max_per_address = s->max_per_address ? s->max_per_address : MAX_PER_ADDRESS;
+    m->token_for_reads = s->token_for_reads;
+    for (size_t i = 0; i < s->n_hosts && i < SHOAL_HTTP_HOSTS_MAX; i++)
+        if (s->hosts[i] && s->hosts[i][0])
+            m->hosts[m->n_hosts++] = shoal_memdup(s->hosts[i], strlen(s->hosts[i]) + 1);
+    if (s->token_file) {
+        char *t = read_small(s->token_file, "token file");
+        if (!t)
+            return SHOAL_EINVAL;
+        t[strcspn(t, "\r\n")] = 0;
+        size_t n = strlen(t);
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+            t[--n] = 0;
+        if (n == 0) {
+            shoal_warning("http: the token file %s is empty", s->token_file);
+            free(t);
+            return SHOAL_EINVAL;
+        }
+        m->token = t;
+    }
+    if (!s->tls_cert_file != !s->tls_key_file) {
+        shoal_warning("http: TLS needs both a certificate and a key");
+        return SHOAL_EINVAL;
+    }
+    if (s->tls_cert_file) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            shoal_warning("http: this libmicrohttpd was built without TLS");
+            return SHOAL_EINVAL;
+        }
+        *cert = read_small(s->tls_cert_file, "certificate");
+        *key = read_small(s->tls_key_file, "key");
+        if (!*cert || !*key)
+            return SHOAL_EINVAL;
+        m->tls = true;
+    }
+    return 0;
+}
+
+static shoal_metrics_t *start_endpoint(shoal_system_t *sys, const char *bind_address, uint16_t port,
+                                       const shoal_http_settings_t *settings, int *err)
 {
     int dummy;
     if (!err)
@@ -1028,12 +1530,17 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
         *err = SHOAL_EINVAL;
         return NULL;
     }
+    shoal_http_settings_t defaults;
+    shoal_http_settings_default(&defaults);
+    const shoal_http_settings_t *s = settings ? settings : &defaults;
     const char *addr = bind_address ? bind_address : "127.0.0.1";
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    /* a thread per connection: a request waiting on the node must not hold up /health/alive */
+    /* a thread per connection: a request waiting on the node must not hold up /health/alive;
+       poll(), not select(): a process with more than FD_SETSIZE descriptors open (a flood on the
+       node's ports) must still be answered */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
@@ -1053,31 +1560,53 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
     m->sys = sys;
     pthread_mutex_init(&m->lock, NULL);
     pthread_rwlock_init(&m->use, NULL);
+    pthread_mutex_init(&m->cmu, NULL);
+    pthread_cond_init(&m->ccv, NULL);
+    char *cert = NULL, *key = NULL;
+    int rc = take_settings(m, s, &cert, &key);
+    if (rc < 0) {
+        free(cert);
+        free(key);
+        free_endpoint(m);
+        *err = rc;
+        return NULL;
+    }
+    if (m->tls)
+        flags |= MHD_USE_TLS;
     add_route(m, "/metrics", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_metrics, m);
     add_route(m, "/health/alive", SHOAL_HTTP_GET, ALIVE_TIMEOUT_MS, route_alive, m);
     add_route(m, "/health/ready", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_ready, m);
     add_route(m, "/cluster/replicators", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_replicators, m);
-    /* connection limits keep a slow or hostile client from tying up the endpoint (each connection
-       is a thread, with 64 KiB for its request line and headers) */
-    m->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, m,
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
-                                 MHD_OPTION_END);
+    /* MHD's idle timeout in whole seconds, at least the request deadline (which is Shoal's) */
+    unsigned idle_s = (m->request_timeout_ms + 999) / 1000;
+    struct MHD_OptionItem tls_opts[] = {
+        {m->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    /* each connection is a thread with 64 KiB for its request line and headers; the caps and the
+       whole-request deadline are Shoal's (on_connection, reap) */
+    m->daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(m->max_connections + MHD_SLACK), MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY, tls_opts,
+        MHD_OPTION_END);
+    if (cert)
+        explicit_bzero(cert, strlen(cert));
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(cert);
+    free(key);
     if (!m->daemon) {
-        shoal_warning("http: cannot listen on %s port %u", addr, (unsigned)port);
-        for (size_t i = 0; i < m->n_routes; i++)
-            free(m->routes[i].path);
-        free(m->routes);
-        pthread_rwlock_destroy(&m->use);
-        pthread_mutex_destroy(&m->lock);
-        free(m);
+        shoal_warning("http: cannot listen on %s port %u%s", addr, (unsigned)port,
+                      m->tls ? " (or the TLS certificate or key is not valid PEM)" : "");
+        free_endpoint(m);
         *err = SHOAL_EIO;
         return NULL;
     }
+    m->reaper_started = pthread_create(&m->reaper, NULL, reap, m) == 0;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : port;
     pthread_mutex_lock(&reg_lock);
@@ -1088,6 +1617,12 @@ shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_addre
             providers[i].fn(m, providers[i].arg);
     pthread_mutex_unlock(&reg_lock);
     return m;
+}
+
+shoal_metrics_t *shoal_metrics_start(shoal_system_t *sys, const char *bind_address, uint16_t port,
+                                     int *err)
+{
+    return start_endpoint(sys, bind_address, port, NULL, err);
 }
 
 int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port)
@@ -1128,7 +1663,8 @@ int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port)
     return 0;
 }
 
-shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err)
+shoal_metrics_t *shoal_http_start_with(shoal_system_t *sys, const char *spec,
+                                       const shoal_http_settings_t *s, int *err)
 {
     char host[INET6_ADDRSTRLEN];
     uint16_t port;
@@ -1138,7 +1674,100 @@ shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *er
             *err = SHOAL_EINVAL;
         return NULL;
     }
-    return shoal_metrics_start(sys, host, port, err);
+    return start_endpoint(sys, host, port, s, err);
+}
+
+shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err)
+{
+    return shoal_http_start_with(sys, spec, NULL, err);
+}
+
+#define HTTP_KEYS "shoal/management/http/"
+
+int shoal_config_http(const shoal_config_t *cfg, shoal_http_settings_t *out, char *err,
+                      size_t errlen)
+{
+    if (!cfg || !out)
+        return shoal_config_error(err, errlen, "shoal_config_http: NULL argument");
+    const char *const *items = NULL;
+    size_t n = 0;
+    int rc = shoal_config_list(cfg, HTTP_KEYS "hosts", &items, &n, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        if (n > SHOAL_HTTP_HOSTS_MAX)
+            return shoal_config_error(err, errlen, HTTP_KEYS "hosts: at most %d names",
+                                      SHOAL_HTTP_HOSTS_MAX);
+        out->n_hosts = 0;
+        for (size_t i = 0; i < n; i++)
+            out->hosts[out->n_hosts++] = items[i];
+    }
+    const char *v;
+    if ((v = shoal_config_get(cfg, HTTP_KEYS "token-file")) != NULL)
+        out->token_file = v;
+    if ((v = shoal_config_get(cfg, HTTP_KEYS "tls-certificate")) != NULL)
+        out->tls_cert_file = v;
+    if ((v = shoal_config_get(cfg, HTTP_KEYS "tls-key")) != NULL)
+        out->tls_key_file = v;
+    bool b;
+    if ((rc = shoal_config_bool(cfg, HTTP_KEYS "token-for-reads", &b, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->token_for_reads = b;
+    uint64_t x;
+    if ((rc = shoal_config_duration(cfg, HTTP_KEYS "request-timeout", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->request_timeout_ms = (uint32_t)x;
+    if ((rc = shoal_config_uint(cfg, HTTP_KEYS "max-connections", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->max_connections = (uint32_t)x;
+    if ((rc = shoal_config_uint(cfg, HTTP_KEYS "max-connections-per-address", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->max_per_address = (uint32_t)x;
+    return 0;
+}
+
+int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *i, char *err,
+                    size_t errlen)
+{
+    if (!s || !argv || !i || *i < 0 || *i >= argc)
+        return shoal_config_error(err, errlen, "shoal_http_flag: bad arguments");
+    const char *a = argv[*i];
+    static const char *const with_value[] = {"--http-host", "--http-token-file", "--http-tls-cert",
+                                             "--http-tls-key"};
+    if (strcmp(a, "--http-token-reads") == 0) {
+        s->token_for_reads = true;
+        return 1;
+    }
+    size_t k = 0;
+    while (k < 4 && strcmp(a, with_value[k]) != 0)
+        k++;
+    if (k == 4)
+        return 0;
+    if (*i + 1 >= argc || !argv[*i + 1][0])
+        return shoal_config_error(err, errlen, "%s needs a value", a);
+    const char *v = argv[++*i];
+    switch (k) {
+    case 0:
+        if (s->n_hosts == SHOAL_HTTP_HOSTS_MAX)
+            return shoal_config_error(err, errlen, "--http-host: at most %d names",
+                                      SHOAL_HTTP_HOSTS_MAX);
+        s->hosts[s->n_hosts++] = v;
+        break;
+    case 1:
+        s->token_file = v;
+        break;
+    case 2:
+        s->tls_cert_file = v;
+        break;
+    default:
+        s->tls_key_file = v;
+        break;
+    }
+    return 1;
 }
 
 uint16_t shoal_metrics_port(const shoal_metrics_t *m)
@@ -1177,16 +1806,13 @@ void shoal_metrics_stop(shoal_metrics_t **self_p)
             break;
         }
     pthread_mutex_unlock(&reg_lock);
+    pthread_mutex_lock(&m->cmu);
+    m->stopping = true;
+    pthread_cond_signal(&m->ccv);
+    pthread_mutex_unlock(&m->cmu);
+    if (m->reaper_started)
+        pthread_join(m->reaper, NULL);
     MHD_stop_daemon(m->daemon);
     node_barrier(m->sys); /* jobs abandoned past their deadline still point at m */
-    for (size_t i = 0; i < m->n_routes; i++)
-        free(m->routes[i].path);
-    for (size_t i = 0; i < m->n_checks; i++)
-        free(m->checks[i].name);
-    free(m->routes);
-    free(m->checks);
-    free(m->collectors);
-    pthread_rwlock_destroy(&m->use);
-    pthread_mutex_destroy(&m->lock);
-    free(m);
+    free_endpoint(m);
 }

@@ -4,6 +4,8 @@
 
       shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]
                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]
+                   [--http-host NAME]... [--http-token-file PATH] [--http-token-reads]
+                   [--http-tls-cert PATH --http-tls-key PATH]
 
     --bind     where the node listens (default tcp://127.0.0.1:2552)
     --seed     a seed node's endpoint, repeatable; list this node's own endpoint first to let it
@@ -18,6 +20,13 @@
     --http     serve the management endpoint (docs/operations.md: /cluster/members,
                /health/ready, /health/alive, /metrics, ...) on HOST:PORT; HOST defaults to
                127.0.0.1. Off without it.
+    --http-host  a name the endpoint answers to besides its address and localhost (the Host
+               header; a DNS-rebound page's name is refused), repeatable
+    --http-token-file  a file whose first line is the bearer token every POST must send;
+               --http-token-reads: every GET but /health/... too
+    --http-tls-cert, --http-tls-key  PEM files: the endpoint speaks HTTPS only
+               (docs/security.md, "The management endpoint"; the file's shoal/management/http/
+               keys do the same, the flags override them)
     --fast     short timings (gossip and heartbeats 200 ms, stable-after 2 s), for tests
     --quiet    no event lines
     --help     this usage on stdout; --version: "shoal-member VERSION"
@@ -54,11 +63,13 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
-               "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
-               "                    [--quiet]\n"
-               "       shoal-member --help | --version\n"
-               "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
+    fprintf(f,
+            "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
+            "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
+            "                    [--quiet] [--http-host NAME]... [--http-token-file PATH]\n"
+            "                    [--http-token-reads] [--http-tls-cert PATH --http-tls-key PATH]\n"
+            "       shoal-member --help | --version\n"
+            "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
 }
 
 static void sleep_ms(int ms)
@@ -172,12 +183,23 @@ int main(int argc, char **argv)
     const char *seeds[MAX_LIST], *roles[MAX_LIST];
     size_t n_seeds = 0, n_roles = 0;
     bool fast = false, quiet = false;
+    shoal_http_settings_t http_flags; /* what the command line says, laid over the file's */
+    shoal_http_settings_default(&http_flags);
+    http_flags.request_timeout_ms = http_flags.max_connections = http_flags.max_per_address = 0;
     int cli = cli_help_or_version(&argc, argv, "shoal-member", usage);
     if (cli >= 0)
         return cli;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        char ferr[200];
+        int f = shoal_http_flag(&http_flags, argc, argv, &i, ferr, sizeof ferr);
+        if (f < 0) {
+            fprintf(stderr, "shoal-member: %s\n", ferr);
+            return 2;
+        }
+        if (f == 1)
+            continue;
         if (strcmp(a, "--bind") == 0) {
             if (!need_arg(argc, argv, i))
                 return 2;
@@ -252,6 +274,8 @@ int main(int argc, char **argv)
         shoal_cluster_settings_default(&cs);
     shoal_replicator_settings_t rs;
     shoal_replicator_settings_default(&rs);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
     shoal_config_t *cfg = NULL;
     if (config_path) {
         char err[512] = "";
@@ -261,7 +285,8 @@ int main(int argc, char **argv)
             snprintf(err, sizeof err, "%s", shoal_last_error_detail());
         if (!cfg || shoal_config_system(cfg, &ss, err, sizeof err) < 0 ||
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
-            shoal_config_replicator(cfg, &rs, err, sizeof err) < 0) {
+            shoal_config_replicator(cfg, &rs, err, sizeof err) < 0 ||
+            shoal_config_http(cfg, &hs, err, sizeof err) < 0) {
             /* the loader's messages name the file already */
             if (*err)
                 fprintf(stderr, "shoal-member: %s\n", err);
@@ -328,7 +353,19 @@ int main(int argc, char **argv)
         shoal_config_destroy(&cfg);
         return 1;
     }
-    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &rc) : NULL;
+    if (http_flags.n_hosts) {
+        memcpy(hs.hosts, http_flags.hosts, sizeof hs.hosts);
+        hs.n_hosts = http_flags.n_hosts;
+    }
+    if (http_flags.token_file)
+        hs.token_file = http_flags.token_file;
+    if (http_flags.token_for_reads)
+        hs.token_for_reads = true;
+    if (http_flags.tls_cert_file)
+        hs.tls_cert_file = http_flags.tls_cert_file;
+    if (http_flags.tls_key_file)
+        hs.tls_key_file = http_flags.tls_key_file;
+    shoal_metrics_t *endpoint = http ? shoal_http_start_with(sys, http, &hs, &rc) : NULL;
     if (http && !endpoint) {
         fprintf(stderr, "shoal-member: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
         shoal_cluster_destroy(&c);

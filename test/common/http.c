@@ -99,7 +99,7 @@ bool thttp_post(const char *host, uint16_t port, const char *from, const char *p
 {
     char req[8192];
     int n = snprintf(req, sizeof req,
-                     "POST %s HTTP/1.0\r\nHost: localhost\r\nContent-Type: text/plain\r\n"
+                     "POST %s HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      path, strlen(body), body);
     return thttp_raw(host, port, from, req, (size_t)n, out);

@@ -26,7 +26,8 @@ bool thttp_raw(const char *host, uint16_t port, const char *from, const char *re
                thttp_resp_t *out);
 /* GET path on 127.0.0.1:port. */
 bool thttp_get(uint16_t port, const char *path, thttp_resp_t *out);
-/* POST body to path on host:port from `from` (both may be NULL: loopback). */
+/* POST body to path on host:port from `from` (both may be NULL: loopback), as application/json
+   (what the endpoint wants of a POST: ddata.h, HARDENING). */
 bool thttp_post(const char *host, uint16_t port, const char *from, const char *path,
                 const char *body, thttp_resp_t *out);
 /* The status of GET path (-1: no answer). */
