@@ -2214,3 +2214,51 @@ int shoal_config_fields(const shoal_config_t *cfg, const shoal_cfg_field_t *rows
     }
     return 0;
 }
+
+/* The management endpoint's keys (ddata.h, HARDENING): here rather than in metrics.c, which the
+   layers keep from the configuration. */
+int shoal_config_http(const shoal_config_t *cfg, shoal_http_settings_t *out, char *err,
+                      size_t errlen)
+{
+    if (!cfg || !out)
+        return shoal_config_error(err, errlen, "shoal_config_http: NULL argument");
+    const char *const *items = NULL;
+    size_t n = 0;
+    int rc = shoal_config_list(cfg, HTTP "hosts", &items, &n, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        if (n > SHOAL_HTTP_HOSTS_MAX)
+            return shoal_config_error(err, errlen, HTTP "hosts: at most %d names",
+                                      SHOAL_HTTP_HOSTS_MAX);
+        out->n_hosts = 0;
+        for (size_t i = 0; i < n; i++)
+            out->hosts[out->n_hosts++] = items[i];
+    }
+    const char *v;
+    if ((v = shoal_config_get(cfg, HTTP "token-file")) != NULL)
+        out->token_file = v;
+    if ((v = shoal_config_get(cfg, HTTP "tls-certificate")) != NULL)
+        out->tls_cert_file = v;
+    if ((v = shoal_config_get(cfg, HTTP "tls-key")) != NULL)
+        out->tls_key_file = v;
+    bool b;
+    if ((rc = shoal_config_bool(cfg, HTTP "token-for-reads", &b, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->token_for_reads = b;
+    uint64_t x;
+    if ((rc = shoal_config_duration(cfg, HTTP "request-timeout", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->request_timeout_ms = (uint32_t)x;
+    if ((rc = shoal_config_uint(cfg, HTTP "max-connections", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->max_connections = (uint32_t)x;
+    if ((rc = shoal_config_uint(cfg, HTTP "max-connections-per-address", &x, err, errlen)) < 0)
+        return rc;
+    if (rc == 1)
+        out->max_per_address = (uint32_t)x;
+    return 0;
+}

@@ -1070,17 +1070,20 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, 
                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* MHD_YES/MHD_NO once a refusal has been queued, or -1 when the request may go on. */
-static int screen(shoal_metrics_t *m, struct MHD_Connection *conn, const char *url, unsigned want)
+static int screen(shoal_metrics_t *m, struct MHD_Connection *conn, const char *url, unsigned want,
+                  bool host_only)
 {
     crec_t *r = rec_of(conn);
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (host && !own_authority(m, r, host)) {
+    if (host_only && host && !own_authority(m, r, host)) {
         refuse_count(m, REFUSE_HOST);
         return send_error(conn, MHD_HTTP_FORBIDDEN, NULL,
                           "Host '%.100s' is not this endpoint: use its address, or add the name "
                           "(--http-host NAME, shoal/management/http/hosts)",
                           host);
     }
+    if (host_only)
+        return -1;
     if (want == SHOAL_HTTP_POST) {
         const char *origin =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
@@ -1232,7 +1235,8 @@ static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn,
         want = 0;
     if (!url || url[0] != '/')
         return send_error(conn, MHD_HTTP_BAD_REQUEST, NULL, "bad request target");
-    int screened = screen(m, conn, url, want);
+    /* a foreign Host learns nothing, not even the routes; the rest once the route is known */
+    int screened = screen(m, conn, url, want, true);
     if (screened >= 0)
         return (enum MHD_Result)screened;
     route_t r = {0};
@@ -1254,6 +1258,8 @@ static enum MHD_Result dispatch(shoal_metrics_t *m, struct MHD_Connection *conn,
         return res;
     }
     shoal_buf_free(&allow);
+    if ((screened = screen(m, conn, url, want, false)) >= 0)
+        return (enum MHD_Result)screened;
     if (c->too_big)
         return send_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL, "body over %d bytes", BODY_MAX);
 
@@ -1363,6 +1369,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n')
         line[--n] = 0;
+    /* connections the caps or the deadline closed, and clients that hung up, are counted
+       (shoal_http_connections_closed_total): a line each would let a flood fill the log */
+    if (strstr(line, "closed") || strstr(line, "closure"))
+        return;
     shoal_warning("http: %s", line);
 }
 
@@ -1680,54 +1690,6 @@ shoal_metrics_t *shoal_http_start_with(shoal_system_t *sys, const char *spec,
 shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *err)
 {
     return shoal_http_start_with(sys, spec, NULL, err);
-}
-
-#define HTTP_KEYS "shoal/management/http/"
-
-int shoal_config_http(const shoal_config_t *cfg, shoal_http_settings_t *out, char *err,
-                      size_t errlen)
-{
-    if (!cfg || !out)
-        return shoal_config_error(err, errlen, "shoal_config_http: NULL argument");
-    const char *const *items = NULL;
-    size_t n = 0;
-    int rc = shoal_config_list(cfg, HTTP_KEYS "hosts", &items, &n, err, errlen);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) {
-        if (n > SHOAL_HTTP_HOSTS_MAX)
-            return shoal_config_error(err, errlen, HTTP_KEYS "hosts: at most %d names",
-                                      SHOAL_HTTP_HOSTS_MAX);
-        out->n_hosts = 0;
-        for (size_t i = 0; i < n; i++)
-            out->hosts[out->n_hosts++] = items[i];
-    }
-    const char *v;
-    if ((v = shoal_config_get(cfg, HTTP_KEYS "token-file")) != NULL)
-        out->token_file = v;
-    if ((v = shoal_config_get(cfg, HTTP_KEYS "tls-certificate")) != NULL)
-        out->tls_cert_file = v;
-    if ((v = shoal_config_get(cfg, HTTP_KEYS "tls-key")) != NULL)
-        out->tls_key_file = v;
-    bool b;
-    if ((rc = shoal_config_bool(cfg, HTTP_KEYS "token-for-reads", &b, err, errlen)) < 0)
-        return rc;
-    if (rc == 1)
-        out->token_for_reads = b;
-    uint64_t x;
-    if ((rc = shoal_config_duration(cfg, HTTP_KEYS "request-timeout", &x, err, errlen)) < 0)
-        return rc;
-    if (rc == 1)
-        out->request_timeout_ms = (uint32_t)x;
-    if ((rc = shoal_config_uint(cfg, HTTP_KEYS "max-connections", &x, err, errlen)) < 0)
-        return rc;
-    if (rc == 1)
-        out->max_connections = (uint32_t)x;
-    if ((rc = shoal_config_uint(cfg, HTTP_KEYS "max-connections-per-address", &x, err, errlen)) < 0)
-        return rc;
-    if (rc == 1)
-        out->max_per_address = (uint32_t)x;
-    return 0;
 }
 
 int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *i, char *err,

@@ -438,11 +438,29 @@ static void token_names_tls(void **state)
     assert_null(shoal_http_start_with(tsn[0].sys, "127.0.0.1:0", &s, &err));
     assert_int_equal(err, SHOAL_EINVAL);
 
+    /* the configuration keys */
+    shoal_config_t *cfg = shoal_config_parse("shoal\n    management\n        http\n"
+                                             "            hosts = \"a.example, b.example\"\n"
+                                             "            token-for-reads = on\n"
+                                             "            request-timeout = 2 s\n"
+                                             "            max-connections-per-address = 4\n",
+                                             &err);
+    assert_non_null(cfg);
+    shoal_http_settings_default(&s);
+    char msg[200];
+    assert_int_equal(shoal_config_http(cfg, &s, msg, sizeof msg), 0);
+    assert_int_equal(s.n_hosts, 2);
+    assert_string_equal(s.hosts[1], "b.example");
+    assert_true(s.token_for_reads);
+    assert_int_equal(s.request_timeout_ms, 2000);
+    assert_int_equal(s.max_per_address, 4);
+    assert_int_equal(s.max_connections, 64);
+    shoal_config_destroy(&cfg);
+
     /* the flags as a program parses them */
     char *argv[] = {"prog", "--http-host",        "shoal.example", "--http-token-file",
                     token,  "--http-token-reads", "--http-host",   NULL};
     shoal_http_settings_default(&s);
-    char msg[200];
     int i = 1, argc = 7;
     for (; i < argc - 1; i++)
         assert_int_equal(shoal_http_flag(&s, argc, argv, &i, msg, sizeof msg), 1);

@@ -45,6 +45,9 @@ static const struct {
     {"shoal/management/cluster/bootstrap/contact-point-discovery/", "Seed discovery by DNS",
      "`shoal_config_cluster` (membership.h, SEED DISCOVERY): Akka Management's Cluster Bootstrap "
      "keys."},
+    {"shoal/management/http/", "The management endpoint",
+     "`shoal_config_http` fills `shoal_http_settings_t` (ddata.h, HARDENING); the programs' "
+     "`--http-*` flags override it (docs/security.md, \"The management endpoint\")."},
     {"shoal/cluster/sharding/", "Cluster sharding",
      "`shoal_config_sharding` fills `shoal_sharding_settings_t` (sharding.h)."},
     {"shoal/cluster/sharding/passivation/", "Sharding: passivation",
