@@ -177,6 +177,12 @@ static void cross_site_browser(void **state)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("cross_site_check.py failed (exit %d)",
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    thttp_resp_t m;
+    if (thttp_get(shoal_metrics_port(endpoint), "/metrics", &m) && m.body)
+        for (const char *q = strstr(m.body, "\nshoal_http_requests_refused_total{"); q;
+             q = strstr(q + 1, "\nshoal_http_requests_refused_total{"))
+            print_message("%.*s\n", (int)strcspn(q + 1, "\n"), q + 1);
+    thttp_free(&m);
     /* each request has been answered: a down it caused is in node 0's own view already (the
        route downs the member on the node thread before it answers 202) */
     shoal_member_status_t s1 = status_of(1), s2 = status_of(2);
@@ -306,10 +312,29 @@ static void *loris_run(void *arg)
     return NULL;
 }
 
+/* Threads and resident memory of this process, for the figures of docs/security.md. */
+static const char *proc_status(void)
+{
+    static char out[128];
+    char line[256], threads[32] = "?", rss[32] = "?";
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "Threads:", 8) == 0)
+            sscanf(line + 8, "%31s", threads);
+        else if (strncmp(line, "VmRSS:", 6) == 0)
+            sscanf(line + 6, "%31s", rss);
+    }
+    if (f)
+        fclose(f);
+    snprintf(out, sizeof out, "%s threads, %s kB resident", threads, rss);
+    return out;
+}
+
 static void slowloris(void **state)
 {
     (void)state;
     uint16_t port = lone_endpoint();
+    print_message("slowloris: before the attack: %s\n", proc_status());
     assert_true(probe(port, 1000 * tscale()));
 
     loris_t l = {.port = port};
@@ -325,8 +350,9 @@ static void slowloris(void **state)
         while (now_ms() < t0 + 1000)
             usleep(20000);
     }
-    print_message("slowloris: %d of 6 probes failed under %d slow connections (%d reconnects)\n",
-                  failed, SLOW_CONNS, atomic_load(&l.reconnects));
+    print_message("slowloris: %d of 6 probes failed under %d slow connections (%d reconnects); "
+                  "the process: %s\n",
+                  failed, SLOW_CONNS, atomic_load(&l.reconnects), proc_status());
 
     atomic_store(&l.stop, true);
     pthread_join(l.thread, NULL);
