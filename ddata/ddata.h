@@ -1484,7 +1484,9 @@ int shoal_config_error(char *err, size_t errlen, const char *fmt, ...)
  *   GET /metrics          every counter of the node in the Prometheus text format (0.0.4);
  *   GET /health/alive     200 while the node loop answers within 1 s, else 503 (a liveness probe);
  *   GET /health/ready     200 when every readiness check passes, else 503 with the first reason
- *                         (a readiness probe; upper layers add checks, see below);
+ *                         (a readiness probe; upper layers add checks, see below; the last one,
+ *                         "majority", is built in: every replicator on the node would take a
+ *                         MAJORITY read or write now, as far as members go);
  *   GET /cluster/replicators  each replicator's role, replica count, keys with type and digest;
  * and whatever routes the upper layers add (membership adds a dashboard page at /). membership/ and sharding/ PROVIDE theirs to the node
  * (shoal_http_provide), so shoal_http_start on a node gets every route of every layer running on

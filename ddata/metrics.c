@@ -698,6 +698,39 @@ static void route_alive(shoal_system_t *sys, const shoal_http_request_t *req,
     shoal_buf_printf(&rep->body, "{\"alive\":true}\n");
 }
 
+/* The last readiness check, built in: every replicator on the node would take a MAJORITY read or
+   write now, as far as members go (quorum_refused in replicator.c asks the same without counting).
+   A node Up in a cluster whose kept membership is not back (restarted alone with --new-cluster,
+   or the first back after a full restart) passes the cluster check and fails this one: readiness
+   is "this node serves MAJORITY" (docs/operations.md). */
+static bool majority_served(shoal_system_t *sys, shoal_buf_t *reason)
+{
+    shoal_replicator_t **reps = NULL;
+    size_t n = repl_all(sys, &reps);
+    shoal_consistency_t maj = {.level = SHOAL_MAJORITY};
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        shoal_replicator_t *r = reps[i];
+        const char *role = shoal_replicator_role(r);
+        int need = repl_voters_needed(r, &maj);
+        size_t have = repl_voter_peers(r);
+        if (r->gated && !r->quorum_ok) {
+            shoal_buf_printf(
+                reason, "replicator '%s' refuses MAJORITY: this node is not a full member", role);
+            ok = false;
+        } else if (need > 0 && have < (size_t)need) {
+            shoal_buf_printf(reason,
+                             "replicator '%s' refuses MAJORITY: %zu of the %zu members of the kept "
+                             "membership are here, %zu needed",
+                             role, have + (r->self_votes ? 1 : 0), r->n_voters,
+                             r->n_voters / 2 + 1);
+            ok = false;
+        }
+    }
+    free(reps);
+    return ok;
+}
+
 static void route_ready(shoal_system_t *sys, const shoal_http_request_t *req,
                         shoal_http_reply_t *rep, void *arg)
 {
@@ -714,11 +747,12 @@ static void route_ready(shoal_system_t *sys, const shoal_http_request_t *req,
     for (size_t i = 0; i < n && failed == n; i++)
         if (!list[i].fn(sys, &reason, list[i].arg))
             failed = i;
+    bool majority = failed < n || majority_served(sys, &reason);
     shoal_buf_t *out = &rep->body;
-    if (failed < n) {
+    if (failed < n || !majority) {
         rep->status = MHD_HTTP_SERVICE_UNAVAILABLE;
         shoal_buf_printf(out, "{\"ready\":false,\"check\":");
-        shoal_buf_json_string(out, list[failed].name);
+        shoal_buf_json_string(out, failed < n ? list[failed].name : "majority");
         shoal_buf_printf(out, ",\"reason\":");
         shoal_buf_json_string(out, reason.len ? shoal_buf_cstr(&reason) : "not ready");
         shoal_buf_printf(out, "}\n");
@@ -729,7 +763,7 @@ static void route_ready(shoal_system_t *sys, const shoal_http_request_t *req,
                 shoal_buf_append(out, ",", 1);
             shoal_buf_json_string(out, list[i].name);
         }
-        shoal_buf_printf(out, "]}\n");
+        shoal_buf_printf(out, "%s\"majority\"]}\n", n ? "," : "");
     }
     for (size_t i = 0; i < n; i++)
         free(list[i].name);

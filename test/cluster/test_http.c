@@ -173,7 +173,7 @@ static void cluster_routes(void **state)
     tsnode_wait_up(0x7, DEADLINE_MS);
     tsnode_wait_registered(0x7, 0, 3, DEADLINE_MS);
     for (int i = 0; i < 3; i++)
-        wait_answer(port[i], "/health/ready", 200, "\"checks\":[\"cluster\",\"sharding\"]");
+        wait_answer(port[i], "/health/ready", 200, "\"checks\":[\"cluster\",\"sharding\",\"majority\"]");
 
     /* members: the view shoal-cluster --json members prints, every member Up */
     for (int i = 0; i < 3; i++) {
