@@ -922,6 +922,30 @@ typedef struct {
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
+/* PROTOCOL VERSION (docs/protocol-versions.md). The messages a node sends (message kinds and
+   their formats, the cluster state, deltas, client requests) are versioned by one number, the
+   protocol version, separate from the wire version of the framing (every frame keeps wire
+   version 1). A build speaks SHOAL_PROTOCOL_MIN..SHOAL_PROTOCOL_MAX; protocol 1 is the messages
+   exactly as 0.1.x (672634c) sends them. A node says its range in its handshake; a peer or
+   client that says none speaks exactly 1. The version a system sends at is set by membership
+   (the highest version every member speaks, see membership.h) or, without membership, by the
+   program; until then it is SHOAL_PROTOCOL_MIN. A sender with a newer format asks
+   shoal_system_protocol and never sends that format below its version.
+   SHOAL_PROTOCOL_NEXT builds a test variant speaking one version more (one message changed). */
+#define SHOAL_PROTOCOL_MIN 1u
+#ifdef SHOAL_PROTOCOL_NEXT
+#define SHOAL_PROTOCOL_MAX 2u
+#else
+#define SHOAL_PROTOCOL_MAX 1u
+#endif
+/* Sets the version the system sends at: SHOAL_EINVAL outside MIN..MAX (node thread). */
+int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version);
+/* The version the system sends at now (any thread: a plain read of one word). */
+uint32_t shoal_system_protocol(const shoal_system_t *sys);
+/* The highest protocol version a connected peer said it speaks in its handshake (1 for a peer
+   that said none), or 0 when `node` is not a connected peer (node thread). */
+uint32_t shoal_system_peer_protocol(shoal_system_t *sys, const shoal_node_t *node);
+
 /* A client of a node (tools, examples): a DEALER that handshakes as a client and sends requests.
    Not thread-safe: one thread per client.
    REPLIES LARGER THAN A FRAME. A reply over the node's frame limit (max_frame_bytes, 256 KiB by

@@ -41,18 +41,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROUTER_BUDGET   1024  /* frames read from the ROUTER per turn: timers and flushes run too */
+#define ROUTER_BUDGET 1024 /* frames read from the ROUTER per turn: timers and flushes run too */
 /* ... and bytes: a frame batches up to a frame limit's worth of messages, so 1024 full frames
    were millions of messages in one turn (a flooded node looked frozen to its own clock-gap
    check and starved its timers) */
 #define ROUTER_BYTE_BUDGET (1u << 20)
-#define DEALER_BUDGET   256   /* control frames read from one DEALER per turn */
-#define REDIAL_MIN_MS   250   /* first redial after a failed handshake, doubling up to: */
-#define REDIAL_MAX_MS   4000
-#define HOUSEKEEPING_MS 10000 /* how often idle client connections are swept */
-#define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
-#define LOG_INTERVAL_MS 1000  /* at most one log line per reason per second */
-#define MAX_FRAME_LIMIT (64u << 20)
+#define DEALER_BUDGET      256 /* control frames read from one DEALER per turn */
+#define REDIAL_MIN_MS      250 /* first redial after a failed handshake, doubling up to: */
+#define REDIAL_MAX_MS      4000
+#define HOUSEKEEPING_MS    10000 /* how often idle client connections are swept */
+#define CLIENT_IDLE_MS     60000 /* a client silent this long is forgotten (it re-handshakes) */
+#define LOG_INTERVAL_MS    1000  /* at most one log line per reason per second */
+#define MAX_FRAME_LIMIT    (64u << 20)
 /* ZMQ_MAXMSGSIZE is the frame limit plus this: peers and clients learn the limit in the handshake
    and never send more, so a frame over it is a bug or an attack. Up to the margin it is dropped,
    counted and logged by the node's own check; past it libzmq resets the connection as soon as
@@ -92,6 +92,7 @@ typedef struct peer {
     bool check;               /* its sockets' ZMQ_EVENTS to be read this loop turn (THE LOOP) */
     uint8_t version;
     uint64_t peer_max_frame; /* the peer's limit, from its HelloReply (0: unknown) */
+    uint32_t peer_protocol;  /* the peer's highest protocol version, from its HelloReply */
     uint64_t next_seq;       /* sequence number of the next message */
     uint64_t acked;          /* every message up to this one is acknowledged */
     shoal_batch_t batch;     /* messages not yet framed */
@@ -100,7 +101,7 @@ typedef struct peer {
     uint32_t hello_backoff_ms;
     /* ZeroMQ gives up on a connection whose handshake failed (a CURVE key refused): the node
        dials again itself, with a backoff, so a key put back on the list is admitted */
-    int64_t redial_ms;          /* 0: none due */
+    int64_t redial_ms; /* 0: none due */
     uint32_t redial_backoff_ms;
     fault_eff_t fout, fin;
 } peer_t;
@@ -113,12 +114,13 @@ typedef struct {
     bool quarantined;
     const shoal_node_t *node; /* the sender (peers only) */
     uint8_t version;
-    uint64_t expected;   /* next sequence number expected */
-    uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
+    uint32_t protocol_min, protocol_max; /* the sender's protocol range, from its Hello */
+    uint64_t expected;                   /* next sequence number expected */
+    uint64_t acked_sent;                 /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
     int64_t told_quarantined_ms; /* when the sender was last told it is quarantined here */
     uint64_t max_reply; /* client: largest reply it reassembles from parts (0: none, one frame) */
-    char user[41]; /* the CURVE key it authenticated with (Z85); "" on a plain transport */
+    char user[41];      /* the CURVE key it authenticated with (Z85); "" on a plain transport */
     fault_eff_t fin, fout;
 } inconn_t;
 
@@ -183,10 +185,13 @@ struct shoal_system {
     pthread_t thread;
     void *router;
     shoal_listener_t *guard; /* the ROUTER's connections: cap, failed handshakes (listener.c) */
-    shoal_curve_t *curve; /* NULL: plain transport */
-    const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
+    shoal_curve_t *curve;    /* NULL: plain transport */
+    const char *hello_user;  /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop: max_frame_bytes + MAX_MSG_MARGIN */
+    /* the protocol version messages are sent at (ddata.h, PROTOCOL VERSION): written on the
+       node thread by membership, read by senders and by tools' threads (views) */
+    _Atomic uint32_t protocol;
 
     /* the call queue: the only state other threads touch */
     pthread_mutex_t lock;
@@ -293,7 +298,7 @@ static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
     va_end(ap);
     if (suppressed)
         shoal_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
-                     suppressed);
+                      suppressed);
     else
         shoal_warning("%s: %s", shoal_node_id(sys->self), msg);
 }
@@ -615,6 +620,8 @@ static void send_hello(shoal_system_t *sys, peer_t *p, int64_t now)
         snprintf(h.to_node, sizeof h.to_node, "%s", shoal_node_id(p->node));
     snprintf(h.to, sizeof h.to, "%s", p->endpoint);
     h.first_seq = p->node ? p->acked + 1 : 1;
+    h.protocol_min = SHOAL_PROTOCOL_MIN;
+    h.protocol_max = SHOAL_PROTOCOL_MAX;
     shoal_buf_reset(&sys->scratch);
     shoal_hello_write(&sys->scratch, &h);
     int rc = dealer_send(sys, p, sys->scratch.data, sys->scratch.len);
@@ -643,7 +650,8 @@ static void inconn_free(shoal_system_t *sys, inconn_t *c)
 static void reply_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, int status,
                         uint32_t version)
 {
-    shoal_hello_reply_t r = {status, "", version, sys->set.max_frame_bytes};
+    shoal_hello_reply_t r = {
+        status, "", version, sys->set.max_frame_bytes, SHOAL_PROTOCOL_MIN, SHOAL_PROTOCOL_MAX};
     snprintf(r.node, sizeof r.node, "%s", shoal_node_id(sys->self));
     shoal_buf_reset(&sys->scratch);
     shoal_hello_reply_write(&sys->scratch, &r);
@@ -713,8 +721,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
                     status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
                     : status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
                     : status == SHOAL_HELLO_QUARANTINED     ? "quarantined"
-                    : status == SHOAL_HELLO_NOT_ALLOWED     ? "its key is no longer on the allow-list"
-                                                            : "unusable routing id");
+                    : status == SHOAL_HELLO_NOT_ALLOWED ? "its key is no longer on the allow-list"
+                                                        : "unusable routing id");
         reply_hello(sys, rid, rid_len, status, 0);
         return;
     }
@@ -781,6 +789,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         inconn_faults(sys, c);
     }
     c->version = (uint8_t)version;
+    c->protocol_min = h.protocol_min;
+    c->protocol_max = h.protocol_max;
     c->quarantined = false;
     c->last_seen_ms = now;
     /* said again at every handshake: a client that changed its limit handshakes again */
@@ -1047,6 +1057,7 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
     const shoal_node_t *old = p->node;
     p->version = (uint8_t)r->version;
     p->peer_max_frame = r->max_frame_bytes;
+    p->peer_protocol = r->protocol_max;
     p->up = true;
     sys->stats.handshakes++;
     if (old == node && !p->quarantined) {
@@ -1068,13 +1079,13 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
     s->value = p;
     if (!old) {
         shoal_info("%s: peer %s up at %s", shoal_node_id(sys->self), shoal_node_id(p->node),
-                  p->endpoint);
+                   p->endpoint);
         emit(sys, SHOAL_PEER_UP, p->node, NULL, 0);
         return;
     }
     shoal_info("%s: peer at %s restarted: %s replaces %s (%" PRIu64 " messages unacknowledged)",
-              shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
-              lost);
+               shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
+               lost);
     emit(sys, SHOAL_PEER_RESTARTED, p->node, old, 0);
     if (lost) {
         sys->stats.lost_unacked += lost;
@@ -1164,8 +1175,7 @@ static void drain_dealer(shoal_system_t *sys, peer_t *p)
 
 /* Reads one event of a socket monitor (ZeroMQ sends the event and its value, then its address,
    as two frames): false when none is waiting. `where` (may be NULL) gets the address. */
-static bool monitor_event(void *monitor, uint16_t *event, uint32_t *value, char *where,
-                          size_t cap)
+static bool monitor_event(void *monitor, uint16_t *event, uint32_t *value, char *where, size_t cap)
 {
     zmq_msg_t ev, addr;
     zmq_msg_init(&ev);
@@ -1201,8 +1211,7 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
 {
     uint16_t event;
     uint32_t value;
-    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, &value, NULL, 0);
-         n++) {
+    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, &value, NULL, 0); n++) {
         int64_t now = shoal_now_ms();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             p->redial_backoff_ms = 0;
@@ -1372,8 +1381,9 @@ static bool key_revoked(shoal_system_t *sys, const inconn_t *c, int64_t now)
     (void)now;
     if (!c->user[0] || shoal_curve_allows_z85(sys->curve, c->user))
         return false;
-    shoal_warning("%s: key %s left the allow-list: the open connection of %s is refused from now on",
-                 shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
+    shoal_warning(
+        "%s: key %s left the allow-list: the open connection of %s is refused from now on",
+        shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
     shoal_curve_count_refused(sys->curve);
     return true;
 }
@@ -1388,7 +1398,7 @@ static void recheck_keys(shoal_system_t *sys, int64_t now)
         if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
             continue;
         shoal_warning("%s: the key of %s left the allow-list: closing the connection to it",
-                     shoal_node_id(sys->self), p->endpoint);
+                      shoal_node_id(sys->self), p->endpoint);
         shoal_curve_count_refused(sys->curve);
         shoal_system_disconnect(sys, p->endpoint);
     }
@@ -1651,8 +1661,8 @@ static void serve_peer(shoal_system_t *sys, peer_t *p)
     if (!p->dead && (ev & ZMQ_POLLOUT) && p->up && p->blocked.len)
         mark_dirty(sys, p); /* room again in the peer's queue */
     /* what a budget left, or what arrived meanwhile, is served next turn */
-    if (!p->dead &&
-        ((shoal_zmq_events(p->dealer) & ZMQ_POLLIN) || (shoal_zmq_events(p->monitor) & ZMQ_POLLIN))) {
+    if (!p->dead && ((shoal_zmq_events(p->dealer) & ZMQ_POLLIN) ||
+                     (shoal_zmq_events(p->monitor) & ZMQ_POLLIN))) {
         p->check = true;
         sys->peers_check = true;
     }
@@ -1816,8 +1826,7 @@ void *shoal_zmq_context(void)
 static void monitor_name(char *out, size_t cap)
 {
     static atomic_uint_fast64_t monitors;
-    snprintf(out, cap, "inproc://shoal-monitor-%" PRIu64,
-             (uint64_t)atomic_fetch_add(&monitors, 1));
+    snprintf(out, cap, "inproc://shoal-monitor-%" PRIu64, (uint64_t)atomic_fetch_add(&monitors, 1));
 }
 
 static void set_int(void *sock, int opt, int v)
@@ -1883,6 +1892,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
     sys->curve = curve;
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
+    atomic_init(&sys->protocol, SHOAL_PROTOCOL_MIN);
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
         shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
@@ -1924,7 +1934,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     }
     sys->endpoint = strdup(bound);
     sys->set.endpoint = sys->endpoint; /* the caller's string need not outlive the call */
-    sys->epfd = -1; /* the node thread makes it (THE LOOP) */
+    sys->epfd = -1;                    /* the node thread makes it (THE LOOP) */
     sys->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (sys->wake_fd < 0) {
         *err = SHOAL_EIO;
@@ -1952,12 +1962,12 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     }
     if (curve)
         shoal_info("%s: node started at %s (CURVE, key %s, allow-list %s)",
-                  shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
-                  s->curve_allow_dir);
+                   shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
+                   s->curve_allow_dir);
     else
         shoal_warning("%s: node started at %s with a PLAIN transport: traffic is neither "
-                     "encrypted nor authenticated (development only; see curve_cert)",
-                     shoal_node_id(sys->self), sys->endpoint);
+                      "encrypted nor authenticated (development only; see curve_cert)",
+                      shoal_node_id(sys->self), sys->endpoint);
     *err = 0;
     return sys;
 fail:
@@ -1977,7 +1987,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     shoal_system_t *sys = *self_p;
     if (shoal_system_on_thread(sys)) {
         shoal_error("%s: shoal_system_destroy called from the node's own thread: refused",
-                   shoal_node_id(sys->self));
+                    shoal_node_id(sys->self));
         return;
     }
     pthread_mutex_lock(&sys->lock);
@@ -2141,7 +2151,7 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
         !(monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0 ||
         zmq_connect(dealer, endpoint) != 0) {
         shoal_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
-                     zmq_strerror(errno));
+                      zmq_strerror(errno));
         zmq_socket_monitor(dealer, NULL, 0);
         if (monitor)
             zmq_close(monitor);
@@ -2416,8 +2426,8 @@ static int do_fault(shoal_system_t *sys, void *arg)
     pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
     shoal_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
-              shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
-              cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
+               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
+               cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
     return 0;
 }
 
@@ -2523,6 +2533,27 @@ int shoal_system_class_stats(shoal_system_t *sys, uint64_t msgs[2][256], uint64_
     memcpy(msgs, sys->class_msgs, sizeof sys->class_msgs);
     memcpy(bytes, sys->class_bytes, sizeof sys->class_bytes);
     return 0;
+}
+
+int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version)
+{
+    if (!sys || version < SHOAL_PROTOCOL_MIN || version > SHOAL_PROTOCOL_MAX)
+        return SHOAL_EINVAL;
+    atomic_store_explicit(&sys->protocol, version, memory_order_relaxed);
+    return 0;
+}
+
+uint32_t shoal_system_protocol(const shoal_system_t *sys)
+{
+    return sys ? atomic_load_explicit(&sys->protocol, memory_order_relaxed) : SHOAL_PROTOCOL_MIN;
+}
+
+uint32_t shoal_system_peer_protocol(shoal_system_t *sys, const shoal_node_t *node)
+{
+    if (!sys || !node)
+        return 0;
+    peer_t *p = shoal_hmap_get(&sys->peer_by_node, &node, sizeof node);
+    return p && p->up && !p->quarantined ? p->peer_protocol : 0;
 }
 
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out)
