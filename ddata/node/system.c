@@ -41,18 +41,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROUTER_BUDGET 1024 /* frames read from the ROUTER per turn: timers and flushes run too */
+#define ROUTER_BUDGET   1024  /* frames read from the ROUTER per turn: timers and flushes run too */
 /* ... and bytes: a frame batches up to a frame limit's worth of messages, so 1024 full frames
    were millions of messages in one turn (a flooded node looked frozen to its own clock-gap
    check and starved its timers) */
 #define ROUTER_BYTE_BUDGET (1u << 20)
-#define DEALER_BUDGET      256 /* control frames read from one DEALER per turn */
-#define REDIAL_MIN_MS      250 /* first redial after a failed handshake, doubling up to: */
-#define REDIAL_MAX_MS      4000
-#define HOUSEKEEPING_MS    10000 /* how often idle client connections are swept */
-#define CLIENT_IDLE_MS     60000 /* a client silent this long is forgotten (it re-handshakes) */
-#define LOG_INTERVAL_MS    1000  /* at most one log line per reason per second */
-#define MAX_FRAME_LIMIT    (64u << 20)
+#define DEALER_BUDGET   256   /* control frames read from one DEALER per turn */
+#define REDIAL_MIN_MS   250   /* first redial after a failed handshake, doubling up to: */
+#define REDIAL_MAX_MS   4000
+#define HOUSEKEEPING_MS 10000 /* how often idle client connections are swept */
+#define CLIENT_IDLE_MS  60000 /* a client silent this long is forgotten (it re-handshakes) */
+#define LOG_INTERVAL_MS 1000  /* at most one log line per reason per second */
+#define MAX_FRAME_LIMIT (64u << 20)
 /* ZMQ_MAXMSGSIZE is the frame limit plus this: peers and clients learn the limit in the handshake
    and never send more, so a frame over it is a bug or an attack. Up to the margin it is dropped,
    counted and logged by the node's own check; past it libzmq resets the connection as soon as
@@ -101,7 +101,7 @@ typedef struct peer {
     uint32_t hello_backoff_ms;
     /* ZeroMQ gives up on a connection whose handshake failed (a CURVE key refused): the node
        dials again itself, with a backoff, so a key put back on the list is admitted */
-    int64_t redial_ms; /* 0: none due */
+    int64_t redial_ms;          /* 0: none due */
     uint32_t redial_backoff_ms;
     fault_eff_t fout, fin;
 } peer_t;
@@ -115,12 +115,12 @@ typedef struct {
     const shoal_node_t *node; /* the sender (peers only) */
     uint8_t version;
     uint32_t protocol_min, protocol_max; /* the sender's protocol range, from its Hello */
-    uint64_t expected;                   /* next sequence number expected */
-    uint64_t acked_sent;                 /* highest sequence number acknowledged to the sender */
+    uint64_t expected;   /* next sequence number expected */
+    uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
     int64_t told_quarantined_ms; /* when the sender was last told it is quarantined here */
     uint64_t max_reply; /* client: largest reply it reassembles from parts (0: none, one frame) */
-    char user[41];      /* the CURVE key it authenticated with (Z85); "" on a plain transport */
+    char user[41]; /* the CURVE key it authenticated with (Z85); "" on a plain transport */
     fault_eff_t fin, fout;
 } inconn_t;
 
@@ -185,8 +185,8 @@ struct shoal_system {
     pthread_t thread;
     void *router;
     shoal_listener_t *guard; /* the ROUTER's connections: cap, failed handshakes (listener.c) */
-    shoal_curve_t *curve;    /* NULL: plain transport */
-    const char *hello_user;  /* CURVE: the key (Z85) of the connection a HELLO being read came on */
+    shoal_curve_t *curve; /* NULL: plain transport */
+    const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop: max_frame_bytes + MAX_MSG_MARGIN */
     /* the protocol version messages are sent at (ddata.h, PROTOCOL VERSION): written on the
@@ -298,7 +298,7 @@ static void log_limited(shoal_system_t *sys, int reason, const char *fmt, ...)
     va_end(ap);
     if (suppressed)
         shoal_warning("%s: %s (%" PRIu64 " similar suppressed)", shoal_node_id(sys->self), msg,
-                      suppressed);
+                     suppressed);
     else
         shoal_warning("%s: %s", shoal_node_id(sys->self), msg);
 }
@@ -721,8 +721,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
                     status == SHOAL_HELLO_NO_COMMON_VERSION ? "no common wire version"
                     : status == SHOAL_HELLO_WRONG_ADDRESS   ? "wrong address"
                     : status == SHOAL_HELLO_QUARANTINED     ? "quarantined"
-                    : status == SHOAL_HELLO_NOT_ALLOWED ? "its key is no longer on the allow-list"
-                                                        : "unusable routing id");
+                    : status == SHOAL_HELLO_NOT_ALLOWED     ? "its key is no longer on the allow-list"
+                                                            : "unusable routing id");
         reply_hello(sys, rid, rid_len, status, 0);
         return;
     }
@@ -1079,13 +1079,13 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
     s->value = p;
     if (!old) {
         shoal_info("%s: peer %s up at %s", shoal_node_id(sys->self), shoal_node_id(p->node),
-                   p->endpoint);
+                  p->endpoint);
         emit(sys, SHOAL_PEER_UP, p->node, NULL, 0);
         return;
     }
     shoal_info("%s: peer at %s restarted: %s replaces %s (%" PRIu64 " messages unacknowledged)",
-               shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
-               lost);
+              shoal_node_id(sys->self), p->endpoint, shoal_node_id(p->node), shoal_node_id(old),
+              lost);
     emit(sys, SHOAL_PEER_RESTARTED, p->node, old, 0);
     if (lost) {
         sys->stats.lost_unacked += lost;
@@ -1175,7 +1175,8 @@ static void drain_dealer(shoal_system_t *sys, peer_t *p)
 
 /* Reads one event of a socket monitor (ZeroMQ sends the event and its value, then its address,
    as two frames): false when none is waiting. `where` (may be NULL) gets the address. */
-static bool monitor_event(void *monitor, uint16_t *event, uint32_t *value, char *where, size_t cap)
+static bool monitor_event(void *monitor, uint16_t *event, uint32_t *value, char *where,
+                          size_t cap)
 {
     zmq_msg_t ev, addr;
     zmq_msg_init(&ev);
@@ -1211,7 +1212,8 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
 {
     uint16_t event;
     uint32_t value;
-    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, &value, NULL, 0); n++) {
+    for (int n = 0; n < DEALER_BUDGET && monitor_event(p->monitor, &event, &value, NULL, 0);
+         n++) {
         int64_t now = shoal_now_ms();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             p->redial_backoff_ms = 0;
@@ -1381,9 +1383,8 @@ static bool key_revoked(shoal_system_t *sys, const inconn_t *c, int64_t now)
     (void)now;
     if (!c->user[0] || shoal_curve_allows_z85(sys->curve, c->user))
         return false;
-    shoal_warning(
-        "%s: key %s left the allow-list: the open connection of %s is refused from now on",
-        shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
+    shoal_warning("%s: key %s left the allow-list: the open connection of %s is refused from now on",
+                 shoal_node_id(sys->self), c->user, c->node ? shoal_node_id(c->node) : "a client");
     shoal_curve_count_refused(sys->curve);
     return true;
 }
@@ -1398,7 +1399,7 @@ static void recheck_keys(shoal_system_t *sys, int64_t now)
         if (!shoal_curve_server_revoked(sys->curve, p->endpoint))
             continue;
         shoal_warning("%s: the key of %s left the allow-list: closing the connection to it",
-                      shoal_node_id(sys->self), p->endpoint);
+                     shoal_node_id(sys->self), p->endpoint);
         shoal_curve_count_refused(sys->curve);
         shoal_system_disconnect(sys, p->endpoint);
     }
@@ -1661,8 +1662,8 @@ static void serve_peer(shoal_system_t *sys, peer_t *p)
     if (!p->dead && (ev & ZMQ_POLLOUT) && p->up && p->blocked.len)
         mark_dirty(sys, p); /* room again in the peer's queue */
     /* what a budget left, or what arrived meanwhile, is served next turn */
-    if (!p->dead && ((shoal_zmq_events(p->dealer) & ZMQ_POLLIN) ||
-                     (shoal_zmq_events(p->monitor) & ZMQ_POLLIN))) {
+    if (!p->dead &&
+        ((shoal_zmq_events(p->dealer) & ZMQ_POLLIN) || (shoal_zmq_events(p->monitor) & ZMQ_POLLIN))) {
         p->check = true;
         sys->peers_check = true;
     }
@@ -1826,7 +1827,8 @@ void *shoal_zmq_context(void)
 static void monitor_name(char *out, size_t cap)
 {
     static atomic_uint_fast64_t monitors;
-    snprintf(out, cap, "inproc://shoal-monitor-%" PRIu64, (uint64_t)atomic_fetch_add(&monitors, 1));
+    snprintf(out, cap, "inproc://shoal-monitor-%" PRIu64,
+             (uint64_t)atomic_fetch_add(&monitors, 1));
 }
 
 static void set_int(void *sock, int opt, int v)
@@ -1934,7 +1936,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     }
     sys->endpoint = strdup(bound);
     sys->set.endpoint = sys->endpoint; /* the caller's string need not outlive the call */
-    sys->epfd = -1;                    /* the node thread makes it (THE LOOP) */
+    sys->epfd = -1; /* the node thread makes it (THE LOOP) */
     sys->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (sys->wake_fd < 0) {
         *err = SHOAL_EIO;
@@ -1962,12 +1964,12 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     }
     if (curve)
         shoal_info("%s: node started at %s (CURVE, key %s, allow-list %s)",
-                   shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
-                   s->curve_allow_dir);
+                  shoal_node_id(sys->self), sys->endpoint, shoal_curve_public_txt(curve),
+                  s->curve_allow_dir);
     else
         shoal_warning("%s: node started at %s with a PLAIN transport: traffic is neither "
-                      "encrypted nor authenticated (development only; see curve_cert)",
-                      shoal_node_id(sys->self), sys->endpoint);
+                     "encrypted nor authenticated (development only; see curve_cert)",
+                     shoal_node_id(sys->self), sys->endpoint);
     *err = 0;
     return sys;
 fail:
@@ -1987,7 +1989,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     shoal_system_t *sys = *self_p;
     if (shoal_system_on_thread(sys)) {
         shoal_error("%s: shoal_system_destroy called from the node's own thread: refused",
-                    shoal_node_id(sys->self));
+                   shoal_node_id(sys->self));
         return;
     }
     pthread_mutex_lock(&sys->lock);
@@ -2151,7 +2153,7 @@ int shoal_system_connect(shoal_system_t *sys, const char *endpoint)
         !(monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) || zmq_connect(monitor, mon) != 0 ||
         zmq_connect(dealer, endpoint) != 0) {
         shoal_warning("%s: cannot connect to %s: %s", shoal_node_id(sys->self), endpoint,
-                      zmq_strerror(errno));
+                     zmq_strerror(errno));
         zmq_socket_monitor(dealer, NULL, 0);
         if (monitor)
             zmq_close(monitor);
@@ -2426,8 +2428,8 @@ static int do_fault(shoal_system_t *sys, void *arg)
     pthread_mutex_unlock(&sys->faults_lock);
     refresh_faults(sys);
     shoal_info("%s: fault on %s: dir=%d cut=%d drop=%.2f duplicate=%.2f delay=%ums",
-               shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
-               cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
+              shoal_node_id(sys->self), cmd->endpoint ? cmd->endpoint : "every peer", cmd->f->dir,
+              cmd->f->cut, cmd->f->drop, cmd->f->duplicate, cmd->f->delay_ms);
     return 0;
 }
 
