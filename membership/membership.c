@@ -1149,9 +1149,9 @@ static void send_init_join(shoal_cluster_t *c)
 {
     Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
     m.app_version = (char *)c->s.app_version;
-    if (cluster_own_protocol(c) > 1) { /* at 1 nothing is written: 0.1.x's bytes */
+    if (SHOAL_PROTOCOL_MAX > 1) { /* at 1 nothing is written: 0.1.x's bytes */
         m.protocol_min = SHOAL_PROTOCOL_MIN;
-        m.protocol_max = cluster_own_protocol(c);
+        m.protocol_max = SHOAL_PROTOCOL_MAX;
     }
     for (size_t i = 0; i < c->n_seeds; i++) {
         if (is_seed_self(c, c->seeds[i]))
@@ -1325,9 +1325,9 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     if (c->joining && is_seed_node(c, node)) {
         Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
         m.app_version = (char *)c->s.app_version;
-        if (cluster_own_protocol(c) > 1) {
+        if (SHOAL_PROTOCOL_MAX > 1) {
             m.protocol_min = SHOAL_PROTOCOL_MIN;
-            m.protocol_max = cluster_own_protocol(c);
+            m.protocol_max = SHOAL_PROTOCOL_MAX;
         }
         cluster_send(c, node, K_INIT_JOIN, &m.base);
     }
@@ -1413,9 +1413,11 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from,
     j.app_version = (char *)c->s.app_version;
     j.heartbeat_endpoint = c->hb_endpoint;
     j.durable_id = (char *)(c->s.durable_id ? c->s.durable_id : "");
-    if (cluster_own_protocol(c) > 1) {
+    if (SHOAL_PROTOCOL_MAX > 1) {
+        /* what it decodes (the seed's check) and what it announces (its record: the pin caps it) */
         j.protocol_min = SHOAL_PROTOCOL_MIN;
-        j.protocol_max = cluster_own_protocol(c);
+        j.protocol_max = SHOAL_PROTOCOL_MAX;
+        j.member_protocol = cluster_own_protocol(c) > 1 ? cluster_own_protocol(c) : 0;
     }
     uint8_t key[32];
     if (own_public_key(c, key)) {
@@ -1452,7 +1454,7 @@ static int add_joiner(cstate_t *st, const shoal_node_t *self, void *arg)
     int rc = cstate_add_member(st, self, a->node, (const char *const *)a->j->roles, a->j->n_roles,
                                a->j->app_version, a->j->heartbeat_endpoint, a->j->public_key.data,
                                a->j->public_key.len, a->j->durable_id);
-    return rc < 0 ? rc : cstate_set_protocol_max(st, self, a->node, a->j->protocol_max);
+    return rc < 0 ? rc : cstate_set_protocol_max(st, self, a->node, a->j->member_protocol);
 }
 
 static int down_node(cstate_t *st, const shoal_node_t *self, void *arg)
