@@ -249,11 +249,11 @@ static const cfg_key_t cfg_keys[] = {
     /* The node: shoal/remote/artery/... -> shoal_system_settings_t. hostname and port make the
        endpoint together (see shoal_config_system), so they are kept rather than set alone. */
     KEEP(ARTERY "canonical/hostname", K_HOST, 0, CFG_AKKA, NULL,
-         "Host of the node's endpoint (what peers dial; part of the node id). With port it makes "
-         "shoal_system_settings_t.endpoint; alone, the port comes from the caller's endpoint."),
+        "Host of the node's endpoint (what peers dial; part of the node id). With port it makes "
+        "shoal_system_settings_t.endpoint; alone, the port comes from the caller's endpoint."),
     {ARTERY "canonical/port", K_UINT, 0, 65535, CFG_KEPT, NULL, 0, NULL, CFG_AKKA, NULL,
-     "Port of the node's endpoint (0: an ephemeral port). With hostname it makes the endpoint;"
-     " alone, the host comes from the caller's endpoint (else 127.0.0.1)."},
+        "Port of the node's endpoint (0: an ephemeral port). With hostname it makes the endpoint;"
+        " alone, the host comes from the caller's endpoint (else 127.0.0.1)."},
     SYS("advanced/maximum-frame-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, max_frame_bytes, size_t,
         set_size, CFG_AKKA, "256 KiB",
         "Largest frame a node sends or accepts, checked before decoding; larger replicator "
@@ -277,230 +277,227 @@ static const cfg_key_t cfg_keys[] = {
     /* Distributed data: shoal/cluster/distributed-data/... -> shoal_replicator_settings_t */
     /* the replicator actor's name: no actors here */
     KEEP(DD "name", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     REP("role", K_STRING, 0, 0, role, const char *, set_str, CFG_AKKA, NULL,
         "Role of the replicator: its peers are the members having it. Unset: \"\" (every member)."),
     REP_MS32("gossip-interval", CFG_POSITIVE, gossip_interval_ms, CFG_AKKA, "2 s",
-             "Interval of full-state anti-entropy (digest comparison with one peer)."),
-    REP_MS32("notify-subscribers-interval", CFG_POSITIVE, notify_subscribers_interval_ms, CFG_AKKA,
-             "500 ms", "Subscribers are notified of changes in batches on this interval."),
+        "Interval of full-state anti-entropy (digest comparison with one peer)."),
+    REP_MS32("notify-subscribers-interval", CFG_POSITIVE, notify_subscribers_interval_ms,
+        CFG_AKKA, "500 ms",
+        "Subscribers are notified of changes in batches on this interval."),
     KEEP(DD "log-data-size-exceeding", K_SIZE, CFG_OFF, CFG_AKKA, NULL,
-         "Akka's warning threshold for large values: accepted and ignored."),
+        "Akka's warning threshold for large values: accepted and ignored."),
     REP_U32("max-delta-elements", CFG_POSITIVE, max_delta_elements, CFG_AKKA, "500",
-            "Most keys in one delta or gossip message."),
+        "Most keys in one delta or gossip message."),
     /* JVM executor */
     KEEP(DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     REP_MS32("pruning-interval", CFG_OFF | CFG_POSITIVE, pruning_interval_ms, CFG_AKKA, "120 s",
-             "How often removed nodes' data is pruned from values (off: never)."),
-    REP_MS32("max-pruning-dissemination", CFG_POSITIVE, max_pruning_dissemination_ms, CFG_AKKA,
-             "300 s", "Longest a pruning round waits for its marker to reach every peer."),
+        "How often removed nodes' data is pruned from values (off: never)."),
+    REP_MS32("max-pruning-dissemination", CFG_POSITIVE, max_pruning_dissemination_ms,
+        CFG_AKKA, "300 s",
+        "Longest a pruning round waits for its marker to reach every peer."),
     REP_MS64("pruning-marker-time-to-live", CFG_POSITIVE, pruning_marker_ttl_ms, CFG_AKKA, "6 h",
-             "How long pruning markers are kept, so old state arriving late is cleaned."),
+        "How long pruning markers are kept, so old state arriving late is cleaned."),
     /* no serializer cache */
     KEEP(DD "serializer-cache-time-to-live", K_DURATION, 0, CFG_AKKA, NULL,
-         "Akka's serializer cache: accepted and ignored (none here)."),
+        "Akka's serializer cache: accepted and ignored (none here)."),
     REP_BOOL("prefer-oldest", prefer_oldest, CFG_AKKA, "off",
-             "Default of shoal_consistency_t.prefer_oldest: majority and from-n operations ask the "
-             "oldest nodes first."),
+        "Default of shoal_consistency_t.prefer_oldest: majority and from-n operations ask the "
+        "oldest nodes first."),
     REP_BOOL("delta-crdt/enabled", delta_enabled, CFG_AKKA, "on",
-             "Propagate deltas between gossip rounds (off: full state only)."),
+        "Propagate deltas between gossip rounds (off: full state only)."),
     REP_U32("delta-crdt/max-delta-size", CFG_POSITIVE, max_delta_size, CFG_AKKA, "50",
-            "A key whose pending deltas span more updates ships full state instead."),
+        "A key whose pending deltas span more updates ships full state instead."),
     REP("expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, UINT64_MAX, expire_keys,
         const shoal_expiry_t *, set_expire_keys, CFG_AKKA, NULL,
         "Keys or prefixes (key-*) dropped after this long without access: children `key = "
         "duration`, or inline \"k = 10 minutes, p* = 2 minutes\"."),
-    REP("durable/keys", K_LIST, 0, 0, durable_keys, const char *const *, set_durable_keys, CFG_AKKA,
-        NULL,
+    REP("durable/keys", K_LIST, 0, 0, durable_keys, const char *const *, set_durable_keys,
+        CFG_AKKA, NULL,
         "Keys (or prefixes ending in *) written to the durable store: comma-separated or [\"a\", "
         "\"b\"]. Unset: none."),
-    REP_MS64(
-        "durable/pruning-marker-time-to-live", CFG_POSITIVE, durable_pruning_marker_ttl_ms,
-        CFG_AKKA, "10 d",
+    REP_MS64("durable/pruning-marker-time-to-live", CFG_POSITIVE,
+             durable_pruning_marker_ttl_ms, CFG_AKKA, "10 d",
         "Pruning markers of durable keys live this long; a store whose newest write is older is "
         "not gossiped until it has synced with a peer."),
     KEEP(DD "durable/store-actor-class", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     KEEP(DD "durable/use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     /* a JVM dispatcher definition */
     KEEP(DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     /* the LMDB store's: durable/config.c (shoal_config_durable) reads them with the getters */
     KEEP(DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL,
-         "The LMDB store's directory (shoal_config_durable: shoal_durable_settings_t.dir), used as "
-         "written: Akka's suffix for a dir ending in ddata is not added, one environment serves "
-         "every role of the node and its lock refuses a second node. Empty is refused."),
-    KEPT_MAX(
-        DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, CFG_AKKA, "100 MiB",
+        "The LMDB store's directory (shoal_config_durable: shoal_durable_settings_t.dir), used as "
+        "written: Akka's suffix for a dir ending in ddata is not added, one environment serves "
+        "every role of the node and its lock refuses a second node. Empty is refused."),
+    KEPT_MAX(DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, CFG_AKKA, "100 MiB",
         "Initial LMDB map size (shoal_config_durable: shoal_durable_settings_t.map_size); the map "
         "doubles on demand up to map_max."),
-    KEPT32(
-        DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, "off",
+    KEPT32(DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, "off",
         "off: every write is committed before it is acknowledged; a duration batches writes, one"
         " per key, acknowledging them at once, a window of loss on a crash (shoal_config_durable:"
         " shoal_durable_settings_t.write_behind_ms)."),
     /* Shoal's own */
     REP_MS32("delta-interval", CFG_POSITIVE, delta_interval_ms, CFG_SHOAL, "400 ms",
-             "How often pending deltas are sent to a rotating slice of peers."),
-    REP_MS64(
-        "tombstone-time-to-live", CFG_POSITIVE, tombstone_ttl_ms, CFG_SHOAL, "1 d",
+        "How often pending deltas are sent to a rotating slice of peers."),
+    REP_MS64("tombstone-time-to-live", CFG_POSITIVE, tombstone_ttl_ms, CFG_SHOAL, "1 d",
         "Deleted keys are collected after this (once every peer holds the tombstone); the name is"
         " then refused for as long. Akka keeps tombstones for ever."),
     REP_SIZE("compress-above", 0, compress_above_bytes, CFG_SHOAL, "32 KiB",
-             "Replicator messages above this size are zlib-compressed."),
+        "Replicator messages above this size are zlib-compressed."),
     REP_SIZE("max-reassembly-size", CFG_POSITIVE, max_reassembly_bytes, CFG_SHOAL, "64 MiB",
-             "Largest chunked message a replicator puts back together."),
+        "Largest chunked message a replicator puts back together."),
     REP_U32("max-pending-operations", CFG_POSITIVE, max_pending_ops, CFG_SHOAL, "100000",
-            "Operations in flight on a replicator before new ones fail with SHOAL_EBUSY."),
+        "Operations in flight on a replicator before new ones fail with SHOAL_EBUSY."),
 
     /* Membership: shoal/cluster/... -> shoal_cluster_settings_t (membership.h). A '*' segment
        stands for any one name: role/<role-name>/min-nr-of-members. */
     KEEP(CLUSTER "seed-nodes", K_LIST, 0, CFG_AKKA, NULL,
-         "Endpoints tcp://host:port to join through; give every node the same list. Only the first"
-         " may form a new cluster. Unset: wait for a join."),
+        "Endpoints tcp://host:port to join through; give every node the same list. Only the first"
+        " may form a new cluster. Unset: wait for a join."),
     KEPT32(CLUSTER "seed-node-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "5 s",
-           "How long the first seed waits for the other seeds' answers before it forms a cluster."),
+        "How long the first seed waits for the other seeds' answers before it forms a cluster."),
     KEPT32(CLUSTER "retry-unsuccessful-join-after", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
-           "A join that got no answer is tried again after this."),
+        "A join that got no answer is tried again after this."),
     KEPT32(CLUSTER "shutdown-after-unsuccessful-join-seed-nodes", K_DURATION,
            CFG_OFF | CFG_POSITIVE, CFG_AKKA, "off",
-           "Shut the node down when it has not joined after this long (off: keep trying)."),
+        "Shut the node down when it has not joined after this long (off: keep trying)."),
     /* read by sharding (sharding/config.c): off = 0 = the split-brain resolver's stable-after */
     KEPT32(CLUSTER "down-removal-margin", K_DURATION, CFG_OFF, CFG_AKKA, "off",
-           "Shards of a downed member are reallocated this long after its removal (off: the "
-           "split-brain resolver's stable-after). Read by sharding."),
+        "Shards of a downed member are reallocated this long after its removal (off: the "
+        "split-brain resolver's stable-after). Read by sharding."),
     /* JVM class; Shoal's SBR is built in */
     KEEP(CLUSTER "downing-provider-class", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM class: accepted and ignored (the split-brain resolver is built in)."),
-    KEPT32(CLUSTER "allow-weakly-up-members", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE, CFG_AKKA,
-           "7 s",
-           "Joining members become WeaklyUp after this without convergence (on: 7 s, off: never)."),
+        "JVM class: accepted and ignored (the split-brain resolver is built in)."),
+    KEPT32(CLUSTER "allow-weakly-up-members", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE,
+        CFG_AKKA, "7 s",
+        "Joining members become WeaklyUp after this without convergence (on: 7 s, off: never)."),
     KEEP(CLUSTER "roles", K_LIST, 0, CFG_AKKA, NULL,
-         "Roles of this node (comma-separated). Unset: none."),
+        "Roles of this node (comma-separated). Unset: none."),
     KEPT32(CLUSTER "role/*/min-nr-of-members", K_UINT, 0, CFG_AKKA, NULL,
-           "Members of role <name> needed before members of it are moved to Up."),
+        "Members of role <name> needed before members of it are moved to Up."),
     KEEP(CLUSTER "app-version", K_STRING, 0, CFG_AKKA, "0.0.0",
-         "Version of the application; allocation prefers the newest, and rebalancing waits while "
-         "versions differ."),
+        "Version of the application; allocation prefers the newest, and rebalancing waits while "
+        "versions differ."),
     KEPT32(CLUSTER "min-nr-of-members", K_UINT, CFG_POSITIVE, CFG_AKKA, "1",
-           "Members needed before the leader moves Joining members to Up."),
+        "Members needed before the leader moves Joining members to Up."),
     KEPT32(CLUSTER "protocol-version", K_UINT, 0, CFG_SHOAL, "0",
-           "Highest protocol version this node announces and sends at; 0: as high as every member "
-           "speaks. Pin the previous release's on every member to keep a rollback possible "
-           "(docs/protocol-versions.md)."),
+        "Highest protocol version this node announces and sends at; 0: as high as every member "
+        "speaks. Pin the previous release's on every member to keep a rollback possible "
+        "(docs/protocol-versions.md)."),
     KEPT32(CLUSTER "gossip-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
-           "Interval of membership gossip rounds."),
+        "Interval of membership gossip rounds."),
     KEPT32(CLUSTER "gossip-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, "2 s",
-           "Gossip later than this (beyond the sender's fastest) is dropped by the receiver."),
+        "Gossip later than this (beyond the sender's fastest) is dropped by the receiver."),
     KEPT32(CLUSTER "leader-actions-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
-           "How often the leader moves members (Joining to Up, Exiting to Removed...)."),
-    {CLUSTER "gossip-different-view-probability", K_DOUBLE, 0, 1, CFG_KEPT, NULL, 0, NULL, CFG_AKKA,
-     "0.8", "Probability of gossiping to a member that has not seen this version."},
+        "How often the leader moves members (Joining to Up, Exiting to Removed...)."),
+    {CLUSTER "gossip-different-view-probability", K_DOUBLE, 0, 1, CFG_KEPT, NULL, 0, NULL,
+        CFG_AKKA, "0.8",
+        "Probability of gossiping to a member that has not seen this version."},
     KEPT32(CLUSTER "reduce-gossip-different-view-probability", K_UINT, 0, CFG_AKKA, "400",
-           "Above this many members that probability is lowered."),
+        "Above this many members that probability is lowered."),
     /* JVM class: phi accrual is built in */
     KEEP(FD "implementation-class", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM class: accepted and ignored (phi accrual is built in)."),
+        "JVM class: accepted and ignored (phi accrual is built in)."),
     KEPT32(FD "heartbeat-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
-           "Interval of heartbeats to the members this node monitors."),
+        "Interval of heartbeats to the members this node monitors."),
     KEPT32(FD "threshold", K_DOUBLE, CFG_POSITIVE, CFG_AKKA, "8",
-           "Phi above which a member is suspected unreachable."),
+        "Phi above which a member is suspected unreachable."),
     KEPT32(FD "max-sample-size", K_UINT, CFG_POSITIVE, CFG_AKKA, "1000",
-           "Heartbeat intervals kept per monitored member."),
+        "Heartbeat intervals kept per monitored member."),
     KEPT32(FD "min-std-deviation", K_DURATION, CFG_POSITIVE, CFG_AKKA, "100 ms",
-           "Least standard deviation assumed by the phi calculation."),
+        "Least standard deviation assumed by the phi calculation."),
     KEPT32(FD "acceptable-heartbeat-pause", K_DURATION, 0, CFG_AKKA, "3 s",
-           "Heartbeats may be missing this long before phi rises (GC-like pauses)."),
+        "Heartbeats may be missing this long before phi rises (GC-like pauses)."),
     KEPT32(FD "monitored-by-nr-of-members", K_UINT, CFG_POSITIVE, CFG_AKKA, "5",
-           "Members that monitor each member (on a hashed ring)."),
+        "Members that monitor each member (on a hashed ring)."),
     KEPT32(FD "expected-response-after", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
-           "The first heartbeat to a new member is expected within this."),
+        "The first heartbeat to a new member is expected within this."),
     /* Shoal's own */
     KEPT32(FD "indirect-probes", K_UINT, 0, CFG_SHOAL, "3",
-           "Members asked to probe a suspect before it is marked unreachable (SWIM; 0: none)."),
-    KEPT32(
-        FD "loop-stall-bound", K_DURATION, CFG_POSITIVE, CFG_SHOAL, "20 s",
+        "Members asked to probe a suspect before it is marked unreachable (SWIM; 0: none)."),
+    KEPT32(FD "loop-stall-bound", K_DURATION, CFG_POSITIVE, CFG_SHOAL, "20 s",
         "The heartbeat actor stops answering when the node loop has not ticked for this long, so "
         "a wedged node is detected."),
     KEEP(FD "heartbeat-endpoint", K_STRING, 0, CFG_SHOAL, NULL,
-         "Endpoint of the heartbeat socket. Unset: the node's host and an ephemeral port."),
+        "Endpoint of the heartbeat socket. Unset: the node's host and an ephemeral port."),
     /* Split-brain resolver; Akka's lease-majority is not offered (no leases) */
     {SBR "active-strategy", K_CHOICE, 0, 0, CFG_KEPT, NULL, 0,
      "keep-majority|keep-oldest|static-quorum|down-all|off", CFG_AKKA, "keep-majority",
-     "Split-brain resolver: keep-majority, keep-oldest, static-quorum, down-all, or off (no "
-     "automatic downing). On by default, unlike Akka."},
+        "Split-brain resolver: keep-majority, keep-oldest, static-quorum, down-all, or off (no "
+        "automatic downing). On by default, unlike Akka."},
     KEPT32(SBR "stable-after", K_DURATION, 0, CFG_AKKA, "20 s",
-           "The unreachable set must be stable this long before the resolver decides."),
-    KEPT32(SBR "down-all-when-unstable", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE, CFG_AKKA,
-           "on",
-           "Down every member when the unreachable set keeps changing for this long (on: 3/4 of "
-           "stable-after, at least 4 s; off: never)."),
+        "The unreachable set must be stable this long before the resolver decides."),
+    KEPT32(SBR "down-all-when-unstable", K_DURATION, CFG_ON | CFG_OFF | CFG_POSITIVE,
+        CFG_AKKA, "on",
+        "Down every member when the unreachable set keeps changing for this long (on: 3/4 of "
+        "stable-after, at least 4 s; off: never)."),
     /* >= 1 checked when it is active */
-    KEPT32(
-        SBR "static-quorum/quorum-size", K_UINT, 0, CFG_AKKA, NULL,
+    KEPT32(SBR "static-quorum/quorum-size", K_UINT, 0, CFG_AKKA, NULL,
         "static-quorum: members the surviving side needs (required when that strategy is active)."),
     KEEP(SBR "static-quorum/role", K_STRING, 0, CFG_AKKA, NULL,
-         "static-quorum: count only members of this role."),
+        "static-quorum: count only members of this role."),
     KEEP(SBR "keep-majority/role", K_STRING, 0, CFG_AKKA, NULL,
-         "keep-majority: count only members of this role."),
+        "keep-majority: count only members of this role."),
     KEEP(SBR "keep-oldest/down-if-alone", K_BOOL, 0, CFG_AKKA, "on",
-         "keep-oldest: down the oldest member instead when it is alone on its side."),
+        "keep-oldest: down the oldest member instead when it is alone on its side."),
     KEEP(SBR "keep-oldest/role", K_STRING, 0, CFG_AKKA, NULL,
-         "keep-oldest: the oldest member of this role."),
+        "keep-oldest: the oldest member of this role."),
     /* Shoal's own: the fence (membership.h, THE FENCE); fence-after 0 = derived */
     KEPT32(SBR "fence-after", K_DURATION, 0, CFG_SHOAL, "0",
-           "A node without heartbeat replies from the side it would lose to for this long stops "
-           "hosting shards and singletons (0: acceptable-heartbeat-pause + stable-after / 2)."),
+        "A node without heartbeat replies from the side it would lose to for this long stops "
+        "hosting shards and singletons (0: acceptable-heartbeat-pause + stable-after / 2)."),
     KEPT32(SBR "fence-margin", K_DURATION, 0, CFG_SHOAL, "1 s",
-           "fence-after + fence-margin must be at most acceptable-heartbeat-pause + stable-after; "
-           "sharding refuses to start otherwise."),
+        "fence-after + fence-margin must be at most acceptable-heartbeat-pause + stable-after; "
+        "sharding refuses to start otherwise."),
     /* Coordinated shutdown */
     KEPT32(CS "default-phase-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "5 s",
-           "Timeout of each phase of the orderly shutdown."),
+        "Timeout of each phase of the orderly shutdown."),
     /* Seed discovery (membership.h, SEED DISCOVERY): Akka Management's Cluster Bootstrap keys;
        discover (the name, "dns:NAME:PORT" or "srv:NAME") and resolver are Shoal's own, checked
        by membership/config.c */
     KEEP(BOOT "discover", K_STRING, 0, CFG_SHOAL, NULL,
-         "Seed discovery by DNS instead of seed-nodes: dns:NAME:PORT (A/AAAA records) or srv:NAME "
-         "(SRV records)."),
+        "Seed discovery by DNS instead of seed-nodes: dns:NAME:PORT (A/AAAA records) or srv:NAME "
+        "(SRV records)."),
     KEPT32(BOOT "required-contact-point-nr", K_UINT, CFG_POSITIVE, CFG_AKKA, "2",
-           "Contact points needed before the lowest one may form a new cluster."),
+        "Contact points needed before the lowest one may form a new cluster."),
     KEPT32(BOOT "stable-margin", K_DURATION, 0, CFG_AKKA, "5 s",
-           "The set of contact points must be stable this long before a cluster is formed."),
+        "The set of contact points must be stable this long before a cluster is formed."),
     KEPT32(BOOT "interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
-           "How often the name is resolved."),
+        "How often the name is resolved."),
     KEEP(BOOT "resolver", K_STRING, 0, CFG_SHOAL, NULL,
-         "Nameserver IPv4:PORT. Unset: SHOAL_DNS_RESOLVER, else the system's."),
+        "Nameserver IPv4:PORT. Unset: SHOAL_DNS_RESOLVER, else the system's."),
 
     /* Sharding: shoal/cluster/sharding/... (sharding/config.c reads these rows with the getters
        into shoal_sharding_settings_t, its passivation and its replicator_settings).
        Persistence-mode, event-sourced-store and JVM keys are checked and ignored: Shoal keeps
        sharding's state in ddata. */
     KEPT32(SH "number-of-shards", K_UINT, CFG_POSITIVE, CFG_AKKA, "1000",
-           "Shards per entity type; the same on every node (checked at registration)."),
+        "Shards per entity type; the same on every node (checked at registration)."),
     /* an actor name */
     KEEP(SH "guardian-name", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     KEEP(SH "role", K_STRING, 0, CFG_AKKA, NULL,
-         "Role of the members that host the type's entities. Unset: \"\" (every member)."),
+        "Role of the members that host the type's entities. Unset: \"\" (every member)."),
     KEEP(SH "remember-entities", K_BOOL, 0, CFG_AKKA, "off",
-         "Entities running when their shard stops (rebalance, crash, restart of the cluster) are "
-         "started again (remember_entities); automatic passivation is then off."),
+        "Entities running when their shard stops (rebalance, crash, restart of the cluster) are "
+        "started again (remember_entities); automatic passivation is then off."),
     KEPT_CHOICE(SH "remember-entities-store", "ddata|eventsourced", CFG_AKKA, NULL,
-                "ddata is the only store here; eventsourced is accepted and ignored."),
+        "ddata is the only store here; eventsourced is accepted and ignored."),
     /* Akka's, deprecated */
     KEPT32(SH "passivate-idle-entity-after", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-           "Akka's deprecated idle timeout: when set it wins over passivation/strategy (a warning "
-           "if both are), making the idle strategy with this timeout (passivation.idle_timeout_ms);"
-           " off: no automatic passivation."),
+        "Akka's deprecated idle timeout: when set it wins over passivation/strategy (a warning "
+        "if both are), making the idle strategy with this timeout (passivation.idle_timeout_ms);"
+        " off: no automatic passivation."),
     /* Passivation. strategy names a section under passivation: default-idle-strategy,
        default-strategy or one of the file's own; each section takes every key of
        strategy-defaults (Akka reads a strategy with strategy-defaults as its fallback), hence
@@ -508,279 +505,287 @@ static const cfg_key_t cfg_keys[] = {
        written by leaving interval out (half the timeout). */
     /* checked against the sections by sharding/ */
     KEEP(SH_PASS "strategy", K_STRING, 0, CFG_AKKA, "default-idle-strategy",
-         "default-idle-strategy, default-strategy (W-TinyLFU, limit 100000), off, none, or a "
-         "section under passivation: its keys over strategy-defaults make "
-         "shoal_sharding_settings_t.passivation anew. Unset: the file's default-idle-strategy or "
-         "strategy-defaults section, if any, applies; else the caller's passivation stays."),
+        "default-idle-strategy, default-strategy (W-TinyLFU, limit 100000), off, none, or a "
+        "section under passivation: its keys over strategy-defaults make "
+        "shoal_sharding_settings_t.passivation anew. Unset: the file's default-idle-strategy or "
+        "strategy-defaults section, if any, applies; else the caller's passivation stays."),
     /* Akka's */
     KEPT32(SH_PASS "stop-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
-           "An entity that does not stop after its stop message is stopped by force after this "
-           "(passivation.stop_timeout_ms; not part of a strategy)."),
-    KEPT32(
-        SH_STRAT "idle-entity/timeout", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
+        "An entity that does not stop after its stop message is stopped by force after this "
+        "(passivation.stop_timeout_ms; not part of a strategy)."),
+    KEPT32(SH_STRAT "idle-entity/timeout", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
         "Passivate an entity after this long without a message (passivation.idle_timeout_ms); off"
         " (strategy-defaults) = none, 120 s in default-idle-strategy. Applies with any policy."),
     KEPT32(SH_STRAT "idle-entity/interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-           "How often idleness is checked (passivation.idle_interval_ms); left out: half the "
-           "timeout (Akka's default)."),
+        "How often idleness is checked (passivation.idle_interval_ms); left out: half the "
+        "timeout (Akka's default)."),
     KEPT32(SH_STRAT "active-entity-limit", K_UINT, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-           "Active entities per region, split among its shards (passivation.active_entity_limit);"
-           " off = none, and then the replacement and admission keys do nothing (Akka). A limit "
-           "without a replacement policy is refused."),
-    KEPT_CHOICE(
-        SH_STRAT "replacement/policy", PASS_POLICIES, CFG_AKKA, NULL,
+        "Active entities per region, split among its shards (passivation.active_entity_limit);"
+        " off = none, and then the replacement and admission keys do nothing (Akka). A limit "
+        "without a replacement policy is refused."),
+    KEPT_CHOICE(SH_STRAT "replacement/policy", PASS_POLICIES, CFG_AKKA, NULL,
         "least-recently-used, most-recently-used, least-frequently-used, or off "
         "(passivation.policy LRU, MRU, LFU). With an admission window it must be a segmented "
         "least-recently-used (W-TinyLFU's main area)."),
     KEPT32(SH_STRAT "replacement/least-recently-used/segmented/levels", K_UINT,
            CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-           "Segments of the LRU (passivation.slru_levels), at most 4; off or 1: plain LRU."),
-    KEEP(SH_STRAT "replacement/least-recently-used/segmented/proportions", K_LIST, 0, CFG_AKKA,
-         NULL,
-         "Sizes of the segments, fractions, one per segment (passivation.slru_proportions); empty"
-         " = equal segments."),
+        "Segments of the LRU (passivation.slru_levels), at most 4; off or 1: plain LRU."),
+    KEEP(SH_STRAT "replacement/least-recently-used/segmented/proportions", K_LIST, 0,
+        CFG_AKKA, NULL,
+        "Sizes of the segments, fractions, one per segment (passivation.slru_proportions); empty"
+        " = equal segments."),
     /* no settings */
     KEEP(SH_STRAT "replacement/most-recently-used", K_ANY_TREE, 0, CFG_AKKA, NULL,
-         "Section without settings: accepted."),
+        "Section without settings: accepted."),
     KEEP(SH_STRAT "replacement/least-frequently-used/dynamic-aging", K_BOOL, 0, CFG_AKKA, NULL,
-         "LFU with dynamic aging (passivation.lfu_dynamic_aging)."),
+        "LFU with dynamic aging (passivation.lfu_dynamic_aging)."),
     KEPT_MAX(SH_STRAT "admission/window/proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-             "W-TinyLFU: initial size of the admission window, a fraction of the limit "
-             "(passivation.window_proportion, 0.01)."),
+        "W-TinyLFU: initial size of the admission window, a fraction of the limit "
+        "(passivation.window_proportion, 0.01)."),
     KEPT_MAX(SH_STRAT "admission/window/minimum-proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-             "W-TinyLFU: smallest window (passivation.window_min_proportion, 0.01)."),
+        "W-TinyLFU: smallest window (passivation.window_min_proportion, 0.01)."),
     KEPT_MAX(SH_STRAT "admission/window/maximum-proportion", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
-             "W-TinyLFU: largest window (passivation.window_max_proportion, 1.0)."),
+        "W-TinyLFU: largest window (passivation.window_max_proportion, 1.0)."),
     KEPT_CHOICE(SH_STRAT "admission/window/optimizer", "hill-climbing|off|none", CFG_AKKA, NULL,
-                "hill-climbing or off (passivation.hill_climbing)."),
+        "hill-climbing or off (passivation.hill_climbing)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/adjust-multiplier", K_DOUBLE, CFG_POSITIVE,
              UINT32_MAX, CFG_AKKA, NULL,
-             "Hill climbing: adjust every limit x this accesses (passivation.adjust_multiplier, "
-             "10.0)."),
+        "Hill climbing: adjust every limit x this accesses (passivation.adjust_multiplier, "
+        "10.0)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/initial-step", K_DOUBLE, CFG_POSITIVE, 1,
-             CFG_AKKA, NULL, "Hill climbing: first step (passivation.initial_step, 0.0625)."),
-    KEPT_MAX(
-        SH_STRAT "admission/window/hill-climbing/restart-threshold", K_DOUBLE, 0, 1, CFG_AKKA, NULL,
+        CFG_AKKA, NULL,
+        "Hill climbing: first step (passivation.initial_step, 0.0625)."),
+    KEPT_MAX(SH_STRAT "admission/window/hill-climbing/restart-threshold", K_DOUBLE, 0, 1,
+        CFG_AKKA, NULL,
         "Hill climbing: a hit-rate change that restarts climbing (passivation.restart_threshold, "
         "0.05)."),
     KEPT_MAX(SH_STRAT "admission/window/hill-climbing/step-decay", K_DOUBLE, CFG_POSITIVE, 1,
-             CFG_AKKA, NULL,
-             "Hill climbing: step multiplier per step (passivation.step_decay, 0.98)."),
-    KEPT_CHOICE(
-        SH_STRAT "admission/window/policy", PASS_POLICIES, CFG_AKKA, NULL,
+        CFG_AKKA, NULL,
+        "Hill climbing: step multiplier per step (passivation.step_decay, 0.98)."),
+    KEPT_CHOICE(SH_STRAT "admission/window/policy", PASS_POLICIES, CFG_AKKA, NULL,
         "least-recently-used (an admission window: passivation.policy TINYLFU) or off; Shoal's "
         "window is a plain LRU, so other policies are refused."),
     KEPT32(SH_STRAT "admission/window/least-recently-used/segmented/levels", K_UINT,
            CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-           "Segments of the window's LRU: off or 1 (Shoal's window is a plain LRU; more is refused "
-           "when the window is used)."),
-    KEEP(SH_STRAT "admission/window/least-recently-used/segmented/proportions", K_LIST, 0, CFG_AKKA,
-         NULL, "Sizes of the window's LRU segments: checked, of no use with a plain LRU window."),
+        "Segments of the window's LRU: off or 1 (Shoal's window is a plain LRU; more is refused "
+        "when the window is used)."),
+    KEEP(SH_STRAT "admission/window/least-recently-used/segmented/proportions", K_LIST, 0,
+        CFG_AKKA, NULL,
+        "Sizes of the window's LRU segments: checked, of no use with a plain LRU window."),
     /* no settings */
     KEEP(SH_STRAT "admission/window/most-recently-used", K_ANY_TREE, 0, CFG_AKKA, NULL,
-         "Section without settings: accepted."),
+        "Section without settings: accepted."),
     KEEP(SH_STRAT "admission/window/least-frequently-used/dynamic-aging", K_BOOL, 0, CFG_AKKA, NULL,
-         "LFU window with dynamic aging: of no use, an LFU window being refused."),
+        "LFU window with dynamic aging: of no use, an LFU window being refused."),
     KEPT_CHOICE(SH_STRAT "admission/filter", "frequency-sketch|off|none", CFG_AKKA, NULL,
-                "frequency-sketch or off. A window and this filter go together (W-TinyLFU, "
-                "passivation.policy TINYLFU); one without the other is refused."),
+        "frequency-sketch or off. A window and this filter go together (W-TinyLFU, "
+        "passivation.policy TINYLFU); one without the other is refused."),
     KEPT32(SH_STRAT "admission/frequency-sketch/depth", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-           "Count-min sketch depth: 4, Akka's default, built into Shoal's sketch; another value is "
-           "refused."),
-    KEPT_CHOICE(
-        SH_STRAT "admission/frequency-sketch/counter-bits", "2|4|8|16|32|64", CFG_AKKA, NULL,
+        "Count-min sketch depth: 4, Akka's default, built into Shoal's sketch; another value is "
+        "refused."),
+    KEPT_CHOICE(SH_STRAT "admission/frequency-sketch/counter-bits", "2|4|8|16|32|64",
+        CFG_AKKA, NULL,
         "Count-min sketch counter bits: 4, Akka's default, built into Shoal's sketch; another "
         "value is refused."),
-    KEPT32(SH_STRAT "admission/frequency-sketch/width-multiplier", K_UINT, CFG_POSITIVE, CFG_AKKA,
-           NULL,
-           "Count-min sketch width, limit x this: 4, Akka's default, built into Shoal's sketch; "
-           "another value is refused."),
-    KEPT_MAX(
-        SH_STRAT "admission/frequency-sketch/reset-multiplier", K_DOUBLE, CFG_POSITIVE, UINT32_MAX,
+    KEPT32(SH_STRAT "admission/frequency-sketch/width-multiplier", K_UINT, CFG_POSITIVE,
         CFG_AKKA, NULL,
+        "Count-min sketch width, limit x this: 4, Akka's default, built into Shoal's sketch; "
+        "another value is refused."),
+    KEPT_MAX(SH_STRAT "admission/frequency-sketch/reset-multiplier", K_DOUBLE, CFG_POSITIVE,
+             UINT32_MAX, CFG_AKKA, NULL,
         "Count-min sketch counters halved every limit x this accesses: 10, Akka's default, built "
         "into Shoal's sketch; another value is refused."),
-    KEPT32(
-        SH
-        "coordinator-failure-backoff",
-        K_DURATION, 0, CFG_AKKA, NULL,
+    KEPT32(SH "coordinator-failure-backoff", K_DURATION, 0, CFG_AKKA, NULL,
         "Akka's wait before a region asks a new coordinator: accepted, not used (regions register"
         " again at once with a new term)."),
     KEPT32(SH "retry-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "2 s",
-           "Regions retry registration and home requests on this interval."),
+        "Regions retry registration and home requests on this interval."),
     KEPT32(SH "buffer-size", K_UINT, CFG_POSITIVE, CFG_AKKA, "100000",
-           "Messages a region buffers (for shards whose home is unknown or moving); past it a tell "
-           "fails with SHOAL_EBUFFER."),
+        "Messages a region buffers (for shards whose home is unknown or moving); past it a tell "
+        "fails with SHOAL_EBUFFER."),
     KEPT32(SH "handoff-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "60 s",
-           "Longest a handoff may take; stragglers are stopped by force after it, less 5 s."),
+        "Longest a handoff may take; stragglers are stopped by force after it, less 5 s."),
     KEPT32(SH "shard-start-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
-           "A shard that has not started after this is retried."),
+        "A shard that has not started after this is retried."),
     KEPT32(SH "shard-failure-backoff", K_DURATION, 0, CFG_AKKA, "10 s",
-           "Wait before a failed remembered-entities (or entity-state) write is retried "
-           "(shard_failure_backoff_ms)."),
+        "Wait before a failed remembered-entities (or entity-state) write is retried "
+        "(shard_failure_backoff_ms)."),
     KEPT32(SH "entity-restart-backoff", K_DURATION, 0, CFG_AKKA, "10 s",
-           "With remember-entities, an entity that stopped without passivating is started again "
-           "after this, or at its next message (entity_restart_backoff_ms)."),
+        "With remember-entities, an entity that stopped without passivating is started again "
+        "after this, or at its next message (entity_restart_backoff_ms)."),
     KEPT32(SH "rebalance-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
-           "Interval of rebalance rounds (also at once when a region registers, and again after a "
-           "round that moved shards)."),
+        "Interval of rebalance rounds (also at once when a region registers, and again after a "
+        "round that moved shards)."),
     KEEP(SH "journal-plugin-id", K_STRING, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEEP(SH "snapshot-plugin-id", K_STRING, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEPT_CHOICE(SH "state-store-mode", "ddata|persistence", CFG_AKKA, NULL,
-                "ddata is the only mode here; persistence is accepted and ignored."),
+        "ddata is the only mode here; persistence is accepted and ignored."),
     KEEP(SH "snapshot-after", K_UINT, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEEP(SH "keep-nr-of-batches", K_UINT, 0, CFG_AKKA, NULL, SH_PERSISTENCE),
     KEPT32(SH_LSA "rebalance-absolute-limit", K_UINT, 0, CFG_AKKA, "20",
-           "Most shards moved per round by the newer algorithm (0 selects Akka's older one; Akka's "
-           "default is 0)."),
+        "Most shards moved per round by the newer algorithm (0 selects Akka's older one; Akka's "
+        "default is 0)."),
     KEPT_MAX(SH_LSA "rebalance-relative-limit", K_DOUBLE, CFG_POSITIVE, 1, CFG_AKKA, "0.1",
-             "... and at most this fraction of all shards."),
+        "... and at most this fraction of all shards."),
     /* Akka takes 0, with which the older algorithm moves a shard back and forth every round */
     KEPT32(SH_LSA "rebalance-threshold", K_UINT, CFG_POSITIVE, CFG_AKKA, "1",
-           "Older algorithm: rebalance when the most and least loaded regions differ by more than "
-           "this."),
+        "Older algorithm: rebalance when the most and least loaded regions differ by more than "
+        "this."),
     /* 0: the older one never moves */
     KEPT32(SH_LSA "max-simultaneous-rebalance", K_UINT, 0, CFG_AKKA, "3",
-           "Older algorithm: shards moving at once."),
+        "Older algorithm: shards moving at once."),
     KEPT32(SH "external-shard-allocation-strategy/client-timeout", K_DURATION, CFG_POSITIVE,
-           CFG_AKKA, NULL,
-           "Akka's timeout of the external strategy's client: accepted, not used "
-           "(shoal_external_allocate takes a timeout)."),
+        CFG_AKKA, NULL,
+        "Akka's timeout of the external strategy's client: accepted, not used "
+        "(shoal_external_allocate takes a timeout)."),
     KEPT32(SH "waiting-for-state-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "2 s",
-           "Timeout of the new coordinator's read of its state (retried)."),
+        "Timeout of the new coordinator's read of its state (retried)."),
     KEPT32(SH "updating-state-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "5 s",
-           "Timeout of the coordinator's writes of its state (retried)."),
+        "Timeout of the coordinator's writes of its state (retried)."),
     KEPT32(SH "shard-region-query-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "3 s",
-           "Timeout of cluster-wide queries (stats, current regions) and operator actions."),
+        "Timeout of cluster-wide queries (stats, current regions) and operator actions."),
     KEPT_CHOICE(SH "entity-recovery-strategy", "all|constant", CFG_AKKA, "all",
-                "How remembered entities are started again: all at once, or constant, a batch per "
-                "interval (recovery_constant_rate)."),
+        "How remembered entities are started again: all at once, or constant, a batch per "
+        "interval (recovery_constant_rate)."),
     KEPT32(SH "entity-recovery-constant-rate-strategy/frequency", K_DURATION, CFG_POSITIVE,
-           CFG_AKKA, "100 ms", "constant: interval between batches (recovery_frequency_ms)."),
+        CFG_AKKA, "100 ms",
+        "constant: interval between batches (recovery_frequency_ms)."),
     KEPT32(SH "entity-recovery-constant-rate-strategy/number-of-entities", K_UINT, CFG_POSITIVE,
-           CFG_AKKA, "5", "constant: entities per batch (recovery_number_of_entities)."),
-    KEEP(SH "event-sourced-remember-entities-store/max-updates-per-write", K_UINT, 0, CFG_AKKA,
-         NULL, "Event-sourced store only: accepted and ignored."),
+        CFG_AKKA, "5",
+        "constant: entities per batch (recovery_number_of_entities)."),
+    KEEP(SH "event-sourced-remember-entities-store/max-updates-per-write", K_UINT, 0,
+        CFG_AKKA, NULL,
+        "Event-sourced store only: accepted and ignored."),
     /* Shoal's entity state (sharding/state.c): no Akka counterpart */
     KEEP(SH "entity-state/enabled", K_BOOL, 0, CFG_SHOAL, "off",
-         "Entities keep their state in the role's replicator (shoal_entity_save); also needed by "
-         "reminders and producers."),
+        "Entities keep their state in the role's replicator (shoal_entity_save); also needed by "
+        "reminders and producers."),
     KEPT32(SH "entity-state/write-timeout", K_DURATION, CFG_POSITIVE, CFG_SHOAL, "5 s",
-           "Timeout of a save (WriteMajority)."),
+        "Timeout of a save (WriteMajority)."),
     KEEP(SH "entity-state/write-all", K_BOOL, 0, CFG_SHOAL, "off",
-         "Save with WriteAll instead of WriteMajority."),
+        "Save with WriteAll instead of WriteMajority."),
     KEPT32(SH "entity-state/write-majority-plus", K_UINT, 0, CFG_SHOAL, "0",
-           "Nodes added to the majority of a save."),
+        "Nodes added to the majority of a save."),
     KEPT32(SH "entity-state/tombstone-ttl", K_DURATION, CFG_POSITIVE, CFG_SHOAL, "10 d",
-           "A deleted state is forgotten at its shard's next move after this."),
+        "A deleted state is forgotten at its shard's next move after this."),
     /* The coordinator's singleton: Akka's cluster.singleton keys (role is not used while
        coordinator-singleton-role-override is on) */
     KEEP(SH "coordinator-singleton/singleton-name", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     KEEP(SH "coordinator-singleton/role", K_STRING, 0, CFG_AKKA, NULL,
-         "Akka's role of the coordinator singleton: not used (the coordinator runs on the oldest "
-         "member of the type's role)."),
-    KEPT32(SH "coordinator-singleton/hand-over-retry-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA,
-           NULL, "Akka's singleton hand-over retry: accepted, not used."),
+        "Akka's role of the coordinator singleton: not used (the coordinator runs on the oldest "
+        "member of the type's role)."),
+    KEPT32(SH "coordinator-singleton/hand-over-retry-interval", K_DURATION, CFG_POSITIVE,
+        CFG_AKKA, NULL,
+        "Akka's singleton hand-over retry: accepted, not used."),
     KEPT32(SH "coordinator-singleton/min-number-of-hand-over-retries", K_UINT, CFG_POSITIVE,
-           CFG_AKKA, NULL, "Akka's singleton hand-over retries: accepted, not used."),
+        CFG_AKKA, NULL,
+        "Akka's singleton hand-over retries: accepted, not used."),
     /* refused unless empty */
     KEEP(SH "coordinator-singleton/use-lease", K_STRING, 0, CFG_AKKA, NULL,
-         "Leases are not supported: refused unless empty."),
-    KEPT32(SH "coordinator-singleton/lease-retry-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA,
-           NULL, "Leases are not supported: accepted and ignored."),
+        "Leases are not supported: refused unless empty."),
+    KEPT32(SH "coordinator-singleton/lease-retry-interval", K_DURATION, CFG_POSITIVE,
+        CFG_AKKA, NULL,
+        "Leases are not supported: accepted and ignored."),
     /* Akka's */
     KEEP(SH "coordinator-singleton/lease-name", K_STRING, 0, CFG_AKKA, NULL,
-         "Leases are not supported: accepted and ignored."),
+        "Leases are not supported: accepted and ignored."),
     KEEP(SH "coordinator-singleton-role-override", K_BOOL, 0, CFG_AKKA, NULL,
-         "Akka's switch for the singleton's role: accepted, always on here."),
+        "Akka's switch for the singleton's role: accepted, always on here."),
     /* write/read-majority-plus: a number or "all" (sharding/config.c parses it) */
     KEEP(SH "coordinator-state/write-majority-plus", K_STRING, 0, CFG_AKKA, "3",
-         "Nodes added to the majority of the coordinator's state writes (a number, or all)."),
+        "Nodes added to the majority of the coordinator's state writes (a number, or all)."),
     KEEP(SH "coordinator-state/read-majority-plus", K_STRING, 0, CFG_AKKA, "5",
-         "Nodes added to the majority of a new coordinator's state read (a number, or all)."),
+        "Nodes added to the majority of a new coordinator's state read (a number, or all)."),
     /* Sharding's own replicator: every distributed-data key, with the same checks (role is not
        used: the sharding role is), plus majority-min-cap; sharding/config.c layers them over
        distributed-data's as Akka's fallback does */
     KEPT32(SH_DD "majority-min-cap", K_UINT, 0, CFG_AKKA, "5",
-           "Majorities of sharding's state writes and reads count at least this many nodes."),
-    KEEP(SH_DD "name", K_STRING, 0, CFG_AKKA, NULL, SH_DD_JVM),
+        "Majorities of sharding's state writes and reads count at least this many nodes."),
+    KEEP(SH_DD "name", K_STRING, 0, CFG_AKKA, NULL,
+        SH_DD_JVM),
     KEEP(SH_DD "role", K_STRING, 0, CFG_AKKA, NULL,
-         "Akka ignores it for sharding's replicator, and so does Shoal: the type's role "
-         "(shoal/cluster/sharding/role) is used. Accepted."),
+        "Akka ignores it for sharding's replicator, and so does Shoal: the type's role "
+        "(shoal/cluster/sharding/role) is used. Accepted."),
     KEPT32(SH_DD "gossip-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_OVERRIDE("gossip-interval", "the cluster's gossip interval")),
+        SH_DD_OVERRIDE("gossip-interval", "the cluster's gossip interval")),
     KEPT32(SH_DD "notify-subscribers-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_OVERRIDE("notify-subscribers-interval", "50 ms")),
+        SH_DD_OVERRIDE("notify-subscribers-interval", "50 ms")),
     KEEP(SH_DD "log-data-size-exceeding", K_SIZE, CFG_OFF, CFG_AKKA, NULL,
-         "Accepted and ignored, as shoal/cluster/distributed-data/log-data-size-exceeding."),
+        "Accepted and ignored, as shoal/cluster/distributed-data/log-data-size-exceeding."),
     KEPT32(SH_DD "max-delta-elements", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_OVERRIDE("max-delta-elements", "5 (Akka's)")),
-    KEEP(SH_DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL, SH_DD_JVM),
+        SH_DD_OVERRIDE("max-delta-elements", "5 (Akka's)")),
+    KEEP(SH_DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
+        SH_DD_JVM),
     KEPT32(SH_DD "pruning-interval", K_DURATION, CFG_OFF | CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_DOC("pruning-interval")),
+        SH_DD_DOC("pruning-interval")),
     KEPT32(SH_DD "max-pruning-dissemination", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_DOC("max-pruning-dissemination")),
+        SH_DD_DOC("max-pruning-dissemination")),
     KEEP(SH_DD "pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-         SH_DD_DOC("pruning-marker-time-to-live")),
+        SH_DD_DOC("pruning-marker-time-to-live")),
     KEEP(SH_DD "serializer-cache-time-to-live", K_DURATION, 0, CFG_AKKA, NULL,
-         "Akka's serializer cache: accepted and ignored (none here)."),
+        "Akka's serializer cache: accepted and ignored (none here)."),
     KEEP(SH_DD "prefer-oldest", K_BOOL, 0, CFG_AKKA, NULL,
-         SH_DD_OVERRIDE("prefer-oldest", "on (Akka's)")),
-    KEEP(SH_DD "delta-crdt/enabled", K_BOOL, 0, CFG_AKKA, NULL, SH_DD_DOC("delta-crdt/enabled")),
+        SH_DD_OVERRIDE("prefer-oldest", "on (Akka's)")),
+    KEEP(SH_DD "delta-crdt/enabled", K_BOOL, 0, CFG_AKKA, NULL,
+        SH_DD_DOC("delta-crdt/enabled")),
     KEPT32(SH_DD "delta-crdt/max-delta-size", K_UINT, CFG_POSITIVE, CFG_AKKA, NULL,
-           SH_DD_DOC("delta-crdt/max-delta-size")),
+        SH_DD_DOC("delta-crdt/max-delta-size")),
     KEEP(SH_DD "expire-keys-after-inactivity", K_EXPIRY, CFG_POSITIVE, CFG_AKKA, NULL,
-         SH_DD_DOC("expire-keys-after-inactivity")),
+        SH_DD_DOC("expire-keys-after-inactivity")),
     KEEP(SH_DD "durable/keys", K_LIST, 0, CFG_AKKA, NULL,
-         SH_DD_OVERRIDE("durable/keys", "shard-* (Akka's)")),
+        SH_DD_OVERRIDE("durable/keys", "shard-* (Akka's)")),
     KEEP(SH_DD "durable/pruning-marker-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-         SH_DD_DOC("durable/pruning-marker-time-to-live")),
-    KEEP(SH_DD "durable/store-actor-class", K_STRING, 0, CFG_AKKA, NULL, SH_DD_JVM),
-    KEEP(SH_DD "durable/use-dispatcher", K_STRING, 0, CFG_AKKA, NULL, SH_DD_JVM),
-    KEEP(SH_DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL, SH_DD_JVM),
-    KEEP(SH_DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL, SH_DD_LMDB),
-    KEEP(SH_DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, CFG_AKKA, NULL, SH_DD_LMDB),
+        SH_DD_DOC("durable/pruning-marker-time-to-live")),
+    KEEP(SH_DD "durable/store-actor-class", K_STRING, 0, CFG_AKKA, NULL,
+        SH_DD_JVM),
+    KEEP(SH_DD "durable/use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
+        SH_DD_JVM),
+    KEEP(SH_DD "durable/pinned-store", K_ANY_TREE, 0, CFG_AKKA, NULL,
+        SH_DD_JVM),
+    KEEP(SH_DD "durable/lmdb/dir", K_STRING, 0, CFG_AKKA, NULL,
+        SH_DD_LMDB),
+    KEEP(SH_DD "durable/lmdb/map-size", K_SIZE, CFG_POSITIVE, CFG_AKKA, NULL,
+        SH_DD_LMDB),
     KEEP(SH_DD "durable/lmdb/write-behind-interval", K_DURATION, CFG_OFF, CFG_AKKA, NULL,
-         SH_DD_LMDB),
+        SH_DD_LMDB),
     KEPT32(SH_DD "delta-interval", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
-           SH_DD_OVERRIDE("delta-interval", "a fifth of the gossip interval")),
+        SH_DD_OVERRIDE("delta-interval", "a fifth of the gossip interval")),
     KEEP(SH_DD "tombstone-time-to-live", K_DURATION, CFG_POSITIVE, CFG_SHOAL, NULL,
-         SH_DD_DOC("tombstone-time-to-live")),
+        SH_DD_DOC("tombstone-time-to-live")),
     KEPT_MAX(SH_DD "compress-above", K_SIZE, 0, SIZE_MAX, CFG_SHOAL, NULL,
-             SH_DD_DOC("compress-above")),
+        SH_DD_DOC("compress-above")),
     KEPT_MAX(SH_DD "max-reassembly-size", K_SIZE, CFG_POSITIVE, SIZE_MAX, CFG_SHOAL, NULL,
-             SH_DD_DOC("max-reassembly-size")),
+        SH_DD_DOC("max-reassembly-size")),
     KEPT32(SH_DD "max-pending-operations", K_UINT, CFG_POSITIVE, CFG_SHOAL, NULL,
-           SH_DD_DOC("max-pending-operations")),
+        SH_DD_DOC("max-pending-operations")),
     /* JVM executor */
     KEEP(SH "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
-         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
-         "load."),
+        "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
+        "load."),
     /* refused unless empty: Shoal has no leases */
     KEEP(SH "use-lease", K_STRING, 0, CFG_AKKA, NULL,
-         "Leases are not supported: refused unless empty."),
+        "Leases are not supported: refused unless empty."),
     KEEP(SH "lease-retry-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-         "Leases are not supported: accepted and ignored."),
+        "Leases are not supported: accepted and ignored."),
     KEEP(SH "verbose-debug-logging", K_BOOL, 0, CFG_AKKA, NULL,
-         "Akka's debug switch: accepted and ignored (see the log level)."),
+        "Akka's debug switch: accepted and ignored (see the log level)."),
     KEEP(SH "fail-on-invalid-entity-state-transition", K_BOOL, 0, CFG_AKKA, NULL,
-         "Akka's check: accepted and ignored."),
+        "Akka's check: accepted and ignored."),
     KEEP(SH "healthcheck/names", K_LIST, 0, CFG_AKKA, NULL,
-         "Akka's health check: accepted, not used (shoal_sharding_healthy takes the names)."),
+        "Akka's health check: accepted, not used (shoal_sharding_healthy takes the names)."),
     KEPT32(SH "healthcheck/timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, NULL,
-           "Akka's health check timeout: accepted, not used."),
+        "Akka's health check timeout: accepted, not used."),
     KEPT32(SH "healthcheck/disabled-after", K_DURATION, 0, CFG_AKKA, NULL,
-           "Akka's health check: accepted, not used."),
+        "Akka's health check: accepted, not used."),
     /* Shoal's own */
-    KEPT_CHOICE(
-        SH "allocation-strategy", "least-shards|consistent-hashing|external", CFG_SHOAL,
-        "least-shards",
+    KEPT_CHOICE(SH "allocation-strategy", "least-shards|consistent-hashing|external",
+        CFG_SHOAL, "least-shards",
         "least-shards, consistent-hashing (rendezvous hashing on member address) or external "
         "(shoal_external_allocate)."),
     KEPT32(SH "consistent-hashing-allocation-strategy/rebalance-limit", K_UINT, 0, CFG_SHOAL, "0",
-           "consistent-hashing: most shards moved per round (0: no limit)."), /* 0: none */
+        "consistent-hashing: most shards moved per round (0: no limit)."), /* 0: none */
 };
 
 #define N_KEYS (sizeof cfg_keys / sizeof cfg_keys[0])
