@@ -7,7 +7,8 @@ of the SHOAL_PROTOCOL_NEXT variant (1..2, GossipStatus in a changed format at 2)
 
 Checked, each with a deadline (never a fixed sleep):
   1. mixed, the cluster runs at 1: every node says protocol_version 1, the variant sends no
-     format-2 status, no node counts a message of unknown kind;
+     format-2 status, no node counts a message of unknown kind once it is in the cluster (see
+     settle) and none logs the variant's kind;
   2. the normal nodes are replaced by the variant one at a time (SIGTERM, restart on the same
      data directory): the cluster stays at 1 while a normal member is in it, reaches 2 only
      after the last one is gone, and then format 2 is used (counter > 0);
@@ -74,6 +75,7 @@ class Node:
         self.seeds = seeds
         self.proc = None
         self.prog = None
+        self.unknown_base = None
         os.makedirs(self.data, exist_ok=True)
 
     @property
@@ -82,6 +84,7 @@ class Node:
 
     def start(self, prog, pin=0):
         self.prog = prog
+        self.unknown_base = None
         args = [prog, '--index', str(self.index), '--bind', self.endpoint, '--data', self.data,
                 '--log', self.log, '--timing', 'fast', '--shards', '10', '--http',
                 '127.0.0.1:%d' % self.http]
@@ -143,10 +146,22 @@ V2_RECV = 'shoal_cluster_gossip_status_format_total{format="2",dir="received"}'
 REFUSED = 'shoal_cluster_protocol_joins_refused_total'
 
 
-def no_unknown(nodes):
+def settle(nodes):
+    """Takes each (re)started node's count of messages of unknown kind once it is in the cluster.
+    Until then a node may drop a peer's InitJoin (kind 1024) that reached it before its membership
+    registered its kinds: a start-up race of every release (0.1.x too), not a version's doing."""
     for nd in nodes:
-        if nd.metric(UNKNOWN) != 0:
-            fail('node %d counted a message of unknown kind' % nd.index)
+        if nd.unknown_base is None:
+            nd.unknown_base = nd.metric(UNKNOWN)
+
+
+def no_unknown(nodes):
+    settle(nodes)
+    for nd in nodes:
+        if nd.metric(UNKNOWN) != nd.unknown_base:
+            fail('node %d counted a message of unknown kind while in the cluster' % nd.index)
+        if 'unknown kind 1032' in nd.stderr_text():
+            fail('node %d dropped the variant\'s format-2 gossip status (kind 1032)' % nd.index)
 
 
 def main():
@@ -233,6 +248,7 @@ def main():
             nodes[i].stop()
             nodes[i].start(nxt, pin=1)
             until('3 Up after pinning node %d' % i, lambda: up_view(nodes, 3))
+            settle(nodes)
         until('every node at 1 with the pin', lambda: all(
             (n.members() or {}).get('protocol_version') == 1 for n in nodes))
         late.start(normal)
