@@ -229,6 +229,159 @@ static void test_pekko_update_orset_entry_with_remove_put(void **state)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * removeBinding as Pekko's: the key is always updated, and goes when its set is left empty.
+ */
+static void test_remove_binding_absent_element_updates_key(void **state)
+{
+    (void)state;
+    bool modes[] = {false, true};
+    for (size_t i = 0; i < 2; i++) {
+        shoal_buf_t b = {0};
+        shoal_crdt_t *a = shoal_ormultimap_new(modes[i]);
+        add(a, A, "k", "x");
+        shoal_crdt_t *bb = copy(a);
+        /* B removes a binding k does not have while A removes k: B's update of the key is
+           concurrent with the removal, so the key stays, with its set (672634c: k absent) */
+        assert_int_equal(shoal_ormultimap_remove_binding(bb, B, "k", 1, "nope", 4), 0);
+        assert_string_equal(elems(bb, "k", &b), "x");
+        assert_int_equal(shoal_ormap_remove(a, A, "k", 1), 0);
+        merge_in(a, bb);
+        merge_in(bb, a);
+        /* with value deltas the removal cleared the set first, and that clear observed x */
+        const char *want = modes[i] ? "" : "x";
+        assert_string_equal(elems(a, "k", &b), want);
+        assert_string_equal(elems(bb, "k", &b), want);
+        prop_assert_same(a, bb, "A and B", 0);
+        shoal_crdt_destroy(&a);
+        shoal_crdt_destroy(&bb);
+        shoal_buf_free(&b);
+    }
+}
+
+static void test_remove_binding_removes_key_left_empty(void **state)
+{
+    (void)state;
+    bool modes[] = {false, true};
+    for (size_t i = 0; i < 2; i++) {
+        shoal_buf_t b = {0};
+        shoal_crdt_t *a = shoal_ormultimap_new(modes[i]);
+        add(a, A, "k", "x");
+        add(a, A, "k", "y");
+        shoal_crdt_t *bb = copy(a);
+        /* each side removes the other binding: after the merge k holds an empty set */
+        assert_int_equal(shoal_ormultimap_remove_binding(a, A, "k", 1, "x", 1), 0);
+        assert_int_equal(shoal_ormultimap_remove_binding(bb, B, "k", 1, "y", 1), 0);
+        merge_in(a, bb);
+        assert_string_equal(elems(a, "k", &b), "");
+        /* removing any binding, held or not, removes the emptied key (672634c: SHOAL_ENOTFOUND
+           and the empty set stayed) */
+        assert_int_equal(shoal_ormultimap_remove_binding(a, A, "k", 1, "x", 1), 0);
+        assert_null(shoal_ormultimap_get(a, "k", 1));
+        assert_int_equal(shoal_ormap_size(a), 0);
+        merge_in(bb, a);
+        assert_null(shoal_ormultimap_get(bb, "k", 1));
+        prop_assert_same(a, bb, "A and B", 0);
+        shoal_crdt_destroy(&a);
+        shoal_crdt_destroy(&bb);
+        shoal_buf_free(&b);
+    }
+}
+
+/* With value deltas, a removal relayed through a third replica holds: B keeps A's tombstone (the
+   cleared set and its context) where Pekko garbage-collects it at the merge, so C, which still
+   holds k -> {x}, learns that x was removed and a later add does not bring x back. */
+static void test_value_deltas_relayed_removal(void **state)
+{
+    (void)state;
+    shoal_buf_t b = {0};
+    shoal_crdt_t *a = shoal_ormultimap_new(true);
+    add(a, A, "k", "x");
+    shoal_crdt_t *bb = copy(a), *c = copy(a);
+    assert_int_equal(shoal_ormap_remove(a, A, "k", 1), 0);
+    merge_in(bb, a);
+    merge_in(c, bb); /* the removal reaches C through B only */
+    assert_null(shoal_ormultimap_get(c, "k", 1));
+    add(c, C, "k", "z");
+    assert_string_equal(elems(c, "k", &b), "z");
+    merge_in(a, c);
+    assert_string_equal(elems(a, "k", &b), "z");
+    shoal_crdt_destroy(&a);
+    shoal_crdt_destroy(&bb);
+    shoal_crdt_destroy(&c);
+    shoal_buf_free(&b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Values written by 672634c, which reused dots: the issue's trace as that build encoded it, A's
+ * state (k -> {y}, y's dot (A, 1)) and B's (k -> {x}, x's dot (A, 1) too), for an ORMultiMap and
+ * an ORMap<ORSet>. A is prop_node(0). They decode and merge as they did (the shared dot drops
+ * both elements where the copies meet: nothing can tell which add it named), and an add made by
+ * this build on top of them is kept.
+ */
+static const uint8_t old_mm_a[] =
+    "\x08\x07\x10\x01\x1a\x58\x08\x05\x12\x26\x0a\x10\x31\x32\x37\x2e\x30\x2e\x30\x2e\x31\x3a"
+    "\x32\x35\x35\x31\x3a\x31\x12\x06\x0a\x01\x00\x12\x01\x02\x1a\x01\x6b\x22\x01\x01\x2a\x01"
+    "\x00\x32\x01\x02\x1a\x2c\x08\x05\x10\x01\x1a\x26\x0a\x10\x31\x32\x37\x2e\x30\x2e\x30\x2e"
+    "\x31\x3a\x32\x35\x35\x31\x3a\x31\x12\x06\x0a\x01\x00\x12\x01\x01\x1a\x01\x79\x22\x01\x01"
+    "\x2a\x01\x00\x32\x01\x01";
+static const uint8_t old_mm_b[] =
+    "\x08\x07\x10\x01\x1a\x58\x08\x05\x12\x26\x0a\x10\x31\x32\x37\x2e\x30\x2e\x30\x2e\x31\x3a"
+    "\x32\x35\x35\x31\x3a\x31\x12\x06\x0a\x01\x00\x12\x01\x01\x1a\x01\x6b\x22\x01\x01\x2a\x01"
+    "\x00\x32\x01\x01\x1a\x2c\x08\x05\x10\x01\x1a\x26\x0a\x10\x31\x32\x37\x2e\x30\x2e\x30\x2e"
+    "\x31\x3a\x32\x35\x35\x31\x3a\x31\x12\x06\x0a\x01\x00\x12\x01\x01\x1a\x01\x78\x22\x01\x01"
+    "\x2a\x01\x00\x32\x01\x01";
+/* ORMap<ORSet>: the same bytes but the type tag (6 for ORMap, 7 for ORMultiMap). */
+
+static shoal_crdt_t *decode_old(const uint8_t *bytes, size_t len, uint8_t tag)
+{
+    uint8_t *b = malloc(len);
+    assert_non_null(b);
+    memcpy(b, bytes, len);
+    b[1] = tag; /* Value.type */
+    shoal_crdt_t *v = NULL;
+    assert_int_equal(shoal_crdt_decode(b, len, &v), 0);
+    free(b);
+    return v;
+}
+
+static void test_old_values_with_reused_dots(void **state)
+{
+    (void)state;
+    const uint8_t tags[] = {7, 6};
+    for (size_t i = 0; i < 2; i++) {
+        shoal_buf_t b = {0};
+        shoal_crdt_t *a = decode_old(old_mm_a, sizeof old_mm_a - 1, tags[i]);
+        shoal_crdt_t *bb = decode_old(old_mm_b, sizeof old_mm_b - 1, tags[i]);
+        assert_string_equal(elems(a, "k", &b), "y");
+        assert_string_equal(elems(bb, "k", &b), "x");
+        /* as on 672634c: both elements of the shared dot go, in either order */
+        shoal_crdt_t *ab = copy(a), *ba = copy(bb);
+        merge_in(ab, bb);
+        merge_in(ba, a);
+        assert_string_equal(elems(ab, "k", &b), "");
+        prop_assert_same(ab, ba, "old states merged both ways", 0);
+        /* A, now on this build, adds to the key it holds and removes and re-adds another: the
+           new elements survive the old states */
+        add(a, A, "k", "z");
+        add(a, A, "j", "v");
+        merge_in(bb, a); /* B keeps j -> {v} */
+        assert_int_equal(shoal_ormap_remove(a, A, "j", 1), 0);
+        add(a, A, "j", "w");
+        shoal_crdt_reset_delta(a);
+        merge_in(a, bb);
+        merge_in(a, ab);
+        merge_in(bb, a);
+        assert_string_equal(elems(a, "k", &b), "z");
+        assert_string_equal(elems(a, "j", &b), "w");
+        prop_assert_same(a, bb, "after the new adds", 0);
+        shoal_crdt_t *all[] = {a, bb, ab, ba};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            shoal_crdt_destroy(&all[k]);
+        shoal_buf_free(&b);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Property: random operations with key removals and re-adds on 3-4 replicas, delivered as full
  * states (any order, duplicated) and deltas (each origin's in its order as the replicator keeps
  * it for maps, interleaved across origins and with full states, duplicated, old ones again).
@@ -432,6 +585,10 @@ int main(void)
         cmocka_unit_test(test_issue_trace_map_of_sets),
         cmocka_unit_test(test_issue_trace_relayed),
         cmocka_unit_test(test_pekko_update_orset_entry_with_remove_put),
+        cmocka_unit_test(test_remove_binding_absent_element_updates_key),
+        cmocka_unit_test(test_remove_binding_removes_key_left_empty),
+        cmocka_unit_test(test_value_deltas_relayed_removal),
+        cmocka_unit_test(test_old_values_with_reused_dots),
         cmocka_unit_test(test_property_multimap),
         cmocka_unit_test(test_property_multimap_value_deltas),
         cmocka_unit_test(test_property_map_of_sets),
