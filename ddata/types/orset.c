@@ -931,7 +931,9 @@ int shoal_orset_add(shoal_crdt_t *set, const shoal_node_t *self, const void *ele
     uint64_t max = cc_max(&s->cc, self);
     if (s->recreated) { /* above every dot of self an earlier incarnation could carry */
         uint64_t floor = shoal_node_dot_floor(self);
-        if (floor > max)
+        /* a floor at the very top (only hostile or corrupt data holds such a counter of this
+           node) would fail every re-created set's adds: those count from their own context */
+        if (floor > max && floor < UINT64_MAX)
             max = floor;
     }
     if (max == UINT64_MAX)
