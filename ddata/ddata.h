@@ -480,10 +480,15 @@ int shoal_ormap_foreach(const shoal_crdt_t *m, shoal_entry_fn *fn, void *arg);
 
 /* ORMultiMap: key -> set of byte strings. With value_deltas, updates ship ORSet deltas and a
    removed key's set is cleared first (so a concurrent re-add does not bring old elements back);
-   without, updates ship the key's whole set (Akka's default). */
+   without, updates ship the key's whole set (Akka's default). In both modes (and in an ORMap of
+   ORSets) a set re-created under a removed key never issues a dot its predecessor carried: its
+   first add draws above every dot of the node (docs/types.md). */
 shoal_crdt_t *shoal_ormultimap_new(bool value_deltas);
 int shoal_ormultimap_add(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
                          const void *elem, size_t elen);
+/* Pekko's removeBinding: removes elem from key's set if there, always updating the key (a new
+   dot: a concurrent removal of the key does not win over it), and removes the key when its set
+   is left empty. 0 also when the set did not hold elem (the key is updated all the same). */
 int shoal_ormultimap_remove_binding(shoal_crdt_t *m, const shoal_node_t *self, const void *key,
                                     size_t klen, const void *elem, size_t elen);
 /* The key's ORSet (borrowed) or NULL. */
