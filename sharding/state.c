@@ -31,10 +31,10 @@
 #include "sharding_internal.h"
 #include "estate.h"
 
-#define STORED_VERSION 1
+#define STORED_VERSION  1
 #define STORED_HANDOVER 0x01
-#define PRODUCERS_MAX 64
-#define REMINDER_MARK 0x01
+#define PRODUCERS_MAX   64
+#define REMINDER_MARK   0x01
 
 typedef struct {
     char id[SHOAL_PRODUCER_ID_MAX + 1];
@@ -45,8 +45,9 @@ typedef struct {
 } seen_t;
 
 struct ent_state {
-    uint64_t inc;          /* incarnation: callbacks of an earlier one find it gone */
-    int saves;             /* in flight */
+    uint64_t inc;          /* incarnation: a restart after a failed save makes a new one */
+    int saves;             /* in flight (the length of `inflight`) */
+    struct save *inflight; /* its saves not completed yet, every incarnation's (EXACTLY ONCE) */
     unsigned gen;          /* saves issued so far (did a callback save again?) */
     bool finish_pending;   /* it asked to stop while saves were in flight */
     uint8_t origin;        /* 0 none, 1 read, 2 hand-over */
@@ -61,13 +62,13 @@ struct ent_state {
     uint64_t cur_ask;
     shoal_buf_t reply;
     struct save *confirm_w; /* the last save carrying its confirmation (until that is done) */
-    const char *reminder; /* in receive of a reminder */
+    const char *reminder;   /* in receive of a reminder */
 };
 
 typedef struct reminder {
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     char rid[SHOAL_REMINDER_ID_MAX + 1];
-    int64_t due_ms; /* unix ms */
+    int64_t due_ms;      /* unix ms */
     uint64_t epoch, seq; /* of its entry: a newer schedule of the same id replaces it */
     bool firing;
 } reminder_t;
@@ -106,18 +107,23 @@ static void key_of(const shoal_region_t *r, const char *shard, char *out, size_t
 
 static shoal_consistency_t write_level(const shoal_region_t *r)
 {
-    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY, 0,
-                             r->s.state_write_timeout_ms, 0,
-                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus, true};
+    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY,
+                             0,
+                             r->s.state_write_timeout_ms,
+                             0,
+                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus,
+                             true};
     return c;
 }
 
 static shoal_consistency_t read_level(const shoal_region_t *r)
 {
     shoal_consistency_t c = {r->s.state_write_all ? SHOAL_FROM_N : SHOAL_MAJORITY,
-                             r->s.state_write_all ? 1 : 0, r->s.state_write_timeout_ms,
+                             r->s.state_write_all ? 1 : 0,
+                             r->s.state_write_timeout_ms,
                              r->s.majority_min_cap,
-                             r->s.state_write_all ? 0 : r->s.read_majority_plus, true};
+                             r->s.state_write_all ? 0 : r->s.read_majority_plus,
+                             true};
     return c;
 }
 
@@ -206,8 +212,10 @@ static bool entity_stored(const shoal_entity_t *e, stored_t *out)
  * Writes: one update of the shard's key per save, stamped (epoch, next seq)
  */
 typedef struct save {
-    life_t *life;              /* the shard's */
-    shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete) */
+    life_t *life;             /* the shard's */
+    shoal_entity_t *e;        /* NULL: not an entity's save (adopt, reminder delete), or one
+                                 completed already (its entity stopped by force) */
+    struct save *prev, *next; /* in e->st->inflight while e is set */
     uint64_t inc;
     shoal_save_done_fn *done;
     void *arg;
@@ -232,6 +240,7 @@ typedef struct save {
     uint64_t aask;
     uint8_t *areply;
     size_t areply_len;
+    bool answered; /* the ask has its answer */
 } save_t;
 
 static void save_free(save_t *w)
@@ -242,6 +251,41 @@ static void save_free(save_t *w)
     free(w->creply);
     free(w->areply);
     free(w);
+}
+
+/* EXACTLY ONCE. An entity's save is on its entity's `inflight` list from issue() until its
+   completion is told: by save_done when the replicator completes it (to the entity that issued
+   it, or to its restarted incarnation: a restart keeps the list), or by saves_abandon when the
+   entity is stopped by force first (SHOAL_ESTOPPED, before its stop callback). Whichever comes
+   first takes it off the list and calls the callback; the other finds it detached. Before, a
+   save whose entity restarted or was stopped by force (a zombie's entity, once its node learns
+   that its shards moved) was dropped without a word (issue 31). */
+static void save_attach(shoal_entity_t *e, save_t *w)
+{
+    struct ent_state *st = e->st;
+    w->e = e;
+    w->prev = NULL;
+    w->next = st->inflight;
+    if (st->inflight)
+        st->inflight->prev = w;
+    st->inflight = w;
+    st->saves++;
+}
+
+static void save_detach(save_t *w)
+{
+    struct ent_state *st = w->e->st;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        st->inflight = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    if (st->confirm_w == w)
+        st->confirm_w = NULL;
+    st->saves--;
+    w->e = NULL;
 }
 
 static int save_modify(shoal_crdt_t *value, void *arg)
@@ -279,6 +323,9 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
     if (status == SHOAL_EMODIFY && w->stale)
         status = SHOAL_ESTALE;
     if (!s) {
+        /* the shard is gone; its entities went first, and completed their saves as they went */
+        if (w->e)
+            save_detach(w);
         save_free(w);
         return;
     }
@@ -290,30 +337,31 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         if (status == SHOAL_ESTALE)
             r->stats.state_stale_refused++;
         shoal_warning("%s: sharding %s: shard %s: a state write failed (%d)%s",
-                     shoal_node_id(r->self), r->name, s->id, status,
-                     status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
+                      shoal_node_id(r->self), r->name, s->id, status,
+                      status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
     }
-    if (w->answer)
+    if (w->answer && !w->answered)
         region_send_reply(r, w->ato, w->aask, status, status == 0 ? w->areply : NULL,
                           status == 0 ? w->areply_len : 0);
-    shoal_entity_t *e = w->e ? zhashx_lookup(s->entities, w->e->id) : NULL;
-    if (e && e->st && e->st->confirm_w == w)
-        e->st->confirm_w = NULL;
-    if (e != w->e || !e || !e->st || e->st->inc != w->inc) {
-        /* the entity is gone (stopped by force): nothing to tell it */
+    shoal_entity_t *e = w->e; /* on its list: the entity is alive (it completes them to go) */
+    if (!e) {
+        /* completed already (its entity was stopped by force): the write is in or not, and a
+           producer's confirmation still goes when it is */
         if (w->confirm && status == 0)
             region_send_reply(r, w->corigin, w->cask, 0, w->creply, w->creply_len);
         save_free(w);
         return;
     }
+    save_detach(w);
     struct ent_state *st = e->st;
+    bool current = st->inc == w->inc; /* not a save of an incarnation before a restart */
     if (w->confirm && status == 0) {
-        seen_t *p = seen_find(st, w->pid, strlen(w->pid));
+        /* a restarted incarnation counts only its own saves as storing its producers' numbers */
+        seen_t *p = current ? seen_find(st, w->pid, strlen(w->pid)) : NULL;
         if (p && w->cseq > p->acked)
             p->acked = w->cseq;
         region_send_reply(r, w->corigin, w->cask, 0, w->creply, w->creply_len);
     }
-    st->saves--;
     unsigned gen = st->gen;
     uint64_t inc = st->inc;
     char eid[SHOAL_ENTITY_ID_MAX + 1];
@@ -327,11 +375,38 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
     e = zhashx_lookup(s->entities, eid);
     if (!e || !e->st || e->st->inc != inc)
         return;
-    if (status != 0 && e->st->gen == gen && e->status == E_RUNNING)
-        entity_restart(e); /* memory may hold what was not stored: start from what was */
+    /* memory may hold what was not stored: start from what was. Not for a failed save of an
+       incarnation before a restart: the restart already started from what is stored. */
+    if (current && status != 0 && e->st->gen == gen && e->status == E_RUNNING)
+        entity_restart(e);
     if (e->st->saves == 0 && e->st->finish_pending) {
         e->st->finish_pending = false;
         s->r->lifecycle->finish_now(e);
+    }
+}
+
+/* The entity goes before its saves complete (stopped by force: a stale or downed copy, or a
+   straggler past handoff-timeout): each save's callback runs now, while the entity still has its
+   state, with `status`, and its ask (shoal_entity_save_reply) is answered so; the write itself
+   goes on (its later completion finds the save detached). */
+static void saves_abandon(shoal_entity_t *e, int status)
+{
+    shoal_region_t *r = e->shard->r;
+    if (e->st->inflight)
+        shoal_debug("%s: sharding %s: entity %s stopped with %d saves in flight: completed as "
+                    "%d",
+                    shoal_node_id(r->self), r->name, e->id, e->st->saves, status);
+    save_t *w;
+    while (e->st && (w = e->st->inflight)) {
+        save_detach(w);
+        if (w->answer && !w->answered) {
+            w->answered = true;
+            region_send_reply(r, w->ato, w->aask, status, NULL, 0);
+        }
+        shoal_save_done_fn *done = w->done;
+        w->done = NULL;
+        if (done)
+            entity_callback(e, done, status, w->arg);
     }
 }
 
@@ -345,9 +420,10 @@ static int issue(shard_t *s, save_t *w)
     w->seq = ++s->state_seq;
     w->now = unix_ms();
     if (w->e) {
-        w->inc = w->e->st->inc;
-        w->e->st->saves++;
-        w->e->st->gen++;
+        shoal_entity_t *e = w->e;
+        w->inc = e->st->inc;
+        e->st->gen++;
+        save_attach(e, w); /* before the update: it may complete at once */
     }
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
@@ -410,8 +486,7 @@ static int entity_check(const shoal_entity_t *e)
 
 /* The write of the entity's own bytes (its producers' numbers in front), not issued yet: the
    caller fills in what happens when it is done, then issue(). NULL with *rc on bad use. */
-static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
-                            int *rc)
+static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len, int *rc)
 {
     *rc = entity_check(e);
     if (*rc == 0 && len && !data)
@@ -560,8 +635,12 @@ void state_entity_starting(shoal_entity_t *e)
 
 bool state_entity_hold(shoal_entity_t *e)
 {
-    if (!e->st || e->st->saves == 0 || e->forced)
+    if (!e->st || e->st->saves == 0)
         return false;
+    if (e->forced) {
+        saves_abandon(e, SHOAL_ESTOPPED); /* it goes now: its saves complete first */
+        return false;
+    }
     e->st->finish_pending = true;
     return true;
 }
@@ -570,6 +649,12 @@ void state_entity_free(shoal_entity_t *e)
 {
     if (!e->st)
         return;
+    if (e->st->inflight) {
+        /* not expected (an entity goes through state_entity_hold), but no save is left
+           uncompleted, nor pointing at a freed entity: its state is gone already */
+        e->state = NULL;
+        saves_abandon(e, SHOAL_ESTOPPED);
+    }
     free(e->st->seen);
     shoal_buf_free(&e->st->reply);
     free(e->st);
@@ -591,15 +676,16 @@ static void entity_restart(shoal_entity_t *e)
 {
     shoal_region_t *r = e->shard->r;
     shoal_info("%s: sharding %s: entity %s restarts from its stored state after a failed save",
-              shoal_node_id(r->self), r->name, e->id);
+               shoal_node_id(r->self), r->name, e->id);
     if (r->fns.stop) {
         r->sh->depth++;
         r->fns.stop(e, e->state, r->arg);
         r->sh->depth--;
     }
     e->state = NULL;
-    e->st->inc = next_inc++; /* saves still in flight belong to the old incarnation */
-    e->st->saves = 0;
+    /* saves still in flight belong to the old incarnation: they stay on the list, and their
+       callbacks come to this one (EXACTLY ONCE) */
+    e->st->inc = next_inc++;
     state_entity_starting(e);
     /* what it reads here may include the failed write: nothing counts as stored until a save
        of this incarnation is acknowledged (repeats are stored again, then confirmed) */
@@ -761,7 +847,8 @@ static size_t reminder_key(const char *eid, const char *rid, uint8_t *out)
 static void reminders_forget(shard_t *s, const char *eid, const char *rid)
 {
     for (size_t i = 0; i < s->n_reminders; i++)
-        if (strcmp(s->reminders[i].eid, eid) == 0 && (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
+        if (strcmp(s->reminders[i].eid, eid) == 0 &&
+            (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
             s->reminders[i] = s->reminders[--s->n_reminders];
             i--;
         }
@@ -1054,7 +1141,7 @@ static void load_failed(shard_t *s, const char *what, int status)
     shoal_region_t *r = s->r;
     r->stats.state_load_failures++;
     shoal_warning("%s: sharding %s: shard %s: %s its entity state failed (%d); retrying",
-                 shoal_node_id(r->self), r->name, s->id, what, status);
+                  shoal_node_id(r->self), r->name, s->id, what, status);
     s->state_retry_at = shoal_now_ms() + backoff_ms(r);
 }
 
@@ -1094,7 +1181,7 @@ static void adopt_done(shoal_replicator_t *rep, int status, const char *key, voi
     shard_t *s = l->obj;
     if (s && status != 0 && status != SHOAL_ETIMEOUT)
         shoal_warning("%s: sharding %s: shard %s: adopting the stored states failed (%d)",
-                     shoal_node_id(s->r->self), s->r->name, s->id, status);
+                      shoal_node_id(s->r->self), s->r->name, s->id, status);
     life_release(l);
 }
 
@@ -1137,8 +1224,7 @@ static void loaded(shard_t *s)
         if (s->n_reminders)
             note_all_shards(s);
         /* v is not valid after the update (the replicator swaps in the new value) */
-        restamp_t x = {s->epoch,
-                       unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
+        restamp_t x = {s->epoch, unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
         shoal_consistency_t c = write_level(r);
         life_t *l = life_ref(s->life);
         shoal_crdt_t *initial = estate_new();
@@ -1151,7 +1237,7 @@ static void loaded(shard_t *s)
     r->stats.state_loads++;
     s->state_loading = false;
     shoal_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
-               shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
+                shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
     r->lifecycle->deliver_pending(s);
 }
 
