@@ -31,10 +31,10 @@
 #include "sharding_internal.h"
 #include "estate.h"
 
-#define STORED_VERSION  1
+#define STORED_VERSION 1
 #define STORED_HANDOVER 0x01
-#define PRODUCERS_MAX   64
-#define REMINDER_MARK   0x01
+#define PRODUCERS_MAX 64
+#define REMINDER_MARK 0x01
 
 typedef struct {
     char id[SHOAL_PRODUCER_ID_MAX + 1];
@@ -62,13 +62,13 @@ struct ent_state {
     uint64_t cur_ask;
     shoal_buf_t reply;
     struct save *confirm_w; /* the last save carrying its confirmation (until that is done) */
-    const char *reminder;   /* in receive of a reminder */
+    const char *reminder; /* in receive of a reminder */
 };
 
 typedef struct reminder {
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     char rid[SHOAL_REMINDER_ID_MAX + 1];
-    int64_t due_ms;      /* unix ms */
+    int64_t due_ms; /* unix ms */
     uint64_t epoch, seq; /* of its entry: a newer schedule of the same id replaces it */
     bool firing;
 } reminder_t;
@@ -107,23 +107,18 @@ static void key_of(const shoal_region_t *r, const char *shard, char *out, size_t
 
 static shoal_consistency_t write_level(const shoal_region_t *r)
 {
-    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY,
-                             0,
-                             r->s.state_write_timeout_ms,
-                             0,
-                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus,
-                             true};
+    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY, 0,
+                             r->s.state_write_timeout_ms, 0,
+                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus, true};
     return c;
 }
 
 static shoal_consistency_t read_level(const shoal_region_t *r)
 {
     shoal_consistency_t c = {r->s.state_write_all ? SHOAL_FROM_N : SHOAL_MAJORITY,
-                             r->s.state_write_all ? 1 : 0,
-                             r->s.state_write_timeout_ms,
+                             r->s.state_write_all ? 1 : 0, r->s.state_write_timeout_ms,
                              r->s.majority_min_cap,
-                             r->s.state_write_all ? 0 : r->s.read_majority_plus,
-                             true};
+                             r->s.state_write_all ? 0 : r->s.read_majority_plus, true};
     return c;
 }
 
@@ -212,10 +207,10 @@ static bool entity_stored(const shoal_entity_t *e, stored_t *out)
  * Writes: one update of the shard's key per save, stamped (epoch, next seq)
  */
 typedef struct save {
-    life_t *life;             /* the shard's */
-    shoal_entity_t *e;        /* NULL: not an entity's save (adopt, reminder delete), or one
-                                 completed already (its entity stopped by force) */
-    struct save *prev, *next; /* in e->st->inflight while e is set */
+    life_t *life;              /* the shard's */
+    shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete), or one
+                                  completed already (its entity stopped by force) */
+    struct save *prev, *next;  /* in e->st->inflight while e is set */
     uint64_t inc;
     shoal_save_done_fn *done;
     void *arg;
@@ -337,8 +332,8 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         if (status == SHOAL_ESTALE)
             r->stats.state_stale_refused++;
         shoal_warning("%s: sharding %s: shard %s: a state write failed (%d)%s",
-                      shoal_node_id(r->self), r->name, s->id, status,
-                      status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
+                     shoal_node_id(r->self), r->name, s->id, status,
+                     status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
     }
     if (w->answer && !w->answered)
         region_send_reply(r, w->ato, w->aask, status, status == 0 ? w->areply : NULL,
@@ -486,7 +481,8 @@ static int entity_check(const shoal_entity_t *e)
 
 /* The write of the entity's own bytes (its producers' numbers in front), not issued yet: the
    caller fills in what happens when it is done, then issue(). NULL with *rc on bad use. */
-static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len, int *rc)
+static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
+                            int *rc)
 {
     *rc = entity_check(e);
     if (*rc == 0 && len && !data)
@@ -676,7 +672,7 @@ static void entity_restart(shoal_entity_t *e)
 {
     shoal_region_t *r = e->shard->r;
     shoal_info("%s: sharding %s: entity %s restarts from its stored state after a failed save",
-               shoal_node_id(r->self), r->name, e->id);
+              shoal_node_id(r->self), r->name, e->id);
     if (r->fns.stop) {
         r->sh->depth++;
         r->fns.stop(e, e->state, r->arg);
@@ -847,8 +843,7 @@ static size_t reminder_key(const char *eid, const char *rid, uint8_t *out)
 static void reminders_forget(shard_t *s, const char *eid, const char *rid)
 {
     for (size_t i = 0; i < s->n_reminders; i++)
-        if (strcmp(s->reminders[i].eid, eid) == 0 &&
-            (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
+        if (strcmp(s->reminders[i].eid, eid) == 0 && (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
             s->reminders[i] = s->reminders[--s->n_reminders];
             i--;
         }
@@ -1141,7 +1136,7 @@ static void load_failed(shard_t *s, const char *what, int status)
     shoal_region_t *r = s->r;
     r->stats.state_load_failures++;
     shoal_warning("%s: sharding %s: shard %s: %s its entity state failed (%d); retrying",
-                  shoal_node_id(r->self), r->name, s->id, what, status);
+                 shoal_node_id(r->self), r->name, s->id, what, status);
     s->state_retry_at = shoal_now_ms() + backoff_ms(r);
 }
 
@@ -1181,7 +1176,7 @@ static void adopt_done(shoal_replicator_t *rep, int status, const char *key, voi
     shard_t *s = l->obj;
     if (s && status != 0 && status != SHOAL_ETIMEOUT)
         shoal_warning("%s: sharding %s: shard %s: adopting the stored states failed (%d)",
-                      shoal_node_id(s->r->self), s->r->name, s->id, status);
+                     shoal_node_id(s->r->self), s->r->name, s->id, status);
     life_release(l);
 }
 
@@ -1224,7 +1219,8 @@ static void loaded(shard_t *s)
         if (s->n_reminders)
             note_all_shards(s);
         /* v is not valid after the update (the replicator swaps in the new value) */
-        restamp_t x = {s->epoch, unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
+        restamp_t x = {s->epoch,
+                       unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
         shoal_consistency_t c = write_level(r);
         life_t *l = life_ref(s->life);
         shoal_crdt_t *initial = estate_new();
@@ -1237,7 +1233,7 @@ static void loaded(shard_t *s)
     r->stats.state_loads++;
     s->state_loading = false;
     shoal_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
-                shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
+               shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
     r->lifecycle->deliver_pending(s);
 }
 
