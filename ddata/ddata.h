@@ -85,11 +85,34 @@
 extern "C" {
 #endif
 
+/* The public ABI: libshoal is compiled with -fvisibility=hidden (SConstruct), so libshoal.so
+   exports exactly what the four public headers declare between this push and its pop; internal
+   headers that include a public header go on declaring hidden symbols after the pop.
+   tools/abi-check.py compares these exports with the previous release's (docs/compatibility.md). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Version of libshoal and of every program built with it; the one place it is written (SConstruct
-   reads these three lines for the SONAME, whose number is the major, and for shoal.pc). */
+   reads these lines for the library's file name, the SONAME and shoal.pc; CHANGELOG.md names
+   what each release changed). */
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1
 #define SHOAL_VERSION_PATCH 0
+/* The N of the SONAME libshoal.so.N: raised by one in a release that breaks the public ABI (a
+   function removed or its signature, a public type's layout or a function's meaning changed).
+   While the major version is 0 it counts those breaks on its own; from 1.0 on it equals
+   SHOAL_VERSION_MAJOR (docs/compatibility.md, "The shared library"). */
+#define SHOAL_SOVERSION 0
+
+/* A name kept only for compatibility, for at least one release: the compiler says what replaces
+   it (CHANGELOG.md says since when). A program migrating step by step may define
+   SHOAL_NO_DEPRECATED_WARNINGS before including a Shoal header to silence the warnings. */
+#if defined(__GNUC__) && !defined(SHOAL_NO_DEPRECATED_WARNINGS)
+#define SHOAL_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define SHOAL_DEPRECATED(why)
+#endif
 #define SHOAL_VERSION_STR_(x) #x
 #define SHOAL_VERSION_STR(x)  SHOAL_VERSION_STR_(x)
 /* "MAJOR.MINOR.PATCH", as `--version` prints it. */
@@ -457,10 +480,15 @@ int shoal_ormap_foreach(const shoal_crdt_t *m, shoal_entry_fn *fn, void *arg);
 
 /* ORMultiMap: key -> set of byte strings. With value_deltas, updates ship ORSet deltas and a
    removed key's set is cleared first (so a concurrent re-add does not bring old elements back);
-   without, updates ship the key's whole set (Akka's default). */
+   without, updates ship the key's whole set (Akka's default). In both modes (and in an ORMap of
+   ORSets) a set re-created under a removed key never issues a dot its predecessor carried: its
+   first add draws above every dot of the node (docs/types.md). */
 shoal_crdt_t *shoal_ormultimap_new(bool value_deltas);
 int shoal_ormultimap_add(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
                          const void *elem, size_t elen);
+/* Pekko's removeBinding: removes elem from key's set if there, always updating the key (a new
+   dot: a concurrent removal of the key does not win over it), and removes the key when its set
+   is left empty. 0 also when the set did not hold elem (the key is updated all the same). */
 int shoal_ormultimap_remove_binding(shoal_crdt_t *m, const shoal_node_t *self, const void *key,
                                     size_t klen, const void *elem, size_t elen);
 /* The key's ORSet (borrowed) or NULL. */
@@ -1199,12 +1227,24 @@ int shoal_replicator_get(shoal_replicator_t *r, const char *key, const shoal_typ
                          const shoal_consistency_t *c, shoal_get_done_fn *done, void *arg);
 /* Update: done(status) with SHOAL_OK, SHOAL_ETIMEOUT (applied locally, gossiped later),
    SHOAL_EMODIFY, SHOAL_EDELETED, SHOAL_ESTORE or SHOAL_ETYPE.
-   THE CALL TAKES OWNERSHIP OF `initial`, whatever it returns: it becomes the key's first value
-   when the key is missing, and is destroyed otherwise (and on every error, SHOAL_ETHREAD
-   included). So the natural call leaks nothing:
-       shoal_replicator_update(r, "cart", shoal_orset_new(), &c, add_item, item, done, ctx);
-   To start many updates from one template, pass shoal_crdt_clone(template). Node thread; from
-   other threads use shoal_replicator_update_sync. */
+   THE CALL TAKES *initial_p AND SETS IT TO NULL, whatever it returns: the value becomes the key's
+   first value when the key is missing, and is destroyed otherwise (and on every error,
+   SHOAL_ETHREAD included). The caller's pointer is NULL after the call, so a program that still
+   destroys it afterwards destroys nothing:
+       shoal_crdt_t *cart = shoal_orset_new();
+       shoal_replicator_update_take(r, "cart", &cart, &c, add_item, item, done, ctx);
+   To start many updates from one template, pass a shoal_crdt_clone(template) each time. Node
+   thread; from other threads use shoal_replicator_update_take_sync. */
+int shoal_replicator_update_take(shoal_replicator_t *r, const char *key, shoal_crdt_t **initial_p,
+                                 const shoal_consistency_t *c, shoal_update_fn *modify,
+                                 void *modify_arg, shoal_update_done_fn *done, void *arg);
+/* DEPRECATED, kept for compatibility: shoal_replicator_update_take with `initial` passed by value.
+   It takes ownership of `initial` since the build of 2026-11-28 ("0.1.x-2026-11-28"); in 0.1.0
+   the caller kept it, and a program written for 0.1.0 that destroys `initial` after the call
+   frees it twice. Use shoal_replicator_update_take(..., &initial, ...), or
+   shoal_replicator_update_typed when a missing key starts empty (CHANGELOG.md). */
+SHOAL_DEPRECATED("takes ownership of initial since 0.1.x-2026-11-28: use "
+                 "shoal_replicator_update_take(&initial) or shoal_replicator_update_typed")
 int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
                             const shoal_consistency_t *c, shoal_update_fn *modify, void *modify_arg,
                             shoal_update_done_fn *done, void *arg);
@@ -1243,10 +1283,17 @@ int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg);
    itself, SHOAL_ESTOPPED once the node stops. Callbacks they register (subscribe_sync's fn) still
    run on the node thread.
    get_sync hands the caller a copy of the value in *out (NULL when not found; the caller
-   destroys it); the wait is the operation's timeout plus 30 s. update_sync takes ownership of
-   `initial` as update does (every path). */
+   destroys it); the wait is the operation's timeout plus 30 s. update_take_sync takes
+   *initial_p and sets it to NULL as update_take does (every path); update_sync is deprecated as
+   update is. */
 int shoal_replicator_get_sync(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                               const shoal_consistency_t *c, shoal_crdt_t **out);
+int shoal_replicator_update_take_sync(shoal_replicator_t *r, const char *key,
+                                      shoal_crdt_t **initial_p, const shoal_consistency_t *c,
+                                      shoal_update_fn *modify, void *modify_arg);
+SHOAL_DEPRECATED("takes ownership of initial since 0.1.x-2026-11-28: use "
+                 "shoal_replicator_update_take_sync(&initial) or "
+                 "shoal_replicator_update_typed_sync")
 int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_crdt_t *initial,
                                  const shoal_consistency_t *c, shoal_update_fn *modify,
                                  void *modify_arg);
@@ -1585,6 +1632,10 @@ int shoal_http_provide(shoal_system_t *sys, shoal_http_provider_fn *fn, void *ar
    (node-thread work of abandoned requests included). Before destroying what arg points to; any
    thread but the node's. */
 void shoal_http_withdraw(shoal_system_t *sys, void *arg);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

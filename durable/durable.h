@@ -87,6 +87,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* exported from libshoal.so: see "The public ABI" in ddata.h */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* The format this build writes and reads: the exact bytes of meta/format. */
 #define SHOAL_DURABLE_FORMAT         "shoal-durable 1"
 #define SHOAL_DURABLE_FORMAT_VERSION 1
@@ -187,4 +196,11 @@ void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
    gauges. Stop the endpoint before closing d. */
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -52,8 +52,9 @@ static int run_node(shoal_durable_t *d, int (*fn)(shoal_replicator_t *, shoal_sy
 static int count_visit(shoal_replicator_t *r, shoal_system_t *sys)
 {
     const shoal_consistency_t local = {.level = SHOAL_LOCAL};
-    /* the update owns the initial value; it returns once the store has committed the write */
-    return shoal_replicator_update_sync(r, "visits", shoal_gcounter_new(), &local, one_visit, sys);
+    /* a missing key starts as an empty counter; returns once the store has committed the write */
+    return shoal_replicator_update_typed_sync(r, "visits", shoal_type_by_name("GCounter"), &local,
+                                              one_visit, sys);
 }
 
 static int read_visits(shoal_replicator_t *r, shoal_system_t *sys)

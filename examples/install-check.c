@@ -48,9 +48,9 @@ int main(void)
     }
 
     const shoal_consistency_t local = {.level = SHOAL_LOCAL};
-    /* the update takes the initial value: nothing to free here */
-    err = shoal_replicator_update_sync(r, "cart", shoal_orset_new(), &local, add_tea, sys);
-    shoal_crdt_t *cart = NULL;
+    /* the update takes the initial value and sets `cart` to NULL: nothing to free here */
+    shoal_crdt_t *cart = shoal_orset_new();
+    err = shoal_replicator_update_take_sync(r, "cart", &cart, &local, add_tea, sys);
     if (err == 0)
         err = shoal_replicator_get_sync(r, "cart", shoal_type_by_name("ORSet"), &local, &cart);
     int rc = 1;

@@ -80,9 +80,10 @@ int main(void)
 
     /* write on node 1: acknowledged once 2 of the 3 nodes hold it */
     const shoal_consistency_t majority = {.level = SHOAL_MAJORITY, .timeout_ms = 5000};
-    /* the update owns the initial value (the map a missing key starts from) */
-    err = shoal_replicator_update_sync(reps[0], "settings", shoal_lwwmap_new(), &majority,
-                                       put_blue, nodes[0]);
+    /* the update takes the map a missing key starts from, and sets `start` to NULL */
+    shoal_crdt_t *start = shoal_lwwmap_new();
+    err = shoal_replicator_update_take_sync(reps[0], "settings", &start, &majority, put_blue,
+                                            nodes[0]);
     if (err != 0) {
         fprintf(stderr, "tour-map: write on node 1: %s\n", shoal_strerror(err));
         goto out;

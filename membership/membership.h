@@ -180,6 +180,11 @@
 extern "C" {
 #endif
 
+/* exported from libshoal.so: see "The public ABI" in ddata.h */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define SHOAL_ENOTMEMBER -40 /* no such member, or this node is not (or no longer) a member */
 #define SHOAL_ESTATE     -41 /* not allowed in the member's current status */
 
@@ -596,6 +601,10 @@ void shoal_cluster_note_event(shoal_cluster_t *c, const char *event, const shoal
    {status=...}, shoal_cluster_unreachable_members, shoal_cluster_converged, shoal_cluster_is_leader
    gauges and the counters above as shoal_cluster_..._total. Stop the endpoint before destroying c. */
 int shoal_cluster_metrics(shoal_cluster_t *c, shoal_metrics_t *m);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

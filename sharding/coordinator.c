@@ -1142,13 +1142,26 @@ void coordinator_on_control(coordinator_t *co, const shoal_node_t *from,
             shoal_info("%s: sharding %s: region %s shuts down: moving its %zu shards",
                       shoal_node_id(co->r->self), co->r->name, shoal_node_id(from), c->n_shards);
         c->shutting_down = true;
+        if (c->n_shards == 0) {
+            send_shutdown_done(co, from);
+            break;
+        }
+        /* "nowhere to move them" stops the shards where they are (the region acts on it), so
+           only a coordinator that knows every region may say it: a new term (the singleton
+           moves with the very leave of its node) hears the leaver, which registers first,
+           before the regions that stay; told "nowhere" then, the leaver stopped its shards
+           without a handoff and the tells on their way to them were lost. Until recovered
+           (every live region the state names registered, or handoff-timeout) the region asks
+           again at its next retry. */
+        if (!co->ready || !co->recovered)
+            break;
         candidates_t cand;
         candidates(co, false, &cand);
         bool elsewhere = false;
         for (size_t i = 0; i < cand.n; i++)
             elsewhere |= !cand.regions[i].leaving;
         candidates_free(&cand);
-        if (c->n_shards == 0 || !elsewhere) {
+        if (!elsewhere) {
             send_shutdown_done(co, from);
             break;
         }

@@ -712,6 +712,29 @@ static void pending_tick(shoal_region_t *r, int64_t now)
 static void graceful_tick(shoal_region_t *r, int64_t now);
 static void region_stop_all(shoal_region_t *r, shoal_dead_letter_t why);
 
+/* Times this node fenced itself (THE FENCE in membership.h), 0 when unknown. */
+static uint64_t fences_so_far(shoal_region_t *r)
+{
+    shoal_cluster_stats_t st;
+    return shoal_cluster_stats(r->sh->c, &st) == 0 ? st.fenced : 0;
+}
+
+/* A graceful leave hands its shards off while this member is Exiting: the leader moves a
+   Leaving member to Exiting as soon as that has converged, which can be before the handoff has
+   ended (at once when the leaver is the leader, and always when the coordinator moved away with
+   the leave: the region registers with the new one first), and removes it only once it has
+   confirmed its shutdown steps, the handoff among them. Stopping the shards at Exiting lost what
+   waited in them and what the other regions had sent before their fences (they went on sending
+   to this node until the coordinator, told the shards had stopped, moved them). Not when this
+   node fenced itself since its shutdown began, or stalls: then the other side may reallocate its
+   shards, and they stop here as for any node that may not host. */
+static bool exiting_handoff(shoal_region_t *r)
+{
+    return r->shutting_down && !r->shutdown_done && !r->proxy &&
+           r->sh->self_status == SHOAL_MEMBER_EXITING && !shoal_cluster_paused(r->sh->c) &&
+           fences_so_far(r) == r->fences_at_shutdown;
+}
+
 static void region_tick(shoal_region_t *r, int64_t now)
 {
     if (r->stopped)
@@ -722,14 +745,16 @@ static void region_tick(shoal_region_t *r, int64_t now)
     r->slow_tick_at = now;
     check_coordinator(r, now);
     /* a node that may not act for the cluster (downed, frozen, shut out) hosts nothing: its
-       shards are about to be, or already are, allocated elsewhere */
+       shards are about to be, or already are, allocated elsewhere. Not a leaver that is
+       Exiting in the middle of its handoff: see exiting_handoff */
+    bool handing_over = zhashx_size(r->shards) && exiting_handoff(r);
     if (zhashx_size(r->shards) && r->sh->self_status >= SHOAL_MEMBER_EXITING &&
-        r->sh->self_status != 0) {
+        r->sh->self_status != 0 && !handing_over) {
         shoal_warning("%s: sharding %s: this node is %s: stopping its %zu shards",
                      shoal_node_id(r->self), r->name, shoal_member_status_name(r->sh->self_status),
                      zhashx_size(r->shards));
         region_stop_all(r, SHOAL_DL_ENTITY_STOPPED);
-    } else if (zhashx_size(r->shards) && !shoal_cluster_may_host(r->sh->c) &&
+    } else if (zhashx_size(r->shards) && !handing_over && !shoal_cluster_may_host(r->sh->c) &&
                r->sh->self_status != SHOAL_MEMBER_LEAVING) {
         shoal_warning("%s: sharding %s: this node may not act for the cluster (or is fenced): "
                      "stopping its %zu shards",
@@ -883,6 +908,7 @@ static void graceful_start(shoal_region_t *r, waiter_t *w)
         r->shutdown_done = false;
         r->shutdown_deadline = shoal_now_ms() + r->s.handoff_timeout_ms;
         r->shutdown_sent_at = 0;
+        r->fences_at_shutdown = fences_so_far(r);
         shoal_info("%s: sharding %s: graceful shutdown: handing off %zu shards",
                   shoal_node_id(r->self), r->name, zhashx_size(r->shards));
     } else if (r->shutdown_done && !r->waiters->next) {

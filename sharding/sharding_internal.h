@@ -350,6 +350,7 @@ struct shoal_region {
     bool shutdown_done;  /* the coordinator moved everything (or we gave up) */
     bool shutdown_timed_out;
     int64_t shutdown_deadline, shutdown_sent_at;
+    uint64_t fences_at_shutdown; /* this node's fence count when the shutdown began */
     struct waiter *waiters; /* shoal_region_shutdown callers and the shutdown phase */
     bool stopped;
     const char *timer_firing; /* id of the in-memory timer being delivered */

@@ -79,7 +79,9 @@ void wire_envelope(shoal_buf_t *out, uint8_t flags, uint32_t type_hash, const ch
                    const void *payload, size_t len)
 {
     size_t sl = strlen(shard), el = strlen(eid);
-    const char *o = origin ? shoal_node_id(origin) : NULL;
+    /* the origin is where a reply goes: a tell has none, and the parser refuses an origin
+       without an ask (a tell routed on by a shard's old owner was dropped as malformed) */
+    const char *o = origin && ask_id ? shoal_node_id(origin) : NULL;
     size_t ol = o ? strlen(o) : 0;
     flags &= (uint8_t)~(ENV_ASK | ENV_ORIGIN);
     if (ask_id)

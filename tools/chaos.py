@@ -278,6 +278,8 @@ class Nodes:
         self.starts = {i: 0 for i in range(1, args.nodes + 1)}
         self.ended = {}      # pid -> CLOCK_MONOTONIC ns when the process was killed or seen gone
         self.faketime = next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
+        self.bins = {}       # index -> the chaos-node's build directory (upgrade, mixed modes)
+        self.mixed = None    # --mixed: (rng, the previous release's build/bin)
 
     def data(self, i):
         return os.path.join(self.out, 'data%d' % i)
@@ -295,6 +297,11 @@ class Nodes:
         # answer that they are in no cluster first; and after the resolver downed everyone, it
         # forms the one cluster the others join. (`form` is kept for the schedule's readers.)
         seeds = eps
+        if self.mixed and self.starts[i] > 0 and self.mixed[0].random() < 0.3:
+            # a restart that switches build: an upgrade or a rollback in the middle of the faults
+            was = self.bins.get(i, self.args.bin)
+            self.bins[i] = self.args.bin if was == self.mixed[1] else self.mixed[1]
+            log('    node %d restarts as %s' % (i, self.bins[i]))
         cmd = self.net.prefix(i)
         env = dict(os.environ)
         if skew is not None:
@@ -302,7 +309,8 @@ class Nodes:
         if self.skew.get(i) and self.faketime:
             cmd += ['env', 'LD_PRELOAD=' + self.faketime, 'FAKETIME=%+ds' % self.skew[i],
                     'FAKETIME_DONT_FAKE_MONOTONIC=1']
-        cmd += [os.path.join(self.args.bin, 'chaos-node'), '--index', str(i), '--bind', own,
+        cmd += [os.path.join(self.bins.get(i, self.args.bin), 'chaos-node'), '--index', str(i),
+                '--bind', own,
                 '--data', self.data(i), '--log', self.logfile(i), '--timing', self.args.timing]
         for s in seeds:
             cmd += ['--seed', s]
@@ -324,6 +332,22 @@ class Nodes:
             p.wait()
             self.reap(i)
         self.paused.discard(i)
+
+    def stop(self, i, timeout=60):
+        """SIGTERM: the node leaves gracefully and exits 0 (what an operator's rolling restart
+        does). Returns the exit code, or None if it had to be killed after the timeout."""
+        p = self.procs.get(i)
+        if not p or p.poll() is not None:
+            return None
+        self.expected_exit.add(i)
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(i)
+            return None
+        self.reap(i)
+        return p.returncode
 
     def pause(self, i):
         p = self.procs.get(i)
@@ -429,6 +453,120 @@ def make_schedule(rng, n, total_s, smoke, nemesis=2, stretch=1.0):
         sched.append((round(t, 1), kind, p, round(dur, 1)))
         t += dur + rng.uniform(2, 8)
     return sched
+
+
+def mono_ms():
+    return time.monotonic_ns() // 1000000  # chaos-client's t0/t1 are CLOCK_MONOTONIC ms
+
+
+def rolling_upgrade(args, nodes, cluster_ok, view, endpoint, tick, violations, count):
+    """Replaces every node, one at a time, as an operator upgrades: SIGTERM (a graceful leave,
+    exit 0), then the new build on the same data directory, and on to the next only once all
+    members are Up and converged again; then the last node is rolled back to the old build and
+    forward again. Returns the steps with their CLOCK_MONOTONIC windows (ms) for the checks."""
+    n = args.nodes
+    plan = [(i, args.bin, 'upgrade') for i in range(1, n + 1)]
+    plan += [(n, args.upgrade_from, 'rollback'), (n, args.bin, 'upgrade')]
+    deadline = 60 if args.timing == 'fast' else 120
+
+    def steady(seconds):  # load on a whole cluster between two steps
+        wait_until(lambda: tick() and False, seconds, 0.2)
+
+    def incarnation(i):
+        """Node i's member id (host:port:uid) as node i itself reports it."""
+        v = view(i) or {}
+        addr = endpoint(i)[len('tcp://'):]
+        return next((m['node'] for m in v.get('members', []) if m.get('address') == addr), None)
+
+    def back(i, before):
+        """Every node lists node i's new incarnation (not the one stopped) as Up, converged."""
+        tick()
+        if not cluster_ok():
+            return False
+        now = incarnation(i)
+        return now is not None and now != before and all(
+            any(m.get('node') == now and m.get('status') == 'Up'
+                for m in (view(j) or {}).get('members', [])) for j in range(1, n + 1))
+
+    steady(3)
+    steps = []
+    for i, to, kind in plan:
+        count(kind)
+        before = incarnation(i)
+        t_stop = mono_ms()
+        code = nodes.stop(i)
+        t_left = mono_ms()
+        if code != 0:
+            violations.append({'kind': 'no-graceful-leave', 'node': i, 'detail':
+                               'chaos-node %d exited with %s on SIGTERM (0 expected: a graceful '
+                               'leave)' % (i, code)})
+        nodes.bins[i] = to
+        nodes.start(i)
+        ok = wait_until(lambda: back(i, before), deadline, 0.5)
+        t_up = mono_ms()
+        log('  %s of node %d: left in %.1f s, back Up in %.1f s (%s)' % (
+            kind, i, (t_left - t_stop) / 1e3, (t_up - t_left) / 1e3, to))
+        if not ok:
+            violations.append({'kind': 'not-back-after-%s' % kind, 'node': i, 'detail':
+                               'the cluster was not %d Up members again %d s after node %d '
+                               'restarted as %s' % (n, deadline, i, to)})
+        steps.append({'node': i, 'kind': kind, 'build': to, 'stop_ms': t_stop, 'left_ms': t_left,
+                      'up_ms': t_up, 'ok': bool(ok)})
+        steady(3)
+    # the previous release's operator tools against the upgraded nodes (this tree's tools ran
+    # against the old nodes all along: cluster_ok)
+    eps = [endpoint(j) for j in range(1, n + 1)]
+    tools = {}
+    for name, cmd in (('shoal-cluster members', ['shoal-cluster', '--node', eps[0], '--json',
+                                                 'members']),
+                      ('ddata-dump --compare', ['ddata-dump', '--compare'] + eps)):
+        # under the workload replicas may differ for a moment: --compare is asked again
+        p = None
+
+        def tool_ok():
+            nonlocal p
+            p = run([os.path.join(args.upgrade_from, cmd[0])] + cmd[1:], timeout=60)
+            return p.returncode == 0
+        wait_until(tool_ok, 20, 1.0)
+        tools[name] = p.returncode
+        if p.returncode != 0:
+            violations.append({'kind': 'old-tool-failed', 'detail': 'the previous release\'s %s '
+                               'failed against the upgraded nodes: exit %d: %s' % (
+                                   name, p.returncode, p.stderr.decode(errors='replace')[-300:])})
+    log('  the previous release\'s tools against the upgraded cluster: %s' %
+        ', '.join('%s exit %d' % kv for kv in tools.items()))
+    return {'steps': steps, 'old_tools': tools}
+
+
+def check_upgrade(upgrade, ops, violations):
+    """During each replacement (from its SIGTERM until every member is Up again) every MAJORITY
+    operation through a member that is not the one replaced must succeed; their latencies."""
+    majority_ops = ('inc', 'add', 'put', 'remove')
+    for st in upgrade['steps']:
+        lat, failed = [], []
+        for o in ops:
+            if o['op'] in majority_ops and o['node'] != st['node'] and \
+                    st['stop_ms'] <= o['t0'] <= st['up_ms']:
+                lat.append(o['t1'] - o['t0'])
+                if not o['ok']:
+                    failed.append(o)
+        lat.sort()
+
+        def pct(q):
+            return lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
+        st['majority_ops'] = len(lat)
+        st['majority_failed'] = len(failed)
+        st['majority_ms'] = {'p50': pct(0.5), 'p99': pct(0.99), 'max': lat[-1] if lat else None}
+        log('  %s of node %d: %d MAJORITY operations through the other members, %d failed, '
+            'latency p50 %s ms, p99 %s ms, max %s ms' % (
+                st['kind'], st['node'], len(lat), len(failed), pct(0.5), pct(0.99),
+                lat[-1] if lat else None))
+        if failed:
+            violations.append({'kind': 'majority-failed-during-upgrade', 'node': st['node'],
+                               'detail': '%d of %d MAJORITY operations through members not being '
+                               'replaced failed during the %s of node %d' % (
+                                   len(failed), len(lat), st['kind'], st['node']),
+                               'evidence': [json.dumps(o) for o in failed[:4]]})
 
 
 def pairs_between(a, b):
@@ -652,6 +790,15 @@ def main():
                          'and lone-restart were added, to replay a seed recorded with them')
     ap.add_argument('--smoke', action='store_true')
     ap.add_argument('--converge-timeout', type=int, default=None)
+    ap.add_argument('--mixed', default=None, metavar='DIR',
+                    help='mixed versions under the nemesis: some nodes start as the chaos-node of '
+                         'DIR (a previous release\'s build/bin), and a restart switches a node\'s '
+                         'build with probability 0.3 (scons chaos CHAOS_MIXED=1)')
+    ap.add_argument('--upgrade-from', default=None, metavar='DIR',
+                    help='a rolling upgrade instead of the nemesis: the nodes start as the '
+                         'chaos-node of DIR (a previous release\'s build/bin, tools/releases.py), '
+                         'then each is stopped (SIGTERM) and started again as --bin\'s on its data '
+                         'directory, one at a time; one is then rolled back and forward again')
     args = ap.parse_args()
     if args.smoke:
         args.net, args.time, args.nodes = 'loopback', 30, 3
@@ -662,6 +809,16 @@ def main():
     args.timing = args.timing or 'fast'
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)
+    if args.mixed and not os.access(os.path.join(args.mixed, 'chaos-node'), os.X_OK):
+        log('%s/chaos-node is missing: build the release with tools/releases.py build' % args.mixed)
+        return 2
+    if args.upgrade_from:
+        # no partitions to make: loopback, and the machine's namespaces stay free
+        args.net = 'loopback' if args.net == 'auto' else args.net
+        old = os.path.join(args.upgrade_from, 'chaos-node')
+        if not os.access(old, os.X_OK):
+            log('%s is missing: build the release with tools/releases.py build' % old)
+            return 2
     if not (2 <= args.nodes <= 9):
         log('--nodes takes 2 to 9')
         return 2
@@ -741,7 +898,17 @@ def main():
     try:
         net.setup()
         eps = [net.endpoint(i) for i in range(1, args.nodes + 1)]
+        if args.mixed:
+            mixed_rng = random.Random(args.seed ^ 0x5eed)
+            nodes.mixed = (mixed_rng, args.mixed)
+            old_ones = sorted(mixed_rng.sample(range(1, args.nodes + 1), (args.nodes + 1) // 2))
+            log('mixed versions: nodes %s start as %s, the others as %s' % (
+                old_ones, args.mixed, args.bin))
+            for i in old_ones:
+                nodes.bins[i] = args.mixed
         for i in range(1, args.nodes + 1):
+            if args.upgrade_from:
+                nodes.bins[i] = args.upgrade_from
             nodes.start(i, form=(i == 1))
 
         def info(i):
@@ -776,8 +943,9 @@ def main():
             raise RuntimeError('the %d nodes did not come Up together within the deadline' % args.nodes)
         log('%d nodes Up in %.1f s: %s' % (args.nodes, time.monotonic() - t0, ' '.join(eps)))
 
-        sched = make_schedule(rng, args.nodes, args.time, args.smoke, args.nemesis,
-                              3.0 if args.timing == 'default' else 1.0)
+        sched = [] if args.upgrade_from else make_schedule(
+            rng, args.nodes, args.time, args.smoke, args.nemesis,
+            3.0 if args.timing == 'default' else 1.0)
         log('nemesis schedule (%d faults):' % len(sched))
         for s in sched:
             log('  +%5.1fs %-9s %s%s' % (s[0], s[1], json.dumps(s[2], sort_keys=True),
@@ -811,6 +979,10 @@ def main():
                 else:
                     restarts_by_cluster += 1
                     log('  node %d stopped by the cluster (downed): restarting it' % i)
+                    if args.upgrade_from:
+                        violations.append({'kind': 'downed-during-upgrade', 'node': i, 'detail':
+                                           'chaos-node %d was downed by the cluster during the '
+                                           'rolling upgrade (see %s/node%d.out)' % (i, run_dir, i)})
                 pending_restart[i] = now + 1.0
             for i, at in list(pending_restart.items()):
                 if now >= at:
@@ -832,6 +1004,14 @@ def main():
                 nodes.resume(p['node'])
             active = None
 
+        if args.upgrade_from:
+            report['upgrade'] = rolling_upgrade(args, nodes, cluster_ok, view, net.endpoint, tick,
+                                                violations, count)
+            if time.monotonic() - start > args.time:
+                violations.append({'kind': 'upgrade-outlasted-the-workload', 'detail':
+                                   'the rolling upgrade took %.0f s, longer than --time %d: its '
+                                   'last steps ran without load' % (time.monotonic() - start,
+                                                                    args.time)})
         idx = 0
         while time.monotonic() - start < args.time:
             tick()
@@ -966,6 +1146,8 @@ def main():
             json.dump(snap, f)
         ops = read_ops(ops_path)
         report['data'] = check_data(ops, snap, violations)
+        if args.upgrade_from:
+            check_upgrade(report['upgrade'], ops, violations)
 
         # every node SIGKILLed, then restarted: the remembered entities must all run again.
         # Not in the smoke, which must stay within its 30 seconds under the sanitizers;

@@ -5,12 +5,13 @@
 # chromium-driver, python3-selenium: test_dashboard drives the dashboard in headless Chromium;
 # dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
 # and a port of its own; -base is the program without the system service that would take
-# port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd.)
+# port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd. abigail-tools:
+# abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
 PACKAGES="
-  build-essential pkg-config scons python3 scdoc
+  build-essential pkg-config scons python3 scdoc abigail-tools
   libzmq3-dev libczmq-dev
   liblmdb-dev lmdb-utils
   libprotobuf-c-dev protobuf-c-compiler

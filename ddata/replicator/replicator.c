@@ -2033,6 +2033,18 @@ int shoal_replicator_update(shoal_replicator_t *r, const char *key, shoal_crdt_t
     return start_update(r, key, initial, NULL, c, modify, modify_arg, done, arg, false);
 }
 
+/* update with the caller's pointer taken: NULL after the call, so a caller that destroys it
+   afterwards (0.1.0's contract) destroys nothing */
+int shoal_replicator_update_take(shoal_replicator_t *r, const char *key, shoal_crdt_t **initial_p,
+                                 const shoal_consistency_t *c, shoal_update_fn *modify,
+                                 void *modify_arg, shoal_update_done_fn *done, void *arg)
+{
+    shoal_crdt_t *initial = initial_p ? *initial_p : NULL;
+    if (initial_p)
+        *initial_p = NULL;
+    return start_update(r, key, initial, NULL, c, modify, modify_arg, done, arg, false);
+}
+
 int shoal_replicator_update_typed(shoal_replicator_t *r, const char *key, const shoal_type_t *type,
                                   const shoal_consistency_t *c, shoal_update_fn *modify,
                                   void *modify_arg, shoal_update_done_fn *done, void *arg)
@@ -2120,8 +2132,8 @@ static int sync_start(shoal_system_t *sys, void *arg)
     else if (w->kind == 1) {
         shoal_crdt_t *initial = w->initial;
         w->initial = NULL; /* update owns it now, whatever it returns */
-        rc = initial ? shoal_replicator_update(w->r, w->key, initial, &w->c, w->modify,
-                                               w->modify_arg, sync_update_done, w)
+        rc = initial ? shoal_replicator_update_take(w->r, w->key, &initial, &w->c, w->modify,
+                                                    w->modify_arg, sync_update_done, w)
                      : shoal_replicator_update_typed(w->r, w->key, w->type, &w->c, w->modify,
                                                      w->modify_arg, sync_update_done, w);
     } else
@@ -2187,6 +2199,22 @@ int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_c
                                  const shoal_consistency_t *c, shoal_update_fn *modify,
                                  void *modify_arg)
 {
+    if (!r || !c) {
+        shoal_crdt_destroy(&initial);
+        return SHOAL_EINVAL;
+    }
+    waiter_t w = {.r = r, .key = key, .initial = initial, .c = *c, .modify = modify,
+                  .modify_arg = modify_arg, .kind = 1};
+    return sync_run(&w, NULL);
+}
+
+int shoal_replicator_update_take_sync(shoal_replicator_t *r, const char *key,
+                                      shoal_crdt_t **initial_p, const shoal_consistency_t *c,
+                                      shoal_update_fn *modify, void *modify_arg)
+{
+    shoal_crdt_t *initial = initial_p ? *initial_p : NULL;
+    if (initial_p)
+        *initial_p = NULL;
     if (!r || !c) {
         shoal_crdt_destroy(&initial);
         return SHOAL_EINVAL;

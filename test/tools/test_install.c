@@ -162,7 +162,7 @@ static void test_layout(void **state)
     SH_OK("cd '%s/lib' && test -f libshoal.a && test -f libshoal.so." SHOAL_VERSION
           " && test \"$(readlink libshoal.so)\" = libshoal.so." SHOAL_VERSION
           " && test \"$(readlink libshoal.so.%d)\" = libshoal.so." SHOAL_VERSION,
-          stage, SHOAL_VERSION_MAJOR);
+          stage, SHOAL_SOVERSION);
     SH_OK("test -x '%s/bin/shoal-keygen' && test -f '%s/share/man/man1/shoal-keygen.1'", stage,
           stage);
 }
@@ -196,6 +196,24 @@ static void test_each_header_compiles_alone(void **state)
               " -c t.c -o t.o");
         read_only_staged_headers(headers[i]);
     }
+}
+
+/* A name kept only for compatibility warns in an application's build and names what replaces
+   it: shoal_replicator_update_sync takes `initial` since 0.1.x-2026-11-28, and a program written
+   for 0.1.0 (destroying `initial` afterwards) compiled without a word before (CHANGELOG.md). */
+static void test_deprecated_names_warn(void **state)
+{
+    (void)state;
+    SH_OK("printf '#include <shoal/ddata.h>\\nint f(shoal_replicator_t *r, shoal_crdt_t *v, "
+          "const shoal_consistency_t *c) { return shoal_replicator_update_sync(r, \"k\", v, c, "
+          "NULL, NULL); }\\n' > dep.c");
+    if (sh("cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags shoal) -c dep.c -o dep.o") == 0)
+        fail_msg("a call of the deprecated shoal_replicator_update_sync compiled without a warning");
+    if (!strstr(out, "deprecated") || !strstr(out, "shoal_replicator_update_take_sync"))
+        fail_msg("the warning does not name the replacement:\n%s", out);
+    /* a program migrating step by step may silence it */
+    SH_OK("cc -std=c11 -Wall -Wextra -Werror -DSHOAL_NO_DEPRECATED_WARNINGS "
+          "$(pkg-config --cflags shoal) -c dep.c -o dep.o");
 }
 
 /* The single-file programs examples/<name>.c. */
@@ -233,7 +251,7 @@ static void test_examples_against_the_shared_library(void **state)
         /* and it loads the staged libshoal.so, not one installed elsewhere */
         SH_OK("LD_LIBRARY_PATH='%s/lib' ldd ./prog | grep libshoal.so", stage);
         char want[PATH_MAX + 64];
-        snprintf(want, sizeof want, "=> %s/lib/libshoal.so.%d ", stage, SHOAL_VERSION_MAJOR);
+        snprintf(want, sizeof want, "=> %s/lib/libshoal.so.%d ", stage, SHOAL_SOVERSION);
         if (!strstr(out, want))
             fail_msg("%s loads another libshoal: %s", g.gl_pathv[i], out);
     }
@@ -275,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_pc_names_the_staged_prefix),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_each_header_compiles_alone),
+        cmocka_unit_test(test_deprecated_names_warn),
         cmocka_unit_test(test_examples_against_the_shared_library),
         cmocka_unit_test(test_examples_against_the_archive),
         cmocka_unit_test(test_whole_archive_links_with_libs_private),
