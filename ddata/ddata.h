@@ -968,6 +968,16 @@ int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 #endif
 /* Sets the version the system sends at: SHOAL_EINVAL outside MIN..MAX (node thread). */
 int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version);
+/* THE PIN (shoal/cluster/protocol-version; Kafka's inter.broker.protocol.version): the highest
+   version this node announces to its cluster and so sends at, whatever its build speaks; 0 (the
+   default) is the build's SHOAL_PROTOCOL_MAX. Operators pin every member to the previous
+   release's version before an upgrade to keep a rollback possible after the last node is
+   upgraded, and remove the pin (a restart of each member) once they are sure. Set it before
+   shoal_cluster_new (any thread; a value above the build's is the build's). A function, not a
+   settings field: a field would grow shoal_cluster_settings_t, the public ABI of 0.1.x. */
+void shoal_system_pin_protocol(shoal_system_t *sys, uint32_t version);
+/* The version this node announces: the pin, capped to SHOAL_PROTOCOL_MIN..MAX. */
+uint32_t shoal_system_protocol_pin(const shoal_system_t *sys);
 /* The version the system sends at now (any thread: a plain read of one word). */
 uint32_t shoal_system_protocol(const shoal_system_t *sys);
 /* The highest protocol version a connected peer said it speaks in its handshake (1 for a peer

@@ -41,7 +41,6 @@ static const shoal_cfg_field_t fields[] = {
     MS32(CLUSTER "shutdown-after-unsuccessful-join-seed-nodes",
          shutdown_after_unsuccessful_join_ms),
     U32(CLUSTER "min-nr-of-members", min_nr_of_members),
-    U32(CLUSTER "protocol-version", protocol_version),
     MS32(CLUSTER "gossip-interval", gossip_interval_ms),
     DOUBLE(CLUSTER "gossip-different-view-probability", gossip_different_view_probability),
     U32(CLUSTER "reduce-gossip-different-view-probability",

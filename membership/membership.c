@@ -1022,8 +1022,7 @@ static void drain_heartbeats(shoal_cluster_t *c)
  */
 uint32_t cluster_own_protocol(const shoal_cluster_t *c)
 {
-    uint32_t pin = c->s.protocol_version;
-    return pin && pin < SHOAL_PROTOCOL_MAX ? pin : SHOAL_PROTOCOL_MAX;
+    return shoal_system_protocol_pin(c->sys);
 }
 
 static int set_own_protocol(cstate_t *st, const shoal_node_t *self, void *arg)
@@ -1048,7 +1047,7 @@ static void update_protocol(shoal_cluster_t *c)
                    shoal_node_id(c->self), cluster_own_protocol(c));
         cluster_change(c, set_own_protocol, c);
     }
-    uint32_t v = me ? cstate_protocol(c->state, SHOAL_PROTOCOL_MAX, c->s.protocol_version)
+    uint32_t v = me ? cstate_protocol(c->state, SHOAL_PROTOCOL_MAX, cluster_own_protocol(c))
                     : SHOAL_PROTOCOL_MIN;
     if (v == c->protocol)
         return;

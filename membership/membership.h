@@ -298,11 +298,6 @@ typedef struct {
        cluster's members (shoal_durable_store(d, SHOAL_CLUSTER_STORE_ROLE)). Both NULL: off. */
     const char *durable_id;
     shoal_store_t *store;
-    /* protocol-version (Shoal's own, as Kafka's inter.broker.protocol.version): the highest
-       protocol version this node announces and sends at, 0 = as high as every member speaks.
-       Pin it to the previous release's version on every member to keep a rollback possible after
-       all are upgraded (docs/protocol-versions.md). */
-    uint32_t protocol_version;
 } shoal_cluster_settings_t;
 
 /* The store role under which membership keeps its kept membership (one key, "voters"). */

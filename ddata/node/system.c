@@ -192,6 +192,8 @@ struct shoal_system {
     /* the protocol version messages are sent at (ddata.h, PROTOCOL VERSION): written on the
        node thread by membership, read by senders and by tools' threads (views) */
     _Atomic uint32_t protocol;
+    /* shoal/cluster/protocol-version: the highest version this node announces (0: its build's) */
+    _Atomic uint32_t protocol_pin;
 
     /* the call queue: the only state other threads touch */
     pthread_mutex_t lock;
@@ -1895,6 +1897,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->curve = curve;
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     atomic_init(&sys->protocol, SHOAL_PROTOCOL_MIN);
+    atomic_init(&sys->protocol_pin, 0);
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
         shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
@@ -2543,6 +2546,19 @@ int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version)
         return SHOAL_EINVAL;
     atomic_store_explicit(&sys->protocol, version, memory_order_relaxed);
     return 0;
+}
+
+void shoal_system_pin_protocol(shoal_system_t *sys, uint32_t version)
+{
+    if (sys)
+        atomic_store_explicit(&sys->protocol_pin, version, memory_order_relaxed);
+}
+
+uint32_t shoal_system_protocol_pin(const shoal_system_t *sys)
+{
+    uint32_t pin = sys ? atomic_load_explicit(&sys->protocol_pin, memory_order_relaxed) : 0;
+    return pin && pin < SHOAL_PROTOCOL_MAX ? (pin < SHOAL_PROTOCOL_MIN ? SHOAL_PROTOCOL_MIN : pin)
+                                           : SHOAL_PROTOCOL_MAX;
 }
 
 uint32_t shoal_system_protocol(const shoal_system_t *sys)

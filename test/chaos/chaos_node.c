@@ -582,12 +582,12 @@ int main(int argc, char **argv)
     cluster_timing(&cs, tm);
     cs.seed_nodes = seeds;
     cs.n_seed_nodes = n_seeds;
-    cs.protocol_version = protocol_pin;
     cs.discovery = discover;
     cs.durable_id = shoal_durable_node_id(durable);
     cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = rs.store ? shoal_replicator_new(sys, &rs, &rc) : NULL;
+    shoal_system_pin_protocol(sys, protocol_pin);
     cluster = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     shoal_sharding_t *sh = NULL;
     if (cluster && shoal_cluster_follow(cluster, rep) == 0)
