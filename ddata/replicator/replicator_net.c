@@ -733,6 +733,7 @@ static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
         return;
     /* or miss writes a majority acknowledged before this replica counted: answered once it has
        caught up (a round trip or two) */
+    repl_catch_up_check(r);
     if (r->catching_up) {
         if (r->n_deferred >= DEFERRED_READS_MAX) {
             r->stats.reads_deferred_dropped++;
