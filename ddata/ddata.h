@@ -1138,7 +1138,8 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
    may lack writes that a majority acknowledged before it counted (while the cluster was smaller,
    say, or by its own earlier incarnation, whose copy is gone). Until it has caught up, a MAJORITY
    read there does not count its own copy and needs N - (N/2 + 1) + 1 answers of the N counted
-   nodes from peers that are not catching up (one more than usual when N is odd), and its peers'
+   nodes from peers that are not catching up (one more than usual when N is odd; a read under
+   way when it catches up then needs the usual count only), and its peers'
    reads are held and answered once it has caught up (counted: catch_ups, reads_deferred,
    reads_deferred_dropped past 4096 held). Writes are unaffected. Syncing is an anti-entropy
    exchange (sent to every counted peer at once on the next loop turn and on every gossip tick);

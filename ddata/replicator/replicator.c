@@ -1165,6 +1165,7 @@ void repl_catch_up_check(shoal_replicator_t *r)
                    "counts toward MAJORITY reads again",
                    shoal_node_id(r->self), r->role, have, repl_counted_nodes(r) - 1);
     repl_answer_deferred_reads(r, true);
+    repl_catch_up_relieve_reads(r);
 }
 
 static void catch_up_fire(shoal_system_t *sys, void *arg)

@@ -140,6 +140,7 @@ typedef struct op {
     const shoal_type_t *type; /* read: expected type or NULL */
     int needed;               /* answers still needed from peers */
     int voters_needed;        /* of those, answers still needed from voters (kept membership) */
+    int catch_up_extra; /* read: of those, asked beyond the usual while this replica caught up */
     int timer;       /* repeating: resends, and the deadline on its last tick */
     uint32_t ticks_left;
     const shoal_node_t **targets; /* who was asked (primaries first) */
@@ -315,6 +316,9 @@ bool repl_catch_up_done(const shoal_replicator_t *r);
 size_t repl_catch_up_need(const shoal_replicator_t *r);
 void repl_catch_up_check(shoal_replicator_t *r);
 void repl_catch_up_round(shoal_replicator_t *r);
+/* This replica has caught up: its own reads under way need no more answers than usual (their
+   merged value holds its own copy, which now counts); those that have enough complete. */
+void repl_catch_up_relieve_reads(shoal_replicator_t *r);
 /* Answers (answer = true, once caught up) or drops the reads held while catching up. */
 void repl_answer_deferred_reads(shoal_replicator_t *r, bool answer);
 void repl_refresh_digest(shoal_replicator_t *r, entry_t *e);
