@@ -738,6 +738,8 @@ static void gate_one(shoal_cluster_t *c, follower_t *f)
     else
         snprintf(why, sizeof why, "this node is in no cluster%s",
                  c->was_member ? " (any more)" : " yet");
+    /* its up-number: the catch-up rule waits only for members older than this node */
+    shoal_replicator_set_age(f->r, full ? me->up_number : 0);
     shoal_replicator_set_quorum_gate(f->r, full, why);
 }
 
