@@ -390,6 +390,10 @@ static const cfg_key_t cfg_keys[] = {
         "versions differ."),
     KEPT32(CLUSTER "min-nr-of-members", K_UINT, CFG_POSITIVE, CFG_AKKA, "1",
         "Members needed before the leader moves Joining members to Up."),
+    KEPT32(CLUSTER "protocol-version", K_UINT, 0, CFG_SHOAL, "0",
+        "Highest protocol version this node announces and sends at; 0: as high as every member "
+        "speaks. Pin the previous release's on every member to keep a rollback possible "
+        "(docs/protocol-versions.md)."),
     KEPT32(CLUSTER "gossip-interval", K_DURATION, CFG_POSITIVE, CFG_AKKA, "1 s",
         "Interval of membership gossip rounds."),
     KEPT32(CLUSTER "gossip-time-to-live", K_DURATION, CFG_POSITIVE, CFG_AKKA, "2 s",

@@ -480,10 +480,15 @@ int shoal_ormap_foreach(const shoal_crdt_t *m, shoal_entry_fn *fn, void *arg);
 
 /* ORMultiMap: key -> set of byte strings. With value_deltas, updates ship ORSet deltas and a
    removed key's set is cleared first (so a concurrent re-add does not bring old elements back);
-   without, updates ship the key's whole set (Akka's default). */
+   without, updates ship the key's whole set (Akka's default). In both modes (and in an ORMap of
+   ORSets) a set re-created under a removed key never issues a dot its predecessor carried: its
+   first add draws above every dot of the node (docs/types.md). */
 shoal_crdt_t *shoal_ormultimap_new(bool value_deltas);
 int shoal_ormultimap_add(shoal_crdt_t *m, const shoal_node_t *self, const void *key, size_t klen,
                          const void *elem, size_t elen);
+/* Pekko's removeBinding: removes elem from key's set if there, always updating the key (a new
+   dot: a concurrent removal of the key does not win over it), and removes the key when its set
+   is left empty. 0 also when the set did not hold elem (the key is updated all the same). */
 int shoal_ormultimap_remove_binding(shoal_crdt_t *m, const shoal_node_t *self, const void *key,
                                     size_t klen, const void *elem, size_t elen);
 /* The key's ORSet (borrowed) or NULL. */
@@ -945,6 +950,40 @@ typedef struct {
 } shoal_system_stats_t;
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out);
 
+/* PROTOCOL VERSION (docs/protocol-versions.md). The messages a node sends (message kinds and
+   their formats, the cluster state, deltas, client requests) are versioned by one number, the
+   protocol version, separate from the wire version of the framing (every frame keeps wire
+   version 1). A build speaks SHOAL_PROTOCOL_MIN..SHOAL_PROTOCOL_MAX; protocol 1 is the messages
+   exactly as 0.1.x (672634c) sends them. A node says its range in its handshake; a peer or
+   client that says none speaks exactly 1. The version a system sends at is set by membership
+   (the highest version every member speaks, see membership.h) or, without membership, by the
+   program; until then it is SHOAL_PROTOCOL_MIN. A sender with a newer format asks
+   shoal_system_protocol and never sends that format below its version.
+   SHOAL_PROTOCOL_NEXT builds a test variant speaking one version more (one message changed). */
+#define SHOAL_PROTOCOL_MIN 1u
+#ifdef SHOAL_PROTOCOL_NEXT
+#define SHOAL_PROTOCOL_MAX 2u
+#else
+#define SHOAL_PROTOCOL_MAX 1u
+#endif
+/* Sets the version the system sends at: SHOAL_EINVAL outside MIN..MAX (node thread). */
+int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version);
+/* THE PIN (shoal/cluster/protocol-version; Kafka's inter.broker.protocol.version): the highest
+   version this node announces to its cluster and so sends at, whatever its build speaks; 0 (the
+   default) is the build's SHOAL_PROTOCOL_MAX. Operators pin every member to the previous
+   release's version before an upgrade to keep a rollback possible after the last node is
+   upgraded, and remove the pin (a restart of each member) once they are sure. Set it before
+   shoal_cluster_new (any thread; a value above the build's is the build's). A function, not a
+   settings field: a field would grow shoal_cluster_settings_t, the public ABI of 0.1.x. */
+void shoal_system_pin_protocol(shoal_system_t *sys, uint32_t version);
+/* The version this node announces: the pin, capped to SHOAL_PROTOCOL_MIN..MAX. */
+uint32_t shoal_system_protocol_pin(const shoal_system_t *sys);
+/* The version the system sends at now (any thread: a plain read of one word). */
+uint32_t shoal_system_protocol(const shoal_system_t *sys);
+/* The highest protocol version a connected peer said it speaks in its handshake (1 for a peer
+   that said none), or 0 when `node` is not a connected peer (node thread). */
+uint32_t shoal_system_peer_protocol(shoal_system_t *sys, const shoal_node_t *node);
+
 /* A client of a node (tools, examples): a DEALER that handshakes as a client and sends requests.
    Not thread-safe: one thread per client.
    REPLIES LARGER THAN A FRAME. A reply over the node's frame limit (max_frame_bytes, 256 KiB by
@@ -1159,13 +1198,56 @@ const shoal_crdt_t *shoal_replicator_peek(shoal_replicator_t *r, const char *key
    its configured peers, reachable or not, as before.
    CATCHING UP. When the gate opens (the node became a full member: new, or restarted), its replica
    may lack writes that a majority acknowledged before it counted (while the cluster was smaller,
-   say). Until it has synced with N - (N/2 + 1) + 1 of the N counted nodes' replicas (an
-   anti-entropy exchange with each, sent to all of them at once on the next loop turn and on every
-   gossip tick), a MAJORITY read there needs that many answers from the others (one more than
-   usual when N is odd), and its peers' reads are held and answered once it has caught up
-   (counted: catch_ups, reads_deferred, reads_deferred_dropped past 4096 held). Writes are
-   unaffected. Node thread. */
+   say, or by its own earlier incarnation, whose copy is gone). Until it has caught up, a MAJORITY
+   read there does not count its own copy and needs N - (N/2 + 1) + 1 answers of the N counted
+   nodes from peers that are not catching up (one more than usual when N is odd; a read under
+   way when it catches up then needs the usual count only), and its peers'
+   reads are held and answered once it has caught up (counted: catch_ups, reads_deferred,
+   reads_deferred_dropped past 4096 held). Writes are unaffected. Syncing is an anti-entropy
+   exchange (sent to every counted peer at once on the next loop turn and on every gossip tick);
+   it gives this replica everything the peer held when it answered.
+   THE RULE (repl_catch_up_done in replicator.c). Let O be the counted peers older than this node
+   (age = membership's up-number, given by shoal_replicator_set_age; all counted peers when the
+   age is unknown), oldest first, o_1..o_m. The replica has caught up once, for every p in 1..m,
+   it has synced with at least floor(p/2) + 1 of o_1..o_p (peers synced with that stopped counting
+   no longer count toward it). The oldest member (m = 0) is caught up at once; the second oldest
+   needs the oldest; the third both older ones; the youngest of 5 the two oldest and one more of
+   each larger prefix.
+   THE ARGUMENT. Assumptions: (A1) a write's coordinator counts the members Up when it writes,
+   and up-numbers grow in the order members become Up (so the counted set of any moment before
+   this node was Up, restricted to members still here, is an age-prefix of O); (A2) between a
+   write and a read at most one member of the write's counted set stops counting (removed, or
+   restarted as a new incarnation: a different member); (A3) a replica that acknowledged a write
+   keeps it for the life of its incarnation. Take a write W acknowledged by a majority Q of a
+   counted set C, and a later MAJORITY read at R counting the set C'.
+   (1) A member Y of C' that was not in C became Up after W (A1), so it synced after W, and the
+   members of C still counted at its catch-up form an age-prefix P of its O, of p members, besides
+   at most one gone member g (A2; perhaps Y's earlier life). Q has floor(|C|/2) + 1 of C, so at
+   least ceil(p/2) of P whether |C| is p or p + 1; Y synced with floor(p/2) + 1 of P; ceil(p/2) +
+   floor(p/2) + 1 = p + 1 > p, so they share a member that held W when Y synced with it: once
+   caught up, Y holds W.
+   (2) A read at R merges R's own copy (counted only once R has caught up) with the answers of
+   peers that are not catching up (those hold theirs back). By (1) only members of C - Q may lack
+   W among them: at most ceil(|C|/2) - 1, with |C| <= n + 1 for n = |C'| (A2). A caught-up R
+   takes itself and floor(n/2) others: floor(n/2) + 1 > ceil((n+1)/2) - 1. A catching-up R takes
+   ceil(n/2) others: if R is in Q its own copy has W; if R is in C - Q, at most ceil((n+1)/2) - 2
+   others lack it; if R is not in C, |C| <= n and at most ceil(n/2) - 1 do. In every case a
+   replica holding W is taken.
+   Not covered: a stale coordinator's view (A1), a cluster that shrank by more than one member of
+   C since W (the kept membership below covers a restart of every node), a replica that lost an
+   acknowledged write without a new incarnation (a store without synced writes).
+   Why ages: the founders of a cluster are not equal. Without min-nr-of-members the first seed is
+   Up alone and acknowledges MAJORITY writes by itself, so every later member must sync with it;
+   a member Up at the same time as another or after it (a younger up-number) cannot have
+   acknowledged a write this node missed before it counted, so it is not waited for: with the
+   youngest of three unreachable, the two others keep serving MAJORITY reads and writes (the rule
+   of 672634c, N - (N/2 + 1) + 1 synced peers of any age, waited for it and, in the other
+   direction, let four newcomers count after syncing only with each other). Node thread. */
 int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why);
+/* This node's age: membership's up-number (lower = older; 0 = unknown, the default), which the
+   catch-up rule above compares with its peers' ages. Membership sets it before opening the gate.
+   Node thread. */
+int shoal_replicator_set_age(shoal_replicator_t *r, uint64_t age);
 /* Removes the gate (membership stops following the replicator). Node thread. */
 int shoal_replicator_clear_quorum_gate(shoal_replicator_t *r);
 /* VOTERS: the kept membership (membership's durable identities, see membership.h). With

@@ -42,6 +42,17 @@ extern const shoal_type_t shoal_type_flag;
    may be refused should not grow the process-wide table). */
 bool shoal_node_id_valid(const char *id, size_t len);
 
+/* The node's dot floor: the highest dot counter this process has issued for it or decoded for
+   it (node_id.c). Raised, never lowered, by shoal_node_dot_witness. Thread-safe. */
+uint64_t shoal_node_dot_floor(const shoal_node_t *node);
+void shoal_node_dot_witness(const shoal_node_t *node, uint64_t counter);
+
+/* ORSet values of maps that drop a removed key's value (orset.c, "Re-created sets"): a value the
+   map creates, or decodes, is marked so that its next local add draws a dot above the adding
+   node's dot floor and claims every dot of that node below it. Pending until that add. */
+void shoal_orset_mark_recreated(shoal_crdt_t *set);
+bool shoal_orset_recreated(const shoal_crdt_t *set);
+
 /* True when v is non-NULL and of type t. */
 static inline bool shoal_is(const shoal_crdt_t *v, const shoal_type_t *t)
 {

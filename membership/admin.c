@@ -154,10 +154,9 @@ const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v
     return NULL;
 }
 
-void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
+/* With c (node thread), the protocol versions too: the cluster's and each member's. */
+static void view_json(const shoal_cluster_view_t *v, shoal_cluster_t *c, shoal_buf_t *out)
 {
-    if (!v || !out)
-        return;
     shoal_buf_append(out, "{\"self\":", 8);
     shoal_buf_json_string(out, v->self ? shoal_node_id(v->self) : "");
     shoal_buf_append(out, ",\"leader\":", 10);
@@ -168,6 +167,8 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
     shoal_buf_printf(out, ",\"converged\":%s,\"may_act\":%s,\"version\":%llu,",
                      v->converged ? "true" : "false", v->may_act ? "true" : "false",
                      (unsigned long long)v->state_version);
+    if (c)
+        shoal_buf_printf(out, "\"protocol_version\":%u,", (unsigned)c->protocol);
     if (v->outside_since_ms) {
         time_t t = (time_t)(v->outside_since_ms / 1000);
         struct tm tm;
@@ -215,6 +216,9 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         shoal_buf_json_string(out, m->app_version);
         shoal_buf_append(out, ",\"heartbeat\":", 13);
         shoal_buf_json_string(out, m->heartbeat_endpoint);
+        if (c)
+            shoal_buf_printf(out, ",\"protocol\":%u",
+                             (unsigned)cmember_protocol(cstate_member(c->state, m->node)));
         if (m->durable_id && *m->durable_id) {
             shoal_buf_append(out, ",\"id\":", 6);
             shoal_buf_json_string(out, m->durable_id);
@@ -222,6 +226,18 @@ void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
         shoal_buf_append(out, "}", 1);
     }
     shoal_buf_append(out, "]}", 2);
+}
+
+void shoal_cluster_view_json(const shoal_cluster_view_t *v, shoal_buf_t *out)
+{
+    if (v && out)
+        view_json(v, NULL, out);
+}
+
+void cluster_view_json(shoal_cluster_t *c, const shoal_cluster_view_t *v, shoal_buf_t *out)
+{
+    if (v && out)
+        view_json(v, c, out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -259,7 +275,7 @@ static void on_admin(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t k
         shoal_cluster_view_t v;
         cluster_view_fill(c, &v);
         shoal_buf_t json = {0};
-        shoal_cluster_view_json(&v, &json);
+        cluster_view_json(c, &v, &json);
         reply(sys, to, kind, 0, shoal_buf_cstr(&json));
         shoal_buf_free(&json);
         shoal_cluster_view_free(&v);

@@ -30,7 +30,21 @@ enum {
                             the body is an InitJoinAck with status 0 */
     K_FORGET,            /* drop a durable identity from the kept membership (an AdminRequest) */
     K_GOSSIP_STATUS,     /* digest-only gossip: clock digest and seen set (a GossipStatus) */
+    /* protocol 2 of the SHOAL_PROTOCOL_NEXT test variant only (docs/protocol-versions.md): the
+       same GossipStatus under a kind of its own, sent only while the cluster runs at 2 and to a
+       peer that said it speaks 2. A normal build (protocol 1..1) neither sends nor registers it. */
+    K_GOSSIP_STATUS_V2,
 };
+
+/* The protocol negotiation's own numbers (docs/protocol-versions.md), beside the public stats
+   (kept out of shoal_cluster_stats_t, whose layout is part of the ABI). */
+typedef struct {
+    uint64_t joins_refused;      /* InitJoins and Joins refused: the joiner's range lacks ours */
+    uint64_t refused_here;       /* this node's joins refused by a member for its protocol */
+    uint64_t status_sent[3];     /* GossipStatus sent, by format (index 1, 2) */
+    uint64_t status_received[3]; /* GossipStatus received, by format */
+    uint64_t rewrites;           /* own record written again with its protocol_max */
+} cluster_protocol_stats_t;
 
 /* A data replicator that follows the members of its role, with what it was last told. */
 typedef struct {
@@ -171,6 +185,9 @@ struct shoal_cluster {
     size_t n_singletons;
 
     shoal_cluster_stats_t stats;
+    uint32_t protocol;       /* the cluster's protocol version as this node computes it (react) */
+    bool protocol_rewritten; /* own record written again with its protocol_max (once) */
+    cluster_protocol_stats_t pstats;
     uint64_t rng; /* gossip partners (xorshift64*) */
 };
 
@@ -219,9 +236,16 @@ void singletons_react(shoal_cluster_t *c);
 void singletons_on_handover(shoal_cluster_t *c, const shoal_node_t *from, const char *name);
 void singletons_stop_all(shoal_cluster_t *c);
 
+/* The highest protocol version this node announces: its build's, capped by the pin
+   (shoal/cluster/protocol-version). */
+uint32_t cluster_own_protocol(const shoal_cluster_t *c);
+
 /* admin.c */
 void admin_register(shoal_cluster_t *c);
 void admin_withdraw(shoal_cluster_t *c);
 int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out);
+/* shoal_cluster_view_json with the protocol versions: the cluster's ("protocol_version") and
+   each member's ("protocol"), from the state (node thread). */
+void cluster_view_json(shoal_cluster_t *c, const shoal_cluster_view_t *v, shoal_buf_t *out);
 
 #endif

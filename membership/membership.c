@@ -738,6 +738,8 @@ static void gate_one(shoal_cluster_t *c, follower_t *f)
     else
         snprintf(why, sizeof why, "this node is in no cluster%s",
                  c->was_member ? " (any more)" : " yet");
+    /* its up-number: the catch-up rule waits only for members older than this node */
+    shoal_replicator_set_age(f->r, full ? me->up_number : 0);
     shoal_replicator_set_quorum_gate(f->r, full, why);
 }
 
@@ -1020,6 +1022,48 @@ static void drain_heartbeats(shoal_cluster_t *c)
 /* ---------------------------------------------------------------------------------------------
  * React to a new state
  */
+uint32_t cluster_own_protocol(const shoal_cluster_t *c)
+{
+    return shoal_system_protocol_pin(c->sys);
+}
+
+static int set_own_protocol(cstate_t *st, const shoal_node_t *self, void *arg)
+{
+    return cstate_set_protocol_max(st, self, self, cluster_own_protocol(arg));
+}
+
+/* The cluster's protocol version (docs/protocol-versions.md), computed on every change of the
+   state: the lowest any member not Removed speaks, capped by this node's own announcement. A
+   node outside any cluster stays at the lowest. The system sends at it from now on. */
+static void update_protocol(shoal_cluster_t *c)
+{
+    const cmember_t *me = cstate_member(c->state, c->self);
+    if (me && me->status < SHOAL_MEMBER_DOWN && cmember_protocol(me) < cluster_own_protocol(c) &&
+        !c->protocol_rewritten) {
+        /* it joined through a seed of an older release, which dropped the field: write it
+           again (once; the merge keeps the higher, so it sticks) */
+        c->protocol_rewritten = true;
+        c->pstats.rewrites++;
+        shoal_info("%s: own member record lacks protocol %u (joined through an older seed): "
+                   "writing it again",
+                   shoal_node_id(c->self), cluster_own_protocol(c));
+        cluster_change(c, set_own_protocol, c);
+    }
+    uint32_t v = me ? cstate_protocol(c->state, SHOAL_PROTOCOL_MAX, cluster_own_protocol(c))
+                    : SHOAL_PROTOCOL_MIN;
+    if (v == c->protocol)
+        return;
+    if (v > c->protocol)
+        shoal_info("%s: cluster protocol version %u -> %u: every member speaks it",
+                   shoal_node_id(c->self), c->protocol, v);
+    else
+        shoal_info("%s: cluster protocol version %u -> %u: a member (or the pin "
+                   "shoal/cluster/protocol-version) speaks no higher",
+                   shoal_node_id(c->self), c->protocol, v);
+    c->protocol = v;
+    shoal_system_set_protocol(c->sys, v);
+}
+
 static void react(shoal_cluster_t *c)
 {
     if (c->notifying)
@@ -1050,6 +1094,7 @@ static void react(shoal_cluster_t *c)
             disc_stop(c->disc); /* Akka's bootstrap ends once the node is in a cluster */
         }
     }
+    update_protocol(c);
     feed_replicators(c);
     feed_heartbeats(c);
     /* removed incarnations are never heard again */
@@ -1105,6 +1150,10 @@ static void send_init_join(shoal_cluster_t *c)
 {
     Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
     m.app_version = (char *)c->s.app_version;
+    if (SHOAL_PROTOCOL_MAX > 1) { /* at 1 nothing is written: 0.1.x's bytes */
+        m.protocol_min = SHOAL_PROTOCOL_MIN;
+        m.protocol_max = SHOAL_PROTOCOL_MAX;
+    }
     for (size_t i = 0; i < c->n_seeds; i++) {
         if (is_seed_self(c, c->seeds[i]))
             continue;
@@ -1133,9 +1182,10 @@ static int add_self(cstate_t *st, const shoal_node_t *self, void *arg)
     shoal_cluster_t *c = arg;
     uint8_t key[32];
     bool secure = own_public_key(c, key);
-    return cstate_add_member(st, self, self, c->s.roles, c->s.n_roles, c->s.app_version,
-                             c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0,
-                             c->s.durable_id);
+    int rc =
+        cstate_add_member(st, self, self, c->s.roles, c->s.n_roles, c->s.app_version,
+                          c->hb_endpoint, secure ? key : NULL, secure ? 32 : 0, c->s.durable_id);
+    return rc < 0 ? rc : cstate_set_protocol_max(st, self, self, cluster_own_protocol(c));
 }
 
 static void form_alone(shoal_cluster_t *c, const char *why)
@@ -1276,6 +1326,10 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
     if (c->joining && is_seed_node(c, node)) {
         Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
         m.app_version = (char *)c->s.app_version;
+        if (SHOAL_PROTOCOL_MAX > 1) {
+            m.protocol_min = SHOAL_PROTOCOL_MIN;
+            m.protocol_max = SHOAL_PROTOCOL_MAX;
+        }
         cluster_send(c, node, K_INIT_JOIN, &m.base);
     }
     /* a member that connects and has not seen the current state gets it now (a cold start of
@@ -1287,7 +1341,33 @@ static void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node
         shoal_replicator_push(c->sysrepl, CLUSTER_KEY, node);
 }
 
-static void on_init_join(shoal_cluster_t *c, const shoal_node_t *from)
+/* A joiner's protocol range as its InitJoin or Join says it (nothing said: 1..1). */
+static void joiner_range(uint32_t min, uint32_t max, uint32_t *omin, uint32_t *omax)
+{
+    *omin = min ? min : 1;
+    *omax = max > *omin ? max : *omin;
+}
+
+/* True (after logging and counting the refusal) when a joiner of this range cannot speak the
+   cluster's version: never let in, never downed, its messages never dropped (none is sent to
+   it at a version it lacks). */
+static bool refuse_protocol(shoal_cluster_t *c, const shoal_node_t *from, uint32_t min,
+                            uint32_t max, const char *step, char *why, size_t why_len)
+{
+    if (c->protocol >= min && c->protocol <= max)
+        return false;
+    c->pstats.joins_refused++;
+    snprintf(why, why_len,
+             "refused: this node speaks protocol %u..%u, the cluster runs at %u; pin "
+             "shoal/cluster/protocol-version = %u on the members before a rollback",
+             min, max, c->protocol, max);
+    shoal_warning("%s: %s of %s refused: it speaks protocol %u..%u, the cluster runs at %u",
+                  shoal_node_id(c->self), step, shoal_node_id(from), min, max, c->protocol);
+    return true;
+}
+
+static void on_init_join(shoal_cluster_t *c, const shoal_node_t *from,
+                         const Shoal__Cluster__InitJoin *m)
 {
     shoal_member_status_t st = cluster_self_status(c);
     if (!st && c->joining && !c->shutting_down) {
@@ -1301,13 +1381,29 @@ static void on_init_join(shoal_cluster_t *c, const shoal_node_t *from)
         return; /* leaving: the joiner asks another seed */
     Shoal__Cluster__InitJoinAck a = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
     a.status = st;
+    uint32_t min, max;
+    char why[300];
+    joiner_range(m->protocol_min, m->protocol_max, &min, &max);
+    if (refuse_protocol(c, from, min, max, "InitJoin", why, sizeof why)) {
+        /* a joiner of this release reads why; an older one ignores the fields, sends its Join
+           and is refused there */
+        a.cluster_protocol = c->protocol;
+        a.refused = why;
+    }
     cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
 }
 
-static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
+static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from,
+                             const Shoal__Cluster__InitJoinAck *m)
 {
     if (!c->joining || cstate_member(c->state, c->self))
         return;
+    if (m->cluster_protocol || (m->refused && *m->refused)) {
+        c->pstats.refused_here++;
+        shoal_warning("%s: join through %s %s", shoal_node_id(c->self), shoal_node_id(from),
+                      m->refused && *m->refused ? m->refused : "refused: protocol versions");
+        return; /* asked again on the next retry: an operator may pin the cluster meanwhile */
+    }
     if (c->join_contact && shoal_now_ms() - c->join_last_try < (int64_t)c->s.seed_node_timeout_ms)
         return; /* already asked another seed in this round */
     c->join_contact = from;
@@ -1318,6 +1414,12 @@ static void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from)
     j.app_version = (char *)c->s.app_version;
     j.heartbeat_endpoint = c->hb_endpoint;
     j.durable_id = (char *)(c->s.durable_id ? c->s.durable_id : "");
+    if (SHOAL_PROTOCOL_MAX > 1) {
+        /* what it decodes (the seed's check) and what it announces (its record: the pin caps it) */
+        j.protocol_min = SHOAL_PROTOCOL_MIN;
+        j.protocol_max = SHOAL_PROTOCOL_MAX;
+        j.member_protocol = cluster_own_protocol(c) > 1 ? cluster_own_protocol(c) : 0;
+    }
     uint8_t key[32];
     if (own_public_key(c, key)) {
         j.public_key.data = key;
@@ -1350,9 +1452,10 @@ typedef struct {
 static int add_joiner(cstate_t *st, const shoal_node_t *self, void *arg)
 {
     join_arg_t *a = arg;
-    return cstate_add_member(st, self, a->node, (const char *const *)a->j->roles, a->j->n_roles,
-                             a->j->app_version, a->j->heartbeat_endpoint, a->j->public_key.data,
-                             a->j->public_key.len, a->j->durable_id);
+    int rc = cstate_add_member(st, self, a->node, (const char *const *)a->j->roles, a->j->n_roles,
+                               a->j->app_version, a->j->heartbeat_endpoint, a->j->public_key.data,
+                               a->j->public_key.len, a->j->durable_id);
+    return rc < 0 ? rc : cstate_set_protocol_max(st, self, a->node, a->j->member_protocol);
 }
 
 static int down_node(cstate_t *st, const shoal_node_t *self, void *arg)
@@ -1392,6 +1495,11 @@ static void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__C
     const cmember_t *known = cstate_member(c->state, from);
     if (known && known->status == SHOAL_MEMBER_REMOVED)
         return; /* a removed incarnation never comes back */
+    uint32_t pmin, pmax;
+    char why[300];
+    joiner_range(j->protocol_min, j->protocol_max, &pmin, &pmax);
+    if (!known && refuse_protocol(c, from, pmin, pmax, "join", why, sizeof why))
+        return;
     join_arg_t a = {from, j};
     if (!known) {
         int rc = cluster_change(c, add_joiner, &a);
@@ -1419,9 +1527,18 @@ static int send_seen_status(shoal_cluster_t *c, const shoal_node_t *to, bool rep
     m.seen.len = nb;
     m.reply = reply;
     m.clock_sum = cstate_version_sum(c->state);
-    int rc = cluster_send(c, to, K_GOSSIP_STATUS, &m.base);
-    if (rc == 0)
+    uint16_t kind = K_GOSSIP_STATUS;
+#ifdef SHOAL_PROTOCOL_NEXT
+    /* the changed format of protocol 2: only once every member speaks it (the system's
+       version), and only to a peer that said so in its handshake */
+    if (shoal_system_protocol(c->sys) >= 2 && shoal_system_peer_protocol(c->sys, to) >= 2)
+        kind = K_GOSSIP_STATUS_V2;
+#endif
+    int rc = cluster_send(c, to, kind, &m.base);
+    if (rc == 0) {
         c->stats.seen_status_sent++;
+        c->pstats.status_sent[kind == K_GOSSIP_STATUS ? 1 : 2]++;
+    }
     return rc;
 }
 
@@ -1480,7 +1597,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
     case K_INIT_JOIN: {
         Shoal__Cluster__InitJoin *m = shoal__cluster__init_join__unpack(NULL, len, data);
         if (m)
-            on_init_join(c, from);
+            on_init_join(c, from, m);
         shoal__cluster__init_join__free_unpacked(m, NULL);
         break;
     }
@@ -1495,7 +1612,7 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
     case K_INIT_JOIN_NACK: {
         Shoal__Cluster__InitJoinAck *m = shoal__cluster__init_join_ack__unpack(NULL, len, data);
         if (m && kind == K_INIT_JOIN_ACK)
-            on_init_join_ack(c, from);
+            on_init_join_ack(c, from, m);
         else if (m)
             on_init_join_nack(c, from);
         shoal__cluster__init_join_ack__free_unpacked(m, NULL);
@@ -1519,7 +1636,11 @@ static void on_message(shoal_system_t *sys, const shoal_node_t *from, uint16_t k
         }
         break;
     }
+#ifdef SHOAL_PROTOCOL_NEXT
+    case K_GOSSIP_STATUS_V2:
+#endif
     case K_GOSSIP_STATUS: {
+        c->pstats.status_received[kind == K_GOSSIP_STATUS ? 1 : 2]++;
         Shoal__Cluster__GossipStatus *m = shoal__cluster__gossip_status__unpack(NULL, len, data);
         on_gossip_status(c, from, m);
         shoal__cluster__gossip_status__free_unpacked(m, NULL);
@@ -2626,9 +2747,13 @@ int shoal_cluster_stats(shoal_cluster_t *c, shoal_cluster_stats_t *out)
  */
 /* The message kinds membership handles: registered at start and every one of them withdrawn at
    stop (a kind left registered hands a message to a freed cluster). */
-static const uint16_t cluster_kinds[] = {K_INIT_JOIN,    K_INIT_JOIN_ACK, K_INIT_JOIN_NACK,
-                                         K_FORGET,       K_JOIN,          K_HANDOVER_DONE,
-                                         K_EXITING_CONFIRMED, K_GOSSIP_STATUS};
+static const uint16_t cluster_kinds[] = {
+    K_INIT_JOIN,        K_INIT_JOIN_ACK,     K_INIT_JOIN_NACK, K_FORGET, K_JOIN,
+    K_HANDOVER_DONE,    K_EXITING_CONFIRMED, K_GOSSIP_STATUS,
+#ifdef SHOAL_PROTOCOL_NEXT
+    K_GOSSIP_STATUS_V2,
+#endif
+};
 
 static int do_start(shoal_system_t *sys, void *arg)
 {
@@ -2717,6 +2842,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->self_endpoint = strdup(shoal_system_endpoint(sys));
     c->s = *s;
     c->s.app_version = own(c, s->app_version ? s->app_version : "0.0.0");
+    c->protocol = SHOAL_PROTOCOL_MIN; /* until this node is in a cluster */
     c->s.roles = own_list(c, s->roles, s->n_roles);
     c->s.seed_nodes = own_list(c, s->seed_nodes, s->n_seed_nodes);
     c->s.sbr_role = own(c, s->sbr_role);

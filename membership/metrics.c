@@ -125,6 +125,35 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
               v.may_act);
         shoal_cluster_view_free(&v);
     }
+    /* the protocol negotiation (docs/protocol-versions.md); collect runs on the node thread */
+    gauge(out, "shoal_cluster_protocol_version",
+          "The cluster's protocol version: the highest every member speaks (and the pin allows).",
+          c->protocol);
+    shoal_metrics_family(out, "shoal_cluster_members_by_protocol", "gauge",
+                         "Members not Removed by the highest protocol version they speak.");
+    for (uint32_t p = SHOAL_PROTOCOL_MIN; p <= SHOAL_PROTOCOL_MAX + 1; p++) {
+        uint64_t n = 0;
+        for (size_t i = 0; i < c->state->n_members; i++)
+            n += c->state->members[i].status != SHOAL_MEMBER_REMOVED &&
+                 cmember_protocol(&c->state->members[i]) == p;
+        shoal_buf_printf(out, "shoal_cluster_members_by_protocol{protocol=\"%u\"} %" PRIu64 "\n",
+                         (unsigned)p, n);
+    }
+    shoal_metrics_family(out, "shoal_cluster_protocol_joins_refused_total", "counter",
+                         "InitJoins and Joins this node refused: the joiner does not speak the "
+                         "cluster's protocol version.");
+    shoal_buf_printf(out, "shoal_cluster_protocol_joins_refused_total %" PRIu64 "\n",
+                     c->pstats.joins_refused);
+    shoal_metrics_family(out, "shoal_cluster_gossip_status_format_total", "counter",
+                         "Digest-only gossip by protocol format (2: the SHOAL_PROTOCOL_NEXT "
+                         "variant's changed format) and direction.");
+    for (int f = 1; f <= 2; f++)
+        shoal_buf_printf(out,
+                         "shoal_cluster_gossip_status_format_total{format=\"%d\",dir=\"sent\"} "
+                         "%" PRIu64 "\n"
+                         "shoal_cluster_gossip_status_format_total{format=\"%d\",dir=\"received\"} "
+                         "%" PRIu64 "\n",
+                         f, c->pstats.status_sent[f], f, c->pstats.status_received[f]);
     shoal_cluster_stats_t st;
     if (shoal_cluster_stats(c, &st) == 0)
         for (size_t i = 0; i < sizeof counters / sizeof *counters; i++) {
@@ -156,7 +185,7 @@ static void route_members(shoal_system_t *sys, const shoal_http_request_t *req,
         shoal_http_error(rep, 503, "no view of the cluster: %s", shoal_strerror(rc));
         return;
     }
-    shoal_cluster_view_json(&v, &rep->body);
+    cluster_view_json(arg, &v, &rep->body);
     shoal_buf_append(&rep->body, "\n", 1);
     shoal_cluster_view_free(&v);
 }

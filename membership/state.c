@@ -148,6 +148,7 @@ static void member_free_desc(cmember_t *m)
     m->app_version = m->hb_endpoint = m->durable_id = NULL;
     m->pubkey = NULL;
     m->pubkey_len = 0;
+    m->protocol_max = 0;
 }
 
 static void member_copy_desc(cmember_t *dst, const cmember_t *src)
@@ -159,6 +160,7 @@ static void member_copy_desc(cmember_t *dst, const cmember_t *src)
     dst->app_version = xstrdup(src->app_version ? src->app_version : "");
     dst->hb_endpoint = xstrdup(src->hb_endpoint ? src->hb_endpoint : "");
     dst->durable_id = xstrdup(src->durable_id ? src->durable_id : "");
+    dst->protocol_max = src->protocol_max > 1 ? src->protocol_max : 0;
     dst->pubkey_len = src->pubkey_len;
     dst->pubkey = NULL;
     if (src->pubkey_len) {
@@ -205,7 +207,13 @@ static int member_desc_cmp(const cmember_t *a, const cmember_t *b)
     c = strcmp(a->durable_id, b->durable_id);
     if (c)
         return c;
-    return bytes_cmp(a->pubkey, a->pubkey_len, b->pubkey, b->pubkey_len);
+    c = bytes_cmp(a->pubkey, a->pubkey_len, b->pubkey, b->pubkey_len);
+    if (c)
+        return c;
+    /* last, and reversed: the record that says the higher protocol wins (the lower compares
+       first), so a record a 0.1.x node sent back without the field loses to the one with it */
+    uint32_t pa = cmember_protocol(a), pb = cmember_protocol(b);
+    return pa > pb ? -1 : pa < pb ? 1 : 0;
 }
 
 bool cmember_has_role(const cmember_t *m, const char *role)
@@ -508,6 +516,34 @@ const cmember_t *cstate_member(const cstate_t *s, const shoal_node_t *node)
 static cmember_t *member_mut(cstate_t *s, const shoal_node_t *node)
 {
     return (cmember_t *)cstate_member(s, node);
+}
+
+int cstate_set_protocol_max(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,
+                            uint32_t protocol_max)
+{
+    if (!is_state(s) || !writer || !node)
+        return SHOAL_EINVAL;
+    cmember_t *m = member_mut(s, node);
+    if (!m)
+        return SHOAL_ENOTMEMBER;
+    if (protocol_max <= cmember_protocol(m))
+        return 0; /* the merge keeps the higher: a lower one would never stick */
+    int rc = clock_can_raise(s, writer);
+    if (rc < 0)
+        return rc;
+    m->protocol_max = protocol_max;
+    return clock_raise(s, writer);
+}
+
+uint32_t cstate_protocol(const cstate_t *s, uint32_t self_max, uint32_t pin)
+{
+    uint32_t v = self_max > 1 ? self_max : 1;
+    if (pin && pin < v)
+        v = pin;
+    for (size_t i = 0; s && i < s->n_members; i++)
+        if (s->members[i].status != SHOAL_MEMBER_REMOVED && cmember_protocol(&s->members[i]) < v)
+            v = cmember_protocol(&s->members[i]);
+    return v;
 }
 
 int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,
@@ -1032,6 +1068,7 @@ static int cs_encode(const shoal_crdt_t *self, shoal_buf_t *out)
         mem[i].durable_id = m->durable_id;
         mem[i].public_key.data = m->pubkey;
         mem[i].public_key.len = m->pubkey_len;
+        mem[i].protocol_max = m->protocol_max > 1 ? m->protocol_max : 0; /* 1 is not written */
         msg.members[i] = &mem[i];
     }
 
@@ -1155,6 +1192,7 @@ static int member_from_pb(decode_table_t *t, const Shoal__Membership__Member *pm
         .durable_id = pm->durable_id,
         .pubkey = pm->public_key.data,
         .pubkey_len = pm->public_key.len,
+        .protocol_max = pm->protocol_max,
     };
     member_copy_desc(m, &src);
     return 0;
@@ -1328,6 +1366,8 @@ static int cs_render(const shoal_crdt_t *self, shoal_buf_t *out)
             shoal_buf_printf(out, " id=");
             shoal_buf_append_quoted(out, m->durable_id, strlen(m->durable_id));
         }
+        if (m->protocol_max > 1)
+            shoal_buf_printf(out, " protocol=%u", (unsigned)m->protocol_max);
     }
     shoal_buf_printf(out, "], unreachable={");
     for (size_t i = 0; i < s->n_rows; i++) {

@@ -4,9 +4,11 @@
     The value is a join-semilattice (see membership.h, THE CLUSTER STATE):
       members      sorted by node (shoal_node_cmp); merge per node: status max, up_number the
                    lowest non-zero, the descriptive fields (roles, app version, heartbeat endpoint,
-                   public key) are written once by the joining node; if two records ever disagree
-                   the one whose fields compare lower (canonical bytes) wins, so merge stays a
-                   join.
+                   public key, protocol_max) are written once by the joining node; if two records
+                   ever disagree the one whose fields compare lower (canonical bytes) wins, so
+                   merge stays a join. protocol_max comes last in that order and a higher one
+                   compares lower: a record that carries it wins over the same record without it
+                   (a 0.1.x node decodes the state without the field and sends it back so).
       reach rows   one per observer that cannot reach someone: {version, sorted set of subjects};
                    only the observer writes its row, and its version is the observer's clock
                    entry after that write (a dot). An observer that reaches everyone again drops
@@ -53,6 +55,8 @@ typedef struct {
     size_t pubkey_len;
     char *durable_id; /* the identity its data directory keeps ("" = none): the same node across
                          restarts, whatever its address and incarnation */
+    uint32_t protocol_max; /* the highest protocol version the member speaks; 0 = not said = 1
+                              (0.1.x records, and builds whose highest is 1, which write none) */
 } cmember_t;
 
 typedef struct {
@@ -88,6 +92,21 @@ int cstate_add_member(cstate_t *s, const shoal_node_t *writer, const shoal_node_
                       const char *const *roles, size_t n_roles, const char *app_version,
                       const char *hb_endpoint, const uint8_t *pubkey, size_t pubkey_len,
                       const char *durable_id);
+/* Raises a member's protocol_max to `protocol_max` (a value of 1 or below is "not said"); only
+   the member itself writes it (from its Join, or its own record again when the record it finds
+   lacks it: it joined through a 0.1.x seed, which drops the field). No-op (0, nothing raised)
+   when the record already says as much; SHOAL_ENOTMEMBER for an unknown node. */
+int cstate_set_protocol_max(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,
+                            uint32_t protocol_max);
+/* The cluster's protocol version (docs/protocol-versions.md): the lowest protocol_max (not said
+   = 1) of the members not Removed, capped by `self_max` (this build's highest) and by `pin` when
+   it is not 0 (shoal/cluster/protocol-version); never below 1. */
+uint32_t cstate_protocol(const cstate_t *s, uint32_t self_max, uint32_t pin);
+/* A member's protocol_max as a version (not said = 1). */
+static inline uint32_t cmember_protocol(const cmember_t *m)
+{
+    return m && m->protocol_max > 1 ? m->protocol_max : 1;
+}
 /* Moves a member to a status (only forward in the precedence order; SHOAL_ESTATE otherwise,
    SHOAL_ENOTMEMBER for an unknown node); raises the clock. */
 int cstate_set_status(cstate_t *s, const shoal_node_t *writer, const shoal_node_t *node,

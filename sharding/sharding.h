@@ -385,7 +385,15 @@ int shoal_entity_state_origin(const shoal_entity_t *e);
    SHOAL_ESTALE: this node no longer owns the shard, SHOAL_ESTORE, SHOAL_ESTOPPED). Runs on the
    node thread while the entity still runs: an entity does not stop while a save of it is in
    flight. After a failed save the entity is restarted from its stored state (its in-memory
-   state may hold what was not stored) unless the callback saved again. */
+   state may hold what was not stored) unless the callback saved again.
+   EXACTLY ONCE: every save whose call returned 0 gets exactly one callback, whatever happens
+   to the shard, the node and the network; a call that returns an error gets none. The saves
+   still in flight when the entity restarts after a failed save report to the restarted
+   incarnation (`state` is its state; their failures do not restart it again). An entity
+   stopped by force (a stale copy whose shard moved, a downed or fenced node, a straggler past
+   handoff-timeout) does not wait: its saves complete with SHOAL_ESTOPPED before its stop
+   callback, meaning "not known to be stored" (the write may still land, like after
+   SHOAL_ETIMEOUT), and a save_reply's ask is failed so. */
 typedef void (shoal_save_done_fn)(shoal_entity_t *e, void *state, int status, void *arg);
 /* Stores the entity's new state (whole, at most 16 MiB). Saves of one entity are applied in
    order. From the entity's callbacks (node thread). */

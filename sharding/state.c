@@ -45,8 +45,9 @@ typedef struct {
 } seen_t;
 
 struct ent_state {
-    uint64_t inc;          /* incarnation: callbacks of an earlier one find it gone */
-    int saves;             /* in flight */
+    uint64_t inc;          /* incarnation: a restart after a failed save makes a new one */
+    int saves;             /* in flight (the length of `inflight`) */
+    struct save *inflight; /* its saves not completed yet, every incarnation's (EXACTLY ONCE) */
     unsigned gen;          /* saves issued so far (did a callback save again?) */
     bool finish_pending;   /* it asked to stop while saves were in flight */
     uint8_t origin;        /* 0 none, 1 read, 2 hand-over */
@@ -207,7 +208,9 @@ static bool entity_stored(const shoal_entity_t *e, stored_t *out)
  */
 typedef struct save {
     life_t *life;              /* the shard's */
-    shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete) */
+    shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete), or one
+                                  completed already (its entity stopped by force) */
+    struct save *prev, *next;  /* in e->st->inflight while e is set */
     uint64_t inc;
     shoal_save_done_fn *done;
     void *arg;
@@ -232,6 +235,7 @@ typedef struct save {
     uint64_t aask;
     uint8_t *areply;
     size_t areply_len;
+    bool answered; /* the ask has its answer */
 } save_t;
 
 static void save_free(save_t *w)
@@ -242,6 +246,41 @@ static void save_free(save_t *w)
     free(w->creply);
     free(w->areply);
     free(w);
+}
+
+/* EXACTLY ONCE. An entity's save is on its entity's `inflight` list from issue() until its
+   completion is told: by save_done when the replicator completes it (to the entity that issued
+   it, or to its restarted incarnation: a restart keeps the list), or by saves_abandon when the
+   entity is stopped by force first (SHOAL_ESTOPPED, before its stop callback). Whichever comes
+   first takes it off the list and calls the callback; the other finds it detached. Before, a
+   save whose entity restarted or was stopped by force (a zombie's entity, once its node learns
+   that its shards moved) was dropped without a word (issue 31). */
+static void save_attach(shoal_entity_t *e, save_t *w)
+{
+    struct ent_state *st = e->st;
+    w->e = e;
+    w->prev = NULL;
+    w->next = st->inflight;
+    if (st->inflight)
+        st->inflight->prev = w;
+    st->inflight = w;
+    st->saves++;
+}
+
+static void save_detach(save_t *w)
+{
+    struct ent_state *st = w->e->st;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        st->inflight = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    if (st->confirm_w == w)
+        st->confirm_w = NULL;
+    st->saves--;
+    w->e = NULL;
 }
 
 static int save_modify(shoal_crdt_t *value, void *arg)
@@ -279,6 +318,9 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
     if (status == SHOAL_EMODIFY && w->stale)
         status = SHOAL_ESTALE;
     if (!s) {
+        /* the shard is gone; its entities went first, and completed their saves as they went */
+        if (w->e)
+            save_detach(w);
         save_free(w);
         return;
     }
@@ -293,27 +335,28 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
                      shoal_node_id(r->self), r->name, s->id, status,
                      status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
     }
-    if (w->answer)
+    if (w->answer && !w->answered)
         region_send_reply(r, w->ato, w->aask, status, status == 0 ? w->areply : NULL,
                           status == 0 ? w->areply_len : 0);
-    shoal_entity_t *e = w->e ? zhashx_lookup(s->entities, w->e->id) : NULL;
-    if (e && e->st && e->st->confirm_w == w)
-        e->st->confirm_w = NULL;
-    if (e != w->e || !e || !e->st || e->st->inc != w->inc) {
-        /* the entity is gone (stopped by force): nothing to tell it */
+    shoal_entity_t *e = w->e; /* on its list: the entity is alive (it completes them to go) */
+    if (!e) {
+        /* completed already (its entity was stopped by force): the write is in or not, and a
+           producer's confirmation still goes when it is */
         if (w->confirm && status == 0)
             region_send_reply(r, w->corigin, w->cask, 0, w->creply, w->creply_len);
         save_free(w);
         return;
     }
+    save_detach(w);
     struct ent_state *st = e->st;
+    bool current = st->inc == w->inc; /* not a save of an incarnation before a restart */
     if (w->confirm && status == 0) {
-        seen_t *p = seen_find(st, w->pid, strlen(w->pid));
+        /* a restarted incarnation counts only its own saves as storing its producers' numbers */
+        seen_t *p = current ? seen_find(st, w->pid, strlen(w->pid)) : NULL;
         if (p && w->cseq > p->acked)
             p->acked = w->cseq;
         region_send_reply(r, w->corigin, w->cask, 0, w->creply, w->creply_len);
     }
-    st->saves--;
     unsigned gen = st->gen;
     uint64_t inc = st->inc;
     char eid[SHOAL_ENTITY_ID_MAX + 1];
@@ -327,11 +370,38 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
     e = zhashx_lookup(s->entities, eid);
     if (!e || !e->st || e->st->inc != inc)
         return;
-    if (status != 0 && e->st->gen == gen && e->status == E_RUNNING)
-        entity_restart(e); /* memory may hold what was not stored: start from what was */
+    /* memory may hold what was not stored: start from what was. Not for a failed save of an
+       incarnation before a restart: the restart already started from what is stored. */
+    if (current && status != 0 && e->st->gen == gen && e->status == E_RUNNING)
+        entity_restart(e);
     if (e->st->saves == 0 && e->st->finish_pending) {
         e->st->finish_pending = false;
         s->r->lifecycle->finish_now(e);
+    }
+}
+
+/* The entity goes before its saves complete (stopped by force: a stale or downed copy, or a
+   straggler past handoff-timeout): each save's callback runs now, while the entity still has its
+   state, with `status`, and its ask (shoal_entity_save_reply) is answered so; the write itself
+   goes on (its later completion finds the save detached). */
+static void saves_abandon(shoal_entity_t *e, int status)
+{
+    shoal_region_t *r = e->shard->r;
+    if (e->st->inflight)
+        shoal_debug("%s: sharding %s: entity %s stopped with %d saves in flight: completed as "
+                    "%d",
+                    shoal_node_id(r->self), r->name, e->id, e->st->saves, status);
+    save_t *w;
+    while (e->st && (w = e->st->inflight)) {
+        save_detach(w);
+        if (w->answer && !w->answered) {
+            w->answered = true;
+            region_send_reply(r, w->ato, w->aask, status, NULL, 0);
+        }
+        shoal_save_done_fn *done = w->done;
+        w->done = NULL;
+        if (done)
+            entity_callback(e, done, status, w->arg);
     }
 }
 
@@ -345,9 +415,10 @@ static int issue(shard_t *s, save_t *w)
     w->seq = ++s->state_seq;
     w->now = unix_ms();
     if (w->e) {
-        w->inc = w->e->st->inc;
-        w->e->st->saves++;
-        w->e->st->gen++;
+        shoal_entity_t *e = w->e;
+        w->inc = e->st->inc;
+        e->st->gen++;
+        save_attach(e, w); /* before the update: it may complete at once */
     }
     shoal_crdt_t *initial = estate_new();
     shoal_consistency_t c = write_level(r);
@@ -560,8 +631,12 @@ void state_entity_starting(shoal_entity_t *e)
 
 bool state_entity_hold(shoal_entity_t *e)
 {
-    if (!e->st || e->st->saves == 0 || e->forced)
+    if (!e->st || e->st->saves == 0)
         return false;
+    if (e->forced) {
+        saves_abandon(e, SHOAL_ESTOPPED); /* it goes now: its saves complete first */
+        return false;
+    }
     e->st->finish_pending = true;
     return true;
 }
@@ -570,6 +645,12 @@ void state_entity_free(shoal_entity_t *e)
 {
     if (!e->st)
         return;
+    if (e->st->inflight) {
+        /* not expected (an entity goes through state_entity_hold), but no save is left
+           uncompleted, nor pointing at a freed entity: its state is gone already */
+        e->state = NULL;
+        saves_abandon(e, SHOAL_ESTOPPED);
+    }
     free(e->st->seen);
     shoal_buf_free(&e->st->reply);
     free(e->st);
@@ -598,8 +679,9 @@ static void entity_restart(shoal_entity_t *e)
         r->sh->depth--;
     }
     e->state = NULL;
-    e->st->inc = next_inc++; /* saves still in flight belong to the old incarnation */
-    e->st->saves = 0;
+    /* saves still in flight belong to the old incarnation: they stay on the list, and their
+       callbacks come to this one (EXACTLY ONCE) */
+    e->st->inc = next_inc++;
     state_entity_starting(e);
     /* what it reads here may include the failed write: nothing counts as stored until a save
        of this incarnation is acknowledged (repeats are stored again, then confirmed) */

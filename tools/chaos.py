@@ -466,7 +466,10 @@ def rolling_upgrade(args, nodes, cluster_ok, view, endpoint, tick, violations, c
     forward again. Returns the steps with their CLOCK_MONOTONIC windows (ms) for the checks."""
     n = args.nodes
     plan = [(i, args.bin, 'upgrade') for i in range(1, n + 1)]
-    plan += [(n, args.upgrade_from, 'rollback'), (n, args.bin, 'upgrade')]
+    if not args.expect_protocol:
+        # (past a protocol switch a rollback is refused at join, as it must be without the pin:
+        # test_protocol_procs checks that; an --expect-protocol run ends at the switch)
+        plan += [(n, args.upgrade_from, 'rollback'), (n, args.bin, 'upgrade')]
     deadline = 60 if args.timing == 'fast' else 120
 
     def steady(seconds):  # load on a whole cluster between two steps
@@ -507,11 +510,26 @@ def rolling_upgrade(args, nodes, cluster_ok, view, endpoint, tick, violations, c
         log('  %s of node %d: left in %.1f s, back Up in %.1f s (%s)' % (
             kind, i, (t_left - t_stop) / 1e3, (t_up - t_left) / 1e3, to))
         if not ok:
+            log('    (not back: see the node logs)')
+        if not ok:
             violations.append({'kind': 'not-back-after-%s' % kind, 'node': i, 'detail':
                                'the cluster was not %d Up members again %d s after node %d '
                                'restarted as %s' % (n, deadline, i, to)})
+        # the cluster's protocol version: the lowest its members speak, on every member's view
+        # (a node of a release before protocol versions shows none: 1 for the tools)
+        protos = set()
+        for j in range(1, n + 1):
+            v = view(j) or {}
+            ms = v.get('members', [])
+            want = min((m.get('protocol', 1) for m in ms), default=1)
+            got = v.get('protocol_version', 1)
+            protos.add(got)
+            if ms and got != want:
+                violations.append({'kind': 'protocol-version', 'node': j, 'detail':
+                                   'after the %s of node %d, node %d runs at protocol %s while '
+                                   'its members speak at least %s' % (kind, i, j, got, want)})
         steps.append({'node': i, 'kind': kind, 'build': to, 'stop_ms': t_stop, 'left_ms': t_left,
-                      'up_ms': t_up, 'ok': bool(ok)})
+                      'up_ms': t_up, 'ok': bool(ok), 'protocol': sorted(protos)})
         steady(3)
     # the previous release's operator tools against the upgraded nodes (this tree's tools ran
     # against the old nodes all along: cluster_ok)
@@ -535,6 +553,20 @@ def rolling_upgrade(args, nodes, cluster_ok, view, endpoint, tick, violations, c
                                    name, p.returncode, p.stderr.decode(errors='replace')[-300:])})
     log('  the previous release\'s tools against the upgraded cluster: %s' %
         ', '.join('%s exit %d' % kv for kv in tools.items()))
+    if args.expect_protocol:
+        # the cluster moves to the new version only once its last old member is gone: below it
+        # after every step that left an old member (all but the last upgrade of each pass), at it
+        # after the last
+        for k, st in enumerate(steps):
+            all_new = k == n - 1 or k == len(steps) - 1
+            want_at = st['protocol'] == [args.expect_protocol]
+            if all_new != want_at:
+                violations.append({'kind': 'protocol-switch', 'node': st['node'], 'detail':
+                                   'after the %s of node %d the cluster ran at %s (expected %s%d)'
+                                   % (st['kind'], st['node'], st['protocol'],
+                                      '' if all_new else 'below ', args.expect_protocol)})
+        log('  protocol versions after each step: %s' % ' '.join(
+            str(st['protocol']) for st in steps))
     return {'steps': steps, 'old_tools': tools}
 
 
@@ -799,6 +831,9 @@ def main():
                          'chaos-node of DIR (a previous release\'s build/bin, tools/releases.py), '
                          'then each is stopped (SIGTERM) and started again as --bin\'s on its data '
                          'directory, one at a time; one is then rolled back and forward again')
+    ap.add_argument('--expect-protocol', type=int, default=None, metavar='N',
+                    help='with --upgrade-from: the cluster must run at protocol N once every node '
+                         'runs --bin, and below N while any old node is a member')
     args = ap.parse_args()
     if args.smoke:
         args.net, args.time, args.nodes = 'loopback', 30, 3

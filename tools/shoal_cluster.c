@@ -190,12 +190,14 @@ static bool read_scalar(jreader_t *j, char *out, size_t cap)
 typedef struct {
     char node[SHOAL_NODE_ID_MAX + 1], address[SHOAL_NODE_ID_MAX + 1], status[32];
     char up_number[32], reachable[8], leader[8], roles[512];
+    char protocol[16]; /* the member's highest protocol version; "" (0.1.x nodes say none): 1 */
 } row_t;
 
 typedef struct {
     char self[SHOAL_NODE_ID_MAX + 1], leader[SHOAL_NODE_ID_MAX + 1], converged[8], version[32];
     char in_cluster[8], joining[8], outside_since[32]; /* set only for a node in no cluster */
     char discovery[512]; /* what seed discovery waits for, when the node finds its seeds by DNS */
+    char protocol[16];   /* the cluster's protocol version; "" (0.1.x nodes say none): 1 */
     row_t *rows;
     size_t n_rows;
 } view_t;
@@ -224,6 +226,8 @@ static bool read_member(jreader_t *j, row_t *r)
             ok = read_scalar(j, r->reachable, sizeof r->reachable);
         else if (strcmp(key, "leader") == 0)
             ok = read_scalar(j, r->leader, sizeof r->leader);
+        else if (strcmp(key, "protocol") == 0)
+            ok = read_scalar(j, r->protocol, sizeof r->protocol);
         else if (strcmp(key, "roles") == 0) {
             if (!eat(j, '['))
                 return false;
@@ -275,6 +279,8 @@ static bool parse_view(const char *text, size_t len, view_t *v)
             ok = read_str(&j, v->outside_since, sizeof v->outside_since);
         else if (strcmp(key, "discovery") == 0)
             ok = read_str(&j, v->discovery, sizeof v->discovery);
+        else if (strcmp(key, "protocol_version") == 0)
+            ok = read_scalar(&j, v->protocol, sizeof v->protocol);
         else if (strcmp(key, "members") == 0) {
             if (!eat(&j, '['))
                 return false;
@@ -321,25 +327,54 @@ static void print_table(const view_t *v)
         if (v->n_rows == 0)
             return;
     }
-    printf("node %s  leader %s  converged %s  version %s  members %zu\n", v->self,
+    printf("node %s  leader %s  converged %s  version %s  protocol %s  members %zu\n", v->self,
            *v->leader && strcmp(v->leader, "null") != 0 ? v->leader : "(none)",
-           strcmp(v->converged, "true") == 0 ? "yes" : "no", v->version, v->n_rows);
+           strcmp(v->converged, "true") == 0 ? "yes" : "no", v->version,
+           *v->protocol ? v->protocol : "1", v->n_rows);
     int aw = 7;
     for (size_t i = 0; i < v->n_rows; i++) {
         int l = (int)strlen(v->rows[i].address);
         if (l > aw)
             aw = l;
     }
-    printf("  %-*s  %-20s  %-9s  %5s  %-9s  %s\n", aw, "ADDRESS", "UID", "STATUS", "AGE",
-           "REACHABLE", "ROLES");
+    printf("  %-*s  %-20s  %-9s  %5s  %-9s  %5s  %s\n", aw, "ADDRESS", "UID", "STATUS", "AGE",
+           "REACHABLE", "PROTO", "ROLES");
     for (size_t i = 0; i < v->n_rows; i++) {
         const row_t *r = &v->rows[i];
-        printf("%c %-*s  %-20s  %-9s  %5s  %-9s  %s\n", strcmp(r->leader, "true") == 0 ? '*' : ' ',
-               aw, r->address, uid_of(r->node), r->status,
-               strcmp(r->up_number, "0") == 0 ? "-" : r->up_number,
-               strcmp(r->reachable, "true") == 0 ? "yes" : "NO", *r->roles ? r->roles : "-");
+        printf("%c %-*s  %-20s  %-9s  %5s  %-9s  %5s  %s\n",
+               strcmp(r->leader, "true") == 0 ? '*' : ' ', aw, r->address, uid_of(r->node),
+               r->status, strcmp(r->up_number, "0") == 0 ? "-" : r->up_number,
+               strcmp(r->reachable, "true") == 0 ? "yes" : "NO", *r->protocol ? r->protocol : "1",
+               *r->roles ? r->roles : "-");
     }
-    printf("(* = leader; AGE = up-number, lower is older)\n");
+    printf("(* = leader; AGE = up-number, lower is older; PROTO = the highest protocol version "
+           "the member speaks)\n");
+}
+
+/* The node's view as JSON, with the protocol versions a node of 0.1.x does not say (it speaks
+   protocol 1): "protocol_version" for the cluster and "protocol" on each member. */
+static void print_view_json(const char *text)
+{
+    json_t *view = json_loads(text, 0, NULL);
+    if (!json_is_object(view)) {
+        json_decref(view);
+        printf("%s\n", text); /* not ours to fix: shown as the node sent it */
+        return;
+    }
+    if (!json_object_get(view, "protocol_version"))
+        json_object_set_new(view, "protocol_version", json_integer(1));
+    json_t *members = json_object_get(view, "members");
+    size_t i;
+    json_t *m;
+    json_array_foreach(members, i, m)
+    {
+        if (json_is_object(m) && !json_object_get(m, "protocol"))
+            json_object_set_new(m, "protocol", json_integer(1));
+    }
+    char *out = json_dumps(view, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    printf("%s\n", out ? out : text);
+    free(out);
+    json_decref(view);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1069,7 +1104,7 @@ int main(int argc, char **argv)
                      text.len ? shoal_buf_cstr(&text) : "");
             code = fail_request(node, what, rc);
         } else if (json) {
-            printf("%s\n", shoal_buf_cstr(&text));
+            print_view_json(shoal_buf_cstr(&text));
         } else {
             view_t v;
             if (!parse_view(shoal_buf_cstr(&text), text.len, &v)) {

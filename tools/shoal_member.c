@@ -331,6 +331,10 @@ int main(int argc, char **argv)
         return 1;
     }
     shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
+    /* shoal/cluster/protocol-version: the pin lives on the system (ddata.h, THE PIN) */
+    uint64_t pin = 0;
+    if (cfg && shoal_config_uint(cfg, "shoal/cluster/protocol-version", &pin, NULL, 0) > 0)
+        shoal_system_pin_protocol(sys, (uint32_t)pin);
     shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     if (!rep || !c) {
         fprintf(stderr, "shoal-member: cannot start %s: %s\n", rep ? "membership" : "the replicator",

@@ -92,6 +92,7 @@ typedef struct peer {
     bool check;               /* its sockets' ZMQ_EVENTS to be read this loop turn (THE LOOP) */
     uint8_t version;
     uint64_t peer_max_frame; /* the peer's limit, from its HelloReply (0: unknown) */
+    uint32_t peer_protocol;  /* the peer's highest protocol version, from its HelloReply */
     uint64_t next_seq;       /* sequence number of the next message */
     uint64_t acked;          /* every message up to this one is acknowledged */
     shoal_batch_t batch;     /* messages not yet framed */
@@ -113,6 +114,7 @@ typedef struct {
     bool quarantined;
     const shoal_node_t *node; /* the sender (peers only) */
     uint8_t version;
+    uint32_t protocol_min, protocol_max; /* the sender's protocol range, from its Hello */
     uint64_t expected;   /* next sequence number expected */
     uint64_t acked_sent; /* highest sequence number acknowledged to the sender */
     int64_t last_seen_ms;
@@ -187,6 +189,11 @@ struct shoal_system {
     const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop: max_frame_bytes + MAX_MSG_MARGIN */
+    /* the protocol version messages are sent at (ddata.h, PROTOCOL VERSION): written on the
+       node thread by membership, read by senders and by tools' threads (views) */
+    _Atomic uint32_t protocol;
+    /* shoal/cluster/protocol-version: the highest version this node announces (0: its build's) */
+    _Atomic uint32_t protocol_pin;
 
     /* the call queue: the only state other threads touch */
     pthread_mutex_t lock;
@@ -615,6 +622,8 @@ static void send_hello(shoal_system_t *sys, peer_t *p, int64_t now)
         snprintf(h.to_node, sizeof h.to_node, "%s", shoal_node_id(p->node));
     snprintf(h.to, sizeof h.to, "%s", p->endpoint);
     h.first_seq = p->node ? p->acked + 1 : 1;
+    h.protocol_min = SHOAL_PROTOCOL_MIN;
+    h.protocol_max = SHOAL_PROTOCOL_MAX;
     shoal_buf_reset(&sys->scratch);
     shoal_hello_write(&sys->scratch, &h);
     int rc = dealer_send(sys, p, sys->scratch.data, sys->scratch.len);
@@ -643,7 +652,8 @@ static void inconn_free(shoal_system_t *sys, inconn_t *c)
 static void reply_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, int status,
                         uint32_t version)
 {
-    shoal_hello_reply_t r = {status, "", version, sys->set.max_frame_bytes};
+    shoal_hello_reply_t r = {
+        status, "", version, sys->set.max_frame_bytes, SHOAL_PROTOCOL_MIN, SHOAL_PROTOCOL_MAX};
     snprintf(r.node, sizeof r.node, "%s", shoal_node_id(sys->self));
     shoal_buf_reset(&sys->scratch);
     shoal_hello_reply_write(&sys->scratch, &r);
@@ -781,6 +791,8 @@ static void on_hello(shoal_system_t *sys, const uint8_t *rid, size_t rid_len,
         inconn_faults(sys, c);
     }
     c->version = (uint8_t)version;
+    c->protocol_min = h.protocol_min;
+    c->protocol_max = h.protocol_max;
     c->quarantined = false;
     c->last_seen_ms = now;
     /* said again at every handshake: a client that changed its limit handshakes again */
@@ -1047,6 +1059,7 @@ static void on_hello_reply(shoal_system_t *sys, peer_t *p, const shoal_hello_rep
     const shoal_node_t *old = p->node;
     p->version = (uint8_t)r->version;
     p->peer_max_frame = r->max_frame_bytes;
+    p->peer_protocol = r->protocol_max;
     p->up = true;
     sys->stats.handshakes++;
     if (old == node && !p->quarantined) {
@@ -1883,6 +1896,8 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
     sys->curve = curve;
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
+    atomic_init(&sys->protocol, SHOAL_PROTOCOL_MIN);
+    atomic_init(&sys->protocol_pin, 0);
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
         shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
@@ -2523,6 +2538,40 @@ int shoal_system_class_stats(shoal_system_t *sys, uint64_t msgs[2][256], uint64_
     memcpy(msgs, sys->class_msgs, sizeof sys->class_msgs);
     memcpy(bytes, sys->class_bytes, sizeof sys->class_bytes);
     return 0;
+}
+
+int shoal_system_set_protocol(shoal_system_t *sys, uint32_t version)
+{
+    if (!sys || version < SHOAL_PROTOCOL_MIN || version > SHOAL_PROTOCOL_MAX)
+        return SHOAL_EINVAL;
+    atomic_store_explicit(&sys->protocol, version, memory_order_relaxed);
+    return 0;
+}
+
+void shoal_system_pin_protocol(shoal_system_t *sys, uint32_t version)
+{
+    if (sys)
+        atomic_store_explicit(&sys->protocol_pin, version, memory_order_relaxed);
+}
+
+uint32_t shoal_system_protocol_pin(const shoal_system_t *sys)
+{
+    uint32_t pin = sys ? atomic_load_explicit(&sys->protocol_pin, memory_order_relaxed) : 0;
+    return pin && pin < SHOAL_PROTOCOL_MAX ? (pin < SHOAL_PROTOCOL_MIN ? SHOAL_PROTOCOL_MIN : pin)
+                                           : SHOAL_PROTOCOL_MAX;
+}
+
+uint32_t shoal_system_protocol(const shoal_system_t *sys)
+{
+    return sys ? atomic_load_explicit(&sys->protocol, memory_order_relaxed) : SHOAL_PROTOCOL_MIN;
+}
+
+uint32_t shoal_system_peer_protocol(shoal_system_t *sys, const shoal_node_t *node)
+{
+    if (!sys || !node)
+        return 0;
+    peer_t *p = shoal_hmap_get(&sys->peer_by_node, &node, sizeof node);
+    return p && p->up && !p->quarantined ? p->peer_protocol : 0;
 }
 
 int shoal_system_stats(shoal_system_t *sys, shoal_system_stats_t *out)

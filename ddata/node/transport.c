@@ -303,6 +303,14 @@ static bool copy_node_id(char *dst, const char *id)
     return true;
 }
 
+/* A handshake's protocol range: absent (0) is 1, as 0.1.x nodes and clients say nothing. */
+static bool protocol_range(uint32_t min, uint32_t max, uint32_t *omin, uint32_t *omax)
+{
+    *omin = min ? min : 1;
+    *omax = max ? max : *omin;
+    return *omin <= *omax;
+}
+
 void shoal_hello_write(shoal_buf_t *out, const shoal_hello_t *h)
 {
     Shoal__Transport__Hello m = SHOAL__TRANSPORT__HELLO__INIT;
@@ -314,6 +322,10 @@ void shoal_hello_write(shoal_buf_t *out, const shoal_hello_t *h)
     m.to_node = (char *)h->to_node;
     m.first_seq = h->first_seq;
     m.max_reply_bytes = h->max_reply_bytes;
+    if (h->protocol_max > 1) {
+        m.protocol_min = h->protocol_min;
+        m.protocol_max = h->protocol_max;
+    }
     write_head(out, 1, SHOAL_FT_HELLO);
     shoal_pb_pack((const ProtobufCMessage *)&m, out);
 }
@@ -355,6 +367,8 @@ int shoal_hello_parse(const shoal_frame_t *f, shoal_hello_t *h)
         h->max_reply_bytes = m->max_reply_bytes;
     h->version_min = m->version_min;
     h->version_max = m->version_max;
+    if (!protocol_range(m->protocol_min, m->protocol_max, &h->protocol_min, &h->protocol_max))
+        goto out;
     memcpy(h->to, m->to, to_len);
     h->to[to_len] = 0;
     rc = 0;
@@ -370,6 +384,10 @@ void shoal_hello_reply_write(shoal_buf_t *out, const shoal_hello_reply_t *r)
     m.node = (char *)r->node;
     m.version = r->version;
     m.max_frame_bytes = r->max_frame_bytes;
+    if (r->protocol_max > 1) {
+        m.protocol_min = r->protocol_min;
+        m.protocol_max = r->protocol_max;
+    }
     write_head(out, 1, SHOAL_FT_HELLO_REPLY);
     shoal_pb_pack((const ProtobufCMessage *)&m, out);
 }
@@ -398,6 +416,8 @@ int shoal_hello_reply_parse(const shoal_frame_t *f, shoal_hello_reply_t *r)
     }
     r->version = m->version;
     r->max_frame_bytes = m->max_frame_bytes;
+    if (!protocol_range(m->protocol_min, m->protocol_max, &r->protocol_min, &r->protocol_max))
+        goto out;
     rc = 0;
 out:
     shoal__transport__hello_reply__free_unpacked(m, NULL);

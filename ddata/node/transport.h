@@ -173,6 +173,7 @@ typedef struct {
     char to[SHOAL_ENDPOINT_MAX + 1];
     uint64_t first_seq; /* >= 1 */
     uint64_t max_reply_bytes; /* client: largest reply it reassembles from parts (0: none) */
+    uint32_t protocol_min, protocol_max; /* protocol versions (ddata.h); 1..1 when not said */
 } shoal_hello_t;
 
 /* Hello statuses (HelloStatus numbers). */
@@ -188,9 +189,12 @@ typedef struct {
     char node[SHOAL_NODE_ID_MAX + 1]; /* the answering node ("" only if it sent none) */
     uint32_t version;                 /* chosen wire version when OK */
     uint64_t max_frame_bytes;         /* the answering node's frame limit (0: not said) */
+    uint32_t protocol_min, protocol_max; /* protocol versions (ddata.h); 1..1 when not said */
 } shoal_hello_reply_t;
 
-/* Handshake frames always use wire version 1 framing, so any two versions can negotiate. */
+/* Handshake frames always use wire version 1 framing, so any two versions can negotiate. The
+   protocol range is written only when it goes past 1 (a build of protocol 1 writes the bytes
+   0.1.x wrote); a parsed range that was not said is 1..1, and one with min > max is malformed. */
 void shoal_hello_write(shoal_buf_t *out, const shoal_hello_t *h);
 /* Validates: a peer must name itself with a well-formed id, a client must not; versions
    min <= max; `to` non-empty and short; first_seq >= 1; a to_node, when present, well formed. */

@@ -1086,29 +1086,86 @@ size_t repl_catch_up_need(const shoal_replicator_t *r)
     return n < 2 ? 0 : n - (n / 2 + 1) + 1;
 }
 
-/* Ends catching up once enough of the peers synced with are still counted. */
+static bool caught_from(const shoal_replicator_t *r, const shoal_node_t *node)
+{
+    for (size_t i = 0; i < r->n_caught_from; i++)
+        if (r->caught_from[i] == node)
+            return true;
+    return false;
+}
+
+/* A counted peer that may have been Up before this node: older, or as old (ties only arise
+   outside membership), or any counted peer when this node's age is unknown. */
+static bool older_peer(const shoal_replicator_t *r, const peer_t *p)
+{
+    return p->counted && (!r->self_age || p->age <= r->self_age);
+}
+
+typedef struct {
+    uint64_t age;
+    bool synced;
+    const shoal_node_t *node;
+} older_t;
+
+/* Oldest first; within one age (an order not known) the unsynced first: the prefixes checked
+   are then the worst of every order the tie allows. */
+static int older_cmp(const void *a, const void *b)
+{
+    const older_t *x = a, *y = b;
+    if (x->age != y->age)
+        return x->age < y->age ? -1 : 1;
+    if (x->synced != y->synced)
+        return x->synced ? 1 : -1;
+    return shoal_node_cmp(x->node, y->node);
+}
+
+/* THE CATCH-UP RULE; its argument is CATCHING UP in ddata.h. Every majority that acknowledged
+   a write this replica may lack (one of a counted set from before this node was Up) had, among
+   the members still here, an age-prefix of the older peers, plus at most one member that is
+   gone (this node's earlier incarnation, say). A majority, floor(p/2) + 1, of each prefix of p
+   meets every such majority in a member still here that held the write when synced with. */
+bool repl_catch_up_done(const shoal_replicator_t *r)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < r->n_peers; i++)
+        m += older_peer(r, &r->peers[i]);
+    if (!m)
+        return true;
+    older_t small[32], *o = m <= 32 ? small : shoal_malloc(m * sizeof *o);
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_peers; i++)
+        if (older_peer(r, &r->peers[i]))
+            o[k++] = (older_t){r->peers[i].age, caught_from(r, r->peers[i].node), r->peers[i].node};
+    qsort(o, m, sizeof *o, older_cmp);
+    bool done = true;
+    size_t synced = 0;
+    for (size_t p = 1; p <= m && done; p++) {
+        synced += o[p - 1].synced;
+        done = synced >= p / 2 + 1;
+    }
+    if (o != small)
+        free(o);
+    return done;
+}
+
+/* Ends catching up once the rule holds (peers synced with that stopped counting no longer
+   count toward it). */
 void repl_catch_up_check(shoal_replicator_t *r)
 {
-    if (!r->catching_up)
-        return;
-    size_t have = 0;
-    for (size_t i = 0; i < r->n_caught_from; i++) {
-        const peer_t *p = repl_peer(r, r->caught_from[i]);
-        have += p && p->counted;
-    }
-    size_t need = repl_catch_up_need(r);
-    if (have < need)
+    if (!r->catching_up || !repl_catch_up_done(r))
         return;
     r->catching_up = false;
+    size_t have = r->n_caught_from;
     free(r->caught_from);
     r->caught_from = NULL;
     r->n_caught_from = 0;
     r->stats.catch_ups++;
-    if (need)
-        shoal_info("%s: replicator '%s': caught up with %zu of %zu peers: this replica counts "
-                  "toward MAJORITY reads again", shoal_node_id(r->self), r->role, have,
-                  repl_counted_nodes(r) - 1);
+    if (have)
+        shoal_info("%s: replicator '%s': caught up (synced with %zu of %zu peers): this replica "
+                   "counts toward MAJORITY reads again",
+                   shoal_node_id(r->self), r->role, have, repl_counted_nodes(r) - 1);
     repl_answer_deferred_reads(r, true);
+    repl_catch_up_relieve_reads(r);
 }
 
 static void catch_up_fire(shoal_system_t *sys, void *arg)
@@ -1127,10 +1184,18 @@ static void catch_up_start(shoal_replicator_t *r)
     free(r->caught_from);
     r->caught_from = NULL;
     r->n_caught_from = 0;
-    size_t need = repl_catch_up_need(r);
-    if (need)
-        shoal_info("%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
-                  "synced with %zu peers", shoal_node_id(r->self), r->role, need);
+    if (r->self_age)
+        shoal_info(
+            "%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
+            "synced with a majority of every age-prefix of the members older than its "
+            "up-number %llu",
+            shoal_node_id(r->self), r->role, (unsigned long long)r->self_age);
+    else
+        shoal_info(
+            "%s: replicator '%s': catching up: MAJORITY reads count this replica once it has "
+            "synced with a majority of every age-prefix of its counted peers (its own age "
+            "is unknown)",
+            shoal_node_id(r->self), r->role);
     /* not checked now: membership gives the peers right after opening the gate, and a check
        before that would find nothing to catch up with; the first round goes on the next turn */
     if (!r->t_catch_up)
@@ -1141,10 +1206,7 @@ void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
 {
     if (r->catching_up) {
         peer_t *p = repl_peer(r, peer);
-        bool known = false;
-        for (size_t i = 0; i < r->n_caught_from && !known; i++)
-            known = r->caught_from[i] == peer;
-        if (p && p->counted && !known) {
+        if (p && p->counted && !caught_from(r, peer)) {
             r->caught_from =
                 shoal_realloc(r->caught_from, (r->n_caught_from + 1) * sizeof *r->caught_from);
             r->caught_from[r->n_caught_from++] = peer;
@@ -1529,6 +1591,16 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
     p->counted = counted;
     p->age = age;
     return 0; /* voter: unchanged (a new peer is none until shoal_replicator_peer_votes) */
+}
+
+int shoal_replicator_set_age(shoal_replicator_t *r, uint64_t age)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return shoal_wrong_thread(__func__, "shoal_system_call");
+    r->self_age = age;
+    return 0;
 }
 
 int shoal_replicator_set_quorum_gate(shoal_replicator_t *r, bool open, const char *why)

@@ -140,6 +140,7 @@ typedef struct op {
     const shoal_type_t *type; /* read: expected type or NULL */
     int needed;               /* answers still needed from peers */
     int voters_needed;        /* of those, answers still needed from voters (kept membership) */
+    int catch_up_extra; /* read: of those, asked beyond the usual while this replica caught up */
     int timer;       /* repeating: resends, and the deadline on its last tick */
     uint32_t ticks_left;
     const shoal_node_t **targets; /* who was asked (primaries first) */
@@ -239,12 +240,13 @@ struct shoal_replicator {
        is sent to peers until this node has synced (received a peer's side of an anti-entropy
        exchange, see repl_synced). */
     bool unsynced;
-    /* CATCHING UP. The gate just opened (the node became a full member: a new node, or a
-       restarted one): this replica may lack writes a majority acknowledged before it counted,
-       e.g. while the cluster was smaller. Until it has synced with enough counted peers
-       (caught_from; see repl_catch_up_need) its own copy does not count toward MAJORITY reads,
-       and it does not answer peers' reads. */
+    /* CATCHING UP (the rule and its argument: CATCHING UP in ddata.h). The gate just opened (the
+       node became a full member: a new node, or a restarted one): this replica may lack writes a
+       majority acknowledged before it counted, e.g. while the cluster was smaller. Until it has
+       synced with enough of its older counted peers (caught_from; see repl_catch_up_done) its
+       own copy does not count toward MAJORITY reads, and it does not answer peers' reads. */
     bool catching_up;
+    uint64_t self_age; /* this node's up-number (shoal_replicator_set_age); 0: unknown */
     const shoal_node_t **caught_from;
     size_t n_caught_from;
     struct deferred_read {
@@ -303,12 +305,20 @@ int repl_stored_at(const uint8_t *data, size_t len, int64_t *ms);
 /* The node has received a peer's side of an anti-entropy exchange: an unsynced replicator
    (see `unsynced`) may share its data again. */
 void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer);
-/* How many counted peers a catching-up replica must have synced with: N - (N/2 + 1) + 1 of N
-   counted nodes (itself included), so that they meet every majority acknowledged before, even
-   one that counted this node's previous life and whose copy is gone. */
+/* THE CATCH-UP RULE (CATCHING UP in ddata.h): true once the peers synced with (caught_from)
+   include a majority, floor(p/2) + 1, of every age-prefix of p of the counted peers older than
+   this node (all counted peers when its age is unknown). */
+bool repl_catch_up_done(const shoal_replicator_t *r);
+/* How many answers a MAJORITY read needs from peers that are not catching up while this replica
+   is: N - (N/2 + 1) + 1 of N counted nodes (itself included), the reader's own copy not counting,
+   so that they meet every majority acknowledged before, even one that counted this node's
+   previous life and whose copy is gone. */
 size_t repl_catch_up_need(const shoal_replicator_t *r);
 void repl_catch_up_check(shoal_replicator_t *r);
 void repl_catch_up_round(shoal_replicator_t *r);
+/* This replica has caught up: its own reads under way need no more answers than usual (their
+   merged value holds its own copy, which now counts); those that have enough complete. */
+void repl_catch_up_relieve_reads(shoal_replicator_t *r);
 /* Answers (answer = true, once caught up) or drops the reads held while catching up. */
 void repl_answer_deferred_reads(shoal_replicator_t *r, bool answer);
 void repl_refresh_digest(shoal_replicator_t *r, entry_t *e);

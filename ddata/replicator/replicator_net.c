@@ -382,13 +382,16 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
 {
     int needed = repl_peers_needed(r, c);
     int vneed = repl_voters_needed(r, c);
+    int extra = 0;
     repl_catch_up_check(r);
     if (r->catching_up && c->level == SHOAL_MAJORITY && needed >= 0) {
         /* this replica may lack what a majority acknowledged before it counted: enough of the
            others to meet every such majority answer (one more than usual when N is odd) */
         size_t meet = repl_catch_up_need(r);
-        if (meet > (size_t)needed)
+        if (meet > (size_t)needed) {
+            extra = (int)meet - needed;
             needed = (int)meet;
+        }
     }
     if (vneed > 0 && needed == 0)
         needed = vneed; /* a majority of the voters, however few nodes the cluster has now */
@@ -414,6 +417,7 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
     }
     op_t *o = op_new(r, OP_READ, key, needed, c);
     o->voters_needed = vneed;
+    o->catch_up_extra = extra;
     o->type = type;
     o->get_done = done;
     o->arg = arg;
@@ -555,6 +559,29 @@ static void op_tick(shoal_system_t *sys, void *arg)
         else
             send_write(r, o, o->targets[i], false);
     }
+}
+
+void repl_catch_up_relieve_reads(shoal_replicator_t *r)
+{
+    /* by request id: completing one may release others' slots (and reuse the op) */
+    size_t n = 0;
+    uint64_t *reqs = shoal_malloc((r->ops_by_req.n ? r->ops_by_req.n : 1) * sizeof *reqs);
+    for (size_t i = 0; i < r->ops_by_req.cap; i++)
+        if (SHOAL_HSLOT_LIVE(&r->ops_by_req.slots[i])) {
+            op_t *o = r->ops_by_req.slots[i].value;
+            if (o->kind == OP_READ && o->catch_up_extra > 0)
+                reqs[n++] = o->req;
+        }
+    for (size_t i = 0; i < n; i++) {
+        op_t *o = op_find(r, reqs[i]);
+        if (!o || o->kind != OP_READ || o->catch_up_extra <= 0)
+            continue;
+        o->needed -= o->catch_up_extra;
+        o->catch_up_extra = 0;
+        if (o->needed <= 0 && o->voters_needed <= 0)
+            read_complete(r, o, 0);
+    }
+    free(reqs);
 }
 
 void repl_ops_fail_all(shoal_replicator_t *r, int status)
@@ -733,6 +760,7 @@ static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
         return;
     /* or miss writes a majority acknowledged before this replica counted: answered once it has
        caught up (a round trip or two) */
+    repl_catch_up_check(r);
     if (r->catching_up) {
         if (r->n_deferred >= DEFERRED_READS_MAX) {
             r->stats.reads_deferred_dropped++;

@@ -5,12 +5,19 @@
     live in one process); lookups happen when ids are decoded or configured, never per update.
     Interned ids live until the process exits: a restart of a peer adds one small entry (its
     new uid), which is the price of pointer identity.
+
+    Each id also carries its dot floor: the highest dot counter this process has issued for it
+    (or seen for it in decoded data). An incarnation lives in one process, so the floor is the
+    per-incarnation counter that lets an ORSet re-created under a map key issue dots above every
+    dot its dropped predecessors carried (orset.c, "Re-created sets"). Atomic because ids are
+    shared by every thread of the process; it is touched once per local add, never per merge.
 */
 #include "internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 struct shoal_node {
@@ -19,7 +26,8 @@ struct shoal_node {
     uint16_t port;
     uint64_t uid;
     uint64_t hash;
-    struct shoal_node *next; /* hash chain */
+    struct shoal_node *next;    /* hash chain */
+    _Atomic uint64_t dot_floor; /* see the top of this file */
 };
 
 static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -189,4 +197,22 @@ int shoal_node_cmp(const shoal_node_t *a, const shoal_node_t *b)
     if (!b)
         return 1;
     return strcmp(a->id, b->id);
+}
+
+uint64_t shoal_node_dot_floor(const shoal_node_t *node)
+{
+    return node
+               ? atomic_load_explicit(&((struct shoal_node *)node)->dot_floor, memory_order_relaxed)
+               : 0;
+}
+
+void shoal_node_dot_witness(const shoal_node_t *node, uint64_t counter)
+{
+    if (!node)
+        return;
+    _Atomic uint64_t *f = &((struct shoal_node *)node)->dot_floor;
+    uint64_t cur = atomic_load_explicit(f, memory_order_relaxed);
+    while (cur < counter && !atomic_compare_exchange_weak_explicit(
+                                f, &cur, counter, memory_order_relaxed, memory_order_relaxed))
+        ;
 }

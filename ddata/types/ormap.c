@@ -12,10 +12,15 @@
     not always associative when a removal races with an update (a ⊔ b may drop a value that c
     still holds in full); replicas converge after the replicator's anti-entropy (ddata.h, MERGE).
 
-    ORMULTIMAP WITH VALUE DELTAS keeps, like Akka's ORMultiMap.emptyWithValueDeltas, a tombstone
-    per removed key: removal first clears the key's set (recording that clear as the key's value
-    delta), then removes the key but keeps the cleared set, whose causal context remembers the
-    removed dots. Values are then never dropped: merge and delta application are pointwise joins
+    ORMULTIMAP WITH VALUE DELTAS keeps a tombstone per removed key: removal first clears the
+    key's set (recording that clear as the key's value delta), then removes the key but keeps the
+    cleared set, whose causal context remembers the removed dots. Pekko's
+    ORMultiMap.emptyWithValueDeltas clears and keeps the set too, but garbage-collects every
+    tombstone whose set has no elements at each merge, so the removed dots are forgotten by any
+    replica that merged since: a removal relayed through a third replica (A removes k, B merges
+    A, C merges B) reaches C without them, C keeps its own copy of k's set, and a later add to k
+    brings the removed elements back. Shoal keeps the tombstone until it equals the empty value
+    (no context left), so the relayed removal holds (docs/types.md, test_ormap_dots.c). Values are then never dropped: merge and delta application are pointwise joins
     (keys ORSet × key -> ORSet), so in this mode merge is a true join (associative) and deltas
     alone make replicas converge, byte for byte — which plain dropping cannot give: a replica
     that dropped the set and then received a concurrent add of the key would hold the new element
@@ -47,6 +52,12 @@
     full values (an old set merged into a re-added key brings back removed elements) except for
     tombstoning ORMultiMaps, whose deltas are joins and could go in any order; the flag is per
     type, so ORMultiMap keeps it too.
+
+    RE-CREATED SETS. A map that drops a removed key's value (every map but the tombstoning
+    ORMultiMap) marks the ORSet values it creates or decodes, so that the first local add to one
+    draws its dot above every dot of that node an earlier incarnation of the key's set may still
+    carry elsewhere (orset.c, "Re-created sets"); that first change is shipped as the whole set,
+    whose context carries the claim, even where the map otherwise ships ORSet deltas.
 
     PRUNING delegates to the keys ORSet and to every value (tombstones included).
     Generic ORMap values cannot be maps: a map value type would need its own value type to create
@@ -759,6 +770,17 @@ static shoal_crdt_t *map_clone(const shoal_crdt_t *self)
     return &m->base;
 }
 
+/* A new empty value for a key. An ORSet of a map that drops removed values is marked
+   re-created (orset.c): this replica may have dropped an earlier incarnation of the key's set,
+   whose dots another replica still holds, so its next local add must draw above them. */
+static shoal_crdt_t *new_value(const ormap_t *m)
+{
+    shoal_crdt_t *v = m->value_type->create();
+    if (!m->retain)
+        shoal_orset_mark_recreated(v); /* a no-op for other value types */
+    return v;
+}
+
 static bool present(const ormap_t *m, const void *key, size_t len)
 {
     return shoal_orset_contains(m->keys, key, len);
@@ -771,7 +793,7 @@ static void settle_key(ormap_t *m, const void *key, size_t len)
     shoal_crdt_t *v = shoal_hmap_get(&m->values, key, len);
     if (present(m, key, len)) {
         if (!v)
-            hmap_put_value(&m->values, key, len, m->value_type->create());
+            hmap_put_value(&m->values, key, len, new_value(m));
     } else if (v && (!m->retain || is_bottom(v))) {
         hmap_drop_value(&m->values, key, len);
     }
@@ -783,7 +805,7 @@ static int ensure_value_cb(const void *key, size_t len, void *arg)
     if (!len)
         key = empty_key;
     if (!shoal_hmap_get(&m->values, key, len))
-        hmap_put_value(&m->values, key, len, m->value_type->create());
+        hmap_put_value(&m->values, key, len, new_value(m));
     return 0;
 }
 
@@ -817,7 +839,7 @@ static int map_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
             continue;
         shoal_crdt_t *v = shoal_hmap_get(&m->values, s->key, s->klen);
         if (!v) {
-            v = m->value_type->create();
+            v = new_value(m);
             hmap_put_value(&m->values, s->key, s->klen, v);
         }
         rc = shoal_crdt_merge(v, s->value);
@@ -871,7 +893,7 @@ static int map_merge_delta(shoal_crdt_t *self, const shoal_crdt_t *delta)
             continue;
         shoal_crdt_t *v = shoal_hmap_get(&m->values, s->key, s->klen);
         if (!v) {
-            v = m->value_type->create();
+            v = new_value(m);
             hmap_put_value(&m->values, s->key, s->klen, v);
         }
         rc = shoal_crdt_merge_delta(v, s->value);
@@ -942,11 +964,12 @@ static void record_keys_delta(ormap_t *m, const void *key, size_t len, bool remo
 }
 
 /* Records the change of key's value v (which carries its own pending delta) and leaves v with
-   no pending delta. */
-static void record_value(ormap_t *m, const void *key, size_t len, shoal_crdt_t *v)
+   no pending delta. `whole`: ship the whole value even where the map ships value deltas (a
+   re-created ORSet's first add claims dots that no ORSetDelta can carry, orset.c). */
+static void record_value(ormap_t *m, const void *key, size_t len, shoal_crdt_t *v, bool whole)
 {
     ormap_delta_t *d = pending(m);
-    if (m->ship_deltas) {
+    if (m->ship_deltas && !whole) {
         shoal_crdt_t *vd = shoal_crdt_take_delta(v);
         if (vd)
             (void)entry_merge_in(d, key, len, vd);
@@ -975,8 +998,9 @@ int shoal_ormap_update(shoal_crdt_t *m, const shoal_node_t *self, const void *ke
     ormap_t *map = M(m);
     /* modify works on a copy, committed only on success: a failed update changes nothing */
     const shoal_crdt_t *old = shoal_hmap_get(&map->values, key, len);
-    shoal_crdt_t *v = old ? shoal_crdt_clone(old) : map->value_type->create();
+    shoal_crdt_t *v = old ? shoal_crdt_clone(old) : new_value(map);
     shoal_crdt_reset_delta(v);
+    bool recreated = shoal_orset_recreated(v);
     int rc = modify(v, arg);
     if (rc != 0) {
         shoal_crdt_destroy(&v);
@@ -989,7 +1013,7 @@ int shoal_ormap_update(shoal_crdt_t *m, const shoal_node_t *self, const void *ke
         return rc;
     }
     record_keys_delta(map, key, len, false);
-    record_value(map, key, len, v);
+    record_value(map, key, len, v, recreated && !shoal_orset_recreated(v));
     hmap_put_value(&map->values, key, len, v);
     return 0;
 }
@@ -1031,7 +1055,7 @@ int shoal_ormap_remove(shoal_crdt_t *m, const shoal_node_t *self, const void *ke
         return rc;
     }
     record_keys_delta(map, key, len, true);
-    record_value(map, key, len, v);
+    record_value(map, key, len, v, false);
     hmap_put_value(&map->values, key, len, v);
     settle_key(map, key, len);
     return 0;
@@ -1154,6 +1178,8 @@ static int decode_value_cb(const void *key, size_t len, void *arg)
                           c->m->value_type, &v);
     if (c->rc < 0)
         return 1;
+    if (!c->m->retain) /* as new_value: whoever encoded it may have dropped the key's set */
+        shoal_orset_mark_recreated(v);
     hmap_put_value(&c->m->values, len ? key : empty_key, len, v);
     return 0;
 }
@@ -1527,10 +1553,13 @@ static int orset_add_op(shoal_crdt_t *v, void *arg)
     return shoal_orset_add(v, a->self, a->data, a->len);
 }
 
+/* Removes the element if the set holds it (removeBinding of an absent element still updates
+   the key). */
 static int orset_remove_op(shoal_crdt_t *v, void *arg)
 {
     op_arg_t *a = arg;
-    return shoal_orset_remove(v, a->self, a->data, a->len);
+    int rc = shoal_orset_remove(v, a->self, a->data, a->len);
+    return rc == SHOAL_ENOTFOUND ? 0 : rc;
 }
 
 static int lwwreg_set_op(shoal_crdt_t *v, void *arg)
@@ -1567,15 +1596,14 @@ int shoal_ormultimap_remove_binding(shoal_crdt_t *m, const shoal_node_t *self, c
         return SHOAL_ETYPE;
     if (!self || (!key && klen) || (!elem && elen))
         return SHOAL_EINVAL;
-    const shoal_crdt_t *set = shoal_ormap_get(m, key, klen);
-    if (!set || !shoal_orset_contains(set, elem ? elem : empty_key, elen))
-        return SHOAL_ENOTFOUND;
+    /* As Pekko's removeBinding: the key is always updated (a new dot, so a concurrent removal
+       of the key does not win over it), whether or not its set held the element, and a key
+       whose set is left empty goes, so an empty set does not linger under a key. */
     op_arg_t a = {.self = self, .data = elem ? elem : empty_key, .len = elen};
     int rc = shoal_ormap_update(m, self, key, klen, orset_remove_op, &a);
     if (rc != 0)
         return rc;
-    /* as Akka's removeBinding: a key whose set became empty goes */
-    set = shoal_ormap_get(m, key, klen);
+    const shoal_crdt_t *set = shoal_ormap_get(m, key, klen);
     if (set && shoal_orset_size(set) == 0)
         rc = shoal_ormap_remove(m, self, key, klen);
     return rc;

@@ -34,6 +34,25 @@
     not cover: the element came back). Without a plan, prune_cleanup drops whatever is left of
     the removed node (elements only it kept alive disappear).
 
+    Re-created sets. Dots name adds, so within one set (and every earlier incarnation of it) no
+    dot may name two adds: if (A, 1) named x on one replica and y on another, the merge would take
+    each for an add the other side has seen removed and drop both. Counting from the set's own
+    context (the highest counter of A it holds, plus one) guarantees that for a set that lives
+    on, but not for an ORSet under a map key: the map drops the value with the key, and the set
+    re-created under it would start again at (A, 1) while a replica that missed the removal still
+    holds the old set. So a map marks the values it creates or decodes (it cannot know whether an
+    earlier incarnation existed here: the key's removal may have come in a merge), and the first
+    local add of node A to a marked set draws its dot above A's dot floor, the highest counter
+    this process has issued for A (node_id.c; a restarted node has a new uid, so the floor
+    covers A's whole incarnation), and claims every dot of A up to it in the set's context, as
+    Pekko's version vector does. Claiming is safe: a dot of A this replica's set has not seen
+    was issued for another set, or for an earlier incarnation of this one that a removal of the
+    key observed here: a removed add. After that add the set is unmarked and counts on from its
+    own context again, so a set that lives on keeps contiguous counters and an empty cloud. The
+    claim is part of the set's state, not of an ORSetDelta (its dots belong to no element): the
+    map ships that first change as the whole value instead (ormap.c). Dots in different sets
+    never meet, so counters may repeat across sets; within one set's history they do not.
+
     Representation. Elements live in a byte-string hash map whose values are dot sets from a
     pool (no malloc per element beyond the key copy). A dot set holds two dots inline (one is
     the usual case, two the usual case after concurrent adds) and spills to the heap beyond.
@@ -537,6 +556,7 @@ typedef struct {
     pool_t pool;
     cc_t cc;
     orset_delta_t *delta; /* mutations since the last take/reset, or NULL */
+    bool recreated;       /* a map's value: next local add draws above the floor (top of file) */
 } orset_t;
 
 #define OS(x)  ((orset_t *)(x))
@@ -817,7 +837,29 @@ static shoal_crdt_t *os_clone(const shoal_crdt_t *self)
     cc_copy(&s->cc, &src->cc);
     if (src->delta)
         s->delta = DL(dl_clone(&src->delta->base));
+    s->recreated = src->recreated;
     return &s->base;
+}
+
+void shoal_orset_mark_recreated(shoal_crdt_t *set)
+{
+    if (shoal_is(set, &shoal_type_orset))
+        OS(set)->recreated = true;
+}
+
+bool shoal_orset_recreated(const shoal_crdt_t *set)
+{
+    return shoal_is(set, &shoal_type_orset) && COS(set)->recreated;
+}
+
+/* Claims every dot of node up to `upto` (the vector absorbs the cloud's dots below it). */
+static void cc_claim(cc_t *cc, const shoal_node_t *node, uint64_t upto)
+{
+    if (shoal_nm_get(&cc->vv, node) >= upto)
+        return;
+    shoal_nm_set(&cc->vv, node, upto);
+    if (cc->ncloud)
+        cc_compact(cc);
 }
 
 bool shoal_orset_contains(const shoal_crdt_t *s, const void *elem, size_t len)
@@ -887,6 +929,13 @@ int shoal_orset_add(shoal_crdt_t *set, const shoal_node_t *self, const void *ele
     elem = elem_ptr(elem);
     orset_t *s = OS(set);
     uint64_t max = cc_max(&s->cc, self);
+    if (s->recreated) { /* above every dot of self an earlier incarnation could carry */
+        uint64_t floor = shoal_node_dot_floor(self);
+        /* a floor at the very top (only hostile or corrupt data holds such a counter of this
+           node) would fail every re-created set's adds: those count from their own context */
+        if (floor > max && floor < UINT64_MAX)
+            max = floor;
+    }
     if (max == UINT64_MAX)
         return SHOAL_EOVERFLOW;
     dot_t d = {self, max + 1};
@@ -904,7 +953,13 @@ int shoal_orset_add(shoal_crdt_t *set, const shoal_node_t *self, const void *ele
     ds_reserve(e, 1);
     ds_dots(e)[0] = d;
     e->n = 1;
-    cc_add(&s->cc, d);
+    if (s->recreated) {
+        cc_claim(&s->cc, self, d.counter);
+        s->recreated = false;
+    } else {
+        cc_add(&s->cc, d);
+    }
+    shoal_node_dot_witness(self, d.counter);
     return 0;
 }
 
@@ -1655,6 +1710,32 @@ static void take_dots(const dec_t *dc, dotset_t *ds, const uint32_t *nodes_base,
     ds->n = (uint32_t)k;
 }
 
+static void witness_max(uint64_t *max, const uint32_t *nodes, const uint64_t *counters, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (counters[k] > max[nodes[k]])
+            max[nodes[k]] = counters[k];
+}
+
+/* Raises each node's dot floor to the highest counter the (checked) message holds for it: data
+   that holds this process's own dots from outside its memory (a uid used again, a test) cannot
+   make a re-created set issue one of them. */
+static void witness_decoded(const dec_t *dc)
+{
+    const Shoal__Ddata__ORSet *m = dc->msg;
+    uint64_t *max = shoal_calloc(dc->tab.n ? dc->tab.n : 1, sizeof *max);
+    if (m->context) {
+        witness_max(max, m->context->vv_node, m->context->vv_counter, m->context->n_vv_node);
+        witness_max(max, m->context->cloud_node, m->context->cloud_counter,
+                    m->context->n_cloud_node);
+    }
+    witness_max(max, m->dot_node, m->dot_counter, m->n_dot_node);
+    witness_max(max, m->seen_node, m->seen_counter, m->n_seen_node);
+    for (size_t i = 0; i < dc->tab.n; i++)
+        shoal_node_dot_witness(dc->tab.nodes[i], max[i]);
+    free(max);
+}
+
 static int decode_common(const uint8_t *data, size_t len, bool delta, shoal_crdt_t **out)
 {
     Shoal__Ddata__ORSet *msg = shoal__ddata__orset__unpack(NULL, len, data);
@@ -1675,6 +1756,7 @@ static int decode_common(const uint8_t *data, size_t len, bool delta, shoal_crdt
         return rc;
     }
 
+    witness_decoded(&dc);
     size_t n = msg->n_elements, pd = 0, ps = 0;
     if (delta) {
         orset_delta_t *d = DL(dl_create());
@@ -1990,6 +2072,8 @@ static int os_prune_apply(shoal_crdt_t *self, const shoal_node_t *removed,
     cc_rehome(&s->cc, removed, p, owner);
     if (s->delta)
         dl_rehome(s->delta, removed, p);
+    if (owner && p->span) /* the block is into's now: a re-created set draws above it */
+        shoal_node_dot_witness(p->into, p->base + p->span - 1);
     return 0;
 }
 

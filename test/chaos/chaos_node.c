@@ -3,6 +3,7 @@
       chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... [--discover NAME]
                  --data DIR --log FILE [--timing fast|generous|default] [--shards N]
                  [--fault "DIR CUT DROP DUP DELAY PEER|*"] [--http [HOST:]PORT]
+                 [--protocol-version N]
       chaos-node --help | --version
 
     A member of the cluster (joins through its seeds, or the contact points --discover finds by
@@ -465,7 +466,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... "
                "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
                "[--timing fast|generous|default] [--shards N] "
-               "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT]\n"
+               "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT] "
+               "[--protocol-version N]\n"
                "       chaos-node --help | --version\n");
 }
 
@@ -476,6 +478,7 @@ int main(int argc, char **argv)
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     unsigned shards = 20;
+    unsigned protocol_pin = 0; /* shoal/cluster/protocol-version: 0 = as high as all speak */
     int cli = cli_help_or_version(&argc, argv, "chaos-node", usage);
     if (cli >= 0)
         return cli;
@@ -502,6 +505,8 @@ int main(int argc, char **argv)
             shards = (unsigned)atoi(v);
         else if (!strcmp(a, "--fault"))
             fault = v;
+        else if (!strcmp(a, "--protocol-version"))
+            protocol_pin = (unsigned)atoi(v);
         else if (!strcmp(a, "--http") && shoal_http_parse(v, NULL, 0, NULL) == 0)
             http = v;
         else
@@ -582,6 +587,7 @@ int main(int argc, char **argv)
     cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = rs.store ? shoal_replicator_new(sys, &rs, &rc) : NULL;
+    shoal_system_pin_protocol(sys, protocol_pin);
     cluster = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     shoal_sharding_t *sh = NULL;
     if (cluster && shoal_cluster_follow(cluster, rep) == 0)

@@ -359,6 +359,64 @@ static void test_hello_round_trip_and_validation(void **state)
     shoal_buf_free(&b);
 }
 
+/* The protocol range in the handshake (docs/protocol-versions.md): said only past 1, so a
+   protocol-1 build writes 0.1.x's bytes; not said = 1..1; min > max is malformed. */
+static void test_hello_protocol_range(void **state)
+{
+    (void)state;
+    shoal_hello_t h = {0}, g;
+    h.version_min = h.version_max = 1;
+    strcpy(h.from, "10.0.0.1:2552:7");
+    strcpy(h.to, "tcp://10.0.0.2:2552");
+    h.first_seq = 1;
+    shoal_buf_t plain = {0}, one = {0}, two = {0};
+    shoal_hello_write(&plain, &h); /* as 0.1.x: no protocol said */
+    h.protocol_min = h.protocol_max = 1;
+    shoal_hello_write(&one, &h);
+    assert_int_equal(one.len, plain.len);
+    assert_memory_equal(one.data, plain.data, plain.len);
+    shoal_frame_t f;
+    assert_int_equal(shoal_frame_parse(plain.data, plain.len, &f), 0);
+    assert_int_equal(shoal_hello_parse(&f, &g), 0);
+    assert_int_equal(g.protocol_min, 1);
+    assert_int_equal(g.protocol_max, 1);
+    h.protocol_max = 2;
+    shoal_hello_write(&two, &h);
+    assert_true(two.len > plain.len);
+    assert_int_equal(shoal_frame_parse(two.data, two.len, &f), 0);
+    assert_int_equal(shoal_hello_parse(&f, &g), 0);
+    assert_int_equal(g.protocol_min, 1);
+    assert_int_equal(g.protocol_max, 2);
+    h.protocol_min = 3; /* min > max */
+    shoal_buf_reset(&two);
+    shoal_hello_write(&two, &h);
+    assert_int_equal(shoal_frame_parse(two.data, two.len, &f), 0);
+    assert_int_equal(shoal_hello_parse(&f, &g), SHOAL_EDECODE);
+
+    shoal_hello_reply_t r = {SHOAL_HELLO_OK, "h:1:2", 1, 4096, 1, 1}, rg;
+    shoal_hello_reply_t r0 = {SHOAL_HELLO_OK, "h:1:2", 1, 4096, 0, 0};
+    shoal_buf_t rb = {0}, rb0 = {0};
+    shoal_hello_reply_write(&rb, &r);
+    shoal_hello_reply_write(&rb0, &r0);
+    assert_int_equal(rb.len, rb0.len);
+    assert_memory_equal(rb.data, rb0.data, rb0.len);
+    assert_int_equal(shoal_frame_parse(rb.data, rb.len, &f), 0);
+    assert_int_equal(shoal_hello_reply_parse(&f, &rg), 0);
+    assert_int_equal(rg.protocol_max, 1);
+    r.protocol_max = 2;
+    shoal_buf_reset(&rb);
+    shoal_hello_reply_write(&rb, &r);
+    assert_int_equal(shoal_frame_parse(rb.data, rb.len, &f), 0);
+    assert_int_equal(shoal_hello_reply_parse(&f, &rg), 0);
+    assert_int_equal(rg.protocol_min, 1);
+    assert_int_equal(rg.protocol_max, 2);
+    shoal_buf_free(&plain);
+    shoal_buf_free(&one);
+    shoal_buf_free(&two);
+    shoal_buf_free(&rb);
+    shoal_buf_free(&rb0);
+}
+
 static void test_hello_reply(void **state)
 {
     (void)state;
@@ -453,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_control_frames),
         cmocka_unit_test(test_hello_round_trip_and_validation),
         cmocka_unit_test(test_hello_reply),
+        cmocka_unit_test(test_hello_protocol_range),
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_strerror_names_node_errors),
     };

@@ -1190,6 +1190,96 @@ static void test_decode_rejects_bad_seen_set_and_rows(void **state)
     cstate_destroy(&s);
 }
 
+/* --------------------------------------------------------------------------------------------- */
+/* Protocol versions (docs/protocol-versions.md): the cluster's version is the lowest
+   protocol_max of the members not Removed (not said = 1), capped by this build and the pin. */
+static void test_protocol_version_rule(void **state)
+{
+    (void)state;
+    cstate_t *empty = cstate_new();
+    assert_int_equal(cstate_protocol(empty, 2, 0), 2); /* no member: only the caps */
+    assert_int_equal(cstate_protocol(empty, 2, 1), 1);
+    cstate_destroy(&empty);
+
+    cstate_t *s = up_cluster(3);
+    assert_int_equal(cstate_protocol(s, 2, 0), 1); /* nobody said: 1 */
+    assert_int_equal(cstate_set_protocol_max(s, N(0), N(0), 2), 0);
+    assert_int_equal(cstate_set_protocol_max(s, N(1), N(1), 2), 0);
+    assert_int_equal(cstate_protocol(s, 2, 0), 1); /* node 2 still speaks only 1 */
+    uint64_t sum = cstate_version_sum(s);
+    assert_int_equal(cstate_set_protocol_max(s, N(2), N(2), 2), 0);
+    assert_true(cstate_version_sum(s) > sum); /* a change raises the writer's entry */
+    assert_int_equal(cstate_protocol(s, 2, 0), 2);
+    assert_int_equal(cstate_protocol(s, 2, 1), 1); /* pinned */
+    assert_int_equal(cstate_protocol(s, 1, 0), 1); /* this build speaks no higher */
+    assert_int_equal(cstate_protocol(s, 3, 0), 2);
+    /* lowering is a no-op: the merge would take the higher back */
+    sum = cstate_version_sum(s);
+    assert_int_equal(cstate_set_protocol_max(s, N(2), N(2), 1), 0);
+    assert_int_equal(cstate_version_sum(s), sum);
+    assert_int_equal(cmember_protocol(cstate_member(s, N(2))), 2);
+    assert_int_equal(cstate_set_protocol_max(s, N(0), N(5), 2), SHOAL_ENOTMEMBER);
+
+    /* a joiner that says nothing counts as 1 while Joining, Down..., until Removed */
+    assert_int_equal(add(s, N(0), 3), 0);
+    assert_int_equal(cstate_protocol(s, 2, 0), 1);
+    assert_int_equal(cstate_set_status(s, N(0), N(3), SHOAL_MEMBER_DOWN), 0);
+    assert_int_equal(cstate_protocol(s, 2, 0), 1);
+    assert_int_equal(cstate_set_status(s, N(0), N(3), SHOAL_MEMBER_REMOVED), 0);
+    assert_int_equal(cstate_protocol(s, 2, 0), 2);
+    cstate_destroy(&s);
+}
+
+/* A 0.1.x node decodes the state without protocol_max and sends it back so: the merge keeps the
+   field wherever it meets that copy, both ways, and a state of protocol 1 only is written without
+   the field (0.1.x's bytes). */
+static void test_merge_keeps_protocol_max(void **state)
+{
+    (void)state;
+    cstate_t *s = up_cluster(2);
+    assert_int_equal(cstate_set_protocol_max(s, N(1), N(1), 2), 0);
+
+    /* round trip keeps it */
+    shoal_buf_t b = {0};
+    assert_int_equal(shoal_crdt_encode(&s->base, &b), 0);
+    shoal_crdt_t *back = NULL;
+    assert_int_equal(shoal_crdt_decode(b.data, b.len, &back), 0);
+    assert_int_equal(cmember_protocol(cstate_member((cstate_t *)back, N(1))), 2);
+    assert_true(shoal_crdt_equal(back, &s->base));
+    shoal_crdt_destroy(&back);
+    shoal_buf_free(&b);
+
+    /* the old node's copy: the same state without the field */
+    cstate_t *old = cstate_clone(s);
+    for (size_t i = 0; i < old->n_members; i++)
+        old->members[i].protocol_max = 0;
+    cstate_t *x = cstate_clone(s), *y = cstate_clone(old);
+    shoal_crdt_merge(&x->base, &old->base); /* new merges old's */
+    shoal_crdt_merge(&y->base, &s->base);   /* old's copy merged by a new node */
+    assert_int_equal(cmember_protocol(cstate_member(x, N(1))), 2);
+    assert_int_equal(cmember_protocol(cstate_member(y, N(1))), 2);
+    assert_true(shoal_crdt_equal(&x->base, &y->base));
+    assert_int_equal(cstate_protocol(x, 2, 0), 1); /* node 0 said nothing */
+
+    /* the field costs its 2 bytes where it is said; a record saying 1 is written as one saying
+       nothing (0.1.x's bytes) */
+    shoal_buf_t b1 = {0}, b2 = {0}, b3 = {0};
+    assert_int_equal(shoal_crdt_encode(&s->base, &b1), 0);
+    assert_int_equal(shoal_crdt_encode(&old->base, &b2), 0);
+    assert_int_equal(b1.len, b2.len + 2);
+    old->members[0].protocol_max = 1;
+    assert_int_equal(shoal_crdt_encode(&old->base, &b3), 0);
+    assert_int_equal(b3.len, b2.len);
+    assert_memory_equal(b3.data, b2.data, b2.len);
+    shoal_buf_free(&b1);
+    shoal_buf_free(&b2);
+    shoal_buf_free(&b3);
+    cstate_destroy(&x);
+    cstate_destroy(&y);
+    cstate_destroy(&old);
+    cstate_destroy(&s);
+}
+
 int main(void)
 {
     prop_seed();
@@ -1213,6 +1303,8 @@ int main(void)
         cmocka_unit_test(test_seen_set_under_gossip),
         cmocka_unit_test(test_format1_state_decodes),
         cmocka_unit_test(test_decode_rejects_bad_seen_set_and_rows),
+        cmocka_unit_test(test_protocol_version_rule),
+        cmocka_unit_test(test_merge_keeps_protocol_max),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
