@@ -20,7 +20,9 @@
                 have acknowledged a write it lacks meets them); catching-up replicas answer
                 peers' reads, flagged: their answer is merged but not counted.
    Safety (assertion in read()): every MAJORITY read that completes returns every write
-   acknowledged at MAJORITY before it.
+   acknowledged at MAJORITY before it, unless no member's store holds it any more (every holder
+   restarted empty: lost for good, which no rule can help; or the holders were removed: the
+   shrinking case docs/guarantees.md says is not covered).
    Liveness (LTL `live`, checked with weak fairness): once the faults are over, no member has
    restarted empty and a majority of the members is up and connected, some member's MAJORITY
    read completes.
@@ -60,10 +62,12 @@ bit readable;       /* the last read attempt completed */
 #define NMEM (member[0] + member[1] + member[2] + MORE_MEM)
 #if N == 5
 #define MORE_MEM (member[3] + member[4])
+#define HELD (has[0] * member[0] | has[1] * member[1] | has[2] * member[2] | has[3] * member[3] | has[4] * member[4])
 #define NUP (up[0]*!cut[0]*member[0] + up[1]*!cut[1]*member[1] + up[2]*!cut[2]*member[2] + \
              up[3]*!cut[3]*member[3] + up[4]*!cut[4]*member[4])
 #else
 #define MORE_MEM 0
+#define HELD (has[0] * member[0] | has[1] * member[1] | has[2] * member[2])
 #define NUP (up[0]*!cut[0]*member[0] + up[1]*!cut[1]*member[1] + up[2]*!cut[2]*member[2])
 #endif
 #define MAJ (NMEM / 2 + 1)
@@ -120,7 +124,10 @@ inline read(i, all)
     if
     :: cnt >= MAJ ->
         readable = 1;
-        assert((acked & res) == acked) /* safety */
+        /* safety: every acknowledged write that some member's store still holds (one that every
+           holder lost by restarting empty is lost for good, and one held only by members the
+           resolver removed is the shrinking case docs/guarantees.md leaves out) */
+        assert((acked & HELD & res) == (acked & HELD))
     :: else -> readable = 0
     fi;
     j = 0; cnt = 0; res = 0
@@ -165,8 +172,14 @@ proctype env()
         if
         :: up[i] -> up[i] = 0; faults++                       /* crash */
         :: !up[i] -> up[i] = 1; faults++;                       /* restart with its store */
-           catching[i] = STARTS_CATCHING(0, 0); synced[i] = 0
+           /* a store that had not finished catching up is still incomplete (RULE_CAND needs
+              the catching-up state to survive a restart: SPIN found the hole without it) */
+           catching[i] = STARTS_CATCHING(0, 0) || catching[i]; synced[i] = 0
         :: !up[i] -> up[i] = 1; has[i] = 0; emptied = 1; faults++; /* restart empty */
+           catching[i] = STARTS_CATCHING(1, 0); synced[i] = 0
+        :: up[i] -> faults++; /* crash and restart at once, with its store */
+           catching[i] = STARTS_CATCHING(0, 0) || catching[i]; synced[i] = 0
+        :: up[i] -> has[i] = 0; emptied = 1; faults++; /* crash and restart at once, empty */
            catching[i] = STARTS_CATCHING(1, 0); synced[i] = 0
         :: !cut[i] -> cut[i] = 1; faults++
         :: cut[i] -> cut[i] = 0; faults++
