@@ -11,7 +11,9 @@
    exists for: the side the resolver keeps reallocating a shard while the member that hosted it is
    still running it behind a cut.
 
-   Each tick runs, in this order (one atomic step, so the state space is the tick boundaries):
+   Each tick runs, in this order (a few atomic/d_step blocks of the one process, so no other
+   interleaving exists; the nondeterministic choices are the network change and the heartbeat
+   phases, the detectors' verdict delays and the coordinator's choice of a new home):
      1. the network may change (net_change); each member's heartbeat of this tick went out
         before or after the change (its phase: `early`), so two members' last contacts can
         differ by up to one heartbeat interval;
@@ -45,7 +47,10 @@
      PROBE  the longest delay of a verdict past H + AP by indirect probes
      MAXCUTS  network changes
    The defaults are Akka's timings in seconds (heartbeat 1 s, pause 3 s, stable-after 20 s,
-   fence-after = pause + stable-after / 2 = 13 s, margin 1 s, down-removal-margin = 20 s).
+   fence-after = pause + stable-after / 2 = 13 s, margin 1 s, down-removal-margin = 20 s); they
+   make a large state space, so `scons model` (model/run.sh) runs the same shape scaled down:
+   pause 1, stable-after 4, fence-after 3, margin 1. The printf lines (MSC:) only show in a
+   replayed trail (spin -t).
 */
 
 #ifndef AP
