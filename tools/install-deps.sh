@@ -6,7 +6,8 @@
 # dnsmasq-base: test_discovery answers its test zone with a dnsmasq of its own, on 127.0.0.1
 # and a port of its own; -base is the program without the system service that would take
 # port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd. abigail-tools:
-# abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.)
+# abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.
+# spin: `scons model` model-checks the rules in model/*.pml, docs/models.md.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -26,6 +27,7 @@ PACKAGES="
   chromium chromium-driver python3-selenium
   dnsmasq-base
   iproute2 iptables iputils-ping faketime
+  spin
 "
 
 SUDO=""

@@ -1,0 +1,258 @@
+/* quorum_restart.pml — model 1 of issue 33: QUORUM INTERSECTION ACROSS RESTARTS (the frame).
+
+   N members (3 by default; -DN=5), writes acknowledged at MAJORITY, reads at MAJORITY, one key
+   whose value is the set of writes a replica holds (a grow-only merge, as every CRDT merge is
+   for this purpose). Faults, within budgets: a member crashes and restarts with its store or
+   empty; a member is cut off from everyone (both ways) and healed; the resolver removes a member
+   (it counts no more: majorities shrink) and it joins again. Every step is atomic: a write, a
+   read, a sync are each one step (a read answered by a set of members at one instant).
+
+   THE RULE (ddata/replicator/replicator.c) is one macro group, chosen with -DRULE=...:
+     RULE_OLD   the rule of 672634c: when the gate opens (the cluster forms, a restart, a join)
+                a replica is CATCHING UP (catch_up_start) until it has synced with
+                repl_catch_up_need = n - majority + 1 peers (repl_catch_up_check, repl_synced);
+                while catching up its own copy does not count toward its MAJORITY reads, it asks
+                that many peers, and it holds back its answers to peers' reads.
+     RULE_NONE  no catching up: every replica counts its copy and answers at once.
+     RULE_CAND  the candidate: only a replica that restarted empty or (re)joined catches up
+                (a replica that kept its store and its membership holds every write it
+                acknowledged); it needs n - majority + 1 synced peers (every majority that could
+                have acknowledged a write it lacks meets them); catching-up replicas answer
+                peers' reads, flagged: their answer is merged but not counted.
+   Safety (assertion in read()): every MAJORITY read that completes returns every write
+   acknowledged at MAJORITY before it, unless no member's store holds it any more (every holder
+   restarted empty: lost for good, which no rule can help; or the holders were removed: the
+   shrinking case docs/guarantees.md says is not covered).
+   Liveness (LTL `live`, checked with weak fairness): once the faults are over, no member has
+   restarted empty and a majority of the members is up and connected, some member's MAJORITY
+   read completes.
+*/
+
+#ifndef N
+#define N 3
+#endif
+#ifndef W
+#define W 2 /* writes */
+#endif
+#ifndef FAULTS
+#define FAULTS 3 /* crash/restart, cut/heal, remove/join events */
+#endif
+#define RULE_OLD 1
+#define RULE_NONE 2
+#define RULE_CAND 3
+#ifndef RULE
+#define RULE RULE_OLD
+#endif
+#define BIT(i) (1 << (i))
+
+bit up[N];          /* running */
+bit cut[N];         /* cut off from everyone, both ways */
+bit member[N];      /* counted (Up in the cluster); 0 after the resolver removed it */
+byte has[N];        /* the writes this replica holds (bits) */
+bit catching[N];    /* catching up (catch_up_start .. repl_catch_up_check) */
+byte synced[N];     /* peers it synced with since (repl_synced) */
+byte acked;         /* writes acknowledged at MAJORITY */
+byte nw;            /* writes issued */
+byte faults;
+bit emptied;        /* some member restarted empty */
+bit quiet;          /* the faults are over */
+bit readable;       /* the last read attempt completed */
+
+/* counted members and the majority of them */
+#define NMEM (member[0] + member[1] + member[2] + MORE_MEM)
+#if N == 5
+#define MORE_MEM (member[3] + member[4])
+#define HELD (has[0] * member[0] | has[1] * member[1] | has[2] * member[2] | has[3] * member[3] | has[4] * member[4])
+#define NUP (up[0]*!cut[0]*member[0] + up[1]*!cut[1]*member[1] + up[2]*!cut[2]*member[2] + \
+             up[3]*!cut[3]*member[3] + up[4]*!cut[4]*member[4])
+#else
+#define MORE_MEM 0
+#define HELD (has[0] * member[0] | has[1] * member[1] | has[2] * member[2])
+#define NUP (up[0]*!cut[0]*member[0] + up[1]*!cut[1]*member[1] + up[2]*!cut[2]*member[2])
+#endif
+#define MAJ (NMEM / 2 + 1)
+/* repl_catch_up_need */
+#define NEED (NMEM - MAJ + 1)
+/* i and j can talk */
+#define TALK(i, j) (up[i] && up[j] && !cut[i] && !cut[j] && member[j])
+
+/* --- THE RULE --------------------------------------------------------------------------- */
+#if RULE == RULE_NONE
+#define FORMS_CATCHING 0
+#define STARTS_CATCHING(empty, joined) 0
+#define SELF_COUNTS(i) 1
+#define ANSWERS(j) 1
+#define ANSWER_COUNTS(j) 1
+#elif RULE == RULE_CAND
+#define FORMS_CATCHING 0 /* nothing was acknowledged before the cluster formed */
+#define STARTS_CATCHING(empty, joined) ((empty) || (joined))
+#define SELF_COUNTS(i) (!catching[i])
+#define ANSWERS(j) 1
+#define ANSWER_COUNTS(j) (!catching[j])
+#else /* RULE_OLD, 672634c */
+#define FORMS_CATCHING 1
+#define STARTS_CATCHING(empty, joined) 1
+#define SELF_COUNTS(i) (!catching[i])
+#define ANSWERS(j) (!catching[j])
+#define ANSWER_COUNTS(j) (!catching[j])
+#endif
+/* ------------------------------------------------------------------------------------------ */
+
+#define popcount(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1) + (((x) >> 3) & 1) + (((x) >> 4) & 1))
+
+/* A MAJORITY read at i (replicator.c: the read's quorum; a catching-up reader does not count
+   itself). Completes when the counted answers reach MAJ; returns the merge of all answers. */
+inline read(i, all)
+{
+    cnt = SELF_COUNTS(i);
+    res = has[i];
+    j = 0;
+    do
+    :: j < N ->
+        if
+        :: j != i && TALK(i, j) && ANSWERS(j) ->
+            /* the answers that arrive first: any subset (all of them for the probe) */
+            if
+            :: res = res | has[j]; cnt = cnt + ANSWER_COUNTS(j)
+            :: !all -> skip
+            fi
+        :: else
+        fi;
+        j++
+    :: else -> break
+    od;
+    if
+    :: cnt >= MAJ ->
+        readable = 1;
+        /* safety: every acknowledged write that some member's store still holds (one that every
+           holder lost by restarting empty is lost for good, and one held only by members the
+           resolver removed is the shrinking case docs/guarantees.md leaves out) */
+        assert((acked & HELD & res) == (acked & HELD))
+    :: else -> readable = 0
+    fi;
+    j = 0; cnt = 0; res = 0
+}
+
+proctype env()
+{
+    byte i, j, cnt, res;
+    do
+    /* a MAJORITY write at i: applied by i and every peer it reaches; acknowledged when those
+       make a majority of the counted members (a member outside the cluster refuses) */
+    :: atomic {
+        nw < W ->
+        select(i : 0 .. N - 1);
+        if
+        :: up[i] && member[i] ->
+            cnt = 1;
+            has[i] = has[i] | BIT(nw);
+            j = 0;
+            do
+            :: j < N ->
+                if :: j != i && TALK(i, j) -> has[j] = has[j] | BIT(nw); cnt++ :: else fi;
+                j++
+            :: else -> break
+            od;
+            if :: cnt >= MAJ -> acked = acked | BIT(nw) :: else fi;
+            nw++
+        :: else
+        fi;
+        i = 0; j = 0; cnt = 0
+       }
+    /* a MAJORITY read at any member */
+    :: atomic {
+        select(i : 0 .. N - 1);
+        if :: up[i] && member[i] && !cut[i] -> read(i, 0) :: else fi;
+        i = 0
+       }
+    /* faults */
+    :: atomic {
+        faults < FAULTS ->
+        select(i : 0 .. N - 1);
+        if
+        :: up[i] -> up[i] = 0; faults++                       /* crash */
+        :: !up[i] -> up[i] = 1; faults++;                       /* restart with its store */
+           /* a store that had not finished catching up is still incomplete (RULE_CAND needs
+              the catching-up state to survive a restart: SPIN found the hole without it) */
+           catching[i] = STARTS_CATCHING(0, 0) || catching[i]; synced[i] = 0
+        :: !up[i] -> up[i] = 1; has[i] = 0; emptied = 1; faults++; /* restart empty */
+           catching[i] = STARTS_CATCHING(1, 0); synced[i] = 0
+        :: up[i] -> faults++; /* crash and restart at once, with its store */
+           catching[i] = STARTS_CATCHING(0, 0) || catching[i]; synced[i] = 0
+        :: up[i] -> has[i] = 0; emptied = 1; faults++; /* crash and restart at once, empty */
+           catching[i] = STARTS_CATCHING(1, 0); synced[i] = 0
+        :: !cut[i] -> cut[i] = 1; faults++
+        :: cut[i] -> cut[i] = 0; faults++
+        :: member[i] && (!up[i] || cut[i]) && NMEM > 2 -> member[i] = 0; faults++ /* removed */
+        :: !member[i] && up[i] && !cut[i] -> member[i] = 1; faults++; /* joins again */
+           catching[i] = STARTS_CATCHING(0, 1); synced[i] = 0
+        fi;
+        i = 0
+       }
+    :: atomic { !quiet -> quiet = 1; faults = FAULTS } /* the faults are over */
+    od
+}
+
+/* each replica's catch-up: sync with a peer (full state both ways, repl_synced), done once it
+   has synced with NEED peers (repl_catch_up_check) */
+proctype syncer(byte i)
+{
+    byte j;
+    do
+    :: atomic {
+        catching[i] && up[i] && member[i] && !cut[i] ->
+        select(j : 0 .. N - 1);
+        if
+        :: j != i && TALK(i, j) && !(synced[i] & BIT(j)) ->
+            has[i] = has[i] | has[j];
+            has[j] = has[j] | has[i];
+            synced[i] = synced[i] | BIT(j);
+            if :: popcount(synced[i]) >= NEED -> catching[i] = 0; synced[i] = 0 :: else fi
+        :: else
+        fi;
+        j = 0
+       }
+    od
+}
+
+/* liveness probe: reads attempted at every member in turn */
+proctype reader()
+{
+    byte i, j, cnt, res;
+    do
+    :: atomic {
+        quiet ->
+        readable = 0;
+        i = 0;
+        do
+        :: i < N && !readable ->
+            if :: up[i] && member[i] && !cut[i] -> read(i, 1) :: else fi;
+            i++
+        :: else -> break
+        od;
+        i = 0
+       }
+    od
+}
+
+#define fine (quiet && !emptied && 2 * NUP > NMEM)
+ltl live { [] ((fine) -> <> (readable || !fine)) }
+
+init
+{
+    byte k;
+    atomic {
+        k = 0;
+        do
+        :: k < N ->
+            up[k] = 1; member[k] = 1;
+            catching[k] = FORMS_CATCHING; /* the cluster forms: every gate opens */
+            k++
+        :: else -> break
+        od;
+        run env();
+        k = 0;
+        do :: k < N -> run syncer(k); k++ :: else -> break od;
+        run reader()
+    }
+}
