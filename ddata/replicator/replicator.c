@@ -2271,13 +2271,8 @@ int shoal_replicator_update_sync(shoal_replicator_t *r, const char *key, shoal_c
                                  const shoal_consistency_t *c, shoal_update_fn *modify,
                                  void *modify_arg)
 {
-    if (!r || !c) {
-        shoal_crdt_destroy(&initial);
-        return SHOAL_EINVAL;
-    }
-    waiter_t w = {.r = r, .key = key, .initial = initial, .c = *c, .modify = modify,
-                  .modify_arg = modify_arg, .kind = 1};
-    return sync_run(&w, NULL);
+    /* the same call: both take `initial`; only the caller's pointer is left alone here */
+    return shoal_replicator_update_take_sync(r, key, &initial, c, modify, modify_arg);
 }
 
 int shoal_replicator_update_take_sync(shoal_replicator_t *r, const char *key,

@@ -17,6 +17,7 @@
 
 #include "cluster.h"
 #include "shards.h"
+#include "tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +35,6 @@ static int teardown(void **state)
     return tsnode_teardown(state);
 }
 
-/* The script beside this file, whichever directory the test runs in. */
-static void script_path(char *out, size_t cap)
-{
-    char self[4000];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    char *build = strstr(self, "/build/");
-    if (build) {
-        *build = 0;
-        snprintf(out, cap, "%s/test/cluster/dashboard_check.py", self);
-    } else {
-        snprintf(out, cap, "test/cluster/dashboard_check.py");
-    }
-}
 
 static void dashboard_in_a_browser(void **state)
 {
@@ -68,7 +55,7 @@ static void dashboard_in_a_browser(void **state)
     }
 
     char script[4200], cmd[8600];
-    script_path(script, sizeof script);
+    ttool_tree_file("test/cluster/dashboard_check.py", script, sizeof script);
     const char *shot = getenv("SHOAL_DASHBOARD_SCREENSHOT");
     char shot_arg[4200] = "";
     if (shot)

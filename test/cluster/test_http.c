@@ -30,7 +30,6 @@
 #include "shards.h"
 #include "tools.h"
 
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
@@ -109,24 +108,6 @@ static size_t count(const char *hay, const char *needle)
     return n;
 }
 
-/* A local IPv4 address that is not loopback (the machine's own interface), or false. */
-static bool outside_address(char *out, size_t cap)
-{
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    bool found = false;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-            continue;
-        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        if ((ntohl(a.s_addr) >> 24) == 127)
-            continue;
-        found = inet_ntop(AF_INET, &a, out, (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * cluster_routes
@@ -256,7 +237,7 @@ static void cluster_routes(void **state)
     const char *victim = shoal_node_id(shoal_system_self(tsn[2].sys));
     snprintf(path, sizeof path, "/cluster/members/%s", victim);
     char outside[64];
-    if (outside_address(outside, sizeof outside)) {
+    if (thttp_outside_address(outside, sizeof outside)) {
         char spec[80];
         snprintf(spec, sizeof spec, "%s:0", outside);
         int err = 0;

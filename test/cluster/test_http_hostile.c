@@ -27,13 +27,13 @@
 
 #include "cluster.h"
 #include "http.h"
+#include "tools.h"
 #include "members.h"
 #include "shards.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -126,19 +126,6 @@ static bool probe(uint16_t port, int timeout_ms)
 /* ---------------------------------------------------------------------------------------------
  * cross_site_browser
  */
-static void script_path(char *out, size_t cap)
-{
-    char self[4000];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    char *build = strstr(self, "/build/");
-    if (build) {
-        *build = 0;
-        snprintf(out, cap, "%s/test/cluster/cross_site_check.py", self);
-    } else {
-        snprintf(out, cap, "test/cluster/cross_site_check.py");
-    }
-}
 
 /* The victim's status in node 0's view (SHOAL_MEMBER_REMOVED when it is gone from it). */
 static shoal_member_status_t status_of(int victim)
@@ -164,7 +151,7 @@ static void cross_site_browser(void **state)
     assert_non_null(endpoint);
 
     char script[4200], cmd[8800];
-    script_path(script, sizeof script);
+    ttool_tree_file("test/cluster/cross_site_check.py", script, sizeof script);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' %u '%s' '%s' --timeout %d 2>&1", script,
              (unsigned)shoal_metrics_port(endpoint), shoal_node_id(shoal_system_self(tsn[1].sys)),
              shoal_node_id(shoal_system_self(tsn[2].sys)), 30 * tscale());
@@ -566,23 +553,6 @@ static void token_names_tls(void **state)
 /* ---------------------------------------------------------------------------------------------
  * wildcard_bind: a probe or Prometheus dialling the pod's address is answered
  */
-static bool outside_address(char *out, size_t cap)
-{
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    bool found = false;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-            continue;
-        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        if ((ntohl(a.s_addr) >> 24) == 127)
-            continue;
-        found = inet_ntop(AF_INET, &a, out, (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
 
 static void wildcard_bind(void **state)
 {
@@ -594,7 +564,7 @@ static void wildcard_bind(void **state)
     assert_non_null(endpoint);
     uint16_t port = shoal_metrics_port(endpoint);
     char addr[64];
-    if (!outside_address(addr, sizeof addr)) {
+    if (!thttp_outside_address(addr, sizeof addr)) {
         print_message("no address off loopback here: loopback only\n");
         strcpy(addr, "127.0.0.1");
     }

@@ -22,26 +22,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The tree's root, from this binary's path (build/check/bin/...), or "." */
-static void root_dir(char *out, size_t cap)
-{
-    char self[4000];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    char *build = strstr(self, "/build/");
-    if (build) {
-        *build = 0;
-        snprintf(out, cap, "%s", self);
-    } else {
-        snprintf(out, cap, ".");
-    }
-}
+#include "tools.h"
+
 
 static void mixed_builds_negotiate(void **state)
 {
     (void)state;
     char root[4000], cmd[12400];
-    root_dir(root, sizeof root);
+    ttool_tree_file(".", root, sizeof root);
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s/test/cluster/protocol_check.py' '%s/build/bin/chaos-node' "
              "'%s/build/next/bin/chaos-node' --timeout %d 2>&1",

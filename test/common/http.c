@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,4 +155,22 @@ const char *thttp_promtool(const char *text)
     static char out[4096];
     int rc = run_on(text, "promtool check metrics", out, sizeof out);
     return rc == 0 ? NULL : out[0] ? out : "promtool did not run (is `prometheus` installed?)";
+}
+
+bool thttp_outside_address(char *out, size_t cap)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return false;
+    bool found = false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        if ((ntohl(a.s_addr) >> 24) == 127)
+            continue;
+        found = inet_ntop(AF_INET, &a, out, (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
 }

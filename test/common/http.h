@@ -37,4 +37,8 @@ bool thttp_json_ok(const char *text);
 /* Runs `promtool check metrics` on text: NULL when it passes, else its complaint (static). */
 const char *thttp_promtool(const char *text);
 
+/* A local IPv4 address that is not loopback (the machine's own interface), or false: what a
+   probe dialling the pod's address connects to on a wildcard bind. */
+bool thttp_outside_address(char *out, size_t cap);
+
 #endif

@@ -31,6 +31,20 @@ bool ttool_find(const char *name, char *path, size_t cap)
     return access(path, X_OK) == 0;
 }
 
+void ttool_tree_file(const char *rel, char *out, size_t cap)
+{
+    char self[4000];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    char *build = strstr(self, "/build/");
+    if (build) {
+        *build = 0;
+        snprintf(out, cap, "%s/%s", self, rel);
+    } else {
+        snprintf(out, cap, "%s", rel);
+    }
+}
+
 bool ttool_source_root(const char *name, char *root, size_t cap)
 {
     char any[PATH_MAX];

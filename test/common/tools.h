@@ -14,6 +14,10 @@ bool ttool_find(const char *name, char *path, size_t cap);
 /* The source tree (an absolute path): the directory that holds build/bin/<name>, the release
    program the test needs; false, with a message naming the program, when it is missing. */
 bool ttool_source_root(const char *name, char *root, size_t cap);
+/* A file of the source tree by its path in the tree ("test/cluster/x.py"), from this binary's
+   path (build/<variant>/bin/test_x), whichever directory the test runs in; relative to the
+   current directory when the binary is elsewhere. */
+void ttool_tree_file(const char *rel, char *out, size_t cap);
 /* Runs "path args" with stderr merged into stdout; the output, NUL-terminated and cut at cap-1
    bytes, goes to out. Returns the exit code, or -1 when the shell did not exit normally. */
 int ttool_run(const char *path, const char *args, char *out, size_t cap);
