@@ -42,6 +42,8 @@ void cm_start(int i, const cm_opts_t *o)
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
     ss.endpoint = o->endpoint ? o->endpoint : "tcp://127.0.0.1:0";
+    if (o->max_frame_bytes)
+        ss.max_frame_bytes = o->max_frame_bytes;
     int err = 0;
     /* a restart on an address just left finds ZeroMQ still closing the old listener */
     for (int64_t end = shoal_now_ms() + 5000;

@@ -34,6 +34,7 @@ typedef struct {
     const shoal_replicator_settings_t *rep2; /* NULL: none */
     shoal_store_t *store; /* NULL: a fresh memory store (destroyed with the node); else borrowed */
     const char *endpoint; /* NULL: tcp://127.0.0.1:0 */
+    size_t max_frame_bytes; /* 0: the system's default */
 } cm_opts_t;
 
 /* Starts node i (not joined yet). Fails the test on error. */
