@@ -532,3 +532,77 @@ void cm_sub_free(cm_sub_t *s)
         shoal_crdt_destroy(&s->ev[k].value);
     s->n = 0;
 }
+
+/* --- membership events and views ---------------------------------------------------------------
+ */
+static void on_event(shoal_cluster_t *c, const shoal_cluster_event_t *e, void *arg)
+{
+    (void)c;
+    cm_events_t *ev = arg;
+    if (e->member && e->member->node != ev->subject)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    if ((int)e->kind >= 0 && e->kind <= SHOAL_EV_CONVERGENCE)
+        ev->count[e->kind]++;
+    pthread_mutex_unlock(&ev->mu);
+}
+
+void cm_events_subscribe(int i, const shoal_node_t *subject, cm_events_t *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    pthread_mutex_init(&ev->mu, NULL);
+    ev->subject = subject;
+    ev->id = shoal_cluster_subscribe_sync(cm[i].cl, on_event, ev);
+    assert_true(ev->id > 0);
+}
+
+int cm_events_count(cm_events_t *ev, shoal_cluster_event_kind_t kind)
+{
+    pthread_mutex_lock(&ev->mu);
+    int n = ev->count[kind];
+    pthread_mutex_unlock(&ev->mu);
+    return n;
+}
+
+typedef struct {
+    cm_events_t *ev;
+    shoal_cluster_event_kind_t kind;
+} ev_wait_t;
+
+static bool ev_seen(void *arg)
+{
+    ev_wait_t *w = arg;
+    return cm_events_count(w->ev, w->kind) > 0;
+}
+
+bool cm_events_wait(cm_events_t *ev, shoal_cluster_event_kind_t kind, int timeout_ms)
+{
+    ev_wait_t w = {ev, kind};
+    return wait_until(ev_seen, &w, timeout_ms);
+}
+
+bool cm_view(int i, cm_view_t *out)
+{
+    memset(out, 0, sizeof *out);
+    shoal_cluster_view_t v;
+    if (!cm[i].cl || shoal_cluster_view(cm[i].cl, &v) != 0)
+        return false;
+    out->leader = v.leader;
+    out->n_members = (int)v.n_members;
+    out->converged = v.converged;
+    for (size_t k = 0; k < v.n_members; k++)
+        out->n_unreachable += !v.members[k].reachable;
+    shoal_cluster_view_free(&v);
+    return true;
+}
+
+shoal_member_status_t cm_status_of(int i, const shoal_node_t *node)
+{
+    shoal_cluster_view_t v;
+    if (!cm[i].cl || shoal_cluster_view(cm[i].cl, &v) != 0)
+        return 0;
+    const shoal_member_t *m = shoal_cluster_view_member(&v, node);
+    shoal_member_status_t st = m ? m->status : 0;
+    shoal_cluster_view_free(&v);
+    return st;
+}

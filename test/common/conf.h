@@ -103,4 +103,26 @@ void cm_sub_render(cm_sub_t *s, int k, char *out, size_t cap);
 /* Frees the recorded values (after unsubscribing or stopping the node). */
 void cm_sub_free(cm_sub_t *s);
 
+/* Membership events of one node about one subject: counts per kind (snapshot events included:
+   a subject already Exiting when subscribing counts as MEMBER_EXITED). */
+typedef struct {
+    pthread_mutex_t mu;
+    const shoal_node_t *subject;
+    int count[SHOAL_EV_CONVERGENCE + 1];
+    int id;
+} cm_events_t;
+void cm_events_subscribe(int i, const shoal_node_t *subject, cm_events_t *ev);
+int cm_events_count(cm_events_t *ev, shoal_cluster_event_kind_t kind);
+bool cm_events_wait(cm_events_t *ev, shoal_cluster_event_kind_t kind, int timeout_ms);
+
+/* Node i's view: the leader (NULL when none), status of node j (0: not a member), the number of
+   members and of unreachable ones, and whether it is converged. */
+typedef struct {
+    const shoal_node_t *leader;
+    int n_members, n_unreachable;
+    bool converged;
+} cm_view_t;
+bool cm_view(int i, cm_view_t *out);
+shoal_member_status_t cm_status_of(int i, const shoal_node_t *node);
+
 #endif
