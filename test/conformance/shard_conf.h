@@ -9,6 +9,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* A short pause between two looks at a condition (10 ms), so a polling loop does not spin. */
+static inline bool sc_nap(void)
+{
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+    return true;
+}
 
 /* The node index whose entity answers "whoami" for id, asked through node `via` (-1 on error:
    the ask timed out or failed). */
