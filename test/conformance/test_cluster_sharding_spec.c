@@ -236,6 +236,154 @@ static void rebalance_to_nodes_with_less_shards(void **state)
     assert_int_equal(t.double_shard, 0);
 }
 
+/* --- "Persistent Cluster Shards": remembered entities (a second cluster, remember-entities on;
+   the spec's region types each get a type of their own here, in one cluster of four) --------- */
+static shoal_sharding_settings_t rs;
+
+static void start_remembering(int i, int seed)
+{
+    tshard_settings(&rs);
+    rs.number_of_shards = 12;
+    rs.shard_id = mod12;
+    rs.remember_entities = true;
+    rs.rebalance_interval_ms = 1000u * (uint32_t)tscale();
+    rs.entity_restart_backoff_ms = 200;
+    cm_cluster_settings(&cs);
+    tsnode_opts_t o = {.cluster = &cs, .sharding = &rs, .seed = seed};
+    tsnode_start(i, &o);
+}
+
+static bool live_on(const char *id, int node)
+{
+    trec_t r = trec_get(TSHARD_TYPE, id);
+    return r.live && (node < 0 || r.node == node);
+}
+
+typedef struct {
+    const char *id;
+    int node;
+    bool live;
+} lw_t;
+
+static bool live_is(void *arg)
+{
+    lw_t *w = arg;
+    return live_on(w->id, w->node) == w->live;
+}
+
+static void wait_live(const char *id, int node, bool live)
+{
+    lw_t w = {id, node, live};
+    if (!wait_until(live_is, &w, 15000))
+        fail_msg("entity %s: live %d on node %d, expected %s on %d", id,
+                 trec_get(TSHARD_TYPE, id).live, trec_get(TSHARD_TYPE, id).node,
+                 live ? "live" : "not live", node);
+}
+
+/* "recover entities upon restart": the shard of remembered entity 1 is handed off (stopped);
+   when the shard starts again (a message to 13, in the same shard) entity 1 starts with it. */
+static void recover_entities_upon_restart(void **state)
+{
+    (void)state;
+    start_remembering(0, 0);
+    tsnode_wait_up(1u, 15000);
+    for (int i = 1; i < 3; i++)
+        start_remembering(i, 0);
+    tsnode_wait_up(0x7, 20000);
+    tsnode_wait_registered(0x7, 0, 3, 15000);
+    tell_n(0, 1, 1);
+    wait_got(1);
+    const char *shard[] = {"1"};
+    assert_int_equal(shoal_region_stop_shards(tsn[0].r, shard, 1), 0);
+    wait_live("1", -1, false);
+    tell_n(0, 13, 1);
+    wait_got(13);
+    wait_live("1", -1, true);
+    assert_int_equal(trec_get(TSHARD_TYPE, "1").starts, 2);
+}
+
+/* "permanently stop entities which passivate": remembered entity 1 passivates; after its shard
+   is handed off and started again, 13 (remembered too) starts with it and 1 does not. */
+static void permanently_stop_entities_which_passivate(void **state)
+{
+    (void)state;
+    int starts13 = trec_get(TSHARD_TYPE, "13").starts;
+    assert_int_equal(shoal_region_tell(tsn[0].r, "1", "passivate", 9), 0);
+    wait_live("1", -1, false);
+    int starts1 = trec_get(TSHARD_TYPE, "1").starts;
+    const char *shard[] = {"1"};
+    assert_int_equal(shoal_region_stop_shards(tsn[0].r, shard, 1), 0);
+    wait_live("13", -1, false);
+    tell_n(1, 25, 1);
+    wait_got(25);
+    wait_live("13", -1, true);
+    assert_int_equal(trec_get(TSHARD_TYPE, "13").starts, starts13 + 1);
+    assert_false(live_on("1", -1));
+    assert_int_equal(trec_get(TSHARD_TYPE, "1").starts, starts1);
+}
+
+/* "restart entities which stop without passivating" */
+static void restart_entities_which_stop_without_passivating(void **state)
+{
+    (void)state;
+    tell_n(0, 2, 1);
+    wait_got(2);
+    int starts = trec_get(TSHARD_TYPE, "2").starts;
+    assert_int_equal(shoal_region_tell(tsn[0].r, "2", TSHARD_STOP, strlen(TSHARD_STOP)), 0);
+    int64_t end = shoal_now_ms() + 15000 * tscale();
+    while (trec_get(TSHARD_TYPE, "2").starts == starts && shoal_now_ms() < end && sc_nap())
+        ;
+    assert_int_equal(trec_get(TSHARD_TYPE, "2").starts, starts + 1);
+    wait_live("2", -1, true);
+}
+
+/* "be migrated to new regions upon region failure": the region hosting remembered entity 3 goes
+   away (its node crashes and is downed); the entity starts again elsewhere by itself. */
+static void migrated_to_new_regions_upon_region_failure(void **state)
+{
+    (void)state;
+    tell_n(2, 3, 1);
+    wait_got(3);
+    int h = trec_get(TSHARD_TYPE, "3").node;
+    assert_true(h >= 1); /* not the coordinator's node, which the next cases keep */
+    const shoal_node_t *n = shoal_system_self(tsn[h].sys);
+    tsnode_crash(h);
+    assert_int_equal(shoal_cluster_down(tsn[0].cl, n), 0);
+    lw_t w = {"3", -1, true};
+    int64_t end = shoal_now_ms() + 30000 * tscale();
+    while (!(live_on("3", -1) && trec_get(TSHARD_TYPE, "3").node != h) && shoal_now_ms() < end &&
+           sc_nap())
+        ;
+    (void)w;
+    assert_true(live_on("3", -1));
+    assert_int_not_equal(trec_get(TSHARD_TYPE, "3").node, h);
+}
+
+/* "ensure rebalance restarts shards": entities 2..12 started; a new member joins; the rebalance
+   moves at least two shards to it and their remembered entities start there. */
+static void ensure_rebalance_restarts_shards(void **state)
+{
+    (void)state;
+    for (int id = 2; id <= 12; id++)
+        tell_n(0, id, 1);
+    for (int id = 2; id <= 12; id++)
+        wait_got(id);
+    start_remembering(4, 0);
+    int64_t end = shoal_now_ms() + 40000 * tscale();
+    while (trec_live_on(TSHARD_TYPE, 4) < 2 && shoal_now_ms() < end && sc_nap())
+        ;
+    assert_true(trec_live_on(TSHARD_TYPE, 4) >= 2);
+    ttotals_t t = trec_totals();
+    assert_int_equal(t.double_entity, 0);
+    assert_int_equal(t.double_shard, 0);
+}
+
+static int reset(void **state)
+{
+    memset(seq_of, 0, sizeof seq_of);
+    return tsnode_teardown(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,5 +396,14 @@ int main(void)
         cmocka_unit_test(recover_coordinator_state_after_crash),
         cmocka_unit_test(rebalance_to_nodes_with_less_shards),
     };
-    return cmocka_run_group_tests_name("ClusterShardingSpec", tests, NULL, tsnode_teardown);
+    int failed = cmocka_run_group_tests_name("ClusterShardingSpec", tests, NULL, reset);
+    const struct CMUnitTest persistent[] = {
+        cmocka_unit_test(recover_entities_upon_restart),
+        cmocka_unit_test(permanently_stop_entities_which_passivate),
+        cmocka_unit_test(restart_entities_which_stop_without_passivating),
+        cmocka_unit_test(migrated_to_new_regions_upon_region_failure),
+        cmocka_unit_test(ensure_rebalance_restarts_shards),
+    };
+    return failed + cmocka_run_group_tests_name("ClusterShardingSpec: Persistent Cluster Shards",
+                                                persistent, NULL, reset);
 }
