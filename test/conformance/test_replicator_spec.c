@@ -496,10 +496,11 @@ static void avoid_duplicate_change_events(void **state)
     shoal_replicator_stats_t st;
     assert_int_equal(shoal_replicator_stats(cm[0].rep, &st), 0);
     d0 = st.gossip_rounds;
-    for (;;) {
+    for (int64_t end = shoal_now_ms() + 10000 * tscale();;) {
         assert_int_equal(shoal_replicator_stats(cm[0].rep, &st), 0);
         if (st.gossip_rounds >= d0 + 3)
             break;
+        assert_true(shoal_now_ms() < end);
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
