@@ -29,7 +29,7 @@
 #include "durable.h"
 #include "sharding.h"
 
-#define TS_MAX       8
+#define TS_MAX       10
 #define TSHARD_TYPE  "counter"
 #define TSHARD_STOP  "stop"
 #define TREC_SENDERS 4
