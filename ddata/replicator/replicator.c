@@ -580,6 +580,19 @@ static void make_tombstone(shoal_replicator_t *r, entry_t *e)
     repl_entry_changed(r, e);
 }
 
+/* Cleans out of `v` the part of every node whose pruning was performed on this key: state that
+   still holds a removed node (a peer's full state, a delta, or what a local modify merged in from
+   a copy taken before the pruning) must not bring that node's part back. */
+static void clean_pruned(const entry_t *e, shoal_crdt_t *v)
+{
+    for (size_t i = 0; v && i < e->n_pruning; i++) {
+        const pruning_t *p = &e->pruning[i];
+        shoal_prune_plan_t plan = {p->owner, p->plan_base, p->plan_span};
+        if (p->performed && shoal_crdt_needs_pruning_from(v, p->removed))
+            shoal_crdt_prune_cleanup(v, p->removed, &plan);
+    }
+}
+
 static bool collected_refused(shoal_replicator_t *r, const char *key, size_t klen)
 {
     void *v = shoal_hmap_get(&r->collected, key, klen);
@@ -655,16 +668,8 @@ int repl_merge_envelope(shoal_replicator_t *r, const char *key, size_t klen,
         }
     /* State that still holds a node whose pruning was performed is cleaned before it merges, on
        both sides, so the removed node's part cannot come back. */
-    for (size_t i = 0; i < e->n_pruning; i++) {
-        const pruning_t *p = &e->pruning[i];
-        if (!p->performed)
-            continue;
-        shoal_prune_plan_t plan = {p->owner, p->plan_base, p->plan_span};
-        if (shoal_crdt_needs_pruning_from(in, p->removed))
-            shoal_crdt_prune_cleanup(in, p->removed, &plan);
-        if (e->value && shoal_crdt_needs_pruning_from(e->value, p->removed))
-            shoal_crdt_prune_cleanup(e->value, p->removed, &plan);
-    }
+    clean_pruned(e, in);
+    clean_pruned(e, e->value);
     if (r->admitting && e->value && e->value->type->admit &&
         (rc = e->value->type->admit(e->value, in)) != 0) {
         r->stats.writes_refused++;
@@ -773,12 +778,7 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
     }
     if (delta) {
         /* clean the removed nodes' parts out of a delta that still carries them */
-        for (size_t i = 0; i < e->n_pruning; i++) {
-            const pruning_t *p = &e->pruning[i];
-            shoal_prune_plan_t plan = {p->owner, p->plan_base, p->plan_span};
-            if (p->performed && shoal_crdt_needs_pruning_from(delta, p->removed))
-                shoal_crdt_prune_cleanup(delta, p->removed, &plan);
-        }
+        clean_pruned(e, delta);
         rc = shoal_crdt_merge_delta(e->value, delta);
         shoal_crdt_destroy(&delta);
         if (rc < 0) {
@@ -2014,6 +2014,12 @@ static void update_now(shoal_replicator_t *r, void *arg)
         goto fail;
     }
     shoal_crdt_t *delta = shoal_crdt_take_delta(work);
+    if (e) {
+        /* the modify function may have merged in a copy taken before a pruning (Akka's
+           ReplicatorPruningSpec "move data from removed node") */
+        clean_pruned(e, work);
+        clean_pruned(e, delta);
+    }
     if (!e)
         e = repl_entry_create(r, a->key, klen, work->type);
     if (!e->type)

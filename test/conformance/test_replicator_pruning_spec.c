@@ -22,15 +22,6 @@
 
 #define T 3000
 
-/* The bug this spec found (docs/conformance.md): a local update whose modify function merges
-   state that still holds a removed node's part, after that node was pruned, keeps that part: the
-   replicator cleans incoming state and deltas with the performed pruning markers
-   (shoal_crdt_prune_cleanup in its merge paths) but not the value a local modify returns, as
-   Akka's DataEnvelope.merge does. Until that is fixed the case is skipped when it sees exactly
-   this; set to 1 once it is. */
-#ifndef CONF_PRUNED_LOCAL_UPDATE_FIXED
-#define CONF_PRUNED_LOCAL_UPDATE_FIXED 0
-#endif
 
 typedef struct {
     const shoal_node_t *self;
@@ -114,19 +105,6 @@ static void update_after_pruning(int i, const shoal_crdt_t *old, uint64_t expect
                      0);
     uint64_t v = 0;
     assert_int_equal(cm_gcounter(cm[i].rep, "A", c_local(), &v), 0);
-    if (v != expect && !CONF_PRUNED_LOCAL_UPDATE_FIXED) {
-        shoal_crdt_t *now = local(i, "A");
-        bool back = shoal_crdt_needs_pruning_from(now, third);
-        shoal_crdt_destroy(&now);
-        if (back) {
-            shoal_crdt_destroy(&old_counter);
-            print_message("KNOWN FAILURE, skipped: after pruning, a local update that merges old "
-                          "state brings the removed node's part back (counter %llu, expected "
-                          "%llu); see docs/conformance.md, ReplicatorPruningSpec\n",
-                          (unsigned long long)v, (unsigned long long)expect);
-            skip();
-        }
-    }
     assert_int_equal(v, expect);
 }
 

@@ -20,11 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Once the catch-up rule of issue 31 part 2 is merged (branch catchup), set this to 1: the
-   majority case below then fails instead of skipping when its reads time out. */
-#ifndef CONF_ISSUE31_FIXED
-#define CONF_ISSUE31_FIXED 0
-#endif
 
 #define T 3000 /* the spec's consistency timeout */
 /* The timeout of operations the spec expects to time out: shorter, to keep the suite fast (what
@@ -329,16 +324,6 @@ static void majority_quorum_with_3_nodes_1_unreachable(void **state)
     timeouts += rc == SHOAL_ETIMEOUT;
     if (rc == 0)
         assert_int_equal(v, 155);
-    if (timeouts && !CONF_ISSUE31_FIXED) {
-        for (int i = 0; i < 3; i++)
-            cm_pass(i, (i + 1) % 3);
-        cm_pass(0, 2);
-        print_message("KNOWN FAILURE, skipped (issue 31 part 2, fixed on branch catchup): %d of "
-                      "4 ReadMajority with the third node unreachable timed out; set "
-                      "CONF_ISSUE31_FIXED to 1 after merging catchup\n",
-                      timeouts);
-        skip();
-    }
     assert_int_equal(timeouts, 0);
     /* ReadAll cannot succeed with one node unreachable, and a failed read creates nothing */
     for (int i = 0; i < 2; i++) {
