@@ -351,15 +351,31 @@ proctype env()
 
 /* each replica's catch-up: sync with a peer (full state both ways, repl_synced), done once it
    has synced with NEED peers (repl_catch_up_check) */
+#define ELIG(i, k) ((k) != (i) && TALK(i, k) && !(synced[i] & BIT(k)))
 proctype syncer(byte i)
 {
     byte j, chk_a, chk_m, chk_s, chk_j;
     do
     :: atomic {
         catching[i] && up[i] && member[i] && !cut[i] ->
-        select(j : 0 .. N - 1);
+#if RULE == RULE_AGE
+        /* a peer not synced with yet (repl_catch_up_round asks all at once; any one answers
+           first); choosing only among those keeps weak fairness meaningful */
         if
-        :: j != i && TALK(i, j) && !(synced[i] & BIT(j)) ->
+        :: ELIG(i, 0) -> j = 0
+        :: ELIG(i, 1) -> j = 1
+        :: ELIG(i, 2) -> j = 2
+#if N == 5
+        :: ELIG(i, 3) -> j = 3
+        :: ELIG(i, 4) -> j = 4
+#endif
+        :: else -> j = N
+        fi;
+#else
+        select(j : 0 .. N - 1);
+#endif
+        if
+        :: j != i && j < N && TALK(i, j) && !(synced[i] & BIT(j)) ->
             has[i] = has[i] | has[j];
             has[j] = has[j] | has[i];
             synced[i] = synced[i] | BIT(j);
@@ -369,13 +385,13 @@ proctype syncer(byte i)
             if :: popcount(synced[i]) >= NEED -> catching[i] = 0; synced[i] = 0 :: else fi
 #endif
         :: else
+#if RULE == RULE_AGE
+            /* a timer or a peer's removal: repl_catch_up_check (catch_up_fire, gossip_tick) */
+            check(i)
+#endif
         fi;
         j = 0
        }
-#if RULE == RULE_AGE
-    /* a timer or a peer's removal: repl_catch_up_check (catch_up_fire, gossip_tick) */
-    :: atomic { catching[i] && up[i] -> check(i) }
-#endif
     od
 }
 
