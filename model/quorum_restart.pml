@@ -82,6 +82,11 @@ bit readable;       /* the last read attempt completed */
 #define HELD (has[0] * member[0] | has[1] * member[1] | has[2] * member[2])
 #define NUP (up[0]*!cut[0]*member[0] + up[1]*!cut[1]*member[1] + up[2]*!cut[2]*member[2])
 #endif
+#if N == 5
+#define CSET_MORE | member[3] * BIT(3) | member[4] * BIT(4)
+#else
+#define CSET_MORE
+#endif
 #define MAJ (NMEM / 2 + 1)
 /* repl_catch_up_need */
 #define NEED (NMEM - MAJ + 1)
@@ -297,11 +302,7 @@ proctype env()
             od;
             if :: cnt >= MAJ -> acked = acked | BIT(nw) :: else fi;
 #ifdef A2
-            cset[nw] = member[0] * BIT(0) | member[1] * BIT(1) | member[2] * BIT(2)
-#if N == 5
-                       | member[3] * BIT(3) | member[4] * BIT(4)
-#endif
-            ;
+            cset[nw] = member[0] * BIT(0) | member[1] * BIT(1) | member[2] * BIT(2) CSET_MORE;
 #endif
             nw++
         :: else
