@@ -1,6 +1,6 @@
 /* protocol_switch.pml — model 3 of issue 33: THE PROTOCOL SWITCH (docs/protocol-versions.md).
 
-   K = 3 nodes, each of one build: speaks[i] = its highest protocol version (1: 0.1.x or this
+   K = 3 nodes (-DK=4), each of one build: speaks[i] = its highest protocol version (1: 0.1.x or this
    release's build, 2: a build with protocol 2), chosen at the start. Node 0 founds the cluster;
    the others join through any member (a seed), within a budget of events (joins, crashes).
    Every node has its own view of the member records (status and protocol_max), spread by gossip
@@ -27,11 +27,14 @@
    Safety: no node is sent a V2 message unless it speaks 2 (assertion at the send).
    Liveness (LTL `live`, weak fairness): once the events are over and no node of max 1 is alive,
    every live member's version reaches 2.
-   Known-bad variants: -DNOHS (the guard without the handshake check), -DNOJOIN (Joining members
-   not counted in the version).
+   Known-bad variants: -DNOHS (the guard without the handshake check: safety), -DNOREWRITE (no
+   rewrite of a record a max-1 seed wrote without the field: liveness). -DNOJOIN (Joining members
+   not counted in the version) is still safe: the handshake check alone keeps every send safe.
 */
 
-#define K 3
+#ifndef K
+#define K 3 /* nodes (-DK=4) */
+#endif
 #ifndef EVENTS
 #define EVENTS 4 /* joins and crashes */
 #endif
@@ -190,7 +193,9 @@ proctype node(byte i)
     :: atomic {
         alive[i] && ST(i, i) >= JOINING && ST(i, i) <= UP ->
         if
+#ifndef NOREWRITE
         :: !rewritten[i] && PM(i, i) < speaks[i] -> PM(i, i) = speaks[i]; rewritten[i] = 1
+#endif
         :: else
         fi;
         j = 0;
@@ -222,15 +227,19 @@ init
 {
     byte j, k, m, v;
     atomic {
-        select(j : 1 .. 2); speaks[0] = j;
-        select(j : 1 .. 2); speaks[1] = j;
-        select(j : 1 .. 2); speaks[2] = j;
-        alive[0] = 1; alive[1] = 1; alive[2] = 1;
+        k = 0;
+        do
+        :: k < K -> select(j : 1 .. 2); speaks[k] = j; alive[k] = 1; k++
+        :: else -> break
+        od;
+        k = 0;
+        do :: k < K * K -> pm[k] = 1; k++ :: else -> break od;
         ST(0, 0) = UP; PM(0, 0) = speaks[0]; rewritten[0] = 1;
-        pm[1] = 1; pm[2] = 1; pm[3] = 1; pm[4] = 1; pm[5] = 1; pm[6] = 1; pm[7] = 1; pm[8] = 1;
-        j = 0;
+        j = 0; k = 0;
         update_flags();
         run env();
-        run node(0); run node(1); run node(2)
+        k = 0;
+        do :: k < K -> run node(k); k++ :: else -> break od;
+        k = 0
     }
 }

@@ -185,14 +185,11 @@ inline stops(i)
     if :: member[i] && ((cset[1] >> i) & 1) -> gone[1] = 1; cset[1] = cset[1] & ~BIT(i) :: else fi;
 #endif
 #endif
-#if RULE == RULE_AGE
-    /* the peers' syncs with it no longer count (caught_from holds the old node; repl_synced) */
+    /* the peers' syncs with it no longer count (caught_from holds the old node; repl_synced,
+       and 672634c's repl_catch_up_check counted only caught_from peers still counted) */
     j = 0;
     do :: j < N -> synced[j] = synced[j] & ~BIT(i); j++ :: else -> break od;
     j = 0
-#else
-    skip
-#endif
 }
 
 /* member i becomes Up (again): a new up-number, the youngest (membership's leader) */
@@ -359,9 +356,9 @@ proctype syncer(byte i)
     do
     :: atomic {
         catching[i] && up[i] && member[i] && !cut[i] ->
-#if RULE == RULE_AGE
         /* a peer not synced with yet (repl_catch_up_round asks all at once; any one answers
-           first); choosing only among those keeps weak fairness meaningful */
+           first); choosing only among those keeps weak fairness meaningful (a select of any
+           peer let a fair run pick a useless one for ever: spurious liveness trails) */
         if
         :: ELIG(i, 0) -> j = 0
         :: ELIG(i, 1) -> j = 1
@@ -372,9 +369,6 @@ proctype syncer(byte i)
 #endif
         :: else -> j = N
         fi;
-#else
-        select(j : 0 .. N - 1);
-#endif
         if
         :: j != i && j < N && TALK(i, j) && !(synced[i] & BIT(j)) ->
             has[i] = has[i] | has[j];
@@ -386,9 +380,11 @@ proctype syncer(byte i)
             if :: popcount(synced[i]) >= NEED -> catching[i] = 0; synced[i] = 0 :: else fi
 #endif
         :: else
-#if RULE == RULE_AGE
             /* a timer or a peer's removal: repl_catch_up_check (catch_up_fire, gossip_tick) */
+#if RULE == RULE_AGE
             check(i)
+#else
+            if :: popcount(synced[i]) >= NEED -> catching[i] = 0; synced[i] = 0 :: else fi
 #endif
         fi;
         j = 0
