@@ -427,7 +427,11 @@ init
         do
         :: k < N ->
             up[k] = 1; member[k] = 1;
+#ifdef FORMED
+            catching[k] = 0; /* a bound for N = 5: the founders caught up before anything */
+#else
             catching[k] = FORMS_CATCHING; /* the cluster forms: every gate opens */
+#endif
 #ifdef AGES
             age[k] = k + 1; /* up-numbers in the order they became Up (A1) */
 #endif

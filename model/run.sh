@@ -59,9 +59,10 @@ run owner_no_margin shard_owner.pml fail safety -DAP=1 -DSA=4 -DFM=0 -DFA=5 -DDR
 # 2 no catching up (docs/models.md). -DA2: the fault budget keeps A2 (at most one member of a
 # write's counted set stops counting). LIVE=2: the oldest majority up and connected.
 run quorum3_age_safety quorum_restart.pml pass safety -DN=3 -DRULE=4 -DA2 -DFAULTS=3
-run quorum5_age_safety quorum_restart.pml pass safety -DN=5 -DRULE=4 -DA2 -DFAULTS=2
+# 5 members: -DFORMED (the founders caught up before anything; 3 members check the formation)
+run quorum5_age_safety quorum_restart.pml pass safety -DN=5 -DRULE=4 -DA2 -DFORMED -DFAULTS=2
 run quorum3_age_live_oldest quorum_restart.pml pass live -DN=3 -DRULE=4 -DA2 -DFAULTS=3 -DLIVE=2
-run quorum5_age_live_oldest quorum_restart.pml pass live -DN=5 -DRULE=4 -DA2 -DFAULTS=2 -DLIVE=2
+run quorum5_age_live_oldest quorum_restart.pml pass live -DN=5 -DRULE=4 -DA2 -DFORMED -DFAULTS=2 -DLIVE=2
 # expected to fail: the age rule is NOT live for "any majority up, no empty restart": a restart
 # with its store is a new incarnation, the youngest, which waits for every older member it needs
 # (docs/models.md); it holds once the oldest majority is up (above) or the resolver removes the
@@ -77,4 +78,5 @@ run quorum5_no_catch_up quorum_restart.pml fail safety -DN=5 -DRULE=2 -DFAULTS=3
 run protocol_safety protocol_switch.pml pass safety -DEVENTS=6
 run protocol_live protocol_switch.pml pass live -DEVENTS=6
 run protocol_no_handshake protocol_switch.pml fail safety -DEVENTS=4 -DNOHS
+run protocol_no_rewrite protocol_switch.pml fail live -DEVENTS=4 -DNOREWRITE
 exit $status
