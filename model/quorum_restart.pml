@@ -19,6 +19,16 @@
                 acknowledged); it needs n - majority + 1 synced peers (every majority that could
                 have acknowledged a write it lacks meets them); catching-up replicas answer
                 peers' reads, flagged: their answer is merged but not counted.
+     RULE_AGE   (4) the code now, the age rule: repl_catch_up_done (O = counted peers older by
+                up-number, oldest first; caught up once it synced with p/2 + 1 of every prefix
+                o1..op), repl_catch_up_check, repl_synced (syncs with a peer that stopped
+                counting no longer count), on_read (answers held back while catching up; syncs
+                still answered), repl_start_read (a catching-up reader needs ceil(n/2) answers).
+                Ages are ranks 1..N; every restart and rejoin is a new incarnation, the youngest.
+   -DA2: the fault budget keeps A2 (a restart or removal only while no write whose counted set
+   holds that member has lost one of the set already); the assertion is then the plain one.
+   -DLIVE=2: liveness with the oldest MAJ counted members up and connected (empty restarts
+   allowed). -DFORMED: the founders start caught up (a bound used for N = 5).
    Safety (assertion in read()): every MAJORITY read that completes returns every write
    acknowledged at MAJORITY before it, unless no member's store holds it any more (every holder
    restarted empty: lost for good, which no rule can help; or the holders were removed: the
