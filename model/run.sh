@@ -55,17 +55,28 @@ run() {
 run owner_fence shard_owner.pml pass safety -DAP=1 -DSA=4 -DFM=1 -DMAXCUTS=1
 run owner_no_margin shard_owner.pml fail safety -DAP=1 -DSA=4 -DFM=0 -DFA=5 -DDRM=0 -DMAXCUTS=1
 # model 1: quorum intersection across restarts (2 writes; FAULTS = crash/restart/cut/heal/remove/join
-# events). RULE=1 the rule of 672634c, 2 no catching up, 3 the candidate (docs/models.md).
+# events). RULE=4 the age rule of the code now (repl_catch_up_done), RULE=1 the rule of 672634c,
+# 2 no catching up (docs/models.md). -DA2: the fault budget keeps A2 (at most one member of a
+# write's counted set stops counting). LIVE=2: the oldest majority up and connected.
+run quorum3_age_safety quorum_restart.pml pass safety -DN=3 -DRULE=4 -DA2 -DFAULTS=3
+# 5 members: -DFORMED (the founders caught up before anything; 3 members check the formation)
+run quorum5_age_safety quorum_restart.pml pass safety -DN=5 -DRULE=4 -DA2 -DFORMED -DFAULTS=2
+run quorum3_age_live_oldest quorum_restart.pml pass live -DN=3 -DRULE=4 -DA2 -DFAULTS=3 -DLIVE=2
+run quorum5_age_live_oldest quorum_restart.pml pass live -DN=5 -DRULE=4 -DA2 -DFORMED -DFAULTS=2 -DLIVE=2
+# expected to fail: the age rule is NOT live for "any majority up, no empty restart": a restart
+# with its store is a new incarnation, the youngest, which waits for every older member it needs
+# (docs/models.md); it holds once the oldest majority is up (above) or the resolver removes the
+# crashed one
+run quorum3_age_live_any quorum_restart.pml fail live -DN=3 -DRULE=4 -DA2 -DFAULTS=3 -DLIVE=1
 run quorum3_672634c_safety quorum_restart.pml pass safety -DN=3 -DRULE=1 -DFAULTS=4
+run quorum3_672634c_live_oldest quorum_restart.pml fail live -DN=3 -DRULE=1 -DA2 -DFAULTS=3 -DLIVE=2
 run quorum3_672634c_live quorum_restart.pml fail live -DN=3 -DRULE=1 -DFAULTS=3
 run quorum5_672634c_live quorum_restart.pml fail live -DN=5 -DRULE=1 -DFAULTS=2
 run quorum3_no_catch_up quorum_restart.pml fail safety -DN=3 -DRULE=2 -DFAULTS=3
 run quorum5_no_catch_up quorum_restart.pml fail safety -DN=5 -DRULE=2 -DFAULTS=3
-run quorum3_candidate_safety quorum_restart.pml pass safety -DN=3 -DRULE=3 -DFAULTS=5
-run quorum5_candidate_safety quorum_restart.pml pass safety -DN=5 -DRULE=3 -DFAULTS=3
-run quorum3_candidate_live quorum_restart.pml pass live -DN=3 -DRULE=3 -DFAULTS=4
-run quorum5_candidate_live quorum_restart.pml pass live -DN=5 -DRULE=3 -DFAULTS=2
-# the candidate is not live once a member rejoins and one of its peers goes down (5 faults):
-# the refinement the final rule needs (docs/models.md); passing here means the rule changed
-run quorum3_candidate_join_live quorum_restart.pml fail live -DN=3 -DRULE=3 -DFAULTS=5
+# model 3: the protocol switch (3 nodes of max 1 or 2, EVENTS joins and crashes)
+run protocol_safety protocol_switch.pml pass safety -DEVENTS=6
+run protocol_live protocol_switch.pml pass live -DEVENTS=6
+run protocol_no_handshake protocol_switch.pml fail safety -DEVENTS=4 -DNOHS
+run protocol_no_rewrite protocol_switch.pml fail live -DEVENTS=4 -DNOREWRITE
 exit $status
