@@ -424,6 +424,16 @@ int shoal_listener_bound(shoal_listener_t *l)
     } else {
         l->family = AF_INET; /* unknown: the port alone is compared */
     }
+    /* the address the socket actually took, whatever spelling of the endpoint led there: a
+       listener on "any" takes connections on every interface under an address peers cannot
+       dial (shoal_endpoint_check_bind refuses the spellings it knows before the bind) */
+    if (l->have_addr && (l->family == AF_INET ? l->addr4.s_addr == htonl(INADDR_ANY)
+                                              : shoal_in6_is_any(&l->addr6))) {
+        shoal_error("%s: bound %s, a wildcard address: refused (bind the address peers reach "
+                    "this node at)",
+                    l->who, l->endpoint);
+        return SHOAL_EINVAL;
+    }
     return 0;
 }
 

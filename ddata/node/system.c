@@ -1932,9 +1932,13 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         shoal_error_detail_log("shoal: bound %s but cannot name the node after it", s->endpoint);
         goto fail;
     }
-    if (shoal_listener_bound(sys->guard) != 0) {
-        shoal_error_detail_log("shoal: bound %s but cannot tell its port", s->endpoint);
-        *err = SHOAL_EIO;
+    int brc = shoal_listener_bound(sys->guard);
+    if (brc != 0) {
+        shoal_error_detail_log(brc == SHOAL_EINVAL
+                                   ? "shoal: cannot start a node at %s: it bound %s, a wildcard"
+                                   : "shoal: bound %s but cannot tell its port (%s)",
+                               s->endpoint, bound);
+        *err = brc == SHOAL_EINVAL ? SHOAL_EINVAL : SHOAL_EIO;
         goto fail;
     }
     sys->endpoint = strdup(bound);

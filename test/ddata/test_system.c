@@ -628,6 +628,12 @@ static void test_bind_endpoints_are_checked(void **state)
         "udp://127.0.0.1:0",
         "ipc://",
         "tcp://127.0.0.1:+80",
+        /* issue 36 item 6: v4-mapped "any", and names that resolve to it ("0" is 0.0.0.0 to
+           getaddrinfo, as "0x0" and "0.0" are) */
+        "tcp://[::ffff:0.0.0.0]:0",
+        "tcp://[::FFFF:0:0]:0",
+        "tcp://0:0",
+        "tcp://0x0:0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         shoal_system_settings_t s;
@@ -655,6 +661,24 @@ static void test_bind_endpoints_are_checked(void **state)
     assert_int_equal(shoal_endpoint_check_bind("tcp://localhost:0", false, NULL, 0), 0);
     assert_int_equal(shoal_endpoint_check_bind("tcp://[::1]:65535", false, NULL, 0), 0);
     assert_int_equal(shoal_endpoint_check_bind("ipc:///tmp/shoal-x", false, NULL, 0), 0);
+    /* and the address each socket actually bound: a listener on a wildcard, whatever spelling
+       took it there, is refused */
+    static const char *any_bound[] = {"tcp://0.0.0.0:*", "tcp://[::ffff:0.0.0.0]:*"};
+    for (size_t i = 0; i < sizeof any_bound / sizeof *any_bound; i++) {
+        void *r = zmq_socket(shoal_zmq_context(), ZMQ_ROUTER);
+        int one = 1, zero = 0;
+        zmq_setsockopt(r, ZMQ_IPV6, &one, sizeof one);
+        zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+        int lerr = 0;
+        shoal_listener_t *g = shoal_listener_new(NULL, r, "test", 1 << 20, 1000, &lerr);
+        assert_non_null(g);
+        assert_int_equal(zmq_bind(r, any_bound[i]), 0);
+        if (shoal_listener_bound(g) != SHOAL_EINVAL)
+            print_error("a listener bound at %s was accepted\n", any_bound[i]);
+        assert_int_equal(shoal_listener_bound(g), SHOAL_EINVAL);
+        shoal_listener_destroy(&g);
+        zmq_close(r);
+    }
 
     /* port 0 (an ephemeral port) and a fixed port work, and the node id is what was asked */
     tnode_t a, b;
