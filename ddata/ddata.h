@@ -646,6 +646,15 @@ int shoal_type_register(const shoal_type_t *type);
  * (membership's heartbeat) secure them with shoal_system_secure_socket. Clients
  * (shoal_client_new) use SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW the same way.
  *
+ * PROTECTED MODE (the plain transport, as Redis's). A plain node (no curve_cert) whose bound
+ * address is not loopback refuses to start (SHOAL_EINVAL, the message names CURVE, allow_from and
+ * insecure) unless told who may connect: with allow_from, only connections from those networks
+ * pass the ZeroMQ handshake, on the node's ROUTER and on every socket secured with
+ * shoal_system_secure_socket (the heartbeat's), whatever the bind address, loopback included;
+ * others are refused before Shoal reads a byte from them, counted in auth_refused and logged
+ * (the 1st, 2nd, 4th... refusal). `insecure` keeps the open behaviour. Loopback and ipc binds
+ * need neither. A CURVE node given allow_from applies it on top of the keys.
+ *
  * LISTENERS: MEMORY A STRANGER CAN MAKE A NODE HOLD. Every socket a node binds (this ROUTER,
  * membership's heartbeat ROUTER: shoal_listener_new below; the metrics endpoint) bounds what one
  * connection can make it buffer before anything is trusted, and how many connections it keeps:
@@ -735,6 +744,14 @@ typedef struct {
        to each listener of every other member, a client one: the default, 1024, is a cluster of
        1000 with room for tools. */
     uint32_t max_inbound_connections;
+    /* Networks allowed to connect to every listener of the node (CIDR text: "10.0.0.0/8",
+       "127.0.0.1/32", "fd00::/8"; a bare address is one host), checked at the ZeroMQ handshake
+       by the process's ZAP handler (PROTECTED MODE below). NULL/0: any address. */
+    const char *const *allow_from;
+    size_t n_allow_from;
+    /* A plain node bound to a non-loopback address without allow_from refuses to start unless
+       this is set (PROTECTED MODE below). */
+    bool insecure;
 } shoal_system_settings_t;
 
 void shoal_system_settings_default(shoal_system_settings_t *s);

@@ -285,9 +285,9 @@ static void on_event(shoal_listener_t *l, uint16_t event, uint32_t value)
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         l->st.handshakes_failed++;
         l->st.handshakes_auth++;
-        log_limited(l, R_AUTH, true,
-                    "refused a connection: its CURVE key is not on the allow-list (%" PRIu64
-                    " so far)",
+        log_limited(l, R_AUTH, true, "refused a connection: %s (%" PRIu64 " so far)",
+                    l->curve ? "its CURVE key or its address is not allowed"
+                             : "its address is not in allow-from",
                     l->st.handshakes_auth);
         break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:

@@ -19,7 +19,10 @@
 #include "prop.h"
 #include "transport.h"
 
+#include <arpa/inet.h>
 #include <czmq.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -603,6 +606,97 @@ static void test_failed_handshakes_by_cause(void **state)
     assert_int_equal(st.handshakes_incomplete, 2);
     assert_int_equal(st.handshakes_failed, 3);
     stop(&b);
+}
+
+/* A non-loopback IPv4 address of this machine ("" when it has none). */
+static void first_outside_address(char *out, size_t cap)
+{
+    out[0] = 0;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i && !out[0]; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)(void *)i->ifa_addr;
+            if ((ntohl(a->sin_addr.s_addr) >> 24) != 127)
+                inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap);
+        }
+    freeifaddrs(ifs);
+}
+
+/* Issue 36 item 5, protected mode: a plain node bound off loopback refuses to start unless told
+   who may connect (allow_from) or that anyone may (insecure); with allow_from, a connection from
+   outside the networks is refused at the ZeroMQ handshake (ZAP), one inside gets in. 127.0.0.2
+   is a loopback address Linux answers without configuration, outside 127.0.0.1/32. */
+static void test_protected_mode_plain_transport(void **state)
+{
+    (void)state;
+    char outside[INET_ADDRSTRLEN];
+    first_outside_address(outside, sizeof outside);
+    if (outside[0]) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://%s:0", outside);
+        shoal_system_settings_t s;
+        settings(&s, ep);
+        int err = 0;
+        shoal_system_t *sys = shoal_system_new(&s, &err);
+        if (sys)
+            print_error("a plain node started at %s without allow_from or insecure\n", ep);
+        assert_null(sys);
+        assert_int_equal(err, SHOAL_EINVAL);
+        const char *why = shoal_last_error_detail();
+        assert_non_null(strstr(why, "CURVE"));
+        assert_non_null(strstr(why, "--allow-from"));
+        assert_non_null(strstr(why, "--insecure"));
+        s.insecure = true;
+        sys = shoal_system_new(&s, &err);
+        assert_non_null(sys);
+        shoal_system_destroy(&sys);
+        static const char *const lan[] = {"192.0.2.0/24", "127.0.0.1"};
+        s.insecure = false;
+        s.allow_from = lan;
+        s.n_allow_from = 2;
+        sys = shoal_system_new(&s, &err);
+        assert_non_null(sys);
+        shoal_system_destroy(&sys);
+    } else {
+        print_message("no non-loopback IPv4 address here: the refusal to start is not tried\n");
+    }
+    /* a malformed network is refused at start */
+    static const char *const bad[] = {"10.0.0.0/33"};
+    shoal_system_settings_t s;
+    settings(&s, "tcp://127.0.0.1:0");
+    s.allow_from = bad;
+    s.n_allow_from = 1;
+    int err = 0;
+    assert_null(shoal_system_new(&s, &err));
+    assert_int_equal(err, SHOAL_EINVAL);
+
+    static const char *const only_one[] = {"127.0.0.1/32"};
+    s.allow_from = only_one;
+    tnode_t a, b;
+    start_with(&a, &s);
+    /* from 127.0.0.2: refused at the handshake, counted, nothing reaches the node */
+    char to[96];
+    snprintf(to, sizeof to, "tcp://127.0.0.2:0;%s", shoal_system_endpoint(a.sys) + 6);
+    void *d = zmq_socket(shoal_zmq_context(), ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(d, to), 0);
+    zmq_send(d, "\xa0\x01junk", 6, ZMQ_DONTWAIT);
+    WAIT_STAT(&a, auth_refused, 1);
+    shoal_system_stats_t st = stats_of(&a);
+    assert_int_equal(st.auth_admitted, 0);
+    assert_int_equal(st.frames_in, 0);
+    zmq_close(d);
+    /* from 127.0.0.1: a peer gets in */
+    start(&b);
+    assert_int_equal(shoal_system_call(b.sys, do_connect, (void *)shoal_system_endpoint(a.sys)), 0);
+    want_t w = {&b, 1};
+    assert_true(wait_until(&b, has_ups, &w));
+    assert_true(stats_of(&a).auth_admitted >= 1);
+    stop(&b);
+    stop(&a);
 }
 
 /* Endpoints are checked before libzmq sees them: it binds "tcp://h:99999" on a port of its own
@@ -1455,6 +1549,7 @@ int main(void)
         cmocka_unit_test(test_connections_are_capped),
         cmocka_unit_test(test_failed_handshakes_by_cause),
         cmocka_unit_test(test_bind_endpoints_are_checked),
+        cmocka_unit_test(test_protected_mode_plain_transport),
         cmocka_unit_test(test_restart_is_detected),
         cmocka_unit_test(test_quarantine_drops_frames),
         cmocka_unit_test(test_fault_cut_partitions_both_ways),
