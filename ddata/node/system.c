@@ -1013,6 +1013,8 @@ static void drain_router(shoal_system_t *sys)
             parts++;
         }
         if (ok) {
+            /* past the handshake: counts toward the member cap, not the strangers' (listener.c) */
+            shoal_listener_seen(sys->guard, zmq_msg_get(&body, ZMQ_SRCFD));
             size_t len = zmq_msg_size(&body);
             bytes += len;
             sys->stats.frames_in++;
