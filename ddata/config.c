@@ -148,6 +148,14 @@ static void set_str(void *s, size_t off, const cfg_value_t *v)
     memcpy((char *)s + off, &x, sizeof x);
 }
 
+static void set_allow_from(void *s, size_t off, const cfg_value_t *v)
+{
+    (void)off;
+    shoal_system_settings_t *x = s;
+    x->allow_from = (const char *const *)v->list;
+    x->n_allow_from = v->n;
+}
+
 static void set_durable_keys(void *s, size_t off, const cfg_value_t *v)
 {
     (void)off;
@@ -274,6 +282,12 @@ static const cfg_key_t cfg_keys[] = {
         uint32_t, set_u32, CFG_SHOAL, "1024",
         "Connections each listener of the node (its ROUTER, the heartbeat ROUTER) keeps; one more"
         " is closed at once and counted."),
+    /* Shoal's own: who may connect (ddata.h, PROTECTED MODE) */
+    SYS("allow-from", K_LIST, 0, 0, allow_from, const char *const *, set_allow_from, CFG_SHOAL,
+        NULL,
+        "Networks allowed to connect to the node's listeners (CIDR: 10.0.0.0/8, 192.168.1.7, "
+        "fd00::/8), checked at the handshake. A plain node bound to a non-loopback address "
+        "refuses to start without it (or --insecure)."),
 
     /* Distributed data: shoal/cluster/distributed-data/... -> shoal_replicator_settings_t */
     /* the replicator actor's name: no actors here */

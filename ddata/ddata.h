@@ -646,6 +646,15 @@ int shoal_type_register(const shoal_type_t *type);
  * (membership's heartbeat) secure them with shoal_system_secure_socket. Clients
  * (shoal_client_new) use SHOAL_CURVE_CERT and SHOAL_CURVE_ALLOW the same way.
  *
+ * PROTECTED MODE (the plain transport, as Redis's). A plain node (no curve_cert) whose bound
+ * address is not loopback refuses to start (SHOAL_EINVAL, the message names CURVE, allow_from and
+ * insecure) unless told who may connect: with allow_from, only connections from those networks
+ * pass the ZeroMQ handshake, on the node's ROUTER and on every socket secured with
+ * shoal_system_secure_socket (the heartbeat's), whatever the bind address, loopback included;
+ * others are refused before Shoal reads a byte from them, counted in auth_refused and logged
+ * (the 1st, 2nd, 4th... refusal). `insecure` keeps the open behaviour. Loopback and ipc binds
+ * need neither. A CURVE node given allow_from applies it on top of the keys.
+ *
  * LISTENERS: MEMORY A STRANGER CAN MAKE A NODE HOLD. Every socket a node binds (this ROUTER,
  * membership's heartbeat ROUTER: shoal_listener_new below; the metrics endpoint) bounds what one
  * connection can make it buffer before anything is trusted, and how many connections it keeps:
@@ -656,9 +665,14 @@ int shoal_type_register(const shoal_type_t *type);
  *     check instead of resetting the connection); the heartbeat ROUTER 4 KiB (its largest message
  *     is under 800 bytes).
  *   - Connections: libzmq has no per-socket cap, so the node watches each listener's socket
- *     monitor and closes at once a connection accepted while max_inbound_connections are open
- *     (counted in connections_refused, logged at most once a second). A connection must also
- *     finish the ZeroMQ handshake within libzmq's handshake interval (30 s) or it is dropped.
+ *     monitor. A connection that has not yet sent a message (a stranger that says nothing or
+ *     cannot pass the CURVE / allow_from handshake) is pending: at most
+ *     max(64, max_inbound_connections / 4) of them are kept, the oldest closed first when one
+ *     more arrives, and each must finish the ZeroMQ handshake within 5 s (ZMQ_HANDSHAKE_IVL).
+ *     Only connections that have sent a message count toward max_inbound_connections; one past
+ *     it is closed at once. Both counted in connections_refused (evictions also in the
+ *     listener's `evicted`), logged at most once a second. So strangers cannot take the slots
+ *     of members and clients, and the descriptors they hold stay bounded.
  *   - Kernel socket buffers are the kernel's, not the process's, and are not counted here.
  * WORST CASE, per node, with the defaults (max_frame_bytes 256 KiB, max_inbound_connections
  * 1024), of what connections that have not completed the ZeroMQ handshake can make the process
@@ -678,8 +692,9 @@ int shoal_type_register(const shoal_type_t *type);
  * frames on the node's ROUTER, which the node drains every loop turn; 64 heartbeat messages).
  * One limit libzmq 4.3 does not offer at all: a frame's size is bounded, but not the number of
  * parts of a multipart message, which libzmq keeps until the last part arrives; a peer past the
- * handshake can grow one message without end that way. With CURVE only members on the allow-list
- * get past the handshake; on a plain node (development only) anyone does.
+ * handshake can grow one message without end that way (no bound: it holds what it sends). With
+ * CURVE only members on the allow-list get past the handshake, with allow_from only those
+ * networks (PROTECTED MODE); on a plain node with neither (loopback, or insecure) anyone does.
  *
  * FAULTS. shoal_system_fault replaces the fault set earlier for the same endpoint; a fault for
  * one endpoint overrides the NULL (every peer) fault in the directions it names. `cut` drops
@@ -735,6 +750,14 @@ typedef struct {
        to each listener of every other member, a client one: the default, 1024, is a cluster of
        1000 with room for tools. */
     uint32_t max_inbound_connections;
+    /* Networks allowed to connect to every listener of the node (CIDR text: "10.0.0.0/8",
+       "127.0.0.1/32", "fd00::/8"; a bare address is one host), checked at the ZeroMQ handshake
+       by the process's ZAP handler (PROTECTED MODE below). NULL/0: any address. */
+    const char *const *allow_from;
+    size_t n_allow_from;
+    /* A plain node bound to a non-loopback address without allow_from refuses to start unless
+       this is set (PROTECTED MODE below). */
+    bool insecure;
 } shoal_system_settings_t;
 
 void shoal_system_settings_default(shoal_system_settings_t *s);
@@ -857,7 +880,9 @@ typedef struct shoal_listener shoal_listener_t;
 typedef struct {
     uint64_t accepted; /* connections accepted */
     uint64_t open;     /* connections open now, as the monitor has told */
-    uint64_t refused;  /* closed at once: max_inbound_connections were open */
+    /* closed by the guard: max_inbound_connections connections that had sent a message were
+       open, or too many had sent nothing (evicted below) */
+    uint64_t refused;
     /* connections that ended, for any reason: a peer leaving, a refusal, libzmq resetting one
        that announced a frame over ZMQ_MAXMSGSIZE (its monitor says no more than that it closed) */
     uint64_t closed;
@@ -868,6 +893,9 @@ typedef struct {
        nothing; not counted when the node closed it itself, refusing it) */
     uint64_t handshakes_failed;
     uint64_t handshakes_mismatched, handshakes_auth, handshakes_protocol, handshakes_incomplete;
+    /* of `refused`: connections closed because more than max(64, max_inbound_connections / 4)
+       had sent nothing yet (the oldest goes first) */
+    uint64_t evicted;
 } shoal_listener_stats_t;
 shoal_listener_t *shoal_listener_new(shoal_system_t *sys, void *zmq_sock, const char *what,
                                      int64_t max_msg_bytes, int recv_hwm, int *err);
@@ -877,6 +905,12 @@ int shoal_listener_bound(shoal_listener_t *l);
 void *shoal_listener_socket(shoal_listener_t *l);
 /* Handles the events waiting (a bounded number per call). */
 void shoal_listener_drain(shoal_listener_t *l);
+/* The owner calls it with the descriptor of every message it receives on the guarded socket
+   (zmq_msg_get(msg, ZMQ_SRCFD)): a connection that has sent a message is past the ZMTP handshake
+   (with CURVE or allow_from, authenticated) and counts toward max_inbound_connections; the
+   others (pending) have their own cap, max(64, max_inbound_connections / 4), the oldest closed
+   first, and 5 s to finish the ZMTP handshake (ZMQ_HANDSHAKE_IVL). */
+void shoal_listener_seen(shoal_listener_t *l, int fd);
 void shoal_listener_stats(const shoal_listener_t *l, shoal_listener_stats_t *out);
 /* Stops the monitor and frees the guard; the socket itself stays open. NULL-safe. */
 void shoal_listener_destroy(shoal_listener_t **self_p);

@@ -25,8 +25,13 @@
    next one comes an interval later. 1 s per try, 2 tries. */
 #define RES_RETRANS_S 1
 #define RES_RETRY     2
-/* More contact points than this in one name is not a cluster Shoal forms by DNS. */
-#define MAX_POINTS 256
+/* More contact points than this in one name is not a cluster Shoal forms by DNS: the lowest
+   MAX_POINTS are kept. All the answer's records are collected (up to MAX_COLLECT, more than an
+   8 KiB answer holds) and sorted first, so that every node keeps the same ones whatever order
+   its nameserver answers in (issue 36: cut before sorting, nodes kept different subsets and
+   never agreed on the lowest address). */
+#define MAX_POINTS  256
+#define MAX_COLLECT 4096
 
 typedef enum { FORM_DNS = 1, FORM_SRV = 2 } form_t;
 
@@ -168,14 +173,14 @@ int disc_check_resolver(const char *resolver, char *err, size_t errlen)
  */
 typedef struct {
     const disc_t *d;
-    point_t pts[MAX_POINTS];
+    point_t pts[MAX_COLLECT];
     size_t n;
     char why[200];
 } found_t;
 
 static void add_point(found_t *f, int family, const uint8_t *addr, unsigned port)
 {
-    if (f->n == MAX_POINTS)
+    if (f->n == MAX_COLLECT)
         return;
     point_t *p = &f->pts[f->n++];
     memset(p, 0, sizeof *p);
@@ -297,7 +302,7 @@ static void resolve(disc_t *d, found_t *f)
     for (size_t i = 0; i < f->n; i++)
         if (w == 0 || cmp_point(&f->pts[w - 1], &f->pts[i]) != 0)
             f->pts[w++] = f->pts[i];
-    f->n = w;
+    f->n = w < MAX_POINTS ? w : MAX_POINTS; /* sorted, then cut */
     if (f->n)
         f->why[0] = '\0';
     else if (!f->why[0])

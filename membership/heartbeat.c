@@ -1045,6 +1045,8 @@ static void drain_router(loop_t *l, bool ignore, int64_t now)
         int got;
         if (!recv_parts(l->router, parts, 2, &got))
             return;
+        /* past the handshake: counts toward the member cap, not the strangers' (listener.c) */
+        shoal_listener_seen(l->a->guard, zmq_msg_get(&parts[got > 1 ? 1 : 0], ZMQ_SRCFD));
         if (!ignore) {
             if (got != 2 || zmq_msg_size(&parts[0]) == 0 || zmq_msg_size(&parts[0]) > 255)
                 count_malformed(l, "frame layout");

@@ -98,6 +98,21 @@ def wait_until(cond, deadline_s, step=0.25):
 # ------------------------------------------------------------------------------------------------
 # The network: namespaces + bridge + iptables, or loopback + the transport's fault injection
 # ------------------------------------------------------------------------------------------------
+
+_allow_from_cache = {}
+
+
+def takes_allow_from(prog):
+    """Whether a chaos-node build knows --allow-from (its --help says so)."""
+    if prog not in _allow_from_cache:
+        try:
+            out = subprocess.run([prog, '--help'], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ''
+        _allow_from_cache[prog] = '--allow-from' in out
+    return _allow_from_cache[prog]
+
 class Net:
     def __init__(self, mode, n, bindir):
         self.mode, self.n, self.bindir = mode, n, bindir
@@ -309,9 +324,13 @@ class Nodes:
         if self.skew.get(i) and self.faketime:
             cmd += ['env', 'LD_PRELOAD=' + self.faketime, 'FAKETIME=%+ds' % self.skew[i],
                     'FAKETIME_DONT_FAKE_MONOTONIC=1']
-        cmd += [os.path.join(self.bins.get(i, self.args.bin), 'chaos-node'), '--index', str(i),
-                '--bind', own,
+        prog = os.path.join(self.bins.get(i, self.args.bin), 'chaos-node')
+        cmd += [prog, '--index', str(i), '--bind', own,
                 '--data', self.data(i), '--log', self.logfile(i), '--timing', self.args.timing]
+        if not own.startswith('tcp://127.') and takes_allow_from(prog):
+            # a plain node off loopback refuses to start unless told who may connect (issue 36,
+            # protected mode); builds from before it neither refuse nor know the flag
+            cmd += ['--allow-from', SUBNET + '0/24']
         for s in seeds:
             cmd += ['--seed', s]
         with open(os.path.join(self.out, 'node%d.out' % i), 'ab') as f:

@@ -81,6 +81,62 @@ static inline int cli_help_or_version(int *argc, char **argv, const char *name,
     return -1;
 }
 
+/* The programs that start a node and take --bind also take, anywhere before a "--":
+     --allow-from CIDR  (repeatable) only these networks may connect to the node's listeners,
+                        checked at the ZeroMQ handshake; replaces shoal/remote/artery/allow-from
+     --insecure         a plain node may bind a non-loopback address open to any host
+   (ddata.h, PROTECTED MODE). cli_node_access takes them out of argv; cli_node_access_apply puts
+   them into the settings, after the configuration file's. */
+#define CLI_NODE_ACCESS_USAGE                                                                      \
+    "  --allow-from CIDR  only these networks may connect (repeatable; a plain node bound off\n"   \
+    "                     loopback needs it, CURVE or --insecure)\n"                               \
+    "  --insecure         a plain node off loopback takes connections from any host\n"
+
+#define CLI_ALLOW_FROM_MAX 64
+typedef struct {
+    const char *allow_from[CLI_ALLOW_FROM_MAX];
+    size_t n_allow_from;
+    bool insecure;
+} cli_node_access_t;
+
+/* 0, or 2 (a message on stderr) for --allow-from without a value or past 64 of them. */
+static inline int cli_node_access(int *argc, char **argv, const char *name, cli_node_access_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++) {
+        int take = 0;
+        if (strcmp(argv[i], "--insecure") == 0) {
+            out->insecure = true;
+            take = 1;
+        } else if (strcmp(argv[i], "--allow-from") == 0) {
+            if (i + 1 >= *argc || out->n_allow_from == CLI_ALLOW_FROM_MAX) {
+                fprintf(stderr, "%s: --allow-from takes a network (10.0.0.0/8), at most %d\n", name,
+                        CLI_ALLOW_FROM_MAX);
+                return 2;
+            }
+            out->allow_from[out->n_allow_from++] = argv[i + 1];
+            take = 2;
+        }
+        if (!take)
+            continue;
+        for (int k = i; k + take <= *argc; k++) /* argv[argc] (NULL) moves down too */
+            argv[k] = argv[k + take];
+        *argc -= take;
+        i--;
+    }
+    return 0;
+}
+
+static inline void cli_node_access_apply(const cli_node_access_t *a, shoal_system_settings_t *ss)
+{
+    if (a->n_allow_from) {
+        ss->allow_from = a->allow_from;
+        ss->n_allow_from = a->n_allow_from;
+    }
+    if (a->insecure)
+        ss->insecure = true;
+}
+
 /* A usage error: the usage on stderr; returns 2, the exit code. */
 static inline int cli_usage_error(void (*usage)(FILE *))
 {

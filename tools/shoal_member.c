@@ -66,10 +66,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
             "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
-            "                    [--quiet] [--http-host NAME]... [--http-token-file PATH]\n"
+            "                    [--quiet] [--allow-from CIDR]... [--insecure]\n"
+            "                    [--http-host NAME]... [--http-token-file PATH]\n"
             "                    [--http-token-reads] [--http-tls-cert PATH --http-tls-key PATH]\n"
             "       shoal-member --help | --version\n"
-            "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n");
+            "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n" CLI_NODE_ACCESS_USAGE);
 }
 
 static void sleep_ms(int ms)
@@ -189,6 +190,9 @@ int main(int argc, char **argv)
     int cli = cli_help_or_version(&argc, argv, "shoal-member", usage);
     if (cli >= 0)
         return cli;
+    cli_node_access_t access;
+    if (cli_node_access(&argc, argv, "shoal-member", &access) != 0)
+        return cli_usage_error(usage);
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -323,6 +327,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = 0;
+    cli_node_access_apply(&access, &ss);
     shoal_system_t *sys = shoal_system_new(&ss, &rc);
     if (!sys) {
         fprintf(stderr, "shoal-member: cannot start a node at %s: %s\n", ss.endpoint,

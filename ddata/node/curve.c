@@ -14,6 +14,14 @@
     it changes (checked at most once a second) or on shoal_system_allow_reload: a key removed
     from it is refused from the next connection on.
 
+    NETWORK RULES (--allow-from CIDR, issue 36). The same handler also serves a plain node told
+    which networks may connect: shoal_curve_plain_new registers a domain with no keys, whose
+    server sockets set only ZMQ_ZAP_DOMAIN, so that libzmq asks ZAP about NULL-mechanism
+    connections too (it does so only when the socket has a domain). A connection from an address
+    outside the list is refused at the handshake, before a byte of Shoal's protocol is read; a
+    CURVE node given the list applies it on top of the keys. Refusals are counted with the key
+    refusals (auth_refused) and logged at the 1st, 2nd, 4th, 8th... refusal.
+
     Thread-safety: a shoal_curve_t is read by its node thread, the heartbeat actor and the ZAP
     thread; its list sits behind a mutex, everything else is set before it is shared.
 */
@@ -22,7 +30,9 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -53,6 +63,9 @@ struct shoal_curve {
     atomic_uint_fast64_t admitted;
     atomic_uint_fast64_t no_key; /* connections not made for want of a server key */
     atomic_uint_fast64_t generation; /* loads of the directory */
+    bool plain;                      /* no keys: a NULL-mechanism domain with network rules only */
+    shoal_cidr_t *nets; /* networks allowed to connect (none: any), read under zap_lock */
+    size_t nnets;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -277,6 +290,85 @@ static bool server_key(shoal_curve_t *c, const char *endpoint, uint8_t out[32])
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Networks (CIDR rules)
+ */
+/* An address as ZAP gives it ("127.0.0.2", "::1", "::ffff:10.0.0.1"): IPv4 (v4-mapped included)
+   as AF_INET, else AF_INET6. */
+static bool parse_addr(const char *txt, int *family, uint8_t out[16])
+{
+    struct in6_addr a6;
+    memset(out, 0, 16);
+    if (inet_pton(AF_INET, txt, out) == 1) {
+        *family = AF_INET;
+        return true;
+    }
+    if (inet_pton(AF_INET6, txt, &a6) != 1)
+        return false;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+        *family = AF_INET;
+        memcpy(out, a6.s6_addr + 12, 4);
+        return true;
+    }
+    *family = AF_INET6;
+    memcpy(out, a6.s6_addr, 16);
+    return true;
+}
+
+int shoal_cidr_parse(const char *txt, shoal_cidr_t *out)
+{
+    if (!txt || !out || !txt[0] || strlen(txt) > 64)
+        return SHOAL_EINVAL;
+    char a[72];
+    snprintf(a, sizeof a, "%s", txt);
+    char *slash = strchr(a, '/');
+    long bits = -1;
+    if (slash) {
+        *slash = 0;
+        char *end = NULL;
+        if (!slash[1] || slash[1] < '0' || slash[1] > '9')
+            return SHOAL_EINVAL;
+        bits = strtol(slash + 1, &end, 10);
+        if (*end)
+            return SHOAL_EINVAL;
+    }
+    if (!parse_addr(a, &out->family, out->addr))
+        return SHOAL_EINVAL;
+    long max = out->family == AF_INET ? 32 : 128;
+    if (bits < 0)
+        bits = max;
+    if (bits > max)
+        return SHOAL_EINVAL;
+    out->bits = (unsigned)bits;
+    return 0;
+}
+
+bool shoal_cidr_match(const shoal_cidr_t *net, const char *address)
+{
+    int family;
+    uint8_t a[16];
+    if (!parse_addr(address, &family, a) || family != net->family)
+        return false;
+    unsigned full = net->bits / 8, rest = net->bits % 8;
+    if (memcmp(a, net->addr, full) != 0)
+        return false;
+    if (!rest)
+        return true;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return (a[full] & mask) == (net->addr[full] & mask);
+}
+
+/* Called with zap_lock held. */
+static bool address_allowed(const shoal_curve_t *c, const char *address)
+{
+    if (!c->nnets)
+        return true;
+    for (size_t i = 0; i < c->nnets; i++)
+        if (shoal_cidr_match(&c->nets[i], address))
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The ZAP handler: one thread per process, domains registered by nodes.
  */
 static pthread_mutex_t zap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -338,6 +430,22 @@ static void zap_serve(void *rep)
     if (!c) {
         text = "unknown domain";
         shoal_warning("shoal: ZAP request for unknown domain '%s' from %s: refused", domain, address);
+    } else if (!address_allowed(c, address)) {
+        text = "address not allowed";
+        uint64_t k = atomic_fetch_add(&c->refused, 1) + 1;
+        if ((k & (k - 1)) == 0)
+            shoal_warning("%s: refused a connection from %s: not in the networks of allow-from "
+                          "(%" PRIu64 " refused so far)",
+                          c->who, address, k);
+    } else if (c->plain) {
+        if (strcmp(mech, "NULL") == 0) {
+            status = "200";
+            text = "OK";
+            atomic_fetch_add(&c->admitted, 1);
+        } else {
+            text = "plain transport";
+            atomic_fetch_add(&c->refused, 1);
+        }
     } else if (strcmp(mech, "CURVE") != 0 || n < 7 || zmq_msg_size(&part[6]) != 32) {
         text = "CURVE required";
         uint64_t k = atomic_fetch_add(&c->refused, 1) + 1;
@@ -471,6 +579,48 @@ int shoal_curve_new(const char *who, const char *cert_file, const char *allow_di
     return 0;
 }
 
+int shoal_curve_plain_new(const char *who, shoal_curve_t **out)
+{
+    *out = NULL;
+    shoal_curve_t *c = shoal_calloc(1, sizeof *c);
+    snprintf(c->who, sizeof c->who, "%s", who ? who : "shoal");
+    c->plain = true;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_lock(&zap_lock);
+    int rc = zap_start();
+    if (rc == 0) {
+        snprintf(c->domain, sizeof c->domain, "shoal-%" PRIu64, ++zap_next_domain);
+        SHOAL_GROW(zap_domains, zap_cap, zap_n + 1);
+        zap_domains[zap_n++] = c;
+        c->registered = true;
+    }
+    pthread_mutex_unlock(&zap_lock);
+    if (rc != 0) {
+        shoal_curve_destroy(&c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int shoal_curve_allow_from(shoal_curve_t *c, const char *const *cidrs, size_t n)
+{
+    if (!c || (n && !cidrs))
+        return SHOAL_EINVAL;
+    shoal_cidr_t *nets = n ? shoal_calloc(n, sizeof *nets) : NULL;
+    for (size_t i = 0; i < n; i++)
+        if (shoal_cidr_parse(cidrs[i], &nets[i]) != 0) {
+            free(nets);
+            return SHOAL_EINVAL;
+        }
+    pthread_mutex_lock(&zap_lock);
+    free(c->nets);
+    c->nets = nets;
+    c->nnets = n;
+    pthread_mutex_unlock(&zap_lock);
+    return 0;
+}
+
 void shoal_curve_rename(shoal_curve_t *c, const char *who)
 {
     if (c && who)
@@ -497,6 +647,7 @@ void shoal_curve_destroy(shoal_curve_t **cp)
         pthread_mutex_unlock(&zap_lock);
     }
     list_free(c->allowed, c->nallowed);
+    free(c->nets);
     free(c->allow_dir);
     pthread_mutex_destroy(&c->lock);
     explicit_bzero(c->secret_key, sizeof c->secret_key);
@@ -507,6 +658,9 @@ void shoal_curve_destroy(shoal_curve_t **cp)
 int shoal_curve_server(shoal_curve_t *c, void *sock)
 {
     int one = 1;
+    if (c->plain) /* NULL mechanism: the domain alone makes libzmq ask ZAP */
+        return zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, c->domain, strlen(c->domain)) != 0 ? SHOAL_EIO
+                                                                                       : 0;
     if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->secret_key, 32) != 0 ||
         zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, c->domain, strlen(c->domain)) != 0)

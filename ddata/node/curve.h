@@ -17,6 +17,22 @@ typedef struct shoal_curve shoal_curve_t;
 int shoal_curve_new(const char *who, const char *cert_file, const char *allow_dir, bool server,
                     shoal_curve_t **out);
 void shoal_curve_destroy(shoal_curve_t **c);
+/* A plain node's network rules (PROTECTED MODE, ddata.h): a ZAP domain without keys, admitting
+   NULL-mechanism connections from the networks shoal_curve_allow_from sets. Its server sockets
+   (shoal_curve_server) get only the domain. */
+int shoal_curve_plain_new(const char *who, shoal_curve_t **out);
+/* Only connections from these networks (CIDR text, "10.0.0.0/8", "::1", a bare address is /32 or
+   /128) pass the ZAP handler; n == 0: any address. SHOAL_EINVAL for a malformed rule (the rules
+   in force stay). */
+int shoal_curve_allow_from(shoal_curve_t *c, const char *const *cidrs, size_t n);
+typedef struct {
+    int family; /* AF_INET (v4-mapped IPv6 included) or AF_INET6 */
+    uint8_t addr[16];
+    unsigned bits;
+} shoal_cidr_t;
+int shoal_cidr_parse(const char *txt, shoal_cidr_t *out);
+/* Whether `address` (text, as ZAP gives it) lies in `net`. */
+bool shoal_cidr_match(const shoal_cidr_t *net, const char *address);
 /* The name used in logs (a node learns its id after binding). */
 void shoal_curve_rename(shoal_curve_t *c, const char *who);
 

@@ -55,7 +55,12 @@
 #define PRUNE_MS        1000 /* the descriptor set is re-checked at most this often */
 #define LOG_INTERVAL_MS 1000 /* at most one line per cause per second */
 
-enum { R_REFUSED, R_MISMATCH, R_AUTH, R_PROTOCOL, R_INCOMPLETE, R_COUNT };
+enum { R_REFUSED, R_MISMATCH, R_AUTH, R_PROTOCOL, R_INCOMPLETE, R_EVICTED, R_COUNT };
+
+/* Connections not yet seen to send a message (issue 36): their own cap, and a short ZMTP
+   handshake interval (libzmq's default is 30 s) */
+#define HANDSHAKE_IVL_MS 5000
+#define MIN_PENDING      64
 
 #define EVENTS                                                                                     \
     (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |          \
@@ -78,7 +83,14 @@ struct shoal_listener {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     /* descriptors open on this listener, and those the guard shut down itself (bitsets) */
     uint64_t *open_fds, *refused_fds;
+    /* connections a message came from (shoal_listener_seen): past the ZMTP handshake, so with
+       CURVE or allow-from authenticated; the others are pending */
+    uint64_t *seen_fds;
     size_t words;
+    uint32_t max_pending;
+    uint64_t pending, established; /* open connections not seen / seen (not refused) */
+    int *fifo;                     /* pending descriptors in accept order (a ring, may be stale) */
+    size_t fifo_cap, fifo_head, fifo_len;
     int64_t last_prune_ms;
     bool held; /* a HANDSHAKE_FAILED_NO_DETAIL waiting for its DISCONNECTED */
     shoal_ratelimit_t log_rl[R_COUNT];
@@ -116,8 +128,10 @@ static void fd_room(shoal_listener_t *l, int fd)
         words *= 2;
     l->open_fds = shoal_realloc(l->open_fds, words * sizeof *l->open_fds);
     l->refused_fds = shoal_realloc(l->refused_fds, words * sizeof *l->refused_fds);
+    l->seen_fds = shoal_realloc(l->seen_fds, words * sizeof *l->seen_fds);
     memset(l->open_fds + l->words, 0, (words - l->words) * sizeof *l->open_fds);
     memset(l->refused_fds + l->words, 0, (words - l->words) * sizeof *l->refused_fds);
+    memset(l->seen_fds + l->words, 0, (words - l->words) * sizeof *l->seen_fds);
     l->words = words;
 }
 
@@ -160,18 +174,27 @@ static void prune(shoal_listener_t *l, int64_t now)
     if (now - l->last_prune_ms < PRUNE_MS)
         return;
     l->last_prune_ms = now;
-    uint64_t open = 0;
+    uint64_t open = 0, pending = 0, established = 0;
     for (size_t w = 0; w < l->words; w++)
         for (uint64_t bits = l->open_fds[w]; bits; bits &= bits - 1) {
             int fd = (int)(w * 64 + (size_t)__builtin_ctzll(bits));
-            if (fd_is_ours(l, fd))
+            if (fd_is_ours(l, fd)) {
                 open++;
-            else {
+                if (fd_has(l->refused_fds, l->words, fd))
+                    continue;
+                if (fd_has(l->seen_fds, l->words, fd))
+                    established++;
+                else
+                    pending++;
+            } else {
                 fd_clear(l->open_fds, l->words, fd);
                 fd_clear(l->refused_fds, l->words, fd);
+                fd_clear(l->seen_fds, l->words, fd);
             }
         }
     l->st.open = open;
+    l->pending = pending;
+    l->established = established;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -215,38 +238,108 @@ static void count_incomplete(shoal_listener_t *l)
                 l->st.handshakes_incomplete);
 }
 
+/* Shuts down a connection libzmq has taken already: it sees the peer leave, drops the
+   connection and reports DISCONNECTED, which takes the descriptor out. False when fd is no
+   longer a connection of this listener (its number perhaps reused elsewhere). */
+static bool refuse(shoal_listener_t *l, int fd)
+{
+    if (!fd_is_ours(l, fd) || shutdown(fd, SHUT_RDWR) != 0)
+        return false;
+    fd_put(l->refused_fds, fd);
+    l->st.refused++;
+    return true;
+}
+
+static void fifo_push(shoal_listener_t *l, int fd)
+{
+    if (l->fifo_len == l->fifo_cap) { /* the oldest entry makes room (stale, or evicted next) */
+        l->fifo_head = (l->fifo_head + 1) % l->fifo_cap;
+        l->fifo_len--;
+    }
+    l->fifo[(l->fifo_head + l->fifo_len) % l->fifo_cap] = fd;
+    l->fifo_len++;
+}
+
+/* Closes the oldest connection still pending: strangers that open connections and say nothing
+   (or never get past the handshake) take one another's places, not the members'. */
+static void evict_oldest_pending(shoal_listener_t *l)
+{
+    while (l->fifo_len) {
+        int fd = l->fifo[l->fifo_head];
+        l->fifo_head = (l->fifo_head + 1) % l->fifo_cap;
+        l->fifo_len--;
+        if (!fd_has(l->open_fds, l->words, fd) || fd_has(l->seen_fds, l->words, fd) ||
+            fd_has(l->refused_fds, l->words, fd))
+            continue; /* stale: gone, seen or refused since */
+        if (refuse(l, fd)) {
+            l->pending--;
+            l->st.evicted++;
+            log_limited(l, R_EVICTED, true,
+                        "closed the oldest of %" PRIu64 " connections that have sent nothing "
+                        "(the most it keeps: %" PRIu32 "; %" PRIu64 " closed so far)",
+                        l->pending + 1, l->max_pending, l->st.evicted);
+            return;
+        }
+        /* gone already (its DISCONNECTED is on its way) */
+        fd_clear(l->open_fds, l->words, fd);
+        if (l->st.open)
+            l->st.open--;
+        l->pending--;
+    }
+}
+
 static void on_accepted(shoal_listener_t *l, int fd)
 {
     l->st.accepted++;
     if (fd < 0)
         return;
     fd_room(l, fd);
+    if (fd_has(l->open_fds, l->words, fd) && fd_has(l->seen_fds, l->words, fd) &&
+        !fd_has(l->refused_fds, l->words, fd))
+        return; /* its first message was handled before this event */
     if (!fd_has(l->open_fds, l->words, fd)) {
         fd_put(l->open_fds, fd);
         l->st.open++;
     }
     fd_clear(l->refused_fds, l->words, fd); /* a new connection on a reused number */
-    if (l->st.open <= l->max_conns)
+    fd_clear(l->seen_fds, l->words, fd);
+    l->pending++;
+    fifo_push(l, fd);
+    if (l->pending <= l->max_pending)
         return;
     prune(l, shoal_now_ms());
-    if (l->st.open <= l->max_conns || !fd_has(l->open_fds, l->words, fd))
+    while (l->pending > l->max_pending && l->fifo_len)
+        evict_oldest_pending(l);
+}
+
+void shoal_listener_seen(shoal_listener_t *l, int fd)
+{
+    if (!l || fd < 0)
         return;
-    if (!fd_is_ours(l, fd)) {
-        /* gone already (its DISCONNECTED is on its way), the number perhaps reused elsewhere */
-        fd_clear(l->open_fds, l->words, fd);
-        l->st.open--;
-        return;
+    if (fd_has(l->seen_fds, l->words, fd) || fd_has(l->refused_fds, l->words, fd))
+        return; /* the common case: one bit test per message */
+    fd_room(l, fd);
+    fd_put(l->seen_fds, fd);
+    if (fd_has(l->open_fds, l->words, fd)) {
+        if (l->pending)
+            l->pending--;
+    } else { /* before its ACCEPTED event */
+        fd_put(l->open_fds, fd);
+        l->st.open++;
     }
-    /* libzmq has taken the connection already: shutting the socket down makes it see the peer
-       leave, drop the connection and report DISCONNECTED, which takes the descriptor out */
-    if (shutdown(fd, SHUT_RDWR) != 0)
+    l->established++;
+    if (l->established <= l->max_conns)
         return;
-    fd_put(l->refused_fds, fd);
-    l->st.refused++;
-    log_limited(l, R_REFUSED, true,
-                "refused a connection: %" PRIu64 " are open, the most it takes "
-                "(max_inbound_connections %" PRIu32 "; %" PRIu64 " refused so far)",
-                l->st.open - 1, l->max_conns, l->st.refused);
+    prune(l, shoal_now_ms());
+    if (l->established <= l->max_conns || !fd_has(l->open_fds, l->words, fd))
+        return;
+    if (refuse(l, fd)) {
+        l->established--;
+        log_limited(l, R_REFUSED, true,
+                    "refused a connection: %" PRIu64 " are open, the most it takes "
+                    "(max_inbound_connections %" PRIu32 "; %" PRIu64 " refused so far)",
+                    l->established, l->max_conns, l->st.refused);
+    }
 }
 
 static void on_disconnected(shoal_listener_t *l, int fd)
@@ -260,8 +353,17 @@ static void on_disconnected(shoal_listener_t *l, int fd)
         fd_clear(l->open_fds, l->words, fd);
         if (l->st.open)
             l->st.open--;
+        if (!ours) { /* a refused one left the counts when it was refused */
+            if (fd_has(l->seen_fds, l->words, fd)) {
+                if (l->established)
+                    l->established--;
+            } else if (l->pending) {
+                l->pending--;
+            }
+        }
     }
     fd_clear(l->refused_fds, l->words, fd);
+    fd_clear(l->seen_fds, l->words, fd);
 }
 
 static void on_event(shoal_listener_t *l, uint16_t event, uint32_t value)
@@ -285,9 +387,9 @@ static void on_event(shoal_listener_t *l, uint16_t event, uint32_t value)
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         l->st.handshakes_failed++;
         l->st.handshakes_auth++;
-        log_limited(l, R_AUTH, true,
-                    "refused a connection: its CURVE key is not on the allow-list (%" PRIu64
-                    " so far)",
+        log_limited(l, R_AUTH, true, "refused a connection: %s (%" PRIu64 " so far)",
+                    l->curve ? "its CURVE key or its address is not allowed"
+                             : "its address is not in allow-from",
                     l->st.handshakes_auth);
         break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
@@ -360,13 +462,17 @@ shoal_listener_t *shoal_listener_new(shoal_system_t *sys, void *zmq_sock, const 
     l->sock = zmq_sock;
     l->curve = sys && shoal_system_secure(sys);
     l->max_conns = shoal_system_max_inbound_connections(sys);
+    l->max_pending = l->max_conns / 4 > MIN_PENDING ? l->max_conns / 4 : MIN_PENDING;
+    l->fifo_cap = (size_t)l->max_pending * 4;
+    l->fifo = shoal_calloc(l->fifo_cap, sizeof *l->fifo);
     l->sys = sys;
     snprintf(l->what, sizeof l->what, "%s", what);
     snprintf(l->who, sizeof l->who, "shoal %s", what);
     snprintf(l->endpoint, sizeof l->endpoint, "?");
     l->last_prune_ms = INT64_MIN / 2;
-    int hwm = MONITOR_HWM;
+    int hwm = MONITOR_HWM, ivl = HANDSHAKE_IVL_MS;
     if (zmq_setsockopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes) != 0 ||
+        zmq_setsockopt(zmq_sock, ZMQ_HANDSHAKE_IVL, &ivl, sizeof ivl) != 0 ||
         zmq_setsockopt(zmq_sock, ZMQ_RCVHWM, &recv_hwm, sizeof recv_hwm) != 0 ||
         zmq_socket_monitor(zmq_sock, name, EVENTS) != 0 ||
         !(l->monitor = zmq_socket(shoal_zmq_context(), ZMQ_PAIR)) ||
@@ -424,6 +530,16 @@ int shoal_listener_bound(shoal_listener_t *l)
     } else {
         l->family = AF_INET; /* unknown: the port alone is compared */
     }
+    /* the address the socket actually took, whatever spelling of the endpoint led there: a
+       listener on "any" takes connections on every interface under an address peers cannot
+       dial (shoal_endpoint_check_bind refuses the spellings it knows before the bind) */
+    if (l->have_addr && (l->family == AF_INET ? l->addr4.s_addr == htonl(INADDR_ANY)
+                                              : shoal_in6_is_any(&l->addr6))) {
+        shoal_error("%s: bound %s, a wildcard address: refused (bind the address peers reach "
+                    "this node at)",
+                    l->who, l->endpoint);
+        return SHOAL_EINVAL;
+    }
     return 0;
 }
 
@@ -464,6 +580,8 @@ void shoal_listener_destroy(shoal_listener_t **self_p)
         zmq_close(l->monitor);
     free(l->open_fds);
     free(l->refused_fds);
+    free(l->seen_fds);
+    free(l->fifo);
     free(l);
     *self_p = NULL;
 }

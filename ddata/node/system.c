@@ -27,8 +27,10 @@
 #include "curve.h"
 #include "transport.h"
 
+#include <arpa/inet.h>
 #include <czmq.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <math.h>
@@ -186,6 +188,7 @@ struct shoal_system {
     void *router;
     shoal_listener_t *guard; /* the ROUTER's connections: cap, failed handshakes (listener.c) */
     shoal_curve_t *curve; /* NULL: plain transport */
+    shoal_curve_t *zap_plain; /* a plain node's network rules (allow_from), or NULL */
     const char *hello_user; /* CURVE: the key (Z85) of the connection a HELLO being read came on */
     int wake_fd;
     int64_t max_msg; /* ZMQ_MAXMSGSIZE backstop: max_frame_bytes + MAX_MSG_MARGIN */
@@ -341,6 +344,9 @@ void shoal_system_settings_default(shoal_system_settings_t *s)
     s->curve_cert = getenv("SHOAL_CURVE_CERT");
     s->curve_allow_dir = getenv("SHOAL_CURVE_ALLOW");
     s->max_inbound_connections = SHOAL_MAX_INBOUND_CONNECTIONS;
+    s->allow_from = NULL;
+    s->n_allow_from = 0;
+    s->insecure = false;
 }
 
 static void emit(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
@@ -1007,6 +1013,8 @@ static void drain_router(shoal_system_t *sys)
             parts++;
         }
         if (ok) {
+            /* past the handshake: counts toward the member cap, not the strangers' (listener.c) */
+            shoal_listener_seen(sys->guard, zmq_msg_get(&body, ZMQ_SRCFD));
             size_t len = zmq_msg_size(&body);
             bytes += len;
             sys->stats.frames_in++;
@@ -1851,6 +1859,30 @@ static void common_opts(shoal_system_t *sys, void *sock)
         set_int(sock, ZMQ_IPV6, 1);
 }
 
+/* Whether the address a socket bound (ZMQ_LAST_ENDPOINT) is loopback or a local path: what a
+   plain node may bind without allow_from or insecure (PROTECTED MODE in ddata.h). */
+static bool bound_is_loopback(const char *bound)
+{
+    if (strncmp(bound, "ipc://", 6) == 0)
+        return true;
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    uint16_t port;
+    if (shoal_endpoint_split(bound, host, sizeof host, &port) != 0)
+        return false;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return false;
+}
+
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
 {
     shoal_error_detail_clear();
@@ -1878,28 +1910,53 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
             s->endpoint, has_cert ? "the allow-list" : "the certificate");
         return NULL;
     }
+    if (s->n_allow_from && !s->allow_from) {
+        shoal_error_detail_log("shoal %s: n_allow_from without allow_from", s->endpoint);
+        return NULL;
+    }
+    for (size_t i = 0; i < s->n_allow_from; i++) {
+        shoal_cidr_t net;
+        if (shoal_cidr_parse(s->allow_from[i], &net) != 0) {
+            shoal_error_detail_log("shoal: cannot start a node at %s: allow-from '%s' is not a "
+                                   "network (10.0.0.0/8, 192.168.1.7, fd00::/8)",
+                                   s->endpoint, s->allow_from[i] ? s->allow_from[i] : "(null)");
+            return NULL;
+        }
+    }
     void *ctx = shoal_zmq_context();
     if (!ctx) {
         *err = SHOAL_EIO;
         return NULL;
     }
-    shoal_curve_t *curve = NULL;
+    shoal_curve_t *curve = NULL, *zap_plain = NULL;
     if (has_cert) {
         int rc = shoal_curve_new(s->endpoint, s->curve_cert, s->curve_allow_dir, true, &curve);
         if (rc != 0) {
             *err = rc;
             return NULL;
         }
+    } else if (s->n_allow_from) {
+        int rc = shoal_curve_plain_new(s->endpoint, &zap_plain);
+        if (rc != 0) {
+            *err = rc;
+            return NULL;
+        }
     }
+    if (s->n_allow_from) /* parsed above: cannot fail */
+        shoal_curve_allow_from(curve ? curve : zap_plain, s->allow_from, s->n_allow_from);
     shoal_system_t *sys = shoal_calloc(1, sizeof *sys);
     sys->set = *s;
     sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
     sys->curve = curve;
+    sys->zap_plain = zap_plain;
+    sys->set.allow_from = NULL; /* the caller's strings: not kept */
+    sys->set.n_allow_from = 0;
     sys->max_msg = (int64_t)s->max_frame_bytes + MAX_MSG_MARGIN;
     atomic_init(&sys->protocol, SHOAL_PROTOCOL_MIN);
     atomic_init(&sys->protocol_pin, 0);
     sys->router = zmq_socket(ctx, ZMQ_ROUTER);
-    if (!sys->router || (curve && shoal_curve_server(curve, sys->router) != 0)) {
+    if (!sys->router ||
+        ((curve || zap_plain) && shoal_curve_server(curve ? curve : zap_plain, sys->router) != 0)) {
         shoal_error_detail_log("shoal: cannot make the node's ROUTER at %s: %s", s->endpoint,
                                zmq_strerror(errno));
         *err = SHOAL_EIO;
@@ -1932,9 +1989,24 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         shoal_error_detail_log("shoal: bound %s but cannot name the node after it", s->endpoint);
         goto fail;
     }
-    if (shoal_listener_bound(sys->guard) != 0) {
-        shoal_error_detail_log("shoal: bound %s but cannot tell its port", s->endpoint);
-        *err = SHOAL_EIO;
+    int brc = shoal_listener_bound(sys->guard);
+    if (brc != 0) {
+        shoal_error_detail_log(brc == SHOAL_EINVAL
+                                   ? "shoal: cannot start a node at %s: it bound %s, a wildcard"
+                                   : "shoal: bound %s but cannot tell its port (%s)",
+                               s->endpoint, bound);
+        *err = brc == SHOAL_EINVAL ? SHOAL_EINVAL : SHOAL_EIO;
+        goto fail;
+    }
+    if (!curve && !zap_plain && !s->insecure && !bound_is_loopback(bound)) {
+        shoal_error_detail_log(
+            "shoal: refusing to start a node at %s (bound %s): a plain transport on a "
+            "non-loopback address takes cluster commands (down, leave, move) from any host. "
+            "Use CURVE (curve_cert and curve_allow_dir; shoal-keygen), or name the networks "
+            "that may connect (--allow-from CIDR, shoal/remote/artery/allow-from), or accept "
+            "an open node (--insecure)",
+            s->endpoint, bound);
+        *err = SHOAL_EINVAL;
         goto fail;
     }
     sys->endpoint = strdup(bound);
@@ -1946,6 +2018,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         goto fail;
     }
     shoal_curve_rename(curve, shoal_node_id(sys->self));
+    shoal_curve_rename(zap_plain, shoal_node_id(sys->self));
     pthread_mutex_init(&sys->lock, NULL);
     pthread_mutex_init(&sys->faults_lock, NULL);
     pthread_cond_init(&sys->cond, NULL);
@@ -1980,6 +2053,7 @@ fail:
     if (sys->router)
         zmq_close(sys->router);
     shoal_curve_destroy(&sys->curve);
+    shoal_curve_destroy(&sys->zap_plain);
     free(sys->endpoint);
     free(sys);
     return NULL;
@@ -2032,6 +2106,7 @@ void shoal_system_destroy(shoal_system_t **self_p)
     pthread_cond_destroy(&sys->cond);
     shoal_info("%s: node stopped", shoal_node_id(sys->self));
     shoal_curve_destroy(&sys->curve);
+    shoal_curve_destroy(&sys->zap_plain);
     free(sys->endpoint);
     free(sys);
     *self_p = NULL;
@@ -2523,8 +2598,9 @@ static int do_stats(shoal_system_t *sys, void *arg)
 {
     shoal_system_stats_t *out = arg;
     *out = sys->stats;
-    if (sys->curve)
-        shoal_curve_counts(sys->curve, &out->auth_admitted, &out->auth_refused, &out->allow_keys);
+    if (sys->curve || sys->zap_plain)
+        shoal_curve_counts(sys->curve ? sys->curve : sys->zap_plain, &out->auth_admitted,
+                           &out->auth_refused, &out->allow_keys);
     out->peers = 0;
     for (size_t i = 0; i < sys->npeers; i++)
         if (sys->peers[i]->up)
@@ -2590,7 +2666,7 @@ int shoal_system_secure_socket(shoal_system_t *sys, void *zmq_sock, bool server,
     if (!sys || !zmq_sock || (!server && !peer_node_endpoint))
         return SHOAL_EINVAL;
     if (!sys->curve)
-        return 0;
+        return server && sys->zap_plain ? shoal_curve_server(sys->zap_plain, zmq_sock) : 0;
     return server ? shoal_curve_server(sys->curve, zmq_sock)
                   : shoal_curve_client(sys->curve, zmq_sock, peer_node_endpoint);
 }

@@ -8,8 +8,10 @@
 #include "transport.pb-c.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Varints
@@ -477,6 +479,24 @@ int shoal_endpoint_split(const char *endpoint, char *host, size_t host_cap, uint
     return 0;
 }
 
+bool shoal_in6_is_any(const struct in6_addr *a)
+{
+    /* "::", and "::ffff:0.0.0.0", which a dual-stack socket binds as 0.0.0.0 */
+    static const uint8_t mapped_any[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
+    return IN6_IS_ADDR_UNSPECIFIED(a) || memcmp(a->s6_addr, mapped_any, 16) == 0;
+}
+
+bool shoal_sockaddr_is_any(const struct sockaddr *sa)
+{
+    if (!sa)
+        return false;
+    if (sa->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (sa->sa_family == AF_INET6)
+        return shoal_in6_is_any(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+    return false;
+}
+
 int shoal_endpoint_check_bind(const char *endpoint, bool star_port, char *why, size_t why_len)
 {
     char dummy[1];
@@ -543,9 +563,21 @@ int shoal_endpoint_check_bind(const char *endpoint, bool star_port, char *why, s
     }
     struct in_addr a4;
     struct in6_addr a6;
-    bool any = strcmp(lit, "*") == 0 ||
-               (inet_pton(AF_INET, lit, &a4) == 1 && a4.s_addr == htonl(INADDR_ANY)) ||
-               (inet_pton(AF_INET6, lit, &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6));
+    bool any = strcmp(lit, "*") == 0;
+    if (!any && inet_pton(AF_INET, lit, &a4) == 1)
+        any = a4.s_addr == htonl(INADDR_ANY);
+    else if (!any && inet_pton(AF_INET6, lit, &a6) == 1)
+        any = shoal_in6_is_any(&a6);
+    else if (!any) {
+        /* a name: "0", "0x0" or a hosts entry resolve to "any" too (getaddrinfo reads numbers
+           as inet_aton does); one that does not resolve is libzmq's to refuse */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(lit, NULL, &hints, &res) == 0) {
+            for (struct addrinfo *ai = res; ai && !any; ai = ai->ai_next)
+                any = shoal_sockaddr_is_any(ai->ai_addr);
+            freeaddrinfo(res);
+        }
+    }
     if (any) {
         snprintf(why, why_len,
                  "host '%s' is a wildcard: peers cannot dial it (a node id and a heartbeat "

@@ -226,5 +226,12 @@ int shoal_endpoint_split(const char *endpoint, char *host, size_t host_cap, uint
    the same host unless one side is a wildcard or a name rather than an address (a node cannot
    resolve names without blocking, and "localhost" reaching 127.0.0.1 is not an error). */
 bool shoal_endpoint_matches(const char *self_endpoint, const char *to);
+/* True for the unspecified address in any spelling a socket accepts: 0.0.0.0, :: and the
+   v4-mapped ::ffff:0.0.0.0 (a dual-stack socket binds it as 0.0.0.0). Used on what a bind
+   endpoint names and on what each socket actually bound (ZMQ_LAST_ENDPOINT). */
+struct in6_addr;
+struct sockaddr;
+bool shoal_in6_is_any(const struct in6_addr *a);
+bool shoal_sockaddr_is_any(const struct sockaddr *sa);
 
 #endif

@@ -81,12 +81,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR\n"
                "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N]\n"
-               "                    [--http [HOST:]PORT] [--fast]\n"
+               "                    [--http [HOST:]PORT] [--fast] [--allow-from CIDR]... [--insecure]\n"
                "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
                "       kvstore get PORT [KEY] [local|majority|all|N]\n"
                "       kvstore del PORT KEY [local|majority|all|N]\n"
                "       kvstore watch PORT [SECONDS]\n"
-               "       kvstore --help | --version\n");
+               "       kvstore --help | --version\n" CLI_NODE_ACCESS_USAGE);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -106,6 +106,8 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
     (void)sys;
     return shoal_cluster_on_up(arg, on_up, NULL) < 0 ? SHOAL_EINVAL : 0;
 }
+
+static cli_node_access_t node_access; /* --allow-from, --insecure (cli.h) */
 
 static bool is_endpoint(const char *s)
 {
@@ -222,6 +224,7 @@ static int run_node(int argc, char **argv)
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
     ss.endpoint = bind;
+    cli_node_access_apply(&node_access, &ss);
     int rc = 0;
     shoal_system_t *sys = shoal_system_new(&ss, &rc);
     if (!sys) {
@@ -601,6 +604,8 @@ int main(int argc, char **argv)
     int cli = cli_help_or_version(&argc, argv, "kvstore", usage);
     if (cli >= 0)
         return cli;
+    if (cli_node_access(&argc, argv, "kvstore", &node_access) != 0)
+        return cli_usage_error(usage);
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

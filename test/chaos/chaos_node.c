@@ -467,8 +467,8 @@ static void usage(FILE *f)
                "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
                "[--timing fast|generous|default] [--shards N] "
                "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT] "
-               "[--protocol-version N]\n"
-               "       chaos-node --help | --version\n");
+               "[--protocol-version N] [--allow-from CIDR]... [--insecure]\n"
+               "       chaos-node --help | --version\n" CLI_NODE_ACCESS_USAGE);
 }
 
 int main(int argc, char **argv)
@@ -482,6 +482,9 @@ int main(int argc, char **argv)
     int cli = cli_help_or_version(&argc, argv, "chaos-node", usage);
     if (cli >= 0)
         return cli;
+    cli_node_access_t access;
+    if (cli_node_access(&argc, argv, "chaos-node", &access) != 0)
+        return cli_usage_error(usage);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -553,6 +556,7 @@ int main(int argc, char **argv)
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
     ss.endpoint = bind;
+    cli_node_access_apply(&access, &ss);
     int rc = 0;
     shoal_system_t *sys = shoal_system_new(&ss, &rc);
     if (!sys) {

@@ -183,3 +183,69 @@ void thostile_huge_frame(const char *endpoint, size_t stream, int deadline_ms, t
         out->rss_growth = g;
     close(fd);
 }
+
+void thostile_endless_multipart(const char *endpoint, const char *source, size_t part,
+                                size_t stream, int deadline_ms, thostile_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t deadline = now_ms() + deadline_ms;
+    long rss0 = thostile_rss();
+    struct sockaddr_in sa;
+    if (!parse(endpoint, &sa) || part == 0 || part > 65536)
+        return;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return;
+    if (source) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        if (inet_pton(AF_INET, source, &from.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&from, sizeof from) != 0) {
+            close(fd);
+            return;
+        }
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    out->connected = true;
+    uint8_t g[64];
+    greeting(g, "NULL");
+    /* READY: a short command (flags 0x04), "\5READY", Socket-Type = DEALER */
+    static const uint8_t ready[] = {0x04, 28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
+                                    'o',  'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
+                                    0,    0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
+    /* one part: flags 0x03 (MORE, a long frame: 8-byte size), then the body */
+    static uint8_t frame[9 + 65536];
+    frame[0] = 0x03;
+    for (int i = 0; i < 8; i++)
+        frame[1 + i] = (uint8_t)((uint64_t)part >> (56 - 8 * i));
+    memset(frame + 9, 'x', part);
+    bool ok = send_all(fd, g, sizeof g, deadline) && send_all(fd, ready, sizeof ready, deadline);
+    size_t off = 0, flen = 9 + part;
+    while (ok && out->sent < stream && now_ms() < deadline) {
+        if (drained_to_close(fd)) {
+            out->closed = true;
+            break;
+        }
+        ssize_t n = send(fd, frame + off, flen - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            out->sent += (size_t)n;
+            off = (off + (size_t)n) % flen;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            out->closed = true; /* reset */
+            break;
+        } else {
+            struct pollfd pf = {fd, POLLOUT | POLLIN, 0};
+            poll(&pf, 1, 50);
+        }
+        long gr = thostile_rss() - rss0;
+        if (gr > out->rss_growth)
+            out->rss_growth = gr;
+    }
+    long gr = thostile_rss() - rss0;
+    if (gr > out->rss_growth)
+        out->rss_growth = gr;
+    close(fd);
+}

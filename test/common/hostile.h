@@ -25,6 +25,14 @@ typedef struct {
    Closes its end before returning. */
 void thostile_huge_frame(const char *endpoint, size_t stream, int deadline_ms, thostile_t *out);
 
+/* Connects to `endpoint` from `source` (an address of this machine, e.g. "127.0.0.2"; NULL: the
+   kernel's choice), speaks ZMTP 3.0 as a NULL-mechanism DEALER (greeting, READY) and sends one
+   multipart message of `part`-byte parts that never ends (each part says MORE), up to `stream`
+   bytes, until the listener closes the connection or deadline_ms pass, sampling this process's
+   RSS (the node's, when it runs here). Closes its end before returning. */
+void thostile_endless_multipart(const char *endpoint, const char *source, size_t part,
+                                size_t stream, int deadline_ms, thostile_t *out);
+
 /* A raw connection to `endpoint` that sends a ZMTP 3.0 greeting asking for `mechanism` ("NULL",
    "CURVE", ...; NULL: sends nothing at all). The descriptor, or -1. */
 int thostile_open(const char *endpoint, const char *mechanism);

@@ -17,7 +17,13 @@
 
 #include "ddata.h"
 
+#include <arpa/inet.h>
 #include <czmq.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +207,134 @@ static void connect_to(tnode_t *t, tnode_t *server)
 {
     assert_int_equal(
         shoal_system_call(t->sys, do_connect, (void *)shoal_system_endpoint(server->sys)), 0);
+}
+
+/* Issue 36 item 1: strangers must not take the connection slots. A child process opens silent
+   TCP connections to a CURVE node's port as fast as it can (no ZMTP greeting, no key), keeping
+   FLOOD_CONNS of them open and replacing the oldest, while a client whose key is on the
+   allow-list connects and asks 3 times: it must get in 3 of 3, and this process (the node's)
+   must stay far under 1,024 descriptors (FD_SETSIZE: what select() users such as
+   libmicrohttpd can take). Before the fix every silent connection counted toward
+   max_inbound_connections, so the client was refused and the node held 1,024 of them. */
+#define FLOOD_CONNS 1100
+
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 2;
+}
+
+/* The attacker: runs until `stop_fd` is readable (or closed), writes "<opened> <ms>" to out_fd. */
+static void flood(int port, int stop_fd, int out_fd)
+{
+    static int socks[FLOOD_CONNS];
+    for (int i = 0; i < FLOOD_CONNS; i++)
+        socks[i] = -1;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int64_t t0 = shoal_now_ms();
+    uint64_t opened = 0;
+    for (size_t slot = 0;; slot = (slot + 1) % FLOOD_CONNS) {
+        struct pollfd p = {stop_fd, POLLIN, 0};
+        if ((opened % 64) == 0 && poll(&p, 1, 0) > 0)
+            break;
+        if (socks[slot] >= 0)
+            close(socks[slot]);
+        socks[slot] = socket(AF_INET, SOCK_STREAM, 0);
+        if (socks[slot] < 0 || connect(socks[slot], (struct sockaddr *)&to, sizeof to) != 0) {
+            if (socks[slot] >= 0)
+                close(socks[slot]);
+            socks[slot] = -1;
+            continue;
+        }
+        if (++opened == FLOOD_CONNS && write(out_fd, "R", 1) != 1) /* all are open */
+            _exit(1);
+    }
+    char line[64];
+    int n = snprintf(line, sizeof line, "%" PRIu64 " %" PRId64, opened, shoal_now_ms() - t0);
+    if (write(out_fd, line, (size_t)n) < 0)
+        _exit(1);
+    _exit(0);
+}
+
+static void test_silent_connections_do_not_take_the_slots(void **state)
+{
+    (void)state;
+    key_t_ a, cl;
+    make_key(&a, "flood-node");
+    make_key(&cl, "flood-client");
+    char allow[300], cdir[300];
+    snprintf(allow, sizeof allow, "%s/allow-flood", root);
+    snprintf(cdir, sizeof cdir, "%s/client-flood", root);
+    make_allow(allow, (key_t_ *[]){&a, &cl, NULL});
+    mkdir(cdir, 0700);
+    tnode_t na;
+    start(&na, &a, allow);
+    const char *ep = shoal_system_endpoint(na.sys);
+    put_cert_with_endpoint(cdir, &a, ep);
+    int port = atoi(strrchr(ep, ':') + 1);
+
+    int stop_pipe[2], out_pipe[2];
+    assert_int_equal(pipe(stop_pipe), 0);
+    assert_int_equal(pipe(out_pipe), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(stop_pipe[1]);
+        close(out_pipe[0]);
+        flood(port, stop_pipe[0], out_pipe[1]);
+    }
+    close(stop_pipe[0]);
+    close(out_pipe[1]);
+    /* the clients try once the attacker holds FLOOD_CONNS connections (more than
+       max_inbound_connections), and it goes on opening more meanwhile */
+    struct pollfd ready = {out_pipe[0], POLLIN, 0};
+    assert_int_equal(poll(&ready, 1, 60000), 1);
+    char r = 0;
+    assert_int_equal(read(out_pipe[0], &r, 1), 1);
+    assert_int_equal(r, 'R');
+    int got_in = 0, max_fds = 0;
+    for (int i = 0; i < 3; i++) {
+        int err = 0;
+        shoal_client_t *c = shoal_client_new_curve(ep, 5000, cl.cert, cdir, &err);
+        shoal_buf_t reply = {0};
+        uint16_t rk = 0;
+        if (c && shoal_client_request(c, KIND_PING, "hi", 2, &rk, &reply, 5000) == 0 &&
+            reply.len == 2)
+            got_in++;
+        shoal_buf_free(&reply);
+        shoal_client_destroy(&c);
+        int fds = count_fds();
+        if (fds > max_fds)
+            max_fds = fds;
+    }
+    assert_int_equal(write(stop_pipe[1], "x", 1), 1);
+    char line[64] = "";
+    ssize_t n = read(out_pipe[0], line, sizeof line - 1);
+    line[n > 0 ? n : 0] = 0;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(stop_pipe[1]);
+    close(out_pipe[0]);
+    unsigned long long opened = 0;
+    long long ms = 1;
+    sscanf(line, "%llu %lld", &opened, &ms);
+    shoal_system_stats_t st = stats(&na);
+    print_message("flood: %llu silent connections in %lld ms (%.0f/s); allow-listed client got "
+                  "in %d of 3; at most %d descriptors open in the node's process; "
+                  "connections refused or evicted %" PRIu64 "\n",
+                  opened, ms, ms > 0 ? opened * 1000.0 / (double)ms : 0.0, got_in, max_fds,
+                  st.connections_refused);
+    assert_true(opened >= FLOOD_CONNS);
+    assert_int_equal(got_in, 3);
+    assert_true(max_fds < 1024);
+    stop(&na);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -562,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_two_nodes_in_one_process_keep_their_lists),
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_captured_traffic_shows_no_plaintext),
+        cmocka_unit_test(test_silent_connections_do_not_take_the_slots),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

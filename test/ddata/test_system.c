@@ -19,7 +19,10 @@
 #include "prop.h"
 #include "transport.h"
 
+#include <arpa/inet.h>
 #include <czmq.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -530,6 +533,22 @@ static int open_at_most(shoal_system_t *sys, void *arg)
 /* libzmq has no cap on a listener's connections: the node closes at once one accepted while
    max_inbound_connections are open, counts and logs it, and takes connections again once some
    have gone. A refusal is not counted as an incomplete handshake. */
+/* A DEALER that connects and sends one frame (the node drops it as malformed): a connection
+   past the ZMTP handshake, which counts toward max_inbound_connections. No reconnection. */
+static void *talker(const char *ep)
+{
+    void *d = zmq_socket(shoal_zmq_context(), ZMQ_DEALER);
+    int zero = 0, never = -1;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_RECONNECT_IVL, &never, sizeof never);
+    assert_int_equal(zmq_connect(d, ep), 0);
+    assert_int_equal(zmq_send(d, "x", 1, 0), 1);
+    return d;
+}
+
+/* max_inbound_connections counts connections that have sent a message; those that have not
+   (issue 36: strangers that say nothing) have their own cap, max(64, max/4), the oldest closed
+   first, and never take a member's slot. */
 static void test_connections_are_capped(void **state)
 {
     (void)state;
@@ -539,41 +558,39 @@ static void test_connections_are_capped(void **state)
     s.max_inbound_connections = 3;
     start_with(&b, &s);
     const char *ep = shoal_system_endpoint(b.sys);
-    int fds[6];
+    void *d[6];
     for (int i = 0; i < 3; i++) {
-        fds[i] = thostile_open(ep, "NULL");
-        assert_true(fds[i] >= 0);
-        WAIT_STAT(&b, connections_open, (uint64_t)i + 1);
+        d[i] = talker(ep);
+        WAIT_STAT(&b, dropped_malformed, (uint64_t)i + 1);
     }
-    for (int i = 3; i < 6; i++) {
-        fds[i] = thostile_open(ep, "NULL");
-        assert_true(fds[i] >= 0);
-    }
-    WAIT_STAT(&b, connections_refused, 3);
     for (int i = 3; i < 6; i++)
-        assert_true(thostile_wait_closed(fds[i], DEADLINE_MS));
+        d[i] = talker(ep);
+    WAIT_STAT(&b, connections_refused, 3);
     uint64_t three = 3;
     assert_true(wait_until(&b, open_at_most, &three));
-    for (int i = 0; i < 3; i++)
-        assert_false(thostile_wait_closed(fds[i], 0)); /* the first three stay */
     shoal_system_stats_t st = stats_of(&b);
     assert_int_equal(st.connections_refused, 3);
-    assert_int_equal(st.handshakes_incomplete, 0);
-    /* two leave: two come in */
-    close(fds[0]);
-    close(fds[1]);
-    uint64_t one = 1;
-    assert_true(wait_until(&b, open_at_most, &one));
-    fds[0] = thostile_open(ep, "NULL");
-    fds[1] = thostile_open(ep, "NULL");
-    WAIT_STAT(&b, connections_open, 3);
-    assert_int_equal(stats_of(&b).connections_refused, 3);
-    for (int i = 0; i < 3; i++) {
-        assert_false(thostile_wait_closed(fds[i], 0));
-        close(fds[i]);
+    /* silent connections: 70 of them, past the pending cap (64): the oldest 6 are closed, and
+       none counts against the 3 members, who stay */
+    int fds[70];
+    for (int i = 0; i < 70; i++) {
+        fds[i] = thostile_open(ep, "NULL");
+        assert_true(fds[i] >= 0);
     }
-    for (int i = 3; i < 6; i++)
+    WAIT_STAT(&b, connections_refused, 3 + 6);
+    for (int i = 0; i < 6; i++)
+        assert_true(thostile_wait_closed(fds[i], DEADLINE_MS));
+    for (int i = 6; i < 70; i++)
+        assert_false(thostile_wait_closed(fds[i], 0));
+    assert_int_equal(stats_of(&b).connections_refused, 3 + 6);
+    /* a member's connection still works: one more frame from the first talker arrives */
+    uint64_t before = stats_of(&b).dropped_malformed;
+    assert_int_equal(zmq_send(d[0], "y", 1, 0), 1);
+    WAIT_STAT(&b, dropped_malformed, before + 1);
+    for (int i = 0; i < 70; i++)
         close(fds[i]);
+    for (int i = 0; i < 6; i++)
+        zmq_close(d[i]);
     stop(&b);
 }
 
@@ -605,6 +622,130 @@ static void test_failed_handshakes_by_cause(void **state)
     stop(&b);
 }
 
+/* A non-loopback IPv4 address of this machine ("" when it has none). */
+static void first_outside_address(char *out, size_t cap)
+{
+    out[0] = 0;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i && !out[0]; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)(void *)i->ifa_addr;
+            if ((ntohl(a->sin_addr.s_addr) >> 24) != 127)
+                inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap);
+        }
+    freeifaddrs(ifs);
+}
+
+/* Issue 36 item 5, protected mode: a plain node bound off loopback refuses to start unless told
+   who may connect (allow_from) or that anyone may (insecure); with allow_from, a connection from
+   outside the networks is refused at the ZeroMQ handshake (ZAP), one inside gets in. 127.0.0.2
+   is a loopback address Linux answers without configuration, outside 127.0.0.1/32. */
+static void test_protected_mode_plain_transport(void **state)
+{
+    (void)state;
+    char outside[INET_ADDRSTRLEN];
+    first_outside_address(outside, sizeof outside);
+    if (outside[0]) {
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://%s:0", outside);
+        shoal_system_settings_t s;
+        settings(&s, ep);
+        int err = 0;
+        shoal_system_t *sys = shoal_system_new(&s, &err);
+        if (sys)
+            print_error("a plain node started at %s without allow_from or insecure\n", ep);
+        assert_null(sys);
+        assert_int_equal(err, SHOAL_EINVAL);
+        const char *why = shoal_last_error_detail();
+        assert_non_null(strstr(why, "CURVE"));
+        assert_non_null(strstr(why, "--allow-from"));
+        assert_non_null(strstr(why, "--insecure"));
+        s.insecure = true;
+        sys = shoal_system_new(&s, &err);
+        assert_non_null(sys);
+        shoal_system_destroy(&sys);
+        static const char *const lan[] = {"192.0.2.0/24", "127.0.0.1"};
+        s.insecure = false;
+        s.allow_from = lan;
+        s.n_allow_from = 2;
+        sys = shoal_system_new(&s, &err);
+        assert_non_null(sys);
+        shoal_system_destroy(&sys);
+    } else {
+        print_message("no non-loopback IPv4 address here: the refusal to start is not tried\n");
+    }
+    /* a malformed network is refused at start */
+    static const char *const bad[] = {"10.0.0.0/33"};
+    shoal_system_settings_t s;
+    settings(&s, "tcp://127.0.0.1:0");
+    s.allow_from = bad;
+    s.n_allow_from = 1;
+    int err = 0;
+    assert_null(shoal_system_new(&s, &err));
+    assert_int_equal(err, SHOAL_EINVAL);
+
+    static const char *const only_one[] = {"127.0.0.1/32"};
+    s.allow_from = only_one;
+    tnode_t a, b;
+    start_with(&a, &s);
+    /* from 127.0.0.2: refused at the handshake, counted, nothing reaches the node */
+    char to[96];
+    snprintf(to, sizeof to, "tcp://127.0.0.2:0;%s", shoal_system_endpoint(a.sys) + 6);
+    void *d = zmq_socket(shoal_zmq_context(), ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(d, to), 0);
+    zmq_send(d, "\xa0\x01junk", 6, ZMQ_DONTWAIT);
+    WAIT_STAT(&a, auth_refused, 1);
+    shoal_system_stats_t st = stats_of(&a);
+    assert_int_equal(st.auth_admitted, 0);
+    assert_int_equal(st.frames_in, 0);
+    zmq_close(d);
+    /* from 127.0.0.1: a peer gets in */
+    start(&b);
+    assert_int_equal(shoal_system_call(b.sys, do_connect, (void *)shoal_system_endpoint(a.sys)), 0);
+    want_t w = {&b, 1};
+    assert_true(wait_until(&b, has_ups, &w));
+    assert_true(stats_of(&a).auth_admitted >= 1);
+    stop(&b);
+    stop(&a);
+}
+
+/* Issue 36 item 2: one connection from a host outside allow_from that sends a multipart message
+   of 4,000-byte parts without end costs the node at most 64 MB: it is refused at the handshake
+   (before libzmq reads a part). SHOAL_TEST_MULTIPART_ALLOWED=1 also measures the same attack
+   from an allowed address (the worst case docs/security.md states), off by default: it grows. */
+static void test_endless_multipart_from_outside_costs_little(void **state)
+{
+    (void)state;
+    static const char *const only_one[] = {"127.0.0.1/32"};
+    shoal_system_settings_t s;
+    settings(&s, "tcp://127.0.0.1:0");
+    s.allow_from = only_one;
+    s.n_allow_from = 1;
+    const char *allowed_too = getenv("SHOAL_TEST_MULTIPART_ALLOWED");
+    if (allowed_too && allowed_too[0] == '1')
+        s.n_allow_from = 0; /* nobody refused: the attack as it was on 672634c */
+    tnode_t a;
+    start_with(&a, &s);
+    thostile_t h;
+    size_t budget = (size_t)256 << 20;
+    thostile_endless_multipart(shoal_system_endpoint(a.sys), "127.0.0.2", 4000, budget, 10000, &h);
+    print_message("endless multipart from 127.0.0.2 (%s): %zu bytes taken by the kernel, "
+                  "closed %d, RSS growth %ld bytes\n",
+                  s.n_allow_from ? "outside allow-from" : "no allow-from", h.sent, h.closed,
+                  h.rss_growth);
+    assert_true(h.connected);
+    assert_true(h.rss_growth < 64L << 20);
+    if (s.n_allow_from) {
+        assert_true(h.closed);
+        WAIT_STAT(&a, auth_refused, 1);
+    }
+    stop(&a);
+}
+
 /* Endpoints are checked before libzmq sees them: it binds "tcp://h:99999" on a port of its own
    and ":-1" on 65535, and a wildcard host under a node id no peer can dial. */
 static void test_bind_endpoints_are_checked(void **state)
@@ -628,6 +769,12 @@ static void test_bind_endpoints_are_checked(void **state)
         "udp://127.0.0.1:0",
         "ipc://",
         "tcp://127.0.0.1:+80",
+        /* issue 36 item 6: v4-mapped "any", and names that resolve to it ("0" is 0.0.0.0 to
+           getaddrinfo, as "0x0" and "0.0" are) */
+        "tcp://[::ffff:0.0.0.0]:0",
+        "tcp://[::FFFF:0:0]:0",
+        "tcp://0:0",
+        "tcp://0x0:0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         shoal_system_settings_t s;
@@ -655,6 +802,24 @@ static void test_bind_endpoints_are_checked(void **state)
     assert_int_equal(shoal_endpoint_check_bind("tcp://localhost:0", false, NULL, 0), 0);
     assert_int_equal(shoal_endpoint_check_bind("tcp://[::1]:65535", false, NULL, 0), 0);
     assert_int_equal(shoal_endpoint_check_bind("ipc:///tmp/shoal-x", false, NULL, 0), 0);
+    /* and the address each socket actually bound: a listener on a wildcard, whatever spelling
+       took it there, is refused */
+    static const char *any_bound[] = {"tcp://0.0.0.0:*", "tcp://[::ffff:0.0.0.0]:*"};
+    for (size_t i = 0; i < sizeof any_bound / sizeof *any_bound; i++) {
+        void *r = zmq_socket(shoal_zmq_context(), ZMQ_ROUTER);
+        int one = 1, zero = 0;
+        zmq_setsockopt(r, ZMQ_IPV6, &one, sizeof one);
+        zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+        int lerr = 0;
+        shoal_listener_t *g = shoal_listener_new(NULL, r, "test", 1 << 20, 1000, &lerr);
+        assert_non_null(g);
+        assert_int_equal(zmq_bind(r, any_bound[i]), 0);
+        if (shoal_listener_bound(g) != SHOAL_EINVAL)
+            print_error("a listener bound at %s was accepted\n", any_bound[i]);
+        assert_int_equal(shoal_listener_bound(g), SHOAL_EINVAL);
+        shoal_listener_destroy(&g);
+        zmq_close(r);
+    }
 
     /* port 0 (an ephemeral port) and a fixed port work, and the node id is what was asked */
     tnode_t a, b;
@@ -1431,6 +1596,8 @@ int main(void)
         cmocka_unit_test(test_connections_are_capped),
         cmocka_unit_test(test_failed_handshakes_by_cause),
         cmocka_unit_test(test_bind_endpoints_are_checked),
+        cmocka_unit_test(test_protected_mode_plain_transport),
+        cmocka_unit_test(test_endless_multipart_from_outside_costs_little),
         cmocka_unit_test(test_restart_is_detected),
         cmocka_unit_test(test_quarantine_drops_frames),
         cmocka_unit_test(test_fault_cut_partitions_both_ways),

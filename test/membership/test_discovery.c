@@ -25,6 +25,7 @@
 #include "members.h"
 #include "tools.h"
 #include "config_words.h"
+#include "discovery.h"
 
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
@@ -450,6 +451,48 @@ static void test_name_points_at_nothing(void **state)
     assert_true(wait_until(view_says, &s, 15000));
 }
 
+/* Issue 36 item 7: a name with more than 256 records. Every node must keep the same 256 (the
+   lowest addresses), whatever order the nameserver answers in, or nodes never agree on the
+   lowest address: sort, then cut. 300 records written highest first. */
+static void test_more_than_256_records_sort_then_cut(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static char lines[N + 1][64];
+    const char *ptrs[N + 1];
+    for (int i = 0; i < N; i++) {
+        int k = N - 1 - i; /* highest first */
+        snprintf(lines[i], sizeof lines[i], "127.1.%d.%d many." ZONE, k / 200, k % 200 + 1);
+        ptrs[i] = lines[i];
+    }
+    snprintf(lines[N], sizeof lines[N], "127.0.0.2 alone." ZONE);
+    ptrs[N] = lines[N];
+    write_hosts(ptrs, N + 1);
+    dns_start(NULL, 0, "alone." ZONE, 1);
+    char spec[80];
+    snprintf(spec, sizeof spec, "dns:many." ZONE ":%d", node_port);
+    int err = 0;
+    disc_t *d = disc_new(spec, resolver, 60000, &err);
+    assert_non_null(d);
+    uint64_t gen = 0;
+    char **eps = NULL, why[200];
+    size_t n = 0;
+    int64_t deadline = shoal_now_ms() + 10000;
+    while (!disc_take(d, &gen, &eps, &n, why, sizeof why) && shoal_now_ms() < deadline)
+        usleep(20000);
+    char lowest[64], last[64];
+    snprintf(lowest, sizeof lowest, "tcp://127.1.0.1:%d", node_port);
+    snprintf(last, sizeof last, "tcp://127.1.%d.%d:%d", 255 / 200, 255 % 200 + 1,
+             node_port); /* the 256th lowest: k = 255 */
+    print_message("%zu contact points, first %s, last %s\n", n, n ? eps[0] : "-",
+                  n ? eps[n - 1] : "-");
+    assert_int_equal(n, 256);
+    assert_string_equal(eps[0], lowest);
+    assert_string_equal(eps[255], last);
+    disc_free_list(eps, n);
+    disc_destroy(&d);
+}
+
 /* Malformed names and resolvers are refused with a reason, never resolved. */
 static void test_bad_names_refused(void **state)
 {
@@ -702,6 +745,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_names_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_name_points_at_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_more_than_256_records_sort_then_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cold_start_3_by_a_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cold_start_5_by_srv_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_added_later_and_new_address, setup, teardown),
