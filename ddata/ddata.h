@@ -103,7 +103,7 @@ extern "C" {
    function removed or its signature, a public type's layout or a function's meaning changed).
    While the major version is 0 it counts those breaks on its own; from 1.0 on it equals
    SHOAL_VERSION_MAJOR (docs/compatibility.md, "The shared library"). */
-#define SHOAL_SOVERSION 0
+#define SHOAL_SOVERSION 1
 
 /* A name kept only for compatibility, for at least one release: the compiler says what replaces
    it (CHANGELOG.md says since when). A program migrating step by step may define
