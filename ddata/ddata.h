@@ -97,7 +97,7 @@ extern "C" {
    reads these lines for the library's file name, the SONAME and shoal.pc; CHANGELOG.md names
    what each release changed). */
 #define SHOAL_VERSION_MAJOR 0
-#define SHOAL_VERSION_MINOR 1
+#define SHOAL_VERSION_MINOR 2
 #define SHOAL_VERSION_PATCH 0
 /* The N of the SONAME libshoal.so.N: raised by one in a release that breaks the public ABI (a
    function removed or its signature, a public type's layout or a function's meaning changed).
