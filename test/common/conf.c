@@ -209,6 +209,37 @@ void cm_wait_replicas(unsigned mask, int n, int timeout_ms)
         fail_msg("nodes 0x%x do not all count %d replicas", mask, n);
 }
 
+static bool full_count_is(void *arg)
+{
+    int n = *(const int *)arg;
+    for (int i = 0; i < n; i++)
+        if (shoal_replicator_replica_count_sync(cm[i].rep2) != n)
+            return false;
+    return true;
+}
+
+void cm_start_delta_and_full(int n)
+{
+    static const char *roles[] = {"full"};
+    shoal_cluster_settings_t cs;
+    cm_cluster_settings(&cs);
+    cs.roles = roles;
+    cs.n_roles = 1;
+    shoal_replicator_settings_t full;
+    tmember_data_settings(&full);
+    full.role = "full";
+    full.delta_enabled = false;
+    cm_opts_t o = {.cluster = &cs, .rep2 = &full};
+    for (int i = 0; i < n; i++) {
+        cm_start(i, &o);
+        cm_join(i, 0);
+    }
+    cm_wait_up((1u << n) - 1, 20000);
+    if (!wait_until(full_count_is, &n, 15000))
+        fail_msg("the replicators of role \"full\" do not all count %d replicas", n);
+    cm_wait_replicas((1u << n) - 1, n, 15000);
+}
+
 static void fault_pair(int a, int b, bool cut)
 {
     shoal_fault_t f = {.dir = SHOAL_FAULT_BOTH, .cut = cut};

@@ -55,6 +55,11 @@ bool cm_wait_member(int i, int j, shoal_member_status_t status, bool reachable, 
 /* Waits until every node in `mask` has replica count n on its default replicator. */
 void cm_wait_replicas(unsigned mask, int n, int timeout_ms);
 
+/* The delta specs' cluster (ReplicatorDeltaSpec, ReplicatorMapDeltaSpec): nodes 0..n-1 with role
+   "full", each with its default (delta) replicator and a second one, rep2, for role "full" with
+   deltas off; joined through node 0, all Up, and both replicators counting every node. */
+void cm_start_delta_and_full(int n);
+
 /* Blackhole between nodes a and b both ways (every socket, heartbeats too), and its end. */
 void cm_cut(int a, int b);
 void cm_pass(int a, int b);

@@ -141,41 +141,11 @@ static void entry_text(shoal_replicator_t *r, char map, const char *entry, char 
     shoal_crdt_destroy(&v);
 }
 
-static void start_all(void)
-{
-    static const char *roles[] = {"full"};
-    shoal_cluster_settings_t cs;
-    cm_cluster_settings(&cs);
-    cs.roles = roles;
-    cs.n_roles = 1;
-    shoal_replicator_settings_t full;
-    tmember_data_settings(&full);
-    full.role = "full";
-    full.delta_enabled = false;
-    cm_opts_t o = {.cluster = &cs, .rep2 = &full};
-    for (int i = 0; i < N; i++) {
-        cm_start(i, &o);
-        cm_join(i, 0);
-    }
-}
-
-static bool full_count(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < N; i++)
-        if (shoal_replicator_replica_count_sync(FULL(i)) != N)
-            return false;
-    return true;
-}
-
 /* "join cluster" */
 static void join_cluster(void **state)
 {
     (void)state;
-    start_all();
-    cm_wait_up(0xf, 20000);
-    assert_true(wait_until(full_count, NULL, 15000));
-    cm_wait_replicas(0xf, N, 15000);
+    cm_start_delta_and_full(N);
 }
 
 typedef struct {
