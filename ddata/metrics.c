@@ -1726,11 +1726,26 @@ shoal_metrics_t *shoal_http_start(shoal_system_t *sys, const char *spec, int *er
     return shoal_http_start_with(sys, spec, NULL, err);
 }
 
+/* shoal_config_error's twin: the configuration loader sits above the metrics endpoint in
+   tools/layers.txt, so this layer cannot call it */
+static int flag_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int flag_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return SHOAL_EINVAL;
+}
+
 int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *i, char *err,
                     size_t errlen)
 {
     if (!s || !argv || !i || *i < 0 || *i >= argc)
-        return shoal_config_error(err, errlen, "shoal_http_flag: bad arguments");
+        return flag_error(err, errlen, "shoal_http_flag: bad arguments");
     const char *a = argv[*i];
     static const char *const with_value[] = {"--http-host", "--http-token-file", "--http-tls-cert",
                                              "--http-tls-key"};
@@ -1744,12 +1759,12 @@ int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *
     if (k == 4)
         return 0;
     if (*i + 1 >= argc || !argv[*i + 1][0])
-        return shoal_config_error(err, errlen, "%s needs a value", a);
+        return flag_error(err, errlen, "%s needs a value", a);
     const char *v = argv[++*i];
     switch (k) {
     case 0:
         if (s->n_hosts == SHOAL_HTTP_HOSTS_MAX)
-            return shoal_config_error(err, errlen, "--http-host: at most %d names", SHOAL_HTTP_HOSTS_MAX);
+            return flag_error(err, errlen, "--http-host: at most %d names", SHOAL_HTTP_HOSTS_MAX);
         s->hosts[s->n_hosts++] = v;
         break;
     case 1:

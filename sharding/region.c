@@ -728,11 +728,27 @@ static uint64_t fences_so_far(shoal_region_t *r)
    to this node until the coordinator, told the shards had stopped, moved them). Not when this
    node fenced itself since its shutdown began, or stalls: then the other side may reallocate its
    shards, and they stop here as for any node that may not host. */
+/* Whether a member other than this node could take this region's shards: Up, of the region's
+   role. Without one (the last member leaving, or every other one leaving too) no handoff can end:
+   the coordinator singleton has nowhere to go and stops with the leave, so no ShutdownDone comes. */
+static bool someone_to_hand_to(shoal_region_t *r)
+{
+    if (!r->sh->have_view)
+        return true; /* unknown yet: keep them; handoff-timeout still bounds the wait */
+    for (size_t i = 0; i < r->sh->view.n_members; i++) {
+        const shoal_member_t *m = &r->sh->view.members[i];
+        if (m->node != r->self && m->status == SHOAL_MEMBER_UP &&
+            shoal_member_has_role(m, r->s.role))
+            return true;
+    }
+    return false;
+}
+
 static bool exiting_handoff(shoal_region_t *r)
 {
     return r->shutting_down && !r->shutdown_done && !r->proxy &&
            r->sh->self_status == SHOAL_MEMBER_EXITING && !shoal_cluster_paused(r->sh->c) &&
-           fences_so_far(r) == r->fences_at_shutdown;
+           fences_so_far(r) == r->fences_at_shutdown && someone_to_hand_to(r);
 }
 
 static void region_tick(shoal_region_t *r, int64_t now)

@@ -7,7 +7,8 @@
 # and a port of its own; -base is the program without the system service that would take
 # port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd. abigail-tools:
 # abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.
-# spin: `scons model` model-checks the rules in model/*.pml, docs/models.md.)
+# spin: `scons model` model-checks the rules in model/*.pml, docs/models.md. curl, openssl:
+# test_http_hostile makes a certificate and asks the management endpoint over TLS.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -27,6 +28,7 @@ PACKAGES="
   chromium chromium-driver python3-selenium
   dnsmasq-base
   iproute2 iptables iputils-ping faketime
+  curl openssl
   spin
 "
 
