@@ -521,6 +521,23 @@ static int zap_start(void)
     return 0;
 }
 
+/* Gives c a ZAP domain of its own and puts it in the table the process's one ZAP handler
+   answers from (starting the handler first if needed): a server's CURVE rules, or a plain
+   node's allow-list. */
+static int zap_register(shoal_curve_t *c)
+{
+    pthread_mutex_lock(&zap_lock);
+    int rc = zap_start();
+    if (rc == 0) {
+        snprintf(c->domain, sizeof c->domain, "shoal-%" PRIu64, ++zap_next_domain);
+        SHOAL_GROW(zap_domains, zap_cap, zap_n + 1);
+        zap_domains[zap_n++] = c;
+        c->registered = true;
+    }
+    pthread_mutex_unlock(&zap_lock);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Certificates and sockets
  */
@@ -561,15 +578,7 @@ int shoal_curve_new(const char *who, const char *cert_file, const char *allow_di
     }
     c->next_check_ms = shoal_now_ms() + RELOAD_CHECK_MS;
     if (server) {
-        pthread_mutex_lock(&zap_lock);
-        rc = zap_start();
-        if (rc == 0) {
-            snprintf(c->domain, sizeof c->domain, "shoal-%" PRIu64, ++zap_next_domain);
-            SHOAL_GROW(zap_domains, zap_cap, zap_n + 1);
-            zap_domains[zap_n++] = c;
-            c->registered = true;
-        }
-        pthread_mutex_unlock(&zap_lock);
+        rc = zap_register(c);
         if (rc != 0) {
             shoal_curve_destroy(&c);
             return rc;
@@ -586,15 +595,7 @@ int shoal_curve_plain_new(const char *who, shoal_curve_t **out)
     snprintf(c->who, sizeof c->who, "%s", who ? who : "shoal");
     c->plain = true;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_lock(&zap_lock);
-    int rc = zap_start();
-    if (rc == 0) {
-        snprintf(c->domain, sizeof c->domain, "shoal-%" PRIu64, ++zap_next_domain);
-        SHOAL_GROW(zap_domains, zap_cap, zap_n + 1);
-        zap_domains[zap_n++] = c;
-        c->registered = true;
-    }
-    pthread_mutex_unlock(&zap_lock);
+    int rc = zap_register(c);
     if (rc != 0) {
         shoal_curve_destroy(&c);
         return rc;
