@@ -22,6 +22,8 @@
 #ifndef SHOAL_CLI_H
 #define SHOAL_CLI_H
 
+#include <stdarg.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +144,19 @@ static inline int cli_usage_error(void (*usage)(FILE *))
 {
     usage(stderr);
     return 2;
+}
+
+/* A usage error that names what was wrong (the flag, the missing value, the bad word) on its own
+   line before the usage: a usage alone leaves the user to guess which of their words it refused. */
+static inline int __attribute__((format(printf, 2, 3)))
+cli_refuse(void (*usage)(FILE *), const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return cli_usage_error(usage);
 }
 
 #endif

@@ -72,13 +72,20 @@ int main(int argc, char **argv)
             endpoint = argv[++i];
         else if (strcmp(argv[i], "--force") == 0)
             force = true;
-        else if (argv[i][0] == '-' || dir)
-            return cli_usage_error(usage);
+        else if (argv[i][0] == '-')
+            return cli_refuse(usage, "shoal-keygen: unknown option or missing value: '%s'",
+                              argv[i]);
+        else if (dir)
+            return cli_refuse(usage, "shoal-keygen: one directory only ('%s', then '%s')", dir,
+                              argv[i]);
         else
             dir = argv[i];
     }
-    if (!dir || !name[0] || strchr(name, '/'))
-        return cli_usage_error(usage);
+    if (!dir)
+        return cli_refuse(usage, "shoal-keygen: no directory given");
+    if (!name[0] || strchr(name, '/'))
+        return cli_refuse(usage, "shoal-keygen: --name must be a non-empty file name, not '%s'",
+                          name);
     if (endpoint && strncmp(endpoint, "tcp://", 6) != 0 && strncmp(endpoint, "ipc://", 6) != 0) {
         fprintf(stderr, "shoal-keygen: --endpoint must be tcp://HOST:PORT or ipc://PATH\n");
         return 2;

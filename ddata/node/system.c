@@ -901,8 +901,19 @@ static void on_data(shoal_system_t *sys, const uint8_t *rid, size_t rid_len, con
         handler_t *hd = kind < SHOAL_KIND_CLIENT ? handler_get(sys, kind) : NULL;
         if (!hd || !hd->recv) {
             sys->stats.dropped_unknown_kind++;
-            log_limited(sys, LOG_UNKNOWN_KIND, "message of unknown kind %u from %s dropped", kind,
-                        shoal_node_id(from));
+            /* No module of the kind's range (a page of 256 kinds: the replicator's, membership's,
+               sharding's) is attached: a node starts listening before its modules attach (loading
+               a durable store takes a while) and a peer's InitJoin or gossip arrives in between,
+               or this node runs without that module. Every sender retries, so this is no fault:
+               a debug line, not a warning. A kind inside an attached module's range that nobody
+               handles is a real mismatch and stays a warning. */
+            if (!sys->handlers[kind >> 8])
+                shoal_debug("%s: message of kind %u from %s dropped: no module of its range is "
+                            "attached on this node (yet)",
+                            shoal_node_id(sys->self), kind, shoal_node_id(from));
+            else
+                log_limited(sys, LOG_UNKNOWN_KIND, "message of unknown kind %u from %s dropped",
+                            kind, shoal_node_id(from));
             continue;
         }
         sys->stats.messages_in++;

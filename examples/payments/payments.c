@@ -1240,6 +1240,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
+            fprintf(stderr, "payments: unknown option or missing value: '%s'\n", argv[i]);
             usage(stderr);
             return 2;
         }

@@ -233,6 +233,12 @@ int main(int argc, char **argv)
     if (cli >= 0)
         return cli;
     if (argc < 3) {
+        if (argc < 2)
+            fprintf(stderr, "replicated-map: no command given\n");
+        else if (argv[1][0] == '-')
+            fprintf(stderr, "replicated-map: unknown option '%s'\n", argv[1]);
+        else
+            fprintf(stderr, "replicated-map: '%s' needs its arguments\n", argv[1]);
         usage(stderr);
         return 2;
     }

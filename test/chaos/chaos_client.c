@@ -499,6 +499,9 @@ int main(int argc, char **argv)
         return simple_request(argv[2], CHAOS_KIND_FAULT, argv[3]);
     if (!strcmp(mode, "info") && argc == 3)
         return simple_request(argv[2], CHAOS_KIND_INFO, "");
+    if (strcmp(mode, "run") && strcmp(mode, "check"))
+        return cli_refuse(usage, "chaos-client: unknown mode or option '%s' (or wrong arguments)",
+                          mode);
     int workers = 4, duration = 0;
     unsigned seed = 1;
     const char *logpath = NULL;
@@ -507,7 +510,7 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
-            return cli_usage_error(usage);
+            return cli_refuse(usage, "chaos-client: '%s' without a value (every option takes one)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--nodes"))
             list = strdup(v);
@@ -526,17 +529,19 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pause-ms"))
             pause_ms = atoi(v);
         else
-            return cli_usage_error(usage);
+            return cli_refuse(usage, "chaos-client: unknown option or bad value: '%s %s'", a, v);
     }
-    if (!list || split_nodes(list) == 0 || n_entities <= 0)
-        return cli_usage_error(usage);
+    if (!list || split_nodes(list) == 0)
+        return cli_refuse(usage, "chaos-client: --nodes LIST is required (comma-separated)");
+    if (n_entities <= 0)
+        return cli_refuse(usage, "chaos-client: --entities must be at least 1");
     int ex;
     if (!strcmp(mode, "run") && duration > 0 && logpath && workers > 0 && workers <= 64)
         ex = run_mode(workers, duration, logpath, seed);
     else if (!strcmp(mode, "check"))
         ex = check_mode(entities);
     else
-        ex = cli_usage_error(usage);
+        ex = cli_refuse(usage, "chaos-client: run needs --duration > 0, --log and 1..64 --workers");
     free(list);
     return ex;
 }

@@ -488,7 +488,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
-            return cli_usage_error(usage);
+            return cli_refuse(usage, "chaos-node: '%s' without a value (every option takes one)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--index"))
             node_index = atoi(v);
@@ -513,11 +513,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--http") && shoal_http_parse(v, NULL, 0, NULL) == 0)
             http = v;
         else
-            return cli_usage_error(usage);
+            return cli_refuse(usage, "chaos-node: unknown option or bad value: '%s %s'", a, v);
     }
-    if (!bind || !data || !logpath || shards == 0 ||
-        (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default")))
-        return cli_usage_error(usage);
+    if (!bind || !data || !logpath)
+        return cli_refuse(usage, "chaos-node: --bind, --data and --log are required");
+    if (shards == 0)
+        return cli_refuse(usage, "chaos-node: --shards must be at least 1");
+    if (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default"))
+        return cli_refuse(usage, "chaos-node: --timing is fast, generous or default, not '%s'",
+                          timing);
     if (discover) {
         char why[300];
         if (n_seeds || shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why,

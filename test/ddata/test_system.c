@@ -573,6 +573,7 @@ static void test_connections_are_capped(void **state)
     /* silent connections: 70 of them, past the pending cap (64): the oldest 6 are closed, and
        none counts against the 3 members, who stay */
     int fds[70];
+    int64_t opened_ms = shoal_now_ms();
     for (int i = 0; i < 70; i++) {
         fds[i] = thostile_open(ep, "NULL");
         assert_true(fds[i] >= 0);
@@ -580,8 +581,12 @@ static void test_connections_are_capped(void **state)
     WAIT_STAT(&b, connections_refused, 3 + 6);
     for (int i = 0; i < 6; i++)
         assert_true(thostile_wait_closed(fds[i], DEADLINE_MS));
-    for (int i = 6; i < 70; i++)
-        assert_false(thostile_wait_closed(fds[i], 0));
+    /* the others stay open, until the handshake deadline (5 s, listener.c) closes them: on a
+       loaded machine the evictions above can take that long, and the check would then see the
+       deadline at work, not an eviction (the refusal count below still tells) */
+    if (shoal_now_ms() - opened_ms < 4000)
+        for (int i = 6; i < 70; i++)
+            assert_false(thostile_wait_closed(fds[i], 0));
     assert_int_equal(stats_of(&b).connections_refused, 3 + 6);
     /* a member's connection still works: one more frame from the first talker arrives */
     uint64_t before = stats_of(&b).dropped_malformed;
@@ -740,8 +745,14 @@ static void test_endless_multipart_from_outside_costs_little(void **state)
     assert_true(h.connected);
     assert_true(h.rss_growth < 64L << 20);
     if (s.n_allow_from) {
+        /* closed at the handshake: by the ZAP refusal, or, when the attacker's first part is
+           read before the ZAP reply is in, by libzmq's "unexpected command" (a message part
+           during the handshake); either way nothing got past it */
         assert_true(h.closed);
-        WAIT_STAT(&a, auth_refused, 1);
+        WAIT_STAT(&a, handshakes_failed, 1);
+        shoal_system_stats_t st = stats_of(&a);
+        assert_int_equal(st.auth_admitted, 0);
+        assert_int_equal(st.frames_in, 0);
     }
     stop(&a);
 }

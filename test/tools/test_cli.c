@@ -4,7 +4,7 @@
 
     --help: the usage ("usage: NAME ...") on stdout, nothing on stderr, exit 0. --version: exactly
     "NAME SHOAL_VERSION\n" on stdout, exit 0. An unknown flag: nothing on stdout, the usage on
-    stderr, exit 2. Each has a man page, docs/man/NAME.1.scd built into build/man/NAME.1, that
+    stderr after a line naming the flag, exit 2. Each has a man page, docs/man/NAME.1.scd built into build/man/NAME.1, that
     names every flag its --help shows and renders with man(1) (when man is installed) with the
     sections NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT STATUS and SEE ALSO. And shoal-keygen:
     makes a missing DIR with its parents and labels what it prints. */
@@ -159,6 +159,8 @@ static void test_unknown_flag(void **state)
         }
         assert_int_equal(ttool_run_stream(path, "--no-such-flag", 2, out, sizeof out), 2);
         must_contain(out, "usage:", progs[i]);
+        /* and names the word it refused: a usage alone leaves the user to guess */
+        must_contain(out, "--no-such-flag", progs[i]);
         /* --log-level is every program's: a bad level is a usage error too */
         assert_int_equal(ttool_run_stream(path, "--log-level loud", 2, out, sizeof out), 2);
         must_contain(out, "--log-level", progs[i]);
