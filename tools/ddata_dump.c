@@ -21,8 +21,13 @@
     report only when the child exits normally.
 
     Exit codes: 0 ok; 1 differences (--compare), a missing key (--key), no state of the type
-    (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store;
-    3 the node cannot be reached.
+    (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store
+    (a listing with an UNDECODABLE record included: it is printed, then exit 2); 3 the node
+    cannot be reached.
+
+    The kept membership (membership.h, KEPT MEMBERSHIP: replicator "__membership", key "voters")
+    is membership's own plain-text record, not a DataEnvelope: it is shown as type
+    kept-membership with its identities.
 */
 #include "cli.h"
 #include "ddata.h"
@@ -76,7 +81,7 @@ static void usage(FILE *f)
             "regions, remembered entities per shard (--entities: their ids), all-shards set and\n"
             "daemon workers; without TYPE (last, or before another option): the types found.\n"
             "Exit codes: 0 ok; 1 differences, missing key or type, or refused request; 2 usage\n"
-            "or a bad store; 3 node unreachable.\n");
+            "or a bad store (an UNDECODABLE record too); 3 node unreachable.\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -171,12 +176,67 @@ typedef struct {
     bool deleted;
     const char *error; /* why it is undecodable, or NULL */
     size_t bytes;      /* size of the encoded value (of the record when the envelope is bad) */
+    /* the kept membership (membership.h, KEPT MEMBERSHIP): not a replicated value but
+       membership's own record, plain text; ids points into the record's bytes */
+    bool kept;
+    const char **ids;
+    size_t *id_lens;
+    size_t n_ids;
 } entry_t;
 
-static void entry_read(entry_t *e, const MDB_val *v)
+/* Membership's kept-membership record (membership/membership.c, "Kept membership"): in the
+   store of role SHOAL_CLUSTER_STORE_ROLE, key "voters", the bytes "shoal-voters 1\n" then one
+   durable identity (shoal_durable_node_id) a line. */
+#define KEPT_KEY  "voters"
+#define KEPT_STEM "shoal-voters 1\n"
+#define KEPT_TYPE "kept-membership"
+
+static bool kept_record(const char *role, const MDB_val *k)
+{
+    return role && k && strcmp(role, SHOAL_CLUSTER_STORE_ROLE) == 0 &&
+           k->mv_size == strlen(KEPT_KEY) && memcmp(k->mv_data, KEPT_KEY, k->mv_size) == 0;
+}
+
+/* Reads the kept membership: every line after the stem one identity, the last one ended by a
+   newline too (membership writes it so); anything else is damage. */
+static void kept_read(entry_t *e, const MDB_val *v)
+{
+    e->kept = true;
+    size_t stem = strlen(KEPT_STEM);
+    if (v->mv_size < stem || memcmp(v->mv_data, KEPT_STEM, stem) != 0) {
+        e->error = "malformed kept membership (no \"shoal-voters 1\" line)";
+        return;
+    }
+    const char *p = (const char *)v->mv_data + stem, *end = (const char *)v->mv_data + v->mv_size;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : 0;
+        bool printable = n > 0;
+        for (size_t i = 0; i < n && printable; i++)
+            printable = p[i] > 0x20 && p[i] < 0x7f;
+        if (!nl || !printable) {
+            e->error = "malformed kept membership (a line that is no identity)";
+            return;
+        }
+        e->ids = realloc(e->ids, (e->n_ids + 1) * sizeof *e->ids);
+        e->id_lens = realloc(e->id_lens, (e->n_ids + 1) * sizeof *e->id_lens);
+        if (!e->ids || !e->id_lens)
+            abort();
+        e->ids[e->n_ids] = p;
+        e->id_lens[e->n_ids++] = n;
+        p = nl + 1;
+    }
+}
+
+/* Reads one record of replicator `role` (NULL: not known) with key k. */
+static void entry_read_in(entry_t *e, const char *role, const MDB_val *k, const MDB_val *v)
 {
     memset(e, 0, sizeof *e);
     e->bytes = v->mv_size;
+    if (kept_record(role, k)) {
+        kept_read(e, v);
+        return;
+    }
     e->env = shoal__replicator__data_envelope__unpack(NULL, v->mv_size, v->mv_data);
     if (!e->env) {
         e->error = "malformed envelope";
@@ -194,8 +254,18 @@ static void entry_read(entry_t *e, const MDB_val *v)
     }
 }
 
+static void entry_read(entry_t *e, const MDB_val *v)
+{
+    entry_read_in(e, NULL, NULL, v);
+}
+
 static void entry_free(entry_t *e)
 {
+    free(e->ids);
+    free(e->id_lens);
+    e->ids = NULL;
+    e->id_lens = NULL;
+    e->n_ids = 0;
     shoal_crdt_destroy(&e->value);
     if (e->env)
         shoal__replicator__data_envelope__free_unpacked(e->env, NULL);
@@ -1283,12 +1353,34 @@ static void json_value(shoal_buf_t *out, const shoal_crdt_t *v, int depth)
     }
 }
 
+/* The kept membership's identities: a JSON array, or "N identities: a, b" */
+static void kept_ids(shoal_buf_t *out, const entry_t *e, bool json)
+{
+    if (json) {
+        LIT(out, "{\"format\":\"shoal-voters 1\",\"identities\":[");
+        for (size_t i = 0; i < e->n_ids; i++) {
+            if (i)
+                LIT(out, ",");
+            json_str(out, e->ids[i], e->id_lens[i]);
+        }
+        LIT(out, "]}");
+        return;
+    }
+    shoal_buf_printf(out, "%zu %s", e->n_ids, e->n_ids == 1 ? "identity" : "identities");
+    for (size_t i = 0; i < e->n_ids; i++) {
+        LIT(out, i ? ", " : ": ");
+        shoal_buf_append(out, e->ids[i], e->id_lens[i]);
+    }
+}
+
 static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, bool json)
 {
     shoal_buf_t r = {0};
     if (e->value)
         shoal_crdt_render(e->value, &r);
-    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : NULL;
+    const char *type = e->value               ? shoal_type_name(shoal_crdt_type(e->value))
+                       : e->kept && !e->error ? KEPT_TYPE
+                                              : NULL;
     if (json) {
         LIT(out, "{\"key\":");
         json_str(out, k->mv_data, k->mv_size);
@@ -1301,6 +1393,8 @@ static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, boo
                          e->deleted ? "true" : "false");
         if (e->value)
             json_value(out, e->value, 0);
+        else if (e->kept && !e->error)
+            kept_ids(out, e, true);
         else
             LIT(out, "null");
         if (e->error) {
@@ -1316,6 +1410,8 @@ static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, boo
             LIT(out, "deleted");
         else if (e->error)
             shoal_buf_printf(out, "UNDECODABLE (%s)", e->error);
+        else if (e->kept)
+            kept_ids(out, e, false);
         else
             one_line(out, &r, LINE_RENDER);
         LIT(out, "\n");
@@ -1329,7 +1425,9 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
     shoal_buf_append_quoted(out, role, strlen(role));
     LIT(out, "\nkey: ");
     key_text(out, k->mv_data, k->mv_size);
-    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : "-";
+    const char *type = e->value               ? shoal_type_name(shoal_crdt_type(e->value))
+                       : e->kept && !e->error ? KEPT_TYPE
+                                              : "-";
     shoal_buf_printf(out, "\ntype: %s\nbytes: %zu\ndeleted: %s\n", type, e->bytes,
                      e->deleted ? "yes" : "no");
     if (e->env)
@@ -1347,6 +1445,10 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
         LIT(out, "\n");
     } else if (e->error) {
         shoal_buf_printf(out, "value: UNDECODABLE (%s)\n", e->error);
+    } else if (e->kept) {
+        LIT(out, "value: ");
+        kept_ids(out, e, false);
+        LIT(out, "\n");
     }
 }
 
@@ -1354,7 +1456,7 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
 static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const char *format,
                 shoal_buf_t *out)
 {
-    size_t found = 0;
+    size_t found = 0, damaged = 0;
     if (o->json) {
         LIT(out, "{\"format\":");
         json_str(out, format, strlen(format));
@@ -1373,7 +1475,8 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
             rc = mdb_get(txn, dbi, &k, &v);
             if (rc == 0) {
                 entry_t e;
-                entry_read(&e, &v);
+                entry_read_in(&e, role, &k, &v);
+                damaged += e.error != NULL;
                 if (o->json) { /* the listing's shape, with this key alone in each replicator */
                     if (found++)
                         LIT(out, ",");
@@ -1412,7 +1515,8 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
         for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
             entry_t e;
-            entry_read(&e, &v);
+            entry_read_in(&e, role, &k, &v);
+            damaged += e.error != NULL;
             if (o->json && i)
                 LIT(out, ",");
             list_entry(out, &k, &e, o->json);
@@ -1431,6 +1535,14 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
     if (o->key && !found) {
         fprintf(stderr, "ddata-dump: no key \"%s\" in %s\n", o->key, o->dir);
         return EXIT_DIFF;
+    }
+    if (damaged) {
+        /* the listing is printed all the same: it shows which keys */
+        fprintf(stderr,
+                "ddata-dump: %s: %zu %s UNDECODABLE: the store is damaged (--salvage OUT copies "
+                "the rest into a new store)\n",
+                o->dir, damaged, damaged == 1 ? "record is" : "records are");
+        return EXIT_BAD;
     }
     return EXIT_OK;
 }
@@ -1492,8 +1604,8 @@ static int salvage(MDB_env *src, MDB_txn *txn, const db_list_t *dbs, const store
         for (crc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST); crc == 0 && rc == 0;
              crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
             entry_t e;
-            entry_read(&e, &v);
-            if (e.value || e.deleted) {
+            entry_read_in(&e, dbs->names[d] + strlen(DB_PREFIX), &k, &v);
+            if (e.value || e.deleted || (e.kept && !e.error)) {
                 rc = mdb_put(w, ddb, &k, &v, 0);
                 kept++;
             } else {
