@@ -1102,7 +1102,10 @@ const char *shoal_client_error(const shoal_client_t *c);
  * names, or prefixes ending in '*') are written to the store, and an update of a durable key, or a
  * remote replica's acknowledgement of one, comes only after the store has it (SHOAL_ESTORE when
  * the store fails). On start the replicator loads the store before it serves: operations that
- * arrive meanwhile wait, replica count is 0, gossip is not answered.
+ * arrive meanwhile wait, replica count is 0, gossip is not answered. A load that fails (the store
+ * is corrupt or unreadable) stops the replicator rather than serve as if empty: every operation
+ * (get, update, delete, keys, subscribe) fails with SHOAL_ESTORE (counted in store_failures),
+ * it answers no peer and sends no gossip, replica count stays 0; logged once as an error.
  */
 #define SHOAL_EDELETED  -30 /* the key was deleted */
 #define SHOAL_EMODIFY   -31 /* the modify function failed (the value is unchanged) */

@@ -186,6 +186,22 @@ typedef struct {
 } shoal_durable_stats_t;
 
 void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out);
+
+/* How full the store is, to see a full map coming (shoal_durable_stats_t cannot grow: its size is
+   part of the 0.2.0 ABI). A write needs pages from the free list or below the map's end; when
+   neither has room at map_max it fails (SIZE above). */
+typedef struct {
+    size_t map_size;   /* the map's current size (it doubles on demand) */
+    size_t map_max;    /* the most it may grow to (settings.map_max, shoal_durable_set_map_max) */
+    size_t page_size;  /* LMDB's page size */
+    size_t used_bytes; /* pages holding data: (last page used + 1 - free pages) x page size */
+    size_t free_pages; /* pages freed by deletions and updates, reused before the map grows */
+    size_t high_water_bytes; /* (last page used + 1) x page size: the part of the map touched */
+} shoal_durable_space_t;
+
+/* Fills *out, reading LMDB's free list in a read transaction (cost grows with the free list,
+   not with the data). 0, SHOAL_EINVAL, or SHOAL_ESTORE (logged). Any thread. */
+int shoal_durable_space(shoal_durable_t *d, shoal_durable_space_t *out);
 /* The last failure's message ("" when none), copied into buf. */
 void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
 
@@ -193,7 +209,9 @@ void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
    _deletes_total, _commits_total, _commit_seconds_total (time in write transactions, so
    rate(seconds)/rate(commits) is the mean commit latency), _failures_total, _map_grows_total,
    _commit_retries_total and the shoal_durable_map_size_bytes and shoal_durable_pending_writes
-   gauges. Stop the endpoint before closing d. */
+   gauges; and from shoal_durable_space, the gauges shoal_durable_map_max_bytes,
+   shoal_durable_used_bytes, shoal_durable_high_water_bytes and shoal_durable_free_pages (alert
+   on used / map_max before writes fail). Stop the endpoint before closing d. */
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m);
 
 #if defined(__GNUC__)

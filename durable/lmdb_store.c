@@ -1474,6 +1474,52 @@ void shoal_durable_stats(shoal_durable_t *d, shoal_durable_stats_t *out)
     pthread_mutex_unlock(&d->pend_lock);
 }
 
+int shoal_durable_space(shoal_durable_t *d, shoal_durable_space_t *out)
+{
+    if (!d || !out)
+        return SHOAL_EINVAL;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&d->txn_lock);
+    out->map_size = d->map_size;
+    out->map_max = d->s.map_max;
+    MDB_stat st;
+    MDB_envinfo info;
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    int rc = mdb_env_stat(d->env, &st);
+    if (rc == 0)
+        rc = mdb_env_info(d->env, &info);
+    if (rc == 0)
+        rc = txn_begin(d, MDB_RDONLY, &txn);
+    /* the free list is LMDB's database 0: each entry an array of page numbers, its count
+       first (what mdb_stat -f adds up) */
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, 0, &cur);
+    size_t free_pages = 0;
+    MDB_val k, v;
+    int crc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    for (; crc == 0; crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        if (v.mv_size >= sizeof(size_t))
+            free_pages += *(const size_t *)v.mv_data;
+    if (rc == 0 && crc != MDB_NOTFOUND)
+        rc = crc;
+    if (cur)
+        mdb_cursor_close(cur);
+    if (txn)
+        mdb_txn_abort(txn);
+    if (rc == 0) {
+        size_t pages = (size_t)info.me_last_pgno + 1;
+        out->page_size = st.ms_psize;
+        out->free_pages = free_pages;
+        out->high_water_bytes = pages * st.ms_psize;
+        out->used_bytes = (pages > free_pages ? pages - free_pages : 0) * st.ms_psize;
+    } else {
+        fail_locked(d, "cannot read the store's space: %s", mdb_strerror(rc));
+    }
+    pthread_mutex_unlock(&d->txn_lock);
+    return rc == 0 ? 0 : SHOAL_ESTORE;
+}
+
 void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len)
 {
     if (!buf || !len)
@@ -1524,6 +1570,20 @@ static void durable_collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
            (uint64_t)st.map_size);
     metric(out, "shoal_durable_pending_writes", "gauge", "Write-behind changes not yet committed.",
            (uint64_t)st.pending);
+    shoal_durable_space_t sp;
+    if (shoal_durable_space(d, &sp) == 0) {
+        metric(out, "shoal_durable_map_max_bytes", "gauge",
+               "The most the LMDB map may grow to (map_max).", (uint64_t)sp.map_max);
+        metric(out, "shoal_durable_used_bytes", "gauge",
+               "Bytes of LMDB pages holding data (free pages not counted).",
+               (uint64_t)sp.used_bytes);
+        metric(out, "shoal_durable_high_water_bytes", "gauge",
+               "Bytes of the LMDB map touched so far (up to the last page used).",
+               (uint64_t)sp.high_water_bytes);
+        metric(out, "shoal_durable_free_pages", "gauge",
+               "LMDB pages freed by deletions, reused before the map grows.",
+               (uint64_t)sp.free_pages);
+    }
 }
 
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m)

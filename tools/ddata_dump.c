@@ -4,6 +4,9 @@
       ddata-dump DIR [--key K] [--json]         list (or show one key of) a durable store
       ddata-dump DIR --salvage OUT              copy every readable entry into a new store at OUT
       ddata-dump DIR --compact OUT              compacted copy of the store (mdb_env_copy2)
+      ddata-dump --backup DEST DIR              hot backup: compacted copy + manifest (BACKUP)
+      ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)
+                                                a backup into an empty directory (BACKUP)
       ddata-dump --node ENDPOINT [--role R] [--metrics]
       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]
       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]
@@ -21,11 +24,17 @@
     report only when the child exits normally.
 
     Exit codes: 0 ok; 1 differences (--compare), a missing key (--key), no state of the type
-    (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store;
-    3 the node cannot be reached.
+    (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store
+    (a listing with an UNDECODABLE record included: it is printed, then exit 2); 3 the node
+    cannot be reached.
+
+    The kept membership (membership.h, KEPT MEMBERSHIP: replicator "__membership", key "voters")
+    is membership's own plain-text record, not a DataEnvelope: it is shown as type
+    kept-membership with its identities.
 */
 #include "cli.h"
 #include "ddata.h"
+#include "durable.h"
 #include "membership.h"
 #include "sharding.h"
 #include "estate.h" /* sharding's EntityStateMap, read for --sharding */
@@ -33,7 +42,9 @@
 #include "client.pb-c.h"
 #include "replicator.pb-c.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,6 +54,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FORMAT_NAME "shoal-durable"
@@ -67,6 +79,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ddata-dump DIR [--key K] [--json]\n"
             "       ddata-dump DIR --salvage OUT | --compact OUT\n"
+            "       ddata-dump --backup DEST DIR\n"
+            "       ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)\n"
             "       ddata-dump --node ENDPOINT [--role R] [--metrics]\n"
             "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
             "       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]\n"
@@ -75,8 +89,12 @@ static void usage(FILE *f)
             "--sharding TYPE: the type's coordinator state (shard, home, epoch term.counter),\n"
             "regions, remembered entities per shard (--entities: their ids), all-shards set and\n"
             "daemon workers; without TYPE (last, or before another option): the types found.\n"
+            "--backup: a consistent compacted copy of the store (safe while the node runs) and a\n"
+            "manifest (format, Shoal version, identity). --restore: into an empty DIR; the\n"
+            "identity is kept (the same node comes back) or replaced (another node: never two\n"
+            "live members with one identity); docs/operations.md, \"Backup, restore\".\n"
             "Exit codes: 0 ok; 1 differences, missing key or type, or refused request; 2 usage\n"
-            "or a bad store; 3 node unreachable.\n");
+            "or a bad store (an UNDECODABLE record too); 3 node unreachable.\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -171,12 +189,67 @@ typedef struct {
     bool deleted;
     const char *error; /* why it is undecodable, or NULL */
     size_t bytes;      /* size of the encoded value (of the record when the envelope is bad) */
+    /* the kept membership (membership.h, KEPT MEMBERSHIP): not a replicated value but
+       membership's own record, plain text; ids points into the record's bytes */
+    bool kept;
+    const char **ids;
+    size_t *id_lens;
+    size_t n_ids;
 } entry_t;
 
-static void entry_read(entry_t *e, const MDB_val *v)
+/* Membership's kept-membership record (membership/membership.c, "Kept membership"): in the
+   store of role SHOAL_CLUSTER_STORE_ROLE, key "voters", the bytes "shoal-voters 1\n" then one
+   durable identity (shoal_durable_node_id) a line. */
+#define KEPT_KEY  "voters"
+#define KEPT_STEM "shoal-voters 1\n"
+#define KEPT_TYPE "kept-membership"
+
+static bool kept_record(const char *role, const MDB_val *k)
+{
+    return role && k && strcmp(role, SHOAL_CLUSTER_STORE_ROLE) == 0 &&
+           k->mv_size == strlen(KEPT_KEY) && memcmp(k->mv_data, KEPT_KEY, k->mv_size) == 0;
+}
+
+/* Reads the kept membership: every line after the stem one identity, the last one ended by a
+   newline too (membership writes it so); anything else is damage. */
+static void kept_read(entry_t *e, const MDB_val *v)
+{
+    e->kept = true;
+    size_t stem = strlen(KEPT_STEM);
+    if (v->mv_size < stem || memcmp(v->mv_data, KEPT_STEM, stem) != 0) {
+        e->error = "malformed kept membership (no \"shoal-voters 1\" line)";
+        return;
+    }
+    const char *p = (const char *)v->mv_data + stem, *end = (const char *)v->mv_data + v->mv_size;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : 0;
+        bool printable = n > 0;
+        for (size_t i = 0; i < n && printable; i++)
+            printable = p[i] > 0x20 && p[i] < 0x7f;
+        if (!nl || !printable) {
+            e->error = "malformed kept membership (a line that is no identity)";
+            return;
+        }
+        e->ids = realloc(e->ids, (e->n_ids + 1) * sizeof *e->ids);
+        e->id_lens = realloc(e->id_lens, (e->n_ids + 1) * sizeof *e->id_lens);
+        if (!e->ids || !e->id_lens)
+            abort();
+        e->ids[e->n_ids] = p;
+        e->id_lens[e->n_ids++] = n;
+        p = nl + 1;
+    }
+}
+
+/* Reads one record of replicator `role` (NULL: not known) with key k. */
+static void entry_read_in(entry_t *e, const char *role, const MDB_val *k, const MDB_val *v)
 {
     memset(e, 0, sizeof *e);
     e->bytes = v->mv_size;
+    if (kept_record(role, k)) {
+        kept_read(e, v);
+        return;
+    }
     e->env = shoal__replicator__data_envelope__unpack(NULL, v->mv_size, v->mv_data);
     if (!e->env) {
         e->error = "malformed envelope";
@@ -194,8 +267,18 @@ static void entry_read(entry_t *e, const MDB_val *v)
     }
 }
 
+static void entry_read(entry_t *e, const MDB_val *v)
+{
+    entry_read_in(e, NULL, NULL, v);
+}
+
 static void entry_free(entry_t *e)
 {
+    free(e->ids);
+    free(e->id_lens);
+    e->ids = NULL;
+    e->id_lens = NULL;
+    e->n_ids = 0;
     shoal_crdt_destroy(&e->value);
     if (e->env)
         shoal__replicator__data_envelope__free_unpacked(e->env, NULL);
@@ -1084,6 +1167,7 @@ typedef struct {
     const char *sharding_type; /* NULL: list the types */
     bool entities;
     const char *role; /* of --sharding */
+    const char *backup; /* --backup DEST */
 } store_opts_t;
 
 static int store_fail(const char *dir, const char *what, int rc)
@@ -1283,12 +1367,34 @@ static void json_value(shoal_buf_t *out, const shoal_crdt_t *v, int depth)
     }
 }
 
+/* The kept membership's identities: a JSON array, or "N identities: a, b" */
+static void kept_ids(shoal_buf_t *out, const entry_t *e, bool json)
+{
+    if (json) {
+        LIT(out, "{\"format\":\"shoal-voters 1\",\"identities\":[");
+        for (size_t i = 0; i < e->n_ids; i++) {
+            if (i)
+                LIT(out, ",");
+            json_str(out, e->ids[i], e->id_lens[i]);
+        }
+        LIT(out, "]}");
+        return;
+    }
+    shoal_buf_printf(out, "%zu %s", e->n_ids, e->n_ids == 1 ? "identity" : "identities");
+    for (size_t i = 0; i < e->n_ids; i++) {
+        LIT(out, i ? ", " : ": ");
+        shoal_buf_append(out, e->ids[i], e->id_lens[i]);
+    }
+}
+
 static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, bool json)
 {
     shoal_buf_t r = {0};
     if (e->value)
         shoal_crdt_render(e->value, &r);
-    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : NULL;
+    const char *type = e->value               ? shoal_type_name(shoal_crdt_type(e->value))
+                       : e->kept && !e->error ? KEPT_TYPE
+                                              : NULL;
     if (json) {
         LIT(out, "{\"key\":");
         json_str(out, k->mv_data, k->mv_size);
@@ -1301,6 +1407,8 @@ static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, boo
                          e->deleted ? "true" : "false");
         if (e->value)
             json_value(out, e->value, 0);
+        else if (e->kept && !e->error)
+            kept_ids(out, e, true);
         else
             LIT(out, "null");
         if (e->error) {
@@ -1316,6 +1424,8 @@ static void list_entry(shoal_buf_t *out, const MDB_val *k, const entry_t *e, boo
             LIT(out, "deleted");
         else if (e->error)
             shoal_buf_printf(out, "UNDECODABLE (%s)", e->error);
+        else if (e->kept)
+            kept_ids(out, e, false);
         else
             one_line(out, &r, LINE_RENDER);
         LIT(out, "\n");
@@ -1329,7 +1439,9 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
     shoal_buf_append_quoted(out, role, strlen(role));
     LIT(out, "\nkey: ");
     key_text(out, k->mv_data, k->mv_size);
-    const char *type = e->value ? shoal_type_name(shoal_crdt_type(e->value)) : "-";
+    const char *type = e->value               ? shoal_type_name(shoal_crdt_type(e->value))
+                       : e->kept && !e->error ? KEPT_TYPE
+                                              : "-";
     shoal_buf_printf(out, "\ntype: %s\nbytes: %zu\ndeleted: %s\n", type, e->bytes,
                      e->deleted ? "yes" : "no");
     if (e->env)
@@ -1347,6 +1459,10 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
         LIT(out, "\n");
     } else if (e->error) {
         shoal_buf_printf(out, "value: UNDECODABLE (%s)\n", e->error);
+    } else if (e->kept) {
+        LIT(out, "value: ");
+        kept_ids(out, e, false);
+        LIT(out, "\n");
     }
 }
 
@@ -1354,7 +1470,7 @@ static void show_key(shoal_buf_t *out, const char *role, const MDB_val *k, const
 static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const char *format,
                 shoal_buf_t *out)
 {
-    size_t found = 0;
+    size_t found = 0, damaged = 0;
     if (o->json) {
         LIT(out, "{\"format\":");
         json_str(out, format, strlen(format));
@@ -1373,7 +1489,8 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
             rc = mdb_get(txn, dbi, &k, &v);
             if (rc == 0) {
                 entry_t e;
-                entry_read(&e, &v);
+                entry_read_in(&e, role, &k, &v);
+                damaged += e.error != NULL;
                 if (o->json) { /* the listing's shape, with this key alone in each replicator */
                     if (found++)
                         LIT(out, ",");
@@ -1412,7 +1529,8 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
         for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
             entry_t e;
-            entry_read(&e, &v);
+            entry_read_in(&e, role, &k, &v);
+            damaged += e.error != NULL;
             if (o->json && i)
                 LIT(out, ",");
             list_entry(out, &k, &e, o->json);
@@ -1431,6 +1549,14 @@ static int dump(MDB_txn *txn, const db_list_t *dbs, const store_opts_t *o, const
     if (o->key && !found) {
         fprintf(stderr, "ddata-dump: no key \"%s\" in %s\n", o->key, o->dir);
         return EXIT_DIFF;
+    }
+    if (damaged) {
+        /* the listing is printed all the same: it shows which keys */
+        fprintf(stderr,
+                "ddata-dump: %s: %zu %s UNDECODABLE: the store is damaged (--salvage OUT copies "
+                "the rest into a new store)\n",
+                o->dir, damaged, damaged == 1 ? "record is" : "records are");
+        return EXIT_BAD;
     }
     return EXIT_OK;
 }
@@ -1492,8 +1618,8 @@ static int salvage(MDB_env *src, MDB_txn *txn, const db_list_t *dbs, const store
         for (crc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST); crc == 0 && rc == 0;
              crc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
             entry_t e;
-            entry_read(&e, &v);
-            if (e.value || e.deleted) {
+            entry_read_in(&e, dbs->names[d] + strlen(DB_PREFIX), &k, &v);
+            if (e.value || e.deleted || (e.kept && !e.error)) {
                 rc = mdb_put(w, ddb, &k, &v, 0);
                 kept++;
             } else {
@@ -1571,6 +1697,355 @@ static int store_sharding(MDB_txn *txn, const db_list_t *dbs, const store_opts_t
     return ex;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Backup and restore (docs/operations.md, "Backup, restore and disaster recovery").
+ *
+ * BACKUP. mdb_env_copy2 with MDB_CP_COMPACT copies the environment inside one read transaction,
+ * so the copy is the store as of one commit, whatever a running node writes meanwhile (LMDB
+ * readers do not block its writer, nor it them). Beside the copy's data.mdb, a manifest
+ * (MANIFEST_NAME) says what it is:
+ *     shoal-backup 1
+ *     format: shoal-durable 1           the store's meta/format
+ *     shoal-version: 0.2.0              the ddata-dump that wrote it
+ *     node-id: <32 hex>                 the identity of the directory backed up (meta/node-id)
+ *     written-at: 2026-11-28T14:52:09Z
+ *     source: /var/lib/app/ddata
+ * written last (temporary file, fsync, rename, directory fsync): a backup without a manifest
+ * was cut short and is refused by --restore.
+ *
+ * RESTORE. Into an empty (or new) directory only: a restore never overwrites a store. The
+ * identity (meta/node-id) travels with the data, so the operator says which node the directory
+ * becomes: --keep-identity, the node that was backed up comes back (its directory is gone; never
+ * beside a live member with that identity), or --new-identity, a new node (a new id, and the
+ * kept membership of the old one dropped: a new node learns the cluster's from the cluster).
+ */
+#define MANIFEST_NAME "shoal-backup"
+#define MANIFEST_STEM "shoal-backup 1\n"
+#define NODE_ID_KEY   "node-id"
+#define KEPT_DB       DB_PREFIX SHOAL_CLUSTER_STORE_ROLE
+
+static int fsync_path(const char *path, bool dir)
+{
+    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDWR);
+    if (fd < 0)
+        return errno;
+    int rc = fsync(fd) == 0 ? 0 : errno;
+    close(fd);
+    return rc;
+}
+
+/* meta/node-id of the open transaction's store into id ("" when it has none yet) */
+static void read_node_id(MDB_txn *txn, char *id, size_t cap)
+{
+    *id = 0;
+    MDB_dbi meta;
+    MDB_val k = {strlen(NODE_ID_KEY), (void *)NODE_ID_KEY}, v;
+    if (mdb_dbi_open(txn, "meta", 0, &meta) == 0 && mdb_get(txn, meta, &k, &v) == 0 &&
+        v.mv_size < cap) {
+        memcpy(id, v.mv_data, v.mv_size);
+        id[v.mv_size] = 0;
+    }
+}
+
+static int write_manifest(const char *dest, const char *format, const char *id, const char *src)
+{
+    char tmp_path[4200], path[4200], abs_src[4096], when[32];
+    snprintf(tmp_path, sizeof tmp_path, "%s/" MANIFEST_NAME ".tmp", dest);
+    snprintf(path, sizeof path, "%s/" MANIFEST_NAME, dest);
+    if (!realpath(src, abs_src))
+        snprintf(abs_src, sizeof abs_src, "%s", src);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    FILE *f = fopen(tmp_path, "w");
+    if (!f)
+        return errno;
+    fprintf(f,
+            MANIFEST_STEM "format: %s\nshoal-version: %s\nnode-id: %s\nwritten-at: %s\n"
+                          "source: %s\n",
+            format, SHOAL_VERSION, *id ? id : "-", when, abs_src);
+    int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : errno;
+    if (fclose(f) != 0 && !rc)
+        rc = errno;
+    if (!rc && rename(tmp_path, path) != 0)
+        rc = errno;
+    if (!rc)
+        rc = fsync_path(dest, true);
+    if (rc)
+        unlink(tmp_path);
+    return rc;
+}
+
+static int backup(MDB_env *env, MDB_txn *txn, const store_opts_t *o, const char *format,
+                  shoal_buf_t *out)
+{
+    int ex = prepare_out(o->backup);
+    if (ex)
+        return ex;
+    char manifest[4200], file[4200], id[64];
+    snprintf(manifest, sizeof manifest, "%s/" MANIFEST_NAME, o->backup);
+    if (access(manifest, F_OK) == 0) {
+        fprintf(stderr, "ddata-dump: %s already holds a backup; choose an empty directory\n",
+                o->backup);
+        return EXIT_BAD;
+    }
+    read_node_id(txn, id, sizeof id);
+    /* the copy takes its own read transaction (one commit's state), and LMDB allows one per
+       thread */
+    mdb_txn_reset(txn);
+    snprintf(file, sizeof file, "%s/data.mdb", o->backup);
+    int rc = mdb_env_copy2(env, o->backup, MDB_CP_COMPACT);
+    if (rc == 0)
+        rc = fsync_path(file, false); /* LMDB's copy does not sync what it wrote */
+    if (rc == 0)
+        rc = write_manifest(o->backup, format, id, o->dir);
+    if (rc) {
+        unlink(file); /* a partial copy must not look like a backup */
+        return store_fail(o->backup, "cannot write the backup", rc);
+    }
+    struct stat st;
+    shoal_buf_printf(out, "backup of %s written to %s: %lld bytes, %s, identity %s, Shoal %s\n",
+                     o->dir, o->backup, stat(file, &st) == 0 ? (long long)st.st_size : -1LL, format,
+                     *id ? id : "(none yet)", SHOAL_VERSION);
+    return EXIT_OK;
+}
+
+typedef struct {
+    int format_version;
+    char format[64], node_id[64], version[64], written_at[64];
+} manifest_t;
+
+static int read_manifest(const char *dir, manifest_t *m)
+{
+    memset(m, 0, sizeof *m);
+    char path[4200], line[4200];
+    snprintf(path, sizeof path, "%s/" MANIFEST_NAME, dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr,
+                "ddata-dump: %s: no backup manifest (%s: %s): not a backup written by "
+                "ddata-dump --backup, or one cut short\n",
+                dir, path, strerror(errno));
+        return EXIT_BAD;
+    }
+    bool stem = fgets(line, sizeof line, f) && strcmp(line, MANIFEST_STEM) == 0;
+    while (stem && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *colon = strstr(line, ": ");
+        if (!colon)
+            continue;
+        *colon = 0;
+        const char *val = colon + 2;
+        if (!strcmp(line, "format"))
+            snprintf(m->format, sizeof m->format, "%s", val);
+        else if (!strcmp(line, "node-id"))
+            snprintf(m->node_id, sizeof m->node_id, "%s", val);
+        else if (!strcmp(line, "shoal-version"))
+            snprintf(m->version, sizeof m->version, "%s", val);
+        else if (!strcmp(line, "written-at"))
+            snprintf(m->written_at, sizeof m->written_at, "%s", val);
+    }
+    fclose(f);
+    if (!stem || sscanf(m->format, "shoal-durable %d", &m->format_version) != 1) {
+        fprintf(stderr,
+                "ddata-dump: %s: the backup manifest does not read (want \"shoal-backup "
+                "1\" and a \"format: shoal-durable N\" line)\n",
+                path);
+        return EXIT_BAD;
+    }
+    if (m->format_version > FORMAT_VERSION) {
+        fprintf(stderr,
+                "ddata-dump: %s: the backup holds a newer format (%s, by Shoal %s) than "
+                "this build reads (shoal-durable %d): restore it with that release\n",
+                dir, m->format, m->version, FORMAT_VERSION);
+        return EXIT_BAD;
+    }
+    return EXIT_OK;
+}
+
+/* 0 when dir is missing (then created) or an empty directory; EXIT_BAD, said, otherwise */
+static int empty_target(const char *dir)
+{
+    if (mkdir(dir, 0755) == 0)
+        return EXIT_OK;
+    if (errno != EEXIST) {
+        fprintf(stderr, "ddata-dump: cannot create %s: %s\n", dir, strerror(errno));
+        return EXIT_BAD;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "ddata-dump: %s: %s\n", dir, strerror(errno));
+        return EXIT_BAD;
+    }
+    struct dirent *e;
+    const char *found = NULL;
+    while ((e = readdir(d)) && !found)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, ".."))
+            found = e->d_name;
+    char name[256];
+    snprintf(name, sizeof name, "%s", found ? found : "");
+    closedir(d);
+    if (*name) {
+        fprintf(stderr,
+                "ddata-dump: %s is not empty (it holds %s): a restore never overwrites "
+                "a data directory; move it aside or choose an empty one\n",
+                dir, name);
+        return EXIT_BAD;
+    }
+    return EXIT_OK;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY), outfd = -1, rc = 0;
+    if (in < 0)
+        return errno;
+    outfd = open(to, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (outfd < 0) {
+        rc = errno;
+        goto cleanup;
+    }
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = errno;
+            goto cleanup;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(outfd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = w < 0 ? errno : EIO;
+                goto cleanup;
+            }
+            off += w;
+        }
+    }
+    if (fsync(outfd) != 0)
+        rc = errno;
+cleanup:
+    if (outfd >= 0 && close(outfd) != 0 && !rc)
+        rc = errno;
+    close(in);
+    return rc;
+}
+
+/* A new identity: the old node's meta/node-id and kept membership go; shoal_durable_open then
+   makes a new id, as for any directory without one. */
+static int forget_identity(const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn = NULL;
+    int rc = mdb_env_create(&env);
+    if (rc)
+        return rc;
+    mdb_env_set_maxdbs(env, MAX_DBS);
+    rc = mdb_env_open(env, dir, 0, 0644);
+    if (rc == 0)
+        rc = mdb_txn_begin(env, NULL, 0, &txn);
+    MDB_dbi dbi;
+    if (rc == 0 && (rc = mdb_dbi_open(txn, "meta", 0, &dbi)) == 0) {
+        MDB_val k = {strlen(NODE_ID_KEY), (void *)NODE_ID_KEY};
+        rc = mdb_del(txn, dbi, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+    }
+    if (rc == 0 && mdb_dbi_open(txn, KEPT_DB, 0, &dbi) == 0) {
+        MDB_val k = {strlen(KEPT_KEY), (void *)KEPT_KEY};
+        rc = mdb_del(txn, dbi, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+    }
+    if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+        txn = NULL;
+    }
+    if (txn)
+        mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return rc;
+}
+
+static int restore_mode(const char *from, const char *dir, int identity)
+{
+    if (!identity) {
+        fprintf(stderr,
+                "ddata-dump: --restore needs --keep-identity or --new-identity: the directory "
+                "keeps the identity of the node backed up (meta/node-id). --keep-identity: "
+                "that node comes back (its own directory is lost, and no live member has that "
+                "identity); --new-identity: another node, a new member of the cluster (docs/"
+                "operations.md, \"Backup, restore and disaster recovery\")\n");
+        return EXIT_BAD;
+    }
+    manifest_t m;
+    int ex = read_manifest(from, &m);
+    if (ex)
+        return ex;
+    char src[4200], dst[4200], tmp_dst[4200], err[1024];
+    snprintf(src, sizeof src, "%s/data.mdb", from);
+    if (access(src, R_OK) != 0) {
+        fprintf(stderr, "ddata-dump: %s: %s\n", src, strerror(errno));
+        return EXIT_BAD;
+    }
+    if ((ex = empty_target(dir)) != 0)
+        return ex;
+    snprintf(dst, sizeof dst, "%s/data.mdb", dir);
+    snprintf(tmp_dst, sizeof tmp_dst, "%s/data.mdb.restoring", dir);
+    int rc = copy_file(src, tmp_dst);
+    if (!rc && rename(tmp_dst, dst) != 0)
+        rc = errno;
+    if (!rc)
+        rc = fsync_path(dir, true);
+    if (rc) {
+        unlink(tmp_dst);
+        unlink(dst);
+        fprintf(stderr, "ddata-dump: cannot restore %s into %s: %s\n", from, dir, strerror(rc));
+        return EXIT_BAD;
+    }
+    /* read the whole copy in a child before anything opens it for writing */
+    rc = shoal_durable_check(dir, err, sizeof err);
+    if (rc == 0 && identity == 2 && (rc = forget_identity(dir)) != 0)
+        snprintf(err, sizeof err, "cannot replace its identity: %s", mdb_strerror(rc));
+    shoal_durable_t *d = NULL;
+    if (rc == 0) {
+        shoal_durable_settings_t ds;
+        shoal_durable_settings_default(&ds);
+        ds.dir = dir;
+        ds.check_on_open = false; /* checked above */
+        d = shoal_durable_open(&ds, &rc);
+        if (!d)
+            snprintf(err, sizeof err, "%s", shoal_last_error_detail());
+    }
+    if (!d) {
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/lock.mdb", dir);
+        unlink(dst);
+        unlink(lock);
+        fprintf(stderr, "ddata-dump: %s: the backup does not restore (%s); %s is left empty\n",
+                from, err, dir);
+        return EXIT_BAD;
+    }
+    const char *id = shoal_durable_node_id(d);
+    if (identity == 1)
+        printf("restored %s (written %s by Shoal %s) into %s: identity %s kept: this directory "
+               "is the node that was backed up; never start it beside a live member with that "
+               "identity\n",
+               from, m.written_at, m.version, dir, id);
+    else
+        printf("restored %s (written %s by Shoal %s) into %s: NEW identity %s (the backup's was "
+               "%s; its kept membership dropped): this directory joins as a new member\n",
+               from, m.written_at, m.version, dir, id, m.node_id);
+    shoal_durable_close(&d);
+    return EXIT_OK;
+}
+
 static int read_store(const store_opts_t *o, shoal_buf_t *out)
 {
     /* LMDB takes an empty data.mdb for a new environment and, read-only, fails writing its meta
@@ -1630,6 +2105,8 @@ static int read_store(const store_opts_t *o, shoal_buf_t *out)
                     shoal_buf_printf(out, "compacted copy written to %s\n", o->compact);
                 }
             }
+        } else if (o->backup) {
+            ex = backup(env, txn, o, format, out);
         } else if (o->salvage) {
             ex = salvage(env, txn, &dbs, o, format, out);
         } else if (o->sharding) {
@@ -2306,6 +2783,8 @@ int main(int argc, char **argv)
     store_opts_t so = {0};
     const char *node = NULL, *role = "";
     bool want_metrics = false, compare = false;
+    const char *restore = NULL;
+    int identity = 0; /* --restore: 1 keep, 2 new, -1 both (refused) */
     char **eps = calloc((size_t)argc + 1, sizeof *eps);
     if (!eps)
         abort();
@@ -2332,6 +2811,14 @@ int main(int argc, char **argv)
             so.salvage = argv[++i];
         } else if (has_next && !strcmp(a, "--compact")) {
             so.compact = argv[++i];
+        } else if (has_next && !strcmp(a, "--backup")) {
+            so.backup = argv[++i];
+        } else if (has_next && !strcmp(a, "--restore")) {
+            restore = argv[++i];
+        } else if (!strcmp(a, "--keep-identity")) {
+            identity = identity == 2 ? -1 : 1;
+        } else if (!strcmp(a, "--new-identity")) {
+            identity = identity == 1 ? -1 : 2;
         } else if (has_next && !strcmp(a, "--node")) {
             node = argv[++i];
         } else if (has_next && !strcmp(a, "--role")) {
@@ -2348,8 +2835,18 @@ int main(int argc, char **argv)
     int ex;
     int modes = (node != NULL) + compare + (n_eps > 0 && !compare);
     /* --json goes with --sharding on a node too; the other store options only with a store */
-    bool store_opts = so.key || (so.json && !so.sharding) || so.salvage || so.compact;
-    if (so.sharding && !node && !compare && n_eps == 0 && so.sharding_type) {
+    bool store_opts = so.key || (so.json && !so.sharding) || so.salvage || so.compact || so.backup;
+    if (restore || identity) {
+        if (!restore || n_eps != 1 || node || compare || store_opts || so.sharding ||
+            want_metrics || identity < 0) {
+            fprintf(stderr, "ddata-dump: --restore BACKUP DIR takes one directory and one of "
+                            "--keep-identity or --new-identity, nothing else\n");
+            usage(stderr);
+            ex = EXIT_BAD;
+        } else {
+            ex = restore_mode(restore, eps[0], identity);
+        }
+    } else if (so.sharding && !node && !compare && n_eps == 0 && so.sharding_type) {
         fprintf(stderr, "ddata-dump: --sharding took \"%s\" as the type; name the store "
                         "first (ddata-dump DIR --sharding [TYPE]) or use --node\n",
                 so.sharding_type);
@@ -2357,9 +2854,10 @@ int main(int argc, char **argv)
     } else if (modes != 1 || (compare && n_eps < 2) || (!compare && n_eps > 1) ||
                ((node || compare) && store_opts) || (want_metrics && !node) ||
                (so.sharding && (compare || want_metrics || so.key || so.salvage || so.compact)) ||
-               (so.entities && !so.sharding) ||
-               (!node && !compare && (!!so.key + !!so.salvage + !!so.compact > 1 ||
-                                      (so.json && (so.salvage || so.compact))))) {
+               (so.entities && !so.sharding) || (so.sharding && so.backup) ||
+               (!node && !compare &&
+                (!!so.key + !!so.salvage + !!so.compact + !!so.backup > 1 ||
+                 (so.json && (so.salvage || so.compact || so.backup))))) {
         usage(stderr);
         ex = EXIT_BAD;
     } else if (node && so.sharding) {

@@ -1052,10 +1052,22 @@ static void load_tick(shoal_system_t *sys, void *arg)
     if (r->s.store && r->s.store->load) {
         load_ctx_t lc = {r, 0, 0, 0, wall_ms()};
         int rc = r->s.store->load(r->s.store->ctx, load_each, &lc);
-        if (rc < 0)
-            shoal_error("%s: replicator '%s': loading the store failed: %s", shoal_node_id(r->self),
-                       r->role, shoal_strerror(rc));
-        else if (lc.loaded)
+        if (rc < 0) {
+            /* Serving as if empty would answer "not found" for data that exists and let gossip
+               overwrite nothing with something else: stop instead (Akka's DurableDataSpec "stop
+               Replicator if Load fails"). What loaded before the failure stays unserved. */
+            r->load_failed = true;
+            r->stats.store_failures++;
+            shoal_error(
+                "%s: replicator '%s': loading the durable store failed (%s): the "
+                "replicator is stopped (every operation on it fails with SHOAL_ESTORE, "
+                "it takes no part in gossip). Read the store with ddata-dump DIR (--salvage "
+                "OUT keeps what is readable), replace or restore it, restart the node",
+                shoal_node_id(r->self), r->role, shoal_strerror(rc));
+            run_pending(r); /* what waited for the load fails now */
+            return;
+        }
+        if (lc.loaded)
             shoal_info("%s: replicator '%s': loaded %d durable keys", shoal_node_id(r->self),
                       r->role, lc.loaded);
         /* loading is not a change to tell subscribers twice about: they get current values */
@@ -1223,7 +1235,7 @@ void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
 /* Runs fn now, or after loading. */
 static void when_loaded(shoal_replicator_t *r, void (*fn)(shoal_replicator_t *, void *), void *arg)
 {
-    if (!r->loading) {
+    if (!r->loading || r->load_failed) { /* a failed load: fn refuses at once */
         fn(r, arg);
         return;
     }
@@ -1363,6 +1375,10 @@ int shoal_replicator_subscribe(shoal_replicator_t *r, const char *key_or_prefix,
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
         return shoal_wrong_thread(__func__, "shoal_replicator_subscribe_sync");
+    if (r->load_failed) { /* it would never be told anything */
+        r->stats.store_failures++;
+        return SHOAL_ESTORE;
+    }
     sub_t *s = shoal_calloc(1, sizeof *s);
     s->id = ++r->next_sub_id;
     s->pattern = strdup(key_or_prefix);
@@ -1789,6 +1805,10 @@ int shoal_replicator_keys(shoal_replicator_t *r, shoal_key_fn *fn, void *arg)
         return SHOAL_EINVAL;
     if (!shoal_system_on_thread(r->sys))
         return shoal_wrong_thread(__func__, "shoal_replicator_keys_sync");
+    if (r->load_failed) {
+        r->stats.store_failures++;
+        return SHOAL_ESTORE;
+    }
     for (size_t i = 0; i < r->entries.cap; i++) {
         shoal_hslot_t *s = &r->entries.slots[i];
         if (!SHOAL_HSLOT_LIVE(s))
@@ -1854,6 +1874,9 @@ static void get_now(shoal_replicator_t *r, void *arg)
     get_args_t *a = arg;
     if (r->destroying) {
         a->done(r, SHOAL_ESTOPPED, a->key, NULL, a->arg);
+    } else if (r->load_failed) {
+        r->stats.store_failures++;
+        a->done(r, SHOAL_ESTORE, a->key, NULL, a->arg);
     } else if (quorum_refused(r, &a->c)) {
         refuse_later(r, a->key, a->done, NULL, a->arg);
     } else {
@@ -1963,6 +1986,11 @@ static void update_now(shoal_replicator_t *r, void *arg)
     int rc = 0;
     if (r->destroying) {
         rc = SHOAL_ESTOPPED;
+        goto fail;
+    }
+    if (r->load_failed) {
+        r->stats.store_failures++;
+        rc = SHOAL_ESTORE;
         goto fail;
     }
     if (quorum_refused(r, &a->c)) { /* refused before anything changes here */

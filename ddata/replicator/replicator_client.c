@@ -477,7 +477,11 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
                 pending_reply_t *p = pending(sys, to);
                 /* the modify function runs inside the update call, while m is alive — unless the
                    replicator is still loading, which client requests wait out by refusal */
-                if (shoal_replicator_replica_count(r) == 0) {
+                if (r->load_failed) { /* stopped for good, not busy: the client must not wait */
+                    rc = SHOAL_ESTORE;
+                    r->stats.store_failures++;
+                    shoal_crdt_destroy(&init);
+                } else if (shoal_replicator_replica_count(r) == 0) {
                     rc = SHOAL_EBUSY;
                     shoal_crdt_destroy(&init);
                 } else { /* the update owns init */
@@ -512,6 +516,11 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
         Shoal__Client__Keys *m = shoal__client__keys__unpack(NULL, len, data);
         shoal_replicator_t *r = m ? repl_find(sys, m->role) : NULL;
         rc = m ? (r ? 0 : SHOAL_ENOTFOUND) : SHOAL_EDECODE;
+        if (r && r->load_failed) { /* its store failed to load: it lists nothing as if empty */
+            rc = SHOAL_ESTORE;
+            r->stats.store_failures++;
+            r = NULL;
+        }
         if (r) {
             Shoal__Client__Reply rep = SHOAL__CLIENT__REPLY__INIT;
             repl_refresh_all_digests(r);

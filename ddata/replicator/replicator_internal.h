@@ -216,6 +216,11 @@ struct shoal_replicator {
     uint64_t next_transfer;
 
     bool loading;
+    /* The store's load failed (corrupt, unreadable): the replicator is stopped, as Akka stops
+       one whose load fails. `loading` stays true, so it answers no peer and sends no gossip
+       (serving as if empty would lose the data it could not read, and gossip would spread the
+       loss); every operation on it fails with SHOAL_ESTORE, counted in stats.store_failures. */
+    bool load_failed;
     bool gated;      /* a cluster decides whether MAJORITY/ALL may run (quorum gate) */
     size_t n_voters; /* the kept membership's size (0: no voters, majorities as before) */
     bool self_votes; /* this node's identity is one of them */

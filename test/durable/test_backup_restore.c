@@ -1,0 +1,245 @@
+/*  test_backup_restore.c — backup, restore and disaster recovery of durable stores on real
+    processes (docs/operations.md, "Backup, restore and disaster recovery"): three kvstore nodes
+    (release build/bin/kvstore: LMDB, kept membership) take writes at MAJORITY; each node's store
+    is backed up while it runs (`ddata-dump --backup`); every node is killed with SIGKILL and every
+    data directory deleted; the backups are restored (`ddata-dump --restore --keep-identity`) and
+    the nodes started again: every write acknowledged before the backups is read back at
+    MAJORITY. Around it, the rules of restore: never into a non-empty directory, never without
+    saying whose identity the directory gets, a new identity differs from the backup's, and a
+    backup without its manifest is refused.
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "procs.h"
+#include "tools.h"
+
+#define OUT_CAP (1u << 20)
+#define N       3
+#define KEYS    12
+
+static char kv[4096], tool[4096], dump[4096], dir[64];
+static char *out;
+static int ports[N];
+static pid_t pids[N];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void start(int i)
+{
+    char bind[64], data[128], seeds[N][64], log[128];
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[i]);
+    snprintf(data, sizeof data, "%s/kv%d", dir, i);
+    snprintf(log, sizeof log, "%s/kv%d.log", dir, i);
+    for (int k = 0; k < N; k++)
+        snprintf(seeds[k], sizeof seeds[k], "tcp://127.0.0.1:%d", ports[k]);
+    pids[i] =
+        ttool_spawn(kv,
+                    (char *const[]){kv, "node", "--bind", bind, "--seed", seeds[0], "--seed",
+                                    seeds[1], "--seed", seeds[2], "--data", data, "--fast", NULL},
+                    log);
+    assert_true(pids[i] > 0);
+}
+
+static void kill_node(int i)
+{
+    if (pids[i] > 0) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, 0);
+        pids[i] = 0;
+    }
+}
+
+#define kvcmd(...)   ttool_runf(kv, out, OUT_CAP, __VA_ARGS__)
+#define dumpcmd(...) ttool_runf(dump, out, OUT_CAP, __VA_ARGS__)
+
+static bool wait_up(int i, int up, int timeout_ms)
+{
+    char args[128];
+    snprintf(args, sizeof args, "--node tcp://127.0.0.1:%d --json members", ports[i]);
+    for (int64_t end = now_ms() + timeout_ms; now_ms() < end; usleep(100000)) {
+        if (ttool_run(tool, args, out, OUT_CAP) != 0)
+            continue;
+        int n = 0;
+        for (const char *p = out; (p = strstr(p, "\"status\":\"Up\"")); p++)
+            n++;
+        if (n == up && strstr(out, "\"converged\":true"))
+            return true;
+    }
+    return false;
+}
+
+static void dump_logs(void)
+{
+    for (int i = 0; i < N; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "tail -n 15 %s/kv%d.log >&2", dir, i);
+        if (system(cmd) != 0)
+            break;
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    out = calloc(1, OUT_CAP);
+    if (!ttool_find("kvstore", kv, sizeof kv) || !ttool_find("shoal-cluster", tool, sizeof tool) ||
+        !ttool_find("ddata-dump", dump, sizeof dump))
+        fail_msg("build/bin/kvstore, shoal-cluster or ddata-dump is missing: scons check builds "
+                 "them");
+    snprintf(dir, sizeof dir, "/tmp/shoal-backup-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    for (int i = 0; i < N; i++)
+        ports[i] = tfree_port();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        kill_node(i);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        print_message("could not remove %s\n", dir);
+    free(out);
+    return 0;
+}
+
+/* text has `line` as a whole line */
+static bool has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p += n)
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == 0))
+            return true;
+    return false;
+}
+
+static void test_disaster_recovery_from_backups(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N; i++)
+        start(i);
+    if (!wait_up(0, N, 30000)) {
+        dump_logs();
+        fail_msg("the three kvstore nodes did not come Up");
+    }
+    /* acknowledged MAJORITY writes, through every node */
+    for (int k = 0; k < KEYS; k++) {
+        int rc = kvcmd("put %d key%02d value%02d majority", ports[k % N], k, k);
+        if (rc != 0) {
+            dump_logs();
+            fail_msg("put key%02d at majority: exit %d: %s", k, rc, out);
+        }
+    }
+    /* hot backups, one per node, while the nodes run and take writes */
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(kvcmd("put %d during%d x local", ports[(i + 1) % N], i), 0);
+        int rc = dumpcmd("--backup '%s/bk%d' '%s/kv%d'", dir, i, dir, i);
+        if (rc != 0)
+            fail_msg("backup of node %d: exit %d: %s", i, rc, out);
+        assert_non_null(strstr(out, "backup of "));
+        char manifest[256], cmd[1400];
+        snprintf(manifest, sizeof manifest, "%s/bk%d/shoal-backup", dir, i);
+        snprintf(cmd, sizeof cmd,
+                 "grep -qx 'shoal-backup 1' '%s' && grep -qx 'format: shoal-durable 1' '%s' && "
+                 "grep -q '^shoal-version: ' '%s' && grep -Eqx 'node-id: [0-9a-f]{32}' '%s'",
+                 manifest, manifest, manifest, manifest);
+        assert_int_equal(system(cmd), 0);
+    }
+    /* a backup goes only where there is none */
+    assert_int_equal(dumpcmd("--backup '%s/bk0' '%s/kv0'", dir, dir), 2);
+
+    /* the disaster: every node killed, every data directory gone */
+    for (int i = 0; i < N; i++)
+        kill_node(i);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/kv0' '%s/kv1' '%s/kv2'", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+
+    /* the rules of restore */
+    assert_int_equal(dumpcmd("--restore '%s/bk0' '%s/kv0'", dir, dir), 2);
+    assert_non_null(strstr(out, "--keep-identity or --new-identity"));
+    assert_int_equal(
+        dumpcmd("--restore '%s/bk0' '%s/other' --keep-identity --new-identity", dir, dir), 2);
+    assert_int_equal(dumpcmd("--restore '%s/kv-none' '%s/other' --keep-identity", dir, dir), 2);
+    assert_non_null(strstr(out, "no backup manifest"));
+    /* another node from node 0's backup: a new identity, said, and not the backup's */
+    assert_int_equal(dumpcmd("--restore '%s/bk0' '%s/other' --new-identity", dir, dir), 0);
+    char old_id[40] = "", new_id[40] = "";
+    const char *p = strstr(out, "NEW identity "), *q = strstr(out, "the backup's was ");
+    assert_non_null(p);
+    assert_non_null(q);
+    assert_int_equal(sscanf(p, "NEW identity %32[0-9a-f]", new_id), 1);
+    assert_int_equal(sscanf(q, "the backup's was %32[0-9a-f]", old_id), 1);
+    assert_int_equal(strlen(new_id), 32);
+    assert_string_not_equal(new_id, old_id);
+    /* its kept membership is gone with the old identity; its data is there */
+    assert_int_equal(dumpcmd("'%s/other'", dir), 0);
+    assert_null(strstr(out, "kept-membership"));
+    assert_non_null(strstr(out, "\"key00\" -> \"value00\""));
+
+    /* each node's own backup, its identity kept */
+    for (int i = 0; i < N; i++) {
+        int rc = dumpcmd("--restore '%s/bk%d' '%s/kv%d' --keep-identity", dir, i, dir, i);
+        if (rc != 0)
+            fail_msg("restore of node %d: exit %d: %s", i, rc, out);
+        assert_non_null(strstr(out, "kept"));
+        /* restoring over it again is refused: never overwrite */
+        assert_int_equal(dumpcmd("--restore '%s/bk%d' '%s/kv%d' --keep-identity", dir, i, dir, i),
+                         2);
+        assert_non_null(strstr(out, "is not empty"));
+        /* the restored store reads clean (no UNDECODABLE: the kept membership is shown) */
+        assert_int_equal(dumpcmd("'%s/kv%d'", dir, i), 0);
+        assert_null(strstr(out, "UNDECODABLE"));
+        assert_non_null(strstr(out, "kept-membership"));
+    }
+    for (int i = 0; i < N; i++)
+        start(i);
+    if (!wait_up(0, N, 30000)) {
+        dump_logs();
+        fail_msg("the restored nodes did not come Up");
+    }
+    for (int k = 0; k < KEYS; k++) {
+        char key[16], want[40];
+        snprintf(key, sizeof key, "key%02d", k);
+        snprintf(want, sizeof want, "key%02d = value%02d", k, k);
+        int rc = -1;
+        for (int64_t end = now_ms() + 10000; now_ms() < end; usleep(100000)) {
+            rc = kvcmd("get %d %s majority", ports[(k + 1) % N], key);
+            if (rc == 0 && has_line(out, want))
+                break;
+        }
+        if (rc != 0 || !has_line(out, want)) {
+            dump_logs();
+            fail_msg("after the restore, %s at majority: exit %d: %s", key, rc, out);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_disaster_recovery_from_backups, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
