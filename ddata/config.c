@@ -255,6 +255,13 @@ static void set_expire_keys(void *s, size_t off, const cfg_value_t *v)
    writes it or NULL, what it means): `scons docs` turns them into docs/configuration.md, and
    test_docs fails until it is regenerated or when a stated default is not the real one. */
 static const cfg_key_t cfg_keys[] = {
+    /* Akka's loglevel: the process's log level (ddata.h, Logs), set by shoal_config_system; Akka
+       writes it in capitals. OFF is not offered: errors are always written. */
+    KEPT_CHOICE("shoal/loglevel", "error|warning|info|debug|ERROR|WARNING|INFO|DEBUG", CFG_AKKA,
+        "info",
+        "Log level of the process: error, warning, info or debug (Akka's capitals too). Applied "
+        "by shoal_config_system unless --log-level or SHOAL_LOG_LEVEL chose one; changed at run "
+        "time by POST /loglevel."),
     /* The node: shoal/remote/artery/... -> shoal_system_settings_t. hostname and port make the
        endpoint together (see shoal_config_system), so they are kept rather than set alone. */
     KEEP(ARTERY "canonical/hostname", K_HOST, 0, CFG_AKKA, NULL,
@@ -1986,6 +1993,10 @@ int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out,
     if (!cfg || !out)
         return fail(err, errlen, "shoal_config_system: NULL argument");
     fill(cfg, CFG_SYSTEM, out);
+    shoal_log_level_t level;
+    const cfg_value_t *lv = value_of(cfg, "shoal/loglevel");
+    if (lv->set && shoal_log_level_parse(lv->str, &level) == 0)
+        shoal_log_level_default(level);
     const cfg_value_t *host = value_of(cfg, ARTERY "canonical/hostname");
     const cfg_value_t *port = value_of(cfg, ARTERY "canonical/port");
     if (host->set || port->set) {

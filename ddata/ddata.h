@@ -187,6 +187,21 @@ void shoal_log_set_handler(shoal_log_fn *fn, void *arg);
 /* "error", "warning" (or "warn"), "info", "debug" -> the level: 0, or SHOAL_EINVAL. */
 int shoal_log_level_parse(const char *name, shoal_log_level_t *out);
 const char *shoal_log_level_name(shoal_log_level_t level);
+/* The default handler's format: SHOAL_LOG_TEXT (the line above) or SHOAL_LOG_JSON, one object a
+   line for log shippers:
+     {"ts":"2026-11-25T17:09:00.123+01:00","level":"debug","node":"127.0.0.1:2552:1234",
+      "module":"replicator","msg":"replicator 'r': MAJORITY write of k refused: ..."}
+   node and module are read from the message's "NODE: MODULE ...: " start that Shoal's own lines
+   have ("" when a line lacks it; msg is then the whole message). Every program takes
+   --log-format text|json (tools/cli.h). SHOAL_EINVAL for another value. */
+typedef enum { SHOAL_LOG_TEXT = 0, SHOAL_LOG_JSON = 1 } shoal_log_format_t;
+int shoal_log_set_format(shoal_log_format_t format);
+shoal_log_format_t shoal_log_get_format(void);
+/* "text", "json" -> the format: 0, or SHOAL_EINVAL. */
+int shoal_log_format_parse(const char *name, shoal_log_format_t *out);
+/* The level a configuration file names (shoal/loglevel): taken unless shoal_log_set_level was
+   called first (a --log-level flag or SHOAL_LOG_LEVEL wins over the file). */
+void shoal_log_level_default(shoal_log_level_t level);
 /* Formats and hands one line to the handler when level is enabled. */
 void shoal_log(shoal_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The wall-clock instant ms (milliseconds since the epoch) as ISO 8601 local time with its UTC
@@ -1449,6 +1464,10 @@ int shoal_client_delete(shoal_client_t *c, const char *role, const char *key,
                         const shoal_consistency_t *wc);
 /* The counters of the node's replicator of `role` and of the node, one "name value" line each. */
 int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text);
+/* The text the node's GET /metrics serves (Prometheus exposition, the same families and names;
+   the built-in part alone when the node runs no management endpoint): what ddata-dump --metrics
+   prints. SHOAL_EVERSION: the node predates 0.3 (it answers shoal_client_stats' lines). */
+int shoal_client_metrics(shoal_client_t *c, shoal_buf_t *text);
 /* WATCH: a client's subscription to one key of the serving node's replicator (kvstore watch),
    by long polling. *session 0 opens a session on the node, subscribed to the key (its first
    event is the current value); each call then hands fn, oldest first, every change the node was
@@ -1505,7 +1524,8 @@ void shoal_config_destroy(shoal_config_t **self_p);
    shoal/remote/artery/max-inbound-connections (Shoal's own). Overwrites only what the file
    sets: initialize *out first (shoal_system_settings_default). When the file gives only one of
    hostname and port, the other comes from out->endpoint (if tcp://host:port; else 127.0.0.1 or
-   2552). The endpoint string is owned by cfg. */
+   2552). The endpoint string is owned by cfg. It also applies shoal/loglevel to the process
+   (shoal_log_level_default: unless a flag or SHOAL_LOG_LEVEL chose the level). */
 int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out, char *err,
                         size_t errlen);
 /* Fills replicator settings from shoal/cluster/distributed-data/... (the strings and arrays stay

@@ -24,8 +24,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -318,6 +320,108 @@ static int by_role(const void *a, const void *b)
                   shoal_replicator_role(*(shoal_replicator_t *const *)b));
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * What every Prometheus target has: process_* (the names client libraries use, read from /proc as
+ * they do) and the build. A reading that fails leaves its family out rather than reporting 0.
+ */
+static bool proc_stat(double *cpu_s, double *start_s, uint64_t *vsize, uint64_t *rss)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    /* the command name (field 2) may hold spaces and ')': the fields start after the last ')' */
+    const char *p = strrchr(buf, ')');
+    if (!p)
+        return false;
+    unsigned long long utime = 0, stime = 0, start = 0, vs = 0;
+    long long pages = 0;
+    /* fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14)
+       stime(15) cutime cstime priority nice threads itrealvalue starttime(22) vsize(23) rss(24) */
+    if (sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu %llu %lld",
+               &utime, &stime, &start, &vs, &pages) != 5)
+        return false;
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    if (tick <= 0 || page <= 0)
+        return false;
+    *cpu_s = (double)(utime + stime) / (double)tick;
+    *vsize = vs;
+    *rss = pages > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    /* starttime counts ticks since boot: the boot time (btime) makes it an epoch instant */
+    *start_s = -1;
+    FILE *f = fopen("/proc/stat", "re");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long btime;
+            if (sscanf(line, "btime %llu", &btime) == 1) {
+                *start_s = (double)btime + (double)start / (double)tick;
+                break;
+            }
+        }
+        fclose(f);
+    }
+    return true;
+}
+
+static void process_metrics(shoal_buf_t *out)
+{
+    double cpu, start;
+    uint64_t vsize, rss;
+    if (proc_stat(&cpu, &start, &vsize, &rss)) {
+        shoal_metrics_family(out, "process_cpu_seconds_total", "counter",
+                             "Total user and system CPU time spent in seconds.");
+        shoal_buf_printf(out, "process_cpu_seconds_total %.2f\n", cpu);
+        shoal_metrics_family(out, "process_resident_memory_bytes", "gauge",
+                             "Resident memory size in bytes.");
+        shoal_buf_printf(out, "process_resident_memory_bytes %" PRIu64 "\n", rss);
+        shoal_metrics_family(out, "process_virtual_memory_bytes", "gauge",
+                             "Virtual memory size in bytes.");
+        shoal_buf_printf(out, "process_virtual_memory_bytes %" PRIu64 "\n", vsize);
+        if (start >= 0) {
+            shoal_metrics_family(out, "process_start_time_seconds", "gauge",
+                                 "Start time of the process since unix epoch in seconds.");
+            shoal_buf_printf(out, "process_start_time_seconds %.2f\n", start);
+        }
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        uint64_t fds = 0;
+        for (struct dirent *e = readdir(d); e; e = readdir(d))
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        shoal_metrics_family(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+        /* less the one opendir held */
+        shoal_buf_printf(out, "process_open_fds %" PRIu64 "\n", fds ? fds - 1 : 0);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        shoal_metrics_family(out, "process_max_fds", "gauge",
+                             "Maximum number of open file descriptors.");
+        if (rl.rlim_cur == RLIM_INFINITY)
+            shoal_buf_printf(out, "process_max_fds +Inf\n");
+        else
+            shoal_buf_printf(out, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    }
+}
+
+static void build_metrics(shoal_buf_t *out)
+{
+    shoal_metrics_family(out, "shoal_build_info", "gauge",
+                         "Always 1: the library's version and the protocol versions this build "
+                         "speaks (docs/protocol-versions.md).");
+    shoal_buf_printf(out,
+                     "shoal_build_info{version=\"%s\",protocol_min=\"%u\",protocol_max=\"%u\"} 1\n",
+                     SHOAL_VERSION, (unsigned)SHOAL_PROTOCOL_MIN, (unsigned)SHOAL_PROTOCOL_MAX);
+}
+
 int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
 {
     if (!sys || !out)
@@ -329,6 +433,8 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     int rc = shoal_system_stats(sys, &ns);
     if (rc < 0)
         return rc;
+    process_metrics(out);
+    build_metrics(out);
     for (size_t i = 0; i < sizeof node_fields / sizeof *node_fields; i++) {
         shoal_metrics_family(out, node_fields[i].name, node_fields[i].type, node_fields[i].help);
         sample(out, node_fields[i].name, at(&ns, node_fields[i].off));
@@ -665,27 +771,88 @@ static void endpoint_metrics(shoal_metrics_t *m, shoal_buf_t *out)
     sample(out, "shoal_http_connections_open", open);
 }
 
-static void route_metrics(shoal_system_t *sys, const shoal_http_request_t *req,
-                          shoal_http_reply_t *rep, void *arg)
+/* The whole of /metrics: the built-in part, then the collectors, then the endpoint's own (m NULL:
+   a node without an endpoint, the built-in part alone). Node thread. */
+static int exposition(shoal_metrics_t *m, shoal_system_t *sys, shoal_buf_t *out)
 {
-    (void)req;
-    shoal_metrics_t *m = arg;
-    int rc = shoal_metrics_collect(sys, &rep->body);
-    if (rc < 0) {
-        shoal_http_error(rep, MHD_HTTP_SERVICE_UNAVAILABLE, "node unavailable: %s",
-                         shoal_strerror(rc));
-        return;
-    }
+    int rc = shoal_metrics_collect(sys, out);
+    if (rc < 0 || !m)
+        return rc;
     /* a copy, so a collector may add another without deadlocking on the list lock */
     pthread_mutex_lock(&m->lock);
     size_t n = m->n_collectors;
     collector_t *list = n ? shoal_memdup(m->collectors, n * sizeof *list) : NULL;
     pthread_mutex_unlock(&m->lock);
     for (size_t i = 0; i < n; i++)
-        list[i].fn(sys, &rep->body, list[i].arg);
+        list[i].fn(sys, out, list[i].arg);
     free(list);
-    endpoint_metrics(m, &rep->body);
+    endpoint_metrics(m, out);
+    return 0;
+}
+
+static void route_metrics(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg)
+{
+    (void)req;
+    int rc = exposition(arg, sys, &rep->body);
+    if (rc < 0) {
+        shoal_buf_reset(&rep->body);
+        shoal_http_error(rep, MHD_HTTP_SERVICE_UNAVAILABLE, "node unavailable: %s",
+                         shoal_strerror(rc));
+        return;
+    }
     rep->content_type = CONTENT_TYPE;
+}
+
+/* The client's metrics request (ddata-dump --metrics) gets the text /metrics would serve: the
+   replicator's client handler reaches it through repl_exposition_hook (it sits below this file).
+   The endpoint found stays valid while this runs: shoal_metrics_stop waits for the node thread
+   (node_barrier) before freeing it, and this runs on the node thread. */
+static int node_exposition(shoal_system_t *sys, shoal_buf_t *out)
+{
+    pthread_mutex_lock(&reg_lock);
+    shoal_metrics_t *m = live;
+    while (m && m->sys != sys)
+        m = m->next;
+    pthread_mutex_unlock(&reg_lock);
+    return exposition(m, sys, out);
+}
+
+__attribute__((constructor)) static void install_exposition_hook(void)
+{
+    repl_exposition_hook = node_exposition;
+}
+
+/* GET /loglevel: the process's level and format; POST /loglevel {"level":"debug"} sets the level
+   (of the whole process: every node in it logs through one logger). */
+static void route_loglevel(shoal_system_t *sys, const shoal_http_request_t *req,
+                           shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)arg;
+    rep->content_type = JSON_TYPE;
+    if (strcmp(req->method, MHD_HTTP_METHOD_POST) == 0) {
+        /* {"level":"debug"} or a bare "debug": the first string after "level", else the body's */
+        const char *p = strstr(req->body, "\"level\"");
+        p = p ? strchr(p + 7, '"') : strchr(req->body, '"');
+        char word[16] = "";
+        const char *end = p ? strchr(p + 1, '"') : NULL;
+        if (end && (size_t)(end - p - 1) < sizeof word)
+            memcpy(word, p + 1, (size_t)(end - p - 1)), word[end - p - 1] = 0;
+        shoal_log_level_t l;
+        if (!*word || shoal_log_level_parse(word, &l) != 0) {
+            shoal_http_error(rep, MHD_HTTP_BAD_REQUEST,
+                             "body: {\"level\":\"error|warning|info|debug\"}");
+            return;
+        }
+        shoal_log_level_t was = shoal_log_get_level();
+        shoal_log_set_level(l);
+        shoal_log(was > l ? was : l, "log level %s -> %s (POST /loglevel)",
+                  shoal_log_level_name(was), shoal_log_level_name(l));
+    }
+    shoal_buf_printf(&rep->body, "{\"level\":\"%s\",\"format\":\"%s\"}\n",
+                     shoal_log_level_name(shoal_log_get_level()),
+                     shoal_log_get_format() == SHOAL_LOG_JSON ? "json" : "text");
 }
 
 static void route_alive(shoal_system_t *sys, const shoal_http_request_t *req,
@@ -1621,6 +1788,8 @@ static shoal_metrics_t *start_endpoint(shoal_system_t *sys, const char *bind_add
     add_route(m, "/health/alive", SHOAL_HTTP_GET, ALIVE_TIMEOUT_MS, route_alive, m);
     add_route(m, "/health/ready", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_ready, m);
     add_route(m, "/cluster/replicators", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_replicators, m);
+    add_route(m, "/loglevel", SHOAL_HTTP_GET | SHOAL_HTTP_POST | SHOAL_HTTP_ANY_THREAD,
+              CALL_TIMEOUT_MS, route_loglevel, m);
     /* MHD's idle timeout in whole seconds, at least the request deadline (which is Shoal's) */
     unsigned idle_s = (m->request_timeout_ms + 999) / 1000;
     struct MHD_OptionItem tls_opts[] = {

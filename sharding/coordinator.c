@@ -657,6 +657,10 @@ static void rb_handoff(coordinator_t *co, rb_t *rb)
 {
     rb->phase = RB_HANDOFF;
     rb->deadline = shoal_now_ms() + co->r->s.handoff_timeout_ms;
+    shoal_debug("%s: sharding %s: handoff of shard %s: HandOff to its owner %s (%zu regions "
+                "acknowledged BeginHandOff, %zu did not)",
+                shoal_node_id(co->r->self), co->r->name, rb->shard, shoal_node_id(rb->from),
+                rb->n_acked, rb->n_waiting);
     send_one(co, rb->from, SHOAL__SHARDING__CONTROL__KIND__HANDOFF, rb->shard, rb->from,
              rb->epoch, rb->acked, rb->n_acked);
 }
@@ -685,6 +689,9 @@ static void start_handoff(coordinator_t *co, const char *shard)
         if (c->registered && !c->gone_since && !sharding_removed(co->r->sh, c->node))
             rb->waiting[rb->n_waiting++] = c->node;
     zhashx_insert(co->rebalancing, rb->shard, rb);
+    shoal_debug("%s: sharding %s: handoff of shard %s from %s begins: BeginHandOff to %zu regions",
+                shoal_node_id(co->r->self), co->r->name, shard, shoal_node_id(rb->from),
+                rb->n_waiting);
     for (size_t i = 0; i < rb->n_waiting; i++)
         send_one(co, rb->waiting[i], SHOAL__SHARDING__CONTROL__KIND__BEGIN_HANDOFF, shard,
                  rb->from, rb->epoch, NULL, 0);
@@ -720,6 +727,9 @@ static void finish_handoff(coordinator_t *co, const char *shard_in)
     rb_t *rb = zhashx_lookup(co->rebalancing, shard);
     const shoal_node_t *from = rb ? rb->from : NULL;
     bool deallocate = rb && rb->deallocate;
+    shoal_debug("%s: sharding %s: handoff of shard %s: stopped at %s; %s",
+                shoal_node_id(co->r->self), co->r->name, shard, from ? shoal_node_id(from) : "-",
+                deallocate ? "deallocating it" : "allocating it anew");
     zhashx_delete(co->rebalancing, shard);
     alloc_t *a = alloc_get(co, shard);
     set_alloc(co, a, NULL, a->epoch);

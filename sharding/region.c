@@ -515,6 +515,9 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         if (m->term && m->term < r->coord_term)
             break; /* from a coordinator term that is gone: its handoff will never finish */
         home_t *h = home_get(r, h0->shard);
+        shoal_debug("%s: sharding %s: BeginHandOff of shard %s (coordinator %s): its messages "
+                    "are buffered until the new home is known",
+                    shoal_node_id(r->self), r->name, h0->shard, shoal_node_id(from));
         h->handing_off = true;
         h->handoff_since = shoal_now_ms();
         h->node = NULL;
@@ -556,6 +559,8 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         s->handoff_to = from;
         if (s->status != SH_ACTIVE)
             break; /* a repeated HandOff: already on its way */
+        shoal_debug("%s: sharding %s: HandOff of shard %s: fencing, then stopping its entities",
+                    shoal_node_id(r->self), r->name, h0->shard);
         s->status = SH_FENCING;
         s->handoff_deadline = shoal_now_ms() + r->s.handoff_timeout_ms;
         free(s->fences);

@@ -523,6 +523,9 @@ static void shard_maybe_done(shard_t *s)
         return;
     if (s->by_coordinator && s->handoff_to) {
         r->stats.handoffs++;
+        shoal_debug("%s: sharding %s: HandOff of shard %s: its entities stopped; ShardStopped to "
+                    "the coordinator at %s",
+                    shoal_node_id(r->self), r->name, s->id, shoal_node_id(s->handoff_to));
         region_send_one(r, s->handoff_to, SHOAL__SHARDING__CONTROL__KIND__SHARD_STOPPED, s->id,
                         r->self, s->epoch);
     }

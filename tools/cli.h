@@ -8,6 +8,10 @@
                     (ddata.h, Logs). Taken out of argv before the program reads its own flags;
                     exported as SHOAL_LOG_LEVEL, so the children a program starts log alike, and
                     read from SHOAL_LOG_LEVEL when the flag is not given. A bad level: exit 2.
+      --log-format text|json
+                    text (the default) or one JSON object a line (ts, level, node, module, msg:
+                    ddata.h, Logs); likewise taken out of argv, exported as SHOAL_LOG_FORMAT and
+                    read from it. A bad format: exit 2.
 
     A usage error is each program's own: the usage on stderr, exit 2. Header-only, because the
     programs are single files and the library has no business printing usage.
@@ -31,7 +35,29 @@
 #include "ddata.h"
 
 #define CLI_LOG_LEVEL_USAGE                                                                        \
-    "every Shoal program: --log-level error|warning|info|debug (default info, or SHOAL_LOG_LEVEL)\n"
+    "every Shoal program: --log-level error|warning|info|debug (default info, or "                 \
+    "SHOAL_LOG_LEVEL)\n"                                                                           \
+    "                     --log-format text|json (default text, or SHOAL_LOG_FORMAT)\n"
+
+/* Takes "--FLAG VALUE" out of argv (every occurrence before a "--"; the last wins): 1 and *value
+   when present, 0 when absent, -1 when the flag has no value. */
+static inline int cli_take_value(int *argc, char **argv, const char *flag, const char **value)
+{
+    int found = 0;
+    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], flag) != 0)
+            continue;
+        if (i + 1 >= *argc)
+            return -1;
+        *value = argv[i + 1];
+        found = 1;
+        for (int k = i; k + 2 <= *argc; k++) /* argv[argc] (NULL) moves down too */
+            argv[k] = argv[k + 2];
+        *argc -= 2;
+        i--;
+    }
+    return found;
+}
 
 /* Either flag anywhere before a "--" (none of the programs takes a value that starts with "--help"
    or "--version"): prints what it asks for and returns 0, the exit code. Then --log-level LEVEL
@@ -52,21 +78,31 @@ static inline int cli_help_or_version(int *argc, char **argv, const char *name,
         }
     }
     const char *level = getenv("SHOAL_LOG_LEVEL");
-    bool flag = false;
-    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "--log-level") != 0)
-            continue;
-        if (i + 1 >= *argc) {
-            fprintf(stderr, "%s: --log-level takes error, warning, info or debug\n", name);
+    int taken = cli_take_value(argc, argv, "--log-level", &level);
+    if (taken < 0) {
+        fprintf(stderr, "%s: --log-level takes error, warning, info or debug\n", name);
+        usage(stderr);
+        return 2;
+    }
+    bool flag = taken > 0;
+    const char *format = getenv("SHOAL_LOG_FORMAT");
+    int ftaken = cli_take_value(argc, argv, "--log-format", &format);
+    if (ftaken < 0) {
+        fprintf(stderr, "%s: --log-format takes text or json\n", name);
+        usage(stderr);
+        return 2;
+    }
+    if (format && *format) {
+        shoal_log_format_t f;
+        if (shoal_log_format_parse(format, &f) != 0) {
+            fprintf(stderr, "%s: %s '%s': text or json\n", name,
+                    ftaken ? "--log-format takes" : "SHOAL_LOG_FORMAT is", format);
             usage(stderr);
             return 2;
         }
-        level = argv[i + 1];
-        flag = true;
-        for (int k = i; k + 2 <= *argc; k++) /* argv[argc] (NULL) moves down too */
-            argv[k] = argv[k + 2];
-        *argc -= 2;
-        i--;
+        shoal_log_set_format(f);
+        if (ftaken)
+            setenv("SHOAL_LOG_FORMAT", f == SHOAL_LOG_JSON ? "json" : "text", 1);
     }
     if (level && *level) {
         shoal_log_level_t l;

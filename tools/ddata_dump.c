@@ -8,6 +8,9 @@
       ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)
                                                 a backup into an empty directory (BACKUP)
       ddata-dump --node ENDPOINT [--role R] [--metrics]
+                                                --metrics: exactly what the node's GET /metrics
+                                                serves (shoal_client_metrics); --metrics-legacy:
+                                                0.2's names (deprecated, see CHANGELOG 0.3)
       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]
       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]
       ddata-dump --node ENDPOINT --sharding [TYPE] [--role R] [--entities] [--json]
@@ -81,7 +84,7 @@ static void usage(FILE *f)
             "       ddata-dump DIR --salvage OUT | --compact OUT\n"
             "       ddata-dump --backup DEST DIR\n"
             "       ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)\n"
-            "       ddata-dump --node ENDPOINT [--role R] [--metrics]\n"
+            "       ddata-dump --node ENDPOINT [--role R] [--metrics | --metrics-legacy]\n"
             "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
             "       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]\n"
             "       ddata-dump --node ENDPOINT --sharding [TYPE] [--role R] [--entities] [--json]\n"
@@ -2301,9 +2304,11 @@ static int request_failed(const char *ep, const char *what, int rc)
     return EXIT_DIFF;
 }
 
-/* Prometheus text: counters as shoal_<name>_total, the sizes (keys, tombstones, peers) as
-   gauges. Lines that are not "name number" are skipped. */
-static void metrics(const char *text)
+/* DEPRECATED (--metrics-legacy, removed after 0.3): 0.2's --metrics output, its names made from
+   shoal_client_stats' lines (counters as shoal_<name>_total, the sizes as gauges), without HELP.
+   --metrics prints the node's own exposition instead (the names of /metrics; CHANGELOG maps them).
+   Lines that are not "name number" are skipped. */
+static void metrics_legacy(const char *text)
 {
     const char *p = text;
     while (*p) {
@@ -2489,19 +2494,39 @@ static bool print_members(const char *json, size_t len)
     }
 }
 
-static int node_mode(const char *ep, const char *role, bool want_metrics)
+static int node_mode(const char *ep, const char *role, int want_metrics)
 {
     shoal_client_t *c;
     int ex = connect_node(ep, &c);
     if (ex)
         return ex;
     shoal_buf_t text = {0};
-    if (want_metrics) {
+    if (want_metrics == 1) {
+        /* the node's own /metrics text: one source of names (ddata.h, shoal_client_metrics) */
+        int rc = shoal_client_metrics(c, &text);
+        if (rc == SHOAL_EVERSION) {
+            fprintf(stderr,
+                    "ddata-dump: %s runs a Shoal before 0.3, which cannot send its "
+                    "/metrics text: use --metrics-legacy, or its --http endpoint\n",
+                    ep);
+            ex = EXIT_DIFF;
+        } else if (rc < 0) {
+            ex = request_failed(ep, "metrics", rc);
+        } else {
+            fputs(shoal_buf_cstr(&text), stdout);
+        }
+        shoal_buf_free(&text);
+        shoal_client_destroy(&c);
+        return ex;
+    }
+    if (want_metrics == 2) {
+        fprintf(stderr, "ddata-dump: --metrics-legacy is deprecated (0.2's names, no HELP): use "
+                        "--metrics, the names of /metrics\n");
         int rc = shoal_client_stats(c, role, &text);
         if (rc < 0)
             ex = request_failed(ep, "stats", rc);
         else
-            metrics(shoal_buf_cstr(&text));
+            metrics_legacy(shoal_buf_cstr(&text));
         shoal_buf_free(&text);
         shoal_client_destroy(&c);
         return ex;
@@ -2782,7 +2807,8 @@ int main(int argc, char **argv)
     shoal_sharding_register_types(); /* entity states decode and render like any value */
     store_opts_t so = {0};
     const char *node = NULL, *role = "";
-    bool want_metrics = false, compare = false;
+    int want_metrics = 0; /* 1: --metrics, 2: --metrics-legacy */
+    bool compare = false;
     const char *restore = NULL;
     int identity = 0; /* --restore: 1 keep, 2 new, -1 both (refused) */
     char **eps = calloc((size_t)argc + 1, sizeof *eps);
@@ -2794,8 +2820,8 @@ int main(int argc, char **argv)
         bool has_next = i + 1 < argc;
         if (!strcmp(a, "--json")) {
             so.json = true;
-        } else if (!strcmp(a, "--metrics")) {
-            want_metrics = true;
+        } else if (!strcmp(a, "--metrics") || !strcmp(a, "--metrics-legacy")) {
+            want_metrics = a[9] ? 2 : 1;
         } else if (!strcmp(a, "--compare")) {
             compare = true;
         } else if (!strcmp(a, "--sharding")) {

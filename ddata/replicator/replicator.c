@@ -1222,6 +1222,10 @@ void repl_synced(shoal_replicator_t *r, const shoal_node_t *peer)
             r->caught_from =
                 shoal_realloc(r->caught_from, (r->n_caught_from + 1) * sizeof *r->caught_from);
             r->caught_from[r->n_caught_from++] = peer;
+            shoal_debug("%s: replicator '%s': catching up: synced with %s (%zu peers so far, %zu "
+                        "needed)",
+                        shoal_node_id(r->self), r->role, shoal_node_id(peer), r->n_caught_from,
+                        repl_catch_up_need(r));
         }
         repl_catch_up_check(r);
     }
@@ -1729,7 +1733,8 @@ static void refuse_later(shoal_replicator_t *r, const char *key, shoal_get_done_
 
 /* True (and counted) when MAJORITY/ALL cannot run now: the gate is closed, or fewer voters are
    peers than a majority of the kept membership needs (a node restarted before the others). */
-static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c)
+static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c, const char *op,
+                           const char *key)
 {
     if (c->level != SHOAL_MAJORITY && c->level != SHOAL_ALL)
         return false;
@@ -1738,6 +1743,17 @@ static bool quorum_refused(shoal_replicator_t *r, const shoal_consistency_t *c)
     if (!gate && (vneed == 0 || repl_voter_peers(r) >= (size_t)vneed))
         return false;
     r->stats.no_quorum++;
+    /* the operator's question is "why": the gate, or which voters are missing */
+    if (gate)
+        shoal_debug("%s: replicator '%s': %s %s of '%s' refused (SHOAL_ENOQUORUM): this node is "
+                    "not a full member of a cluster yet",
+                    shoal_node_id(r->self), r->role, c->level == SHOAL_ALL ? "ALL" : "MAJORITY", op,
+                    key);
+    else
+        shoal_debug("%s: replicator '%s': %s %s of '%s' refused (SHOAL_ENOQUORUM): %zu of the "
+                    "kept membership's voters are peers, %d needed",
+                    shoal_node_id(r->self), r->role, c->level == SHOAL_ALL ? "ALL" : "MAJORITY", op,
+                    key, repl_voter_peers(r), vneed);
     return true;
 }
 
@@ -1877,7 +1893,7 @@ static void get_now(shoal_replicator_t *r, void *arg)
     } else if (r->load_failed) {
         r->stats.store_failures++;
         a->done(r, SHOAL_ESTORE, a->key, NULL, a->arg);
-    } else if (quorum_refused(r, &a->c)) {
+    } else if (quorum_refused(r, &a->c, "read", a->key)) {
         refuse_later(r, a->key, a->done, NULL, a->arg);
     } else {
         r->stats.gets++;
@@ -1993,7 +2009,7 @@ static void update_now(shoal_replicator_t *r, void *arg)
         rc = SHOAL_ESTORE;
         goto fail;
     }
-    if (quorum_refused(r, &a->c)) { /* refused before anything changes here */
+    if (quorum_refused(r, &a->c, "write", a->key)) { /* refused before anything changes here */
         refuse_later(r, a->key, NULL, a->done, a->arg);
         goto done;
     }

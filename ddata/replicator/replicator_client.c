@@ -212,6 +212,8 @@ static int apply_op(shoal_crdt_t *v, void *arg)
     return SHOAL_EINVAL; /* no such operation for this type */
 }
 
+int (*repl_exposition_hook)(shoal_system_t *sys, shoal_buf_t *out);
+
 /* One "name value" line per counter, replicator first, then its node. */
 static void stats_text(shoal_replicator_t *r, shoal_buf_t *out)
 {
@@ -566,14 +568,21 @@ static void on_request(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
     case K_CLIENT_STATS: {
         Shoal__Client__Stats *m = shoal__client__stats__unpack(NULL, len, data);
         shoal_replicator_t *r = m ? repl_find(sys, m->role) : NULL;
-        rc = m ? (r ? 0 : SHOAL_ENOTFOUND) : SHOAL_EDECODE;
-        if (r) {
+        bool expo = m && m->exposition;
+        rc = m ? (r || expo ? 0 : SHOAL_ENOTFOUND) : SHOAL_EDECODE;
+        if (expo && !repl_exposition_hook)
+            rc = SHOAL_EKIND;
+        if (rc == 0) {
             shoal_buf_t txt = {0}, out = {0};
-            stats_text(r, &txt);
+            if (expo)
+                rc = repl_exposition_hook(sys, &txt);
+            else
+                stats_text(r, &txt);
             Shoal__Client__Reply rep = SHOAL__CLIENT__REPLY__INIT;
             rep.text = (char *)shoal_buf_cstr(&txt);
             shoal_pb_pack(&rep.base, &out);
-            shoal_system_reply(sys, to, K_CLIENT_STATS, out.data, out.len);
+            if (rc == 0)
+                shoal_system_reply(sys, to, K_CLIENT_STATS, out.data, out.len);
             shoal_buf_free(&txt);
             shoal_buf_free(&out);
         }
@@ -718,6 +727,30 @@ int shoal_client_stats(shoal_client_t *c, const char *role, shoal_buf_t *text)
     if (st == 0 && r->text) {
         shoal_buf_reset(text);
         shoal_buf_append(text, r->text, strlen(r->text));
+    }
+    if (r)
+        shoal__client__reply__free_unpacked(r, NULL);
+    return st;
+}
+
+int shoal_client_metrics(shoal_client_t *c, shoal_buf_t *text)
+{
+    if (!c || !text)
+        return SHOAL_EINVAL;
+    Shoal__Client__Stats s = SHOAL__CLIENT__STATS__INIT;
+    s.role = (char *)"";
+    s.exposition = true;
+    Shoal__Client__Reply *r = NULL;
+    int st = request(c, K_CLIENT_STATS, &s.base, 5000, &r);
+    if (st == 0) {
+        const char *t = r->text ? r->text : "";
+        /* a node before 0.3 ignores exposition and answers its "name value" lines */
+        if (strncmp(t, "# HELP ", 7) != 0)
+            st = SHOAL_EVERSION;
+        else {
+            shoal_buf_reset(text);
+            shoal_buf_append(text, t, strlen(t));
+        }
     }
     if (r)
         shoal__client__reply__free_unpacked(r, NULL);

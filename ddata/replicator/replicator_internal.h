@@ -402,4 +402,9 @@ shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role);
    pointers stay valid while the caller runs. */
 size_t repl_all(shoal_system_t *sys, shoal_replicator_t ***out);
 
+/* Set by metrics.c (a layer above) at load: appends what the node's /metrics serves (the whole
+   of it when the node has an endpoint, else the built-in part). The client's metrics request
+   (Stats with exposition) answers with it; NULL (metrics.c not linked): SHOAL_ENOTSUP. */
+extern int (*repl_exposition_hook)(shoal_system_t *sys, shoal_buf_t *out);
+
 #endif

@@ -764,9 +764,14 @@ static void on_read(shoal_replicator_t *r, const shoal_node_t *from,
     if (r->catching_up) {
         if (r->n_deferred >= DEFERRED_READS_MAX) {
             r->stats.reads_deferred_dropped++;
+            shoal_debug("%s: replicator '%s': catching up: read of '%s' from %s dropped (%d held)",
+                        shoal_node_id(r->self), r->role, m->key, shoal_node_id(from),
+                        DEFERRED_READS_MAX);
             return;
         }
         r->stats.reads_deferred++;
+        shoal_debug("%s: replicator '%s': catching up: read of '%s' from %s held until caught up",
+                    shoal_node_id(r->self), r->role, m->key, shoal_node_id(from));
         r->deferred = shoal_realloc(r->deferred, (r->n_deferred + 1) * sizeof *r->deferred);
         r->deferred[r->n_deferred].from = from;
         r->deferred[r->n_deferred].req = m->req;

@@ -170,6 +170,69 @@ static void test_timestamp_format(void **state)
     regfree(&re);
 }
 
+/* --log-format json: one object a line, node and module read off the line's start, quotes,
+   backslashes and control bytes escaped. */
+static void test_json_format(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/shoal-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    dup2(fd, 2);
+    assert_int_equal(shoal_log_set_format(SHOAL_LOG_JSON), 0);
+    shoal_warning("127.0.0.1:2552:42: replicator 'r': a \"quoted\" \\ and\ttab");
+    shoal_warning("127.0.0.1:2552:42 (leader): 127.0.0.1:2553:7 -> Up");
+    shoal_warning("no node here: %d", 3);
+    assert_int_equal(shoal_log_set_format(SHOAL_LOG_TEXT), 0);
+    dup2(saved, 2);
+    close(saved);
+    char buf[2048] = {0};
+    assert_true(pread(fd, buf, sizeof buf - 1, 0) > 0);
+    close(fd);
+    unlink(path);
+    regex_t re;
+    assert_int_equal(
+        regcomp(
+            &re,
+            "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}[+-][0-9]{2}:[0-9]{2}\","
+            "\"level\":\"warning\",\"node\":\"127\\.0\\.0\\.1:2552:42\",\"module\":\"replicator\","
+            "\"msg\":\"replicator 'r': a \\\\\"quoted\\\\\" \\\\\\\\ and\\\\u0009tab\"\\}\n"
+            "\\{[^\n]*\"node\":\"127\\.0\\.0\\.1:2552:42\",\"module\":\"leader\","
+            "\"msg\":\"127\\.0\\.0\\.1:2553:7 -> Up\"\\}\n"
+            "\\{[^\n]*\"node\":\"\",\"module\":\"\",\"msg\":\"no node here: 3\"\\}\n$",
+            REG_EXTENDED),
+        0);
+    if (regexec(&re, buf, 0, NULL, 0) != 0)
+        fail_msg("JSON lines not as expected: '%s'", buf);
+    regfree(&re);
+    shoal_log_format_t f;
+    assert_int_equal(shoal_log_format_parse("JSON", &f), 0);
+    assert_int_equal(f, SHOAL_LOG_JSON);
+    assert_int_equal(shoal_log_format_parse("xml", &f), SHOAL_EINVAL);
+    assert_int_equal(shoal_log_set_format((shoal_log_format_t)7), SHOAL_EINVAL);
+}
+
+/* A configuration file's level (shoal/loglevel) applies unless a level was chosen. */
+static void test_config_level(void **state)
+{
+    (void)state;
+    int err = 0;
+    shoal_config_t *cfg = shoal_config_parse("shoal\n    loglevel = DEBUG\n", &err);
+    assert_non_null(cfg);
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    shoal_log_set_level(SHOAL_LOG_WARNING); /* as --log-level warning does */
+    assert_int_equal(shoal_config_system(cfg, &ss, NULL, 0), 0);
+    assert_int_equal(shoal_log_get_level(), SHOAL_LOG_WARNING); /* the flag wins */
+    shoal_config_destroy(&cfg);
+    shoal_log_set_level(SHOAL_LOG_INFO);
+    assert_null(shoal_config_parse("shoal\n    loglevel = LOUD\n", &err));
+    assert_int_equal(err, SHOAL_EINVAL);
+}
+
 static void test_level_names(void **state)
 {
     (void)state;
@@ -194,6 +257,8 @@ int main(void)
         cmocka_unit_test(test_node_lines_reach_handler),
         cmocka_unit_test(test_timestamp_format),
         cmocka_unit_test(test_level_names),
+        cmocka_unit_test(test_json_format),
+        cmocka_unit_test(test_config_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

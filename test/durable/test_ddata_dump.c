@@ -806,12 +806,22 @@ static void test_nodes(void **state)
     must_contain(out, "replicator_keys 2");
     must_contain(out, "no membership on this node");
 
+    /* the node's own exposition: the names of /metrics, with HELP (test_observability runs
+       promtool on it beside a live /metrics) */
     snprintf(args, sizeof args, "--node %s --metrics", e1);
     assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "# HELP shoal_replicator_gets_total ");
     must_contain(out, "# TYPE shoal_replicator_gets_total counter\n");
-    must_contain(out, "shoal_replicator_gets_total ");
-    must_contain(out, "# TYPE shoal_replicator_keys gauge\nshoal_replicator_keys 2\n");
+    must_contain(out, "shoal_replicator_gets_total{role=\"\"} ");
+    must_contain(out, "# TYPE shoal_replicator_keys gauge\nshoal_replicator_keys{role=\"\"} 2\n");
     must_contain(out, "# TYPE shoal_node_peers gauge\n");
+    must_contain(out, "# TYPE shoal_node_connections_open gauge\n");
+    must_contain(out, "# TYPE process_resident_memory_bytes gauge\n");
+    /* 0.2's names, deprecated: --metrics-legacy */
+    snprintf(args, sizeof args, "--node %s --metrics-legacy", e1);
+    assert_int_equal(run_tool(args, out, sizeof out), 0);
+    must_contain(out, "# TYPE shoal_replicator_keys gauge\nshoal_replicator_keys 2\n");
+    must_contain(out, "# TYPE shoal_node_bytes_in_total counter\n");
 
     snprintf(args, sizeof args, "--node %s --role nosuchrole", e0);
     assert_int_equal(run_tool(args, out, sizeof out), 1);

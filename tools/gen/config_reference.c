@@ -30,6 +30,8 @@ static const struct {
     const char *title;
     const char *intro;
 } sections[] = {
+    {"shoal/", "The process",
+     "Applied by `shoal_config_system` to the whole process (ddata.h, Logs)."},
     {"shoal/remote/artery/", "The node",
      "`shoal_config_system` fills `shoal_system_settings_t` (ddata.h) from these."},
     {"shoal/cluster/distributed-data/", "Distributed data (the replicator)",
