@@ -8,6 +8,7 @@
     waits for them always wakes.
 */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -399,6 +400,24 @@ int shoal_region_cluster_stats(shoal_region_t *r, uint32_t timeout_ms, shoal_sha
     return rc;
 }
 
+bool sharding_shard_possible(const shoal_sharding_settings_t *s, const char *type,
+                             const char *shard, char *msg, size_t msglen)
+{
+    if (s->shard_id)
+        return true; /* a custom function's ids: any id may be one */
+    uint32_t n = s->number_of_shards ? s->number_of_shards : 1;
+    /* exactly what shoal_sharding_default_shard_id writes: digits, no leading zero, below n */
+    size_t len = strlen(shard);
+    bool ok = len > 0 && len <= 10 && strspn(shard, "0123456789") == len &&
+              (shard[0] != '0' || len == 1) && strtoull(shard, NULL, 10) < n;
+    if (!ok && msg && msglen)
+        snprintf(msg, msglen,
+                 "%s has no shard '%s': its shards are 0 to %u (number-of-shards %u, the default "
+                 "shard ids)",
+                 type, shard, n - 1, n);
+    return ok;
+}
+
 /* An operator's action through the coordinator; its answer (or why none came) in msg. */
 static int admin_action(shoal_region_t *r, uint32_t op, const char *shard, const char *member,
                         uint32_t timeout_ms, char *msg, size_t msglen)
@@ -407,6 +426,11 @@ static int admin_action(shoal_region_t *r, uint32_t op, const char *shard, const
         *msg = 0;
     if (!r || (op != 1 && (!shard || !*shard || strlen(shard) > SHOAL_SHARD_ID_MAX)) ||
         (op == 2 && (!member || !*member || strlen(member) > SHOAL_NODE_ID_MAX)))
+        return SHOAL_EINVAL;
+    /* a pin only to a shard the type can have (the coordinator checks again, with its own
+       settings); an unpin takes any id, so a pin left by an older build or a larger
+       number-of-shards can be dropped */
+    if (op == 2 && !sharding_shard_possible(&r->s, r->name, shard, msg, msglen))
         return SHOAL_EINVAL;
     query_t *q = calloc(1, sizeof *q);
     if (!q)

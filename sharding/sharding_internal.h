@@ -529,6 +529,12 @@ void region_query_control(shoal_region_t *r, const shoal_node_t *from,
 void region_queries_tick(shoal_region_t *r, int64_t now);
 void region_queries_free(shoal_region_t *r);
 void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
+/* Whether `shard` can be a shard of a type with settings s: with the default shard ids, the
+   decimal numbers 0 .. number-of-shards - 1 as shoal_sharding_default_shard_id writes them; a
+   custom shard_id function's ids are unknown, so any id can be. When not, why (naming the valid
+   range) in msg. */
+bool sharding_shard_possible(const shoal_sharding_settings_t *s, const char *type,
+                             const char *shard, char *msg, size_t msglen);
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);
