@@ -8,7 +8,6 @@
     waits for them always wakes.
 */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -398,24 +397,6 @@ int shoal_region_cluster_stats(shoal_region_t *r, uint32_t timeout_ms, shoal_sha
     }
     query_free(q);
     return rc;
-}
-
-bool sharding_shard_possible(const shoal_sharding_settings_t *s, const char *type,
-                             const char *shard, char *msg, size_t msglen)
-{
-    if (s->shard_id)
-        return true; /* a custom function's ids: any id may be one */
-    uint32_t n = s->number_of_shards ? s->number_of_shards : 1;
-    /* exactly what shoal_sharding_default_shard_id writes: digits, no leading zero, below n */
-    size_t len = strlen(shard);
-    bool ok = len > 0 && len <= 10 && strspn(shard, "0123456789") == len &&
-              (shard[0] != '0' || len == 1) && strtoull(shard, NULL, 10) < n;
-    if (!ok && msg && msglen)
-        snprintf(msg, msglen,
-                 "%s has no shard '%s': its shards are 0 to %u (number-of-shards %u, the default "
-                 "shard ids)",
-                 type, shard, n - 1, n);
-    return ok;
 }
 
 /* An operator's action through the coordinator; its answer (or why none came) in msg. */

@@ -233,6 +233,13 @@ static void test_walkthrough(void **state)
     need(r.body, "\"number_of_shards\":100");
     thttp_free(&r);
     assert_int_equal(thttp_status((uint16_t)http[2], "/"), 200);
+    /* a shipped node program: its /metrics passes promtool, with the types' counters */
+    assert_true(thttp_get((uint16_t)http[0], "/metrics", &r));
+    need(r.body, "shoal_sharding_tells_total{type=\"account\"}");
+    const char *complaint = thttp_promtool(r.body);
+    if (complaint)
+        fail_msg("promtool check metrics: %s", complaint);
+    thttp_free(&r);
 }
 
 static int setup(void **state)
