@@ -50,7 +50,8 @@ typedef struct {
 static bool tool_gives(void *arg)
 {
     tool_cond_t *c = arg;
-    return ttool_runf(c->tool, out, sizeof out, "--node %s %s", c->ep, c->args) == c->code;
+    return ttool_runf(c->tool, out, sizeof out, "--timeout %d --node %s %s", 3000 * tscale(), c->ep,
+                      c->args) == c->code;
 }
 
 typedef struct {
@@ -109,13 +110,16 @@ static void test_impossible_shard_refused(void **state)
     }
 
     /* shoal-cluster, through the client protocol */
-    int rc = ttool_runf(tool, out, sizeof out, "--node %s move %s 999 %s", ep, TSHARD_TYPE, self);
+    int rc = ttool_runf(tool, out, sizeof out, "--timeout %d --node %s move %s 999 %s",
+                        3000 * tscale(), ep, TSHARD_TYPE, self);
     if (rc != 1 || !strstr(out, "0 to 19") || !strstr(out, "999"))
         fail_msg("shoal-cluster move counter 999: exit %d, want 1 naming 0 to 19:\n%s", rc, out);
-    assert_int_equal(ttool_runf(tool, out, sizeof out, "--node %s --json shards", ep), 0);
+    assert_int_equal(ttool_runf(tool, out, sizeof out, "--timeout %d --node %s --json shards",
+                                3000 * tscale(), ep),
+                     0);
     assert_null(strstr(out, "\"pinned\""));
     assert_non_null(strstr(out, "\"number_of_shards\":20"));
-    rc = ttool_runf(tool, out, sizeof out, "--node %s check", ep);
+    rc = ttool_runf(tool, out, sizeof out, "--timeout %d --node %s check", 3000 * tscale(), ep);
     if (rc != 0)
         fail_msg("check of a clean cluster: exit %d:\n%s", rc, out);
 
@@ -139,7 +143,7 @@ static void test_impossible_shard_refused(void **state)
     shoal_consistency_t all = {.level = SHOAL_ALL, .timeout_ms = 3000 * (uint32_t)tscale()};
     assert_int_equal(shoal_client_update(cl, "", "coord-" TSHARD_TYPE, &all, &op), 0);
     shoal_client_destroy(&cl);
-    rc = ttool_runf(tool, out, sizeof out, "--node %s check", ep);
+    rc = ttool_runf(tool, out, sizeof out, "--timeout %d --node %s check", 3000 * tscale(), ep);
     if (rc != 1 || !strstr(out, "shard 999") || !strstr(out, "0 to 19"))
         fail_msg("check with a pin to shard 999 of 20: exit %d, want 1 naming it:\n%s", rc, out);
 
@@ -177,7 +181,7 @@ static void test_impossible_shard_refused(void **state)
                  "SHOAL_EINVAL naming 0 to 19",
                  m999.rc, m999.msg);
 
-    rc = ttool_runf(tool, out, sizeof out, "--node %s check", ep1);
+    rc = ttool_runf(tool, out, sizeof out, "--timeout %d --node %s check", 3000 * tscale(), ep1);
     if (rc != 1 || !strstr(out, "counter: number-of-shards is ") || !strstr(out, " 1000 on "))
         fail_msg("check with a member of another number-of-shards: exit %d:\n%s", rc, out);
 }
