@@ -27,14 +27,17 @@
     shards: the shard map of each entity type (or of TYPE): every shard's home, its entities, its
     pin, and the node running the coordinator (as GET /cluster/shards on the management endpoint).
     check: every shard has one home (no shard hosted by two regions, or by one the coordinator did
-    not allocate it to), every member's region of every type is registered with its coordinator,
+    not allocate it to), no pin to a shard the type does not have (with the default shard ids:
+    outside 0..number-of-shards-1), every member with the same number-of-shards per type, every
+    member's region of every type is registered with its coordinator,
     every region answered, and the replicas of each key agree on every Up member (asked in turn;
     keys that differ are asked again for up to 3 s, as gossip may still be carrying a write): exit
     0, or 1 with the findings, as `redis-cli --cluster check`.
     rebalance: a rebalance round of TYPE now. move: hands SHARD off to MEMBER through the
     coordinator (the ordered handoff) and pins it there, in the coordinator's state, until it is
-    moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there.
-    unpin: drops the pin (the shard stays until a rebalance moves it).
+    moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there;
+    a shard the type does not have is refused, naming the range. unpin: drops the pin (the shard
+    stays until a rebalance moves it); any id, so a pin to a shard that does not exist can go.
     events: prints the node's cluster and sharding events as they happen (member up, unreachable,
     removed, leader changes, shard allocated, moved, pinned) until interrupted, like `serf
     monitor`; it starts with the recent events the node kept.
