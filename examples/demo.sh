@@ -4,7 +4,7 @@ set -eu
 bin=${1:-build/bin}
 
 # every program the demos run, checked before the first one starts
-for prog in crdt-tour replicated-map payments kvstore shoal-member shoal-cluster shoal-keygen ddata-dump; do
+for prog in crdt-tour replicated-map payments kvstore counter-service shoal-member shoal-cluster shoal-keygen ddata-dump; do
     [ -x "$bin/$prog" ] || { echo "FAIL: $bin/$prog is missing (scons demo builds it; run it from the checkout)"; exit 1; }
 done
 
@@ -239,3 +239,56 @@ done
 echo "SIGTERM: the three members left the cluster and exited 0"
 unset SHOAL_CURVE_ALLOW SHOAL_CURVE_CERT
 echo "OK: over CURVE, a stranger's key was refused; writes at local, majority and all were read back; with a member killed, majority reads and writes went on; restarted, it recovered its keys from LMDB and caught up by gossip; the replicas are equal"
+
+echo
+echo "== counter-service: a sharded service driven from the shell; its shard moved with shoal-cluster =="
+kill -9 $pids 2>/dev/null || true
+pids=""
+cs="$bin/counter-service"
+cb=$((base + 30)); [ $((cb + 2)) -lt 32000 ] || cb=$((base - 40))  # stay below 32000
+s1=$cb; s2=$((cb + 1)); s3=$((cb + 2))
+cfail() { echo "FAIL: counter-service: $1"; tail -n 20 "$dir"/cs*.log; exit 1; }
+cpids=""
+for p in $s1 $s2 $s3; do
+    "$cs" node --bind "tcp://127.0.0.1:$p" --seed "tcp://127.0.0.1:$s1" --data-dir "$dir/cs$p" \
+        --fast >"$dir/cs$p.out" 2>"$dir/cs$p.log" &
+    cpids="$cpids $!"
+done
+pids="$cpids"
+i=0
+until "$tool" --node "tcp://127.0.0.1:$s1" check 2>/dev/null | grep -q '3 members Up'; do
+    i=$((i + 1))
+    [ $i -lt 60 ] || cfail "the three members did not come Up"
+    sleep 0.5
+done
+"$cs" --node "tcp://127.0.0.1:$s2" tell account alice add 100 >/dev/null || cfail "tell"
+echo "\$ counter-service --node tcp://127.0.0.1:$s2 tell account alice add 100   -> told"
+out=$("$cs" --node "tcp://127.0.0.1:$s3" ask account alice add 25) || cfail "ask add 25"
+echo "\$ counter-service --node tcp://127.0.0.1:$s3 ask account alice add 25"
+echo "    $out"
+# alice's home, from the reply; the move goes to another member, so the shard is handed off
+home=$(echo "$out" | sed 's/.* on \(.*\))$/\1/')
+to="127.0.0.1:$s1"; [ "$home" != "$to" ] || to="127.0.0.1:$s2"
+out=$("$tool" --node "tcp://127.0.0.1:$s2" move account 80 "$to") || cfail "move: $out"
+echo "\$ shoal-cluster --node tcp://127.0.0.1:$s2 move account 80 $to"
+echo "$out" | sed 's/^/    /'
+out=$("$cs" --node "tcp://127.0.0.1:$s3" ask account alice get) || cfail "ask get after the move"
+echo "\$ counter-service --node tcp://127.0.0.1:$s3 ask account alice get"
+echo "    $out"
+[ "$out" = "125 (account alice, shard 80, on $to)" ] || cfail "after the move: '$out'"
+if "$tool" --node "tcp://127.0.0.1:$s2" move account 999 "$to" >"$dir/move999.txt" 2>&1; then
+    cfail "a move of shard 999 of 100 was accepted"
+fi
+echo "\$ shoal-cluster --node tcp://127.0.0.1:$s2 move account 999 $to   -> refused:"
+sed 's/^/    /' "$dir/move999.txt"
+for p in $cpids; do # one at a time: each hands its shards to the others and leaves
+    kill -TERM "$p"
+    i=0
+    while kill -0 "$p" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 120 ] || cfail "a member did not stop within 30 s of SIGTERM"
+        sleep 0.25
+    done
+done
+pids=""
+echo "OK: tell and ask through any member reached the entity; moved to another member with shoal-cluster, it kept its value (125); a move of a shard the type does not have was refused"

@@ -1041,6 +1041,13 @@ static void on_admin(coordinator_t *co, const shoal_node_t *from,
         }
         write_add(w, "p/", shard, "", (int64_t)next_epoch(co));
     } else {
+        char why[256];
+        if (!sharding_shard_possible(&co->r->s, co->r->name, shard, why, sizeof why)) {
+            /* the asking region believes in other shards than this coordinator's type has
+               (different settings, or an older build that does not check) */
+            admin_reply(co, from, m->req_id, SHOAL_EINVAL, "%s", why);
+            goto cancel;
+        }
         creg_t *c = admin_region(co, m->target);
         bool leaving = false;
         if (!c) {

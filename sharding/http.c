@@ -224,6 +224,10 @@ int sharding_type_json(shoal_region_t *r, shoal_buf_t *out)
     shoal_buf_printf(out, ",\"proxy\":%s,\"registered\":%s,\"coordinator\":",
                      r->proxy ? "true" : "false", m.registered ? "true" : "false");
     node_json(out, m.coordinator);
+    /* the shard ids the type can have (shoal-cluster check reports pins to others): 0 to
+       number_of_shards - 1 with the default ids; a custom shard_id function's are unknown */
+    shoal_buf_printf(out, ",\"number_of_shards\":%u,\"shard_ids\":\"%s\"", r->s.number_of_shards,
+                     r->s.shard_id ? "custom" : "default");
     shoal_buf_printf(out, ",\"shards\":[");
     for (size_t i = 0; i < m.n; i++) {
         shoal_buf_printf(out, "%s{\"id\":", i ? "," : "");

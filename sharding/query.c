@@ -408,6 +408,11 @@ static int admin_action(shoal_region_t *r, uint32_t op, const char *shard, const
     if (!r || (op != 1 && (!shard || !*shard || strlen(shard) > SHOAL_SHARD_ID_MAX)) ||
         (op == 2 && (!member || !*member || strlen(member) > SHOAL_NODE_ID_MAX)))
         return SHOAL_EINVAL;
+    /* a pin only to a shard the type can have (the coordinator checks again, with its own
+       settings); an unpin takes any id, so a pin left by an older build or a larger
+       number-of-shards can be dropped */
+    if (op == 2 && !sharding_shard_possible(&r->s, r->name, shard, msg, msglen))
+        return SHOAL_EINVAL;
     query_t *q = calloc(1, sizeof *q);
     if (!q)
         abort();

@@ -641,7 +641,13 @@ int shoal_external_allocate(shoal_region_t *r, const char *shard, const char *ad
      rebalances leave it there; while its member is not Up and reachable (or leaves) it is hosted
      elsewhere, and the first rebalance round after the member is back brings it home (as Akka's
      external shard allocation waits for a location).
-   - unpin: drops the pin; the shard stays where it is until a rebalance moves it. */
+     SHOAL_EINVAL, with the valid range in msg, for a shard the type cannot have: with the default
+     shard ids (shard_id NULL), anything but the decimal numbers 0 .. number_of_shards - 1 as
+     shoal_sharding_default_shard_id writes them; checked by this region and again by the
+     coordinator with its settings. With a custom shard_id function every id of 1 to 64 bytes is
+     taken (its ids cannot be known).
+   - unpin: drops the pin; the shard stays where it is until a rebalance moves it. Any id, so a pin
+     to a shard that does not exist (from an older build, or a larger number_of_shards) can go. */
 int shoal_region_rebalance(shoal_region_t *r, uint32_t timeout_ms, char *msg, size_t msglen);
 int shoal_region_move_shard(shoal_region_t *r, const char *shard, const char *member,
                             uint32_t timeout_ms, char *msg, size_t msglen);

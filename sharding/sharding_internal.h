@@ -40,6 +40,9 @@
 
 #include <czmq.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "sharding.h"
 #include "sharding.pb-c.h"
@@ -529,6 +532,28 @@ void region_query_control(shoal_region_t *r, const shoal_node_t *from,
 void region_queries_tick(shoal_region_t *r, int64_t now);
 void region_queries_free(shoal_region_t *r);
 void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state_t *out);
+/* Whether `shard` can be a shard of a type with settings s: with the default shard ids, the
+   decimal numbers 0 .. number-of-shards - 1 as shoal_sharding_default_shard_id writes them; a
+   custom shard_id function's ids are unknown, so any id can be. When not, why (naming the valid
+   range) in msg. Here (inline) because the region (query.c) and the coordinator both check, and
+   neither may call the other (tools/layers.txt). */
+static inline bool sharding_shard_possible(const shoal_sharding_settings_t *s, const char *type,
+                                           const char *shard, char *msg, size_t msglen)
+{
+    if (s->shard_id)
+        return true; /* a custom function's ids: any id may be one */
+    uint32_t n = s->number_of_shards ? s->number_of_shards : 1;
+    /* exactly what shoal_sharding_default_shard_id writes: digits, no leading zero, below n */
+    size_t len = strlen(shard);
+    bool ok = len > 0 && len <= 10 && strspn(shard, "0123456789") == len &&
+              (shard[0] != '0' || len == 1) && strtoull(shard, NULL, 10) < n;
+    if (!ok && msg && msglen)
+        snprintf(msg, msglen,
+                 "%s has no shard '%s': its shards are 0 to %u (number-of-shards %u, the default "
+                 "shard ids)",
+                 type, shard, n - 1, n);
+    return ok;
+}
 
 /* coordinator.c */
 coordinator_t *coordinator_new(shoal_region_t *r, uint64_t term);

@@ -27,14 +27,17 @@
     shards: the shard map of each entity type (or of TYPE): every shard's home, its entities, its
     pin, and the node running the coordinator (as GET /cluster/shards on the management endpoint).
     check: every shard has one home (no shard hosted by two regions, or by one the coordinator did
-    not allocate it to), every member's region of every type is registered with its coordinator,
+    not allocate it to), no pin to a shard the type does not have (with the default shard ids:
+    outside 0..number-of-shards-1), every member with the same number-of-shards per type, every
+    member's region of every type is registered with its coordinator,
     every region answered, and the replicas of each key agree on every Up member (asked in turn;
     keys that differ are asked again for up to 3 s, as gossip may still be carrying a write): exit
     0, or 1 with the findings, as `redis-cli --cluster check`.
     rebalance: a rebalance round of TYPE now. move: hands SHARD off to MEMBER through the
     coordinator (the ordered handoff) and pins it there, in the coordinator's state, until it is
-    moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there.
-    unpin: drops the pin (the shard stays until a rebalance moves it).
+    moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there;
+    a shard the type does not have is refused, naming the range. unpin: drops the pin (the shard
+    stays until a rebalance moves it); any id, so a pin to a shard that does not exist can go.
     events: prints the node's cluster and sharding events as they happen (member up, unreachable,
     removed, leader changes, shard allocated, moved, pinned) until interrupted, like `serf
     monitor`; it starts with the recent events the node kept.
@@ -662,8 +665,19 @@ static void finding(findings_t *f, const char *fmt, ...)
     f->n++;
 }
 
+/* Whether `id` is one of the default shard ids of a type of n shards ("0" .. n-1, as
+   shoal_sharding_default_shard_id writes them). */
+static bool default_shard_id(const char *id, json_int_t n)
+{
+    size_t len = strlen(id);
+    return len > 0 && len <= 10 && strspn(id, "0123456789") == len && (id[0] != '0' || len == 1) &&
+           (json_int_t)strtoull(id, NULL, 10) < n;
+}
+
 /* Shards with two homes, or hosted where the coordinator did not allocate them; regions that
-   did not answer; pins not honoured. */
+   did not answer; pins not honoured; pins to shards the type does not have (left by an older
+   build that took any id, or by a larger number-of-shards; a type with a custom shard id
+   function has ids the node cannot know, so its pins are not judged). */
 static size_t check_map(json_t *root, findings_t *f)
 {
     json_t *types = types_of(root);
@@ -673,6 +687,10 @@ static size_t check_map(json_t *root, findings_t *f)
         const char *type = jstr(t, "type");
         json_t *shards = json_object_get(t, "shards");
         json_t *regions = json_object_get(t, "regions");
+        /* the shard ids it can have: known with the default ids (0: not known) */
+        json_int_t n_ids = strcmp(jstr(t, "shard_ids"), "default") == 0
+                               ? json_integer_value(json_object_get(t, "number_of_shards"))
+                               : 0;
         total += json_array_size(shards);
         size_t k;
         json_t *g;
@@ -702,6 +720,14 @@ static size_t check_map(json_t *root, findings_t *f)
             }
             if (n_hosts > 1)
                 finding(f, "%s: shard %s has %zu homes: %s", type, id, n_hosts, hosts);
+            if (*pin && n_ids > 0 && !default_shard_id(id, n_ids)) {
+                finding(f,
+                        "%s: shard %s is pinned to %s, but %s has no shard %s: its shards are 0 "
+                        "to %lld (number-of-shards %lld); drop the pin with `shoal-cluster unpin "
+                        "%s %s`",
+                        type, id, pin, type, id, (long long)n_ids - 1, (long long)n_ids, type, id);
+                continue;
+            }
             char at[SHOAL_NODE_ID_MAX + 1];
             if (*pin && *home && strcmp(address_of(home, at, sizeof at), pin) != 0)
                 finding(f, "%s: shard %s is pinned to %s but allocated to %s", type, id, pin,
@@ -918,6 +944,7 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
     /* every member's regions registered, and the map as each member's region sees it */
     size_t n_shards = 0, n_types = 0;
     bool any_sharding = false;
+    json_t *shard_counts = json_object(); /* type -> {n, at}: every member must agree */
     for (size_t p = 0; p < n_peers; p++) {
         if (!peers[p].cl)
             continue;
@@ -939,6 +966,20 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         size_t k;
         json_t *t;
         json_array_foreach(types, k, t) {
+            json_t *n = json_object_get(t, "number_of_shards");
+            if (json_is_integer(n)) {
+                const char *name = jstr(t, "type");
+                json_t *seen = json_object_get(shard_counts, name);
+                if (!seen)
+                    json_object_set_new(
+                        shard_counts, name,
+                        json_pack("{s:I,s:s}", "n", json_integer_value(n), "at", peers[p].address));
+                else if (json_integer_value(json_object_get(seen, "n")) != json_integer_value(n))
+                    finding(&f, "%s: number-of-shards is %lld on %s but %lld on %s", name,
+                            (long long)json_integer_value(n), peers[p].address,
+                            (long long)json_integer_value(json_object_get(seen, "n")),
+                            jstr(seen, "at"));
+            }
             if (!json_is_true(json_object_get(t, "registered")))
                 finding(&f, "%s: the region on %s is not registered with its coordinator (%s)",
                         jstr(t, "type"), peers[p].address,
@@ -953,6 +994,7 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         json_decref(root);
         shoal_buf_free(&map);
     }
+    json_decref(shard_counts);
     size_t n_keys = 0;
     for (size_t r = 0; r < n_roles; r++)
         n_keys += check_replicas(peers, n_peers, roles[r], &f);
