@@ -5,7 +5,7 @@
 #include "cluster_internal.h"
 
 /* ---------------------------------------------------------------------------------------------
- * Leader actions (on convergence) and the split-brain resolver's timing
+ * Leader actions (on convergence; the split-brain resolver's timing is reach.c's sbr_tick)
  */
 typedef struct {
     shoal_cluster_t *c;

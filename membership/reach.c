@@ -142,6 +142,9 @@ static void drain_heartbeats(shoal_cluster_t *c)
         cluster_change(c, set_my_row, c);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The fence (THE FENCE in membership.h)
+ */
 /* Whether this node, judged by the monitored members it had a heartbeat reply from within
    fence-after, is on a side the active strategy keeps (see THE FENCE in membership.h). */
 static bool side_kept(shoal_cluster_t *c, int64_t now)
@@ -221,6 +224,9 @@ static void fence_update(shoal_cluster_t *c, int64_t now)
     cluster_singletons_react(c);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The split-brain resolver's timing (the leader's tick runs it)
+ */
 typedef struct {
     const shoal_node_t **nodes;
     size_t n;
