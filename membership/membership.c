@@ -5,11 +5,11 @@
     below it, bottom first.
 
     The local state (c->state) is the join of every state this node has merged and every change
-    it made. A change is applied here first and then handed to the system replicator (a LOCAL
-    update that merges it in), so the two always agree; states arriving by gossip reach us through
-    a subscription to the key and are merged in. After either, react() runs: mark the state seen,
-    emit events, re-feed the replicators and the heartbeat ring, quarantine removed incarnations,
-    move singletons, and notice being downed.
+    it made. A change is applied to it first (cluster_change, cluster.c) and then handed to the
+    system replicator (a LOCAL update that merges it in), so the two always agree; states arriving
+    by gossip reach us through a subscription to the key and are merged in (on_state). After
+    either, react() (react.c) runs: mark the state seen, emit events, re-feed the replicators and
+    the heartbeat ring, quarantine removed incarnations, move singletons, and notice being downed.
 */
 #include "cluster_internal.h"
 #include "cluster.pb-c.h"
