@@ -56,7 +56,7 @@ static void phase_timeout(shoal_system_t *sys, void *arg)
     shoal_cluster_t *c = arg;
     c->t_phase = 0;
     shoal_warning("%s: shutdown phase %s timed out (%d step(s) not done): going on",
-                 shoal_node_id(c->self), shoal_phase_name(c->phase), c->phase_outstanding);
+                  shoal_node_id(c->self), shoal_phase_name(c->phase), c->phase_outstanding);
     c->phase_outstanding = 0;
     next_phase(c);
 }
@@ -76,7 +76,8 @@ static bool own_step_done(shoal_cluster_t *c)
         /* a downed node keeps gossiping for a grace period: the decision that downed it (often
            its own, on a minority side) must reach the rest of its side, or they go on hosting
            what the majority is about to take over */
-        return c->shutdown_reason != SHOAL_SHUTDOWN_DOWNED || shoal_now_ms() >= c->downed_grace_until;
+        return c->shutdown_reason != SHOAL_SHUTDOWN_DOWNED ||
+               shoal_now_ms() >= c->downed_grace_until;
     default:
         return true;
     }
@@ -155,8 +156,8 @@ static void next_phase(shoal_cluster_t *c)
             if (c->shutdown_reason != SHOAL_SHUTDOWN_DOWNED) {
                 cluster_confirm_exiting(c);
                 if (c->t_confirm <= 0)
-                    c->t_confirm = shoal_system_timer(c->sys, c->s.gossip_interval_ms / 4 + 1,
-                                                      true, confirm_tick, c);
+                    c->t_confirm = shoal_system_timer(c->sys, c->s.gossip_interval_ms / 4 + 1, true,
+                                                      confirm_tick, c);
             }
             break;
         case SHOAL_PHASE_CLUSTER_SHUTDOWN:
@@ -167,8 +168,8 @@ static void next_phase(shoal_cluster_t *c)
             if (c->shutdown_reason == SHOAL_SHUTDOWN_DOWNED) {
                 c->downed_grace_until = shoal_now_ms() + c->s.gossip_interval_ms;
                 cluster_tell_everyone(c);
-                c->t_grace = shoal_system_timer(c->sys, c->s.gossip_interval_ms + 1, false,
-                                                grace_over, c);
+                c->t_grace =
+                    shoal_system_timer(c->sys, c->s.gossip_interval_ms + 1, false, grace_over, c);
             }
             break;
         default:
@@ -211,11 +212,19 @@ void shutdown_start(shoal_cluster_t *c, shoal_shutdown_reason_t why)
     c->shutdown_reason = why;
     c->phase = -1;
     shoal_info("%s: shutting down (%s)", shoal_node_id(c->self),
-              why == SHOAL_SHUTDOWN_LEAVE     ? "leaving"
-              : why == SHOAL_SHUTDOWN_DOWNED  ? "downed"
-              : why == SHOAL_SHUTDOWN_REQUEST ? "requested"
-                                              : "join failed");
+               why == SHOAL_SHUTDOWN_LEAVE     ? "leaving"
+               : why == SHOAL_SHUTDOWN_DOWNED  ? "downed"
+               : why == SHOAL_SHUTDOWN_REQUEST ? "requested"
+                                               : "join failed");
     next_phase(c);
+}
+
+/* Attached by shoal_cluster_new before the cluster starts: the core starts a shutdown when this
+   node is downed, leaves or fails to join, and tells it of every new state. */
+void shutdown_attach(shoal_cluster_t *c)
+{
+    c->hooks.shutdown_start = shutdown_start;
+    c->hooks.shutdown_react = shutdown_react;
 }
 
 void shutdown_react(shoal_cluster_t *c)

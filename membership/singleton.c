@@ -59,7 +59,7 @@ static void stop_here(shoal_singleton_t *s, const shoal_node_t *new_host)
         return;
     s->running = false;
     shoal_info("%s: singleton %s (term %llu) stopped here", shoal_node_id(s->c->self), s->name,
-              (unsigned long long)s->term);
+               (unsigned long long)s->term);
     if (s->stop)
         s->stop(s, s->arg);
     if (new_host && new_host != s->c->self) {
@@ -83,10 +83,10 @@ static void evaluate(shoal_singleton_t *s)
         s->running = true;
         s->term = me->up_number;
         shoal_info("%s: singleton %s started here (term %llu)", shoal_node_id(c->self), s->name,
-                  (unsigned long long)s->term);
+                   (unsigned long long)s->term);
         s->start(s, s->term, s->arg);
-    } else if (!s->running && host && host != c->self && me &&
-               me->status >= SHOAL_MEMBER_LEAVING && s->term) {
+    } else if (!s->running && host && host != c->self && me && me->status >= SHOAL_MEMBER_LEAVING &&
+               s->term) {
         /* we hosted it once and left: make sure the new host hears it (the message may have been
            lost, or the host changed since) */
         Shoal__Cluster__HandOverDone h = SHOAL__CLUSTER__HAND_OVER_DONE__INIT;
@@ -139,6 +139,7 @@ static int do_add(shoal_system_t *sys, void *arg)
     if (!c->singletons)
         abort();
     c->singletons[c->n_singletons++] = a->s;
+    c->hooks.singletons_react = singletons_react; /* the core tells the singletons from now on */
     evaluate(a->s);
     return 0;
 }
