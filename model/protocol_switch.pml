@@ -6,7 +6,7 @@
    Every node has its own view of the member records (status and protocol_max), spread by gossip
    with any delay (a push of one view to one node is one step, in any order).
    What it mirrors:
-   - update_protocol / cstate_protocol (membership.c, state.c): a node's version = its own build's
+   - update_protocol / cstate_protocol (react.c, state.c): a node's version = its own build's
      max, lowered to the lowest protocol_max of the records in its view in any status but
      Removed (Joining and Down count); a node in no cluster is at 1;
    - the join refusal (on_init_join, on_join, refuse_protocol): a seed refuses a joiner whose

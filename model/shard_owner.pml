@@ -22,7 +22,7 @@
      3. failure detectors (heartbeat.c evaluate(), phi.c phi_value): i marks j unreachable once
         the silence exceeds the mean interval (H) + acceptable-heartbeat-pause, at the latest
         PROBE ticks later (indirect probes delay the verdict); a pong lifts it;
-     4. gossip of Down decisions, one hop per tick along working links (membership.c gossip);
+     4. gossip of Down decisions, one hop per tick along working links (membership/gossip.c);
      5. the leader of each side (the lowest member nobody it hears of marks unreachable) runs
         the resolver (membership/sbr.c sbr_decide: keep_majority, indirectly connected members,
         cover_flaky_links) once its picture has been unchanged for stable-after ticks, and its
@@ -32,7 +32,7 @@
         anew with a WriteMajority, and the new home hears HostShard; a region that learns of a
         newer allocation elsewhere stops its copy: region.c learn_home);
      7. the assertion;
-     8. every member's fence (membership.c node_tick -> fence_update -> side_kept) and its
+     8. every member's fence (membership/reach.c node_tick -> fence_update -> side_kept) and its
         region's tick (region.c region_tick: stop every shard when fenced or when this node
         knows it is Down).
    Steps 5-6 come before 8 in a tick: a reallocation in the same tick as the fence counts as an
@@ -304,7 +304,7 @@ end_tick:
         kd[0] = o; kd[1] = p; kd[2] = k;
 
         /* 5. resolvers: the leader of x's view is the lowest member x does not know Down and
-           hears of no record against (membership.c leader_actions; sbr.c sbr_decide) */
+           hears of no record against (membership/leader.c leader_actions; sbr.c sbr_decide) */
         i = 0;
         do
         :: i < N ->

@@ -27,7 +27,7 @@
                                   of 3 seeds); baseline one whole state. gossip_change_spread_N_ms
                                   is how long it took (2 ms a message, 5 ms a whole state).
       `bench_cluster_state --policies` prints the simulation for the policies membership could
-      have chosen (see push_on_change in membership.c).
+      have chosen (see push_on_change in membership/gossip.c).
     The issue's targets at 1,000 members: a merge <= 1 ms, <= 10 KB/s of gossip per member.
 */
 #include "bench.h"
@@ -85,7 +85,7 @@ static size_t bare_records_bytes(int n)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One change spread through n members: membership's gossip policy (membership.c: push_on_change,
+ * One change spread through n members: membership's gossip policy (membership/gossip.c: push_on_change,
  * gossip_tick, choose_peer, gossip_to and the GossipStatus answers; the replicator's push-pull
  * and its digest anti-entropy) run over an abstract state, counting the bytes each member sends
  * with the real messages' sizes (gossip_model.h). A member's state is its clock (old or new: one
