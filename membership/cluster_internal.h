@@ -197,6 +197,8 @@ struct shoal_cluster {
     const shoal_node_t **sbr_unreachable;
     size_t n_sbr_unreachable;
     int64_t sbr_stable_since, sbr_unstable_since;
+    bool sbr_undecided_logged; /* the debug line "no decision" once per picture */
+    int leader_converged_logged; /* -1 unknown, 0 no, 1 yes: the debug line on each change */
 
     follower_t *followers;
     size_t n_followers;

@@ -34,8 +34,14 @@ void send_init_join(shoal_cluster_t *c)
         const shoal_node_t *up = c->seed_known[i] ? NULL : zhash_lookup(c->peer_at, c->seeds[i]);
         if (up)
             seed_index(c, up);
-        if (c->seed_known[i])
+        if (c->seed_known[i]) {
+            shoal_debug("%s: InitJoin to seed %s", shoal_node_id(c->self),
+                        shoal_node_id(c->seed_known[i]));
             cluster_send(c, c->seed_known[i], K_INIT_JOIN, &m.base);
+        } else {
+            shoal_debug("%s: seed %s not connected yet: InitJoin when its handshake is done",
+                        shoal_node_id(c->self), c->seeds[i]);
+        }
     }
     c->join_last_try = shoal_now_ms();
 }
@@ -210,11 +216,16 @@ void on_init_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Clu
         /* in no cluster either: say so, so that the first seed of a cold start need not wait out
            seed-node-timeout */
         Shoal__Cluster__InitJoinAck n = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
+        shoal_debug("%s: InitJoin from %s: Nack (this node is in no cluster either)",
+                    shoal_node_id(c->self), shoal_node_id(from));
         cluster_send(c, from, K_INIT_JOIN_NACK, &n.base);
         return;
     }
-    if (!st || st >= SHOAL_MEMBER_EXITING || c->shutting_down)
+    if (!st || st >= SHOAL_MEMBER_EXITING || c->shutting_down) {
+        shoal_debug("%s: InitJoin from %s not answered: %s", shoal_node_id(c->self),
+                    shoal_node_id(from), st ? "this node is leaving" : "not a member yet");
         return; /* leaving: the joiner asks another seed */
+    }
     Shoal__Cluster__InitJoinAck a = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
     a.status = st;
     uint32_t min, max;
@@ -226,6 +237,9 @@ void on_init_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Clu
         a.cluster_protocol = c->protocol;
         a.refused = why;
     }
+    shoal_debug("%s: InitJoin from %s: Ack (%s, this node %s)", shoal_node_id(c->self),
+                shoal_node_id(from), a.refused ? a.refused : "welcome",
+                shoal_member_status_name(st));
     cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
 }
 
@@ -240,8 +254,11 @@ void on_init_join_ack(shoal_cluster_t *c, const shoal_node_t *from,
                       m->refused && *m->refused ? m->refused : "refused: protocol versions");
         return; /* asked again on the next retry: an operator may pin the cluster meanwhile */
     }
-    if (c->join_contact && shoal_now_ms() - c->join_last_try < (int64_t)c->s.seed_node_timeout_ms)
+    if (c->join_contact && shoal_now_ms() - c->join_last_try < (int64_t)c->s.seed_node_timeout_ms) {
+        shoal_debug("%s: InitJoin Ack from %s ignored: joining through %s in this round",
+                    shoal_node_id(c->self), shoal_node_id(from), shoal_node_id(c->join_contact));
         return; /* already asked another seed in this round */
+    }
     c->join_contact = from;
     c->join_last_try = shoal_now_ms();
     Shoal__Cluster__Join j = SHOAL__CLUSTER__JOIN__INIT;
@@ -273,6 +290,8 @@ void on_init_join_nack(shoal_cluster_t *c, const shoal_node_t *from)
     int i = seed_index(c, from);
     if (i < 0)
         return;
+    shoal_debug("%s: InitJoin Nack from seed %s: it is in no cluster", shoal_node_id(c->self),
+                shoal_node_id(from));
     c->seed_nacked[i] = true;
     /* discovery forms only after stable-margin (discovery_tick), never on the last answer */
     if (!c->discovering && c->n_seeds && is_seed_self(c, c->seeds[0]) && !c->join_contact &&

@@ -195,7 +195,17 @@ void leader_tick(shoal_system_t *sys, void *arg)
     if (!leader || c->frozen || cstate_is_unreachable(c->state, c->self))
         return;
     leader_arg_t a = {c, now, 0};
-    if (cstate_converged(c->state)) {
+    int converged = cstate_converged(c->state);
+    if (converged != c->leader_converged_logged) {
+        /* why a leader moves nobody: the members that have not seen the current state or are
+           unreachable hold convergence (Akka's rule) */
+        shoal_debug("%s (leader): %s", shoal_node_id(c->self),
+                    converged ? "converged: leader actions run"
+                              : "no convergence (a member has not seen the current state, or one "
+                                "is unreachable): no leader actions");
+        c->leader_converged_logged = converged;
+    }
+    if (converged) {
         c->leader_moving = true;
         cluster_change(c, leader_converged, &a);
         c->leader_moving = false;

@@ -208,6 +208,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     pthread_mutex_init(&c->term_mu, NULL);
     pthread_cond_init(&c->term_cv, NULL);
     c->sys = sys;
+    c->leader_converged_logged = -1;
     /* the hooks by which the core reaches react.c and shutdown.c (cluster_internal.h) */
     react_attach(c);
     shutdown_attach(c);

@@ -258,6 +258,18 @@ void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
     bool same = nu == c->n_sbr_unreachable &&
                 (nu == 0 || memcmp(u, c->sbr_unreachable, nu * sizeof *u) == 0);
     if (!same) {
+        if (nu || c->n_sbr_unreachable) {
+            char names[512];
+            size_t off = 0;
+            names[0] = 0;
+            for (size_t i = 0; i < nu && off < sizeof names - 1; i++)
+                off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "",
+                                        shoal_node_id(u[i]));
+            shoal_debug("%s: split-brain resolver: the unreachable members changed to %zu (%s): "
+                        "a decision after %u ms without change",
+                        shoal_node_id(c->self), nu, nu ? names : "none", c->s.stable_after_ms);
+        }
+        c->sbr_undecided_logged = false;
         free(c->sbr_unreachable);
         c->sbr_unreachable = u;
         c->n_sbr_unreachable = nu;
@@ -326,6 +338,16 @@ void sbr_tick(shoal_cluster_t *c, int64_t now, bool leader)
             if (st->members[i].status < SHOAL_MEMBER_DOWN)
                 to_down[n_down++] = st->members[i].node;
     }
+    static const char *const strategy[] = {"?", "keep-majority", "keep-oldest", "static-quorum",
+                                           "down-all", "off"};
+    if (!c->sbr_undecided_logged || (d != SBR_NO_DECISION && n_down))
+        shoal_debug("%s: split-brain resolver: inputs: %zu members, %zu unreachable, %zu "
+                    "reachability records, %s%s; decision: %s, %zu to down",
+                    shoal_node_id(c->self), st->n_members, nu, nrec,
+                    strategy[c->s.sbr_strategy <= SHOAL_SBR_OFF ? c->s.sbr_strategy : 0],
+                    unstable ? ", unstable" : "", sbr_decision_name(d), n_down);
+    if (d == SBR_NO_DECISION || !n_down)
+        c->sbr_undecided_logged = true;
     if (d != SBR_NO_DECISION && n_down) {
         shoal_warning("%s: split-brain resolver: %s, downing %zu member(s)%s",
                       shoal_node_id(c->self), sbr_decision_name(d), n_down,
