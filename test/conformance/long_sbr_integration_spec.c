@@ -18,6 +18,7 @@
 #include "shard_conf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef enum { KEEP_SIDE1, KEEP_SIDE2, SHUTDOWN_BOTH, KEEP_LEADER } expected_t;
@@ -225,5 +226,7 @@ int main(void)
         cmocka_unit_test_teardown(keep_oldest_1_2_down_if_alone, teardown),
         cmocka_unit_test_teardown(down_all_1_2, teardown),
     };
+    if (getenv("TEST_FILTER")) /* run one scenario by name while debugging */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests_name("SplitBrainResolverIntegrationSpec", tests, NULL, NULL);
 }
