@@ -244,14 +244,14 @@ int shoal_cluster_fence_check(const shoal_cluster_settings_t *s, char *err, size
 
 /* Whether this node, judged by the monitored members it had a heartbeat reply from within
    fence-after, is on a side the active strategy keeps (see THE FENCE in membership.h). It takes
-   the resolver's view of the sides and its rule (sbr.c): the counted members (Up, Leaving) split
-   into this side and the other, and keep-majority (ties to the lowest address), keep-oldest
-   (down-if-alone only against two or more), static-quorum or down-all decides between them, so a
-   side the resolver keeps does not fence itself (its shards stopped for nothing). The other
-   side: each monitored member silent for fence-after, and, above six members (the heartbeat
-   ring monitors five), each member not monitored here that an observer not silent here lists
-   unreachable (this side's detectors, whose records reach this node by gossip within the side
-   well before fence-after); any other member is on this side. */
+   the resolver's view of the sides and its rule (sbr.c): the counted members (Up, Leaving, of
+   the strategy's role) split into this side and the other, and keep-majority (ties to the lowest
+   address), keep-oldest (down-if-alone only against two or more), static-quorum or down-all
+   decides between them, so a side the resolver keeps does not fence itself (its shards stopped
+   for nothing). The other side: each monitored member silent for fence-after, and, above six
+   members (the heartbeat ring monitors five), each member not monitored here that an observer
+   not silent here lists unreachable (this side's detectors, whose records reach this node by
+   gossip within the side well before fence-after); any other member is on this side. */
 static bool side_kept(shoal_cluster_t *c, int64_t now)
 {
     hb_contact_t ct[16];
@@ -273,8 +273,9 @@ static bool side_kept(shoal_cluster_t *c, int64_t now)
     bool oldest_mine = false, lowest_mine = false;
     for (size_t i = 0; i < c->state->n_members; i++) {
         const cmember_t *m = &c->state->members[i];
-        if (m->status != SHOAL_MEMBER_UP && m->status != SHOAL_MEMBER_LEAVING)
-            continue; /* not counted by the resolver */
+        if ((m->status != SHOAL_MEMBER_UP && m->status != SHOAL_MEMBER_LEAVING) ||
+            (c->s.sbr_role && *c->s.sbr_role && !cmember_has_role(m, c->s.sbr_role)))
+            continue; /* not counted by the resolver (status; the strategy's role) */
         bool away = false, monitored = false;
         for (size_t k = 0; m->node != c->self && k < n && !monitored; k++)
             if (mon[k] == m->node) {
