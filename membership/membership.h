@@ -308,21 +308,26 @@ void shoal_cluster_settings_default(shoal_cluster_settings_t *s);
 /* THE FENCE. The side a partition leaves out learns of it through its own failure detector, whose
    indirect probes can delay its verdict by seconds, while the other side marks it unreachable,
    downs it after stable-after and reallocates its shards. So a node does not wait for a verdict:
-   it judges by time since contact. Once it has had no heartbeat reply, for fence-after, from
-   enough of the members it monitors that the active strategy would not keep its side (fewer
-   than half of them with itself for keep-majority, ties to the lowest address; the oldest member
-   silent for keep-oldest; fewer than quorum-size for static-quorum; anyone silent for down-all),
-   it is fenced: shoal_cluster_may_host is false, and sharding stops its shards and singletons
-   stop. Contact again lifts the fence; a shard then comes back here only if the coordinator's
-   allocation still names this node (the region asks it again).
+   it judges by time since contact. The members it monitors that gave no heartbeat reply for
+   fence-after (and, above six members, those it does not monitor that a member it still hears
+   from lists unreachable) are the other side; once the active strategy, by the resolver's own
+   rule, would not keep its side (keep-majority: not more than the other side, a tie going to
+   the side of the lowest address; keep-oldest: the oldest over there, unless it is alone there
+   against two or more here with down-if-alone, or the oldest here alone against two or more;
+   static-quorum: fewer than quorum-size here, or more than 2 * quorum-size - 1 in all; down-all:
+   anyone over there), it is fenced: shoal_cluster_may_host is false, and sharding stops its
+   shards and singletons stop. Contact again lifts the fence; a shard then comes back here only
+   if the coordinator's allocation still names this node (the region asks it again, and
+   registers again with a coordinator that restarted).
    The timing: the other side cannot reallocate before its detector gave up on this node
    (acceptable-heartbeat-pause after the last heartbeat) and its resolver waited stable-after;
    this node is fenced at most fence-after after its last reply. So fence-after + fence-margin <=
    acceptable-heartbeat-pause + stable-after is required (shoal_cluster_fence_check; sharding
    refuses to start otherwise). With downing off, the leader removes a Down member only
    fence-after + fence-margin after it saw it Down, so a manual down cannot reallocate earlier.
-   The judgement uses the monitored members (monitored-by-nr-of-members, 5): exact up to 6
-   members, an estimate from the ring above that (roles are not looked at). */
+   The judgement is exact up to 6 members (monitored-by-nr-of-members, 5: every member monitors
+   every other); above that it also reads the unreachability records its side's detectors
+   gossip (roles are not looked at). */
 /* The fence-after in force (the derived default when 0). */
 uint32_t shoal_cluster_fence_after_ms(const shoal_cluster_settings_t *s);
 /* 0, or SHOAL_EINVAL with the keys that break the timing above named in err. */

@@ -146,63 +146,89 @@ static void drain_heartbeats(shoal_cluster_t *c)
  * The fence (THE FENCE in membership.h)
  */
 /* Whether this node, judged by the monitored members it had a heartbeat reply from within
-   fence-after, is on a side the active strategy keeps (see THE FENCE in membership.h). */
+   fence-after, is on a side the active strategy keeps (see THE FENCE in membership.h). It takes
+   the resolver's view of the sides and its rule (sbr.c): the counted members (Up, Leaving, of
+   the strategy's role) split into this side and the other, and keep-majority (ties to the lowest
+   address), keep-oldest (down-if-alone only against two or more), static-quorum or down-all
+   decides between them, so a side the resolver keeps does not fence itself (its shards stopped
+   for nothing). The other side: each monitored member silent for fence-after, and, above six
+   members (the heartbeat ring monitors five), each member not monitored here that an observer
+   not silent here lists unreachable (this side's detectors, whose records reach this node by
+   gossip within the side well before fence-after); any other member is on this side. */
 static bool side_kept(shoal_cluster_t *c, int64_t now)
 {
     hb_contact_t ct[16];
     size_t n = hb_actor_contacts(c->hb, ct, 16);
     if (n > 16)
         n = 16;
-    if (n == 0)
-        return true; /* alone, or nobody monitored yet: nothing to judge by */
+    if (n == 0 || c->s.sbr_strategy == SHOAL_SBR_OFF)
+        return true; /* alone, nobody monitored yet, or nobody downs automatically (the leader
+                        waits out the fence instead) */
     int64_t fence = shoal_cluster_fence_after_ms(&c->s);
-    size_t heard = 0;
-    bool lowest_heard = true; /* the lowest address among this node and its targets is heard */
-    const shoal_node_t *lowest = c->self;
+    const shoal_node_t *mon[16];
+    bool silent[16];
     for (size_t i = 0; i < n; i++) {
-        bool ok = now - ct[i].last_contact <= fence;
-        heard += ok;
-        const shoal_node_t *t = shoal_node_intern(ct[i].node_id);
-        if (t && shoal_node_cmp(t, lowest) < 0) {
-            lowest = t;
-            lowest_heard = ok;
+        mon[i] = shoal_node_intern(ct[i].node_id);
+        silent[i] = now - ct[i].last_contact > fence;
+    }
+    size_t mine = 0, other = 0;
+    const cmember_t *oldest = NULL, *lowest = NULL;
+    bool oldest_mine = false, lowest_mine = false;
+    for (size_t i = 0; i < c->state->n_members; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if ((m->status != SHOAL_MEMBER_UP && m->status != SHOAL_MEMBER_LEAVING) ||
+            (c->s.sbr_role && *c->s.sbr_role && !cmember_has_role(m, c->s.sbr_role)))
+            continue; /* not counted by the resolver (status; the strategy's role) */
+        bool away = false, monitored = false;
+        for (size_t k = 0; m->node != c->self && k < n && !monitored; k++)
+            if (mon[k] == m->node) {
+                monitored = true;
+                away = silent[k];
+            }
+        if (m->node != c->self && !monitored) {
+            const shoal_node_t *obs[16];
+            size_t no = cstate_observers_of(c->state, m->node, obs, 16);
+            for (size_t j = 0; j < no && j < 16 && !away; j++) {
+                bool obs_silent = false;
+                for (size_t k = 0; k < n; k++)
+                    obs_silent |= mon[k] == obs[j] && silent[k];
+                away = !obs_silent;
+            }
+        }
+        other += away;
+        mine += !away;
+        if (!oldest || m->up_number < oldest->up_number ||
+            (m->up_number == oldest->up_number && shoal_node_cmp(m->node, oldest->node) < 0)) {
+            oldest = m;
+            oldest_mine = !away;
+        }
+        if (!lowest || shoal_node_cmp(m->node, lowest->node) < 0) {
+            lowest = m;
+            lowest_mine = !away;
         }
     }
-    size_t side = 1 + heard, all = 1 + n;
+    if (other == 0)
+        return true; /* nobody on the other side: the resolver has nothing to decide */
+    bool alone_goes = c->s.keep_oldest_down_if_alone;
+    uint32_t quorum = c->s.static_quorum_size;
     switch (c->s.sbr_strategy) {
     case SHOAL_SBR_DOWN_ALL:
-        return heard == n;
+        return false;
     case SHOAL_SBR_STATIC_QUORUM:
-        if (c->s.static_quorum_size && all >= c->s.static_quorum_size)
-            return side >= c->s.static_quorum_size;
-        break; /* not every member is monitored: judge by the majority of those that are */
-    case SHOAL_SBR_KEEP_OLDEST: {
-        const cmember_t *oldest = NULL;
-        for (size_t i = 0; i < c->state->n_members; i++) {
-            const cmember_t *m = &c->state->members[i];
-            if ((m->status == SHOAL_MEMBER_UP || m->status == SHOAL_MEMBER_LEAVING) &&
-                (!oldest || m->up_number < oldest->up_number))
-                oldest = m;
-        }
-        bool alone_goes = c->s.keep_oldest_down_if_alone;
-        if (oldest && oldest->node == c->self) /* down-if-alone: the oldest cut off alone goes */
-            return !(alone_goes && heard == 0);
-        for (size_t i = 0; oldest && i < n; i++)
-            if (strcmp(ct[i].node_id, shoal_node_id(oldest->node)) == 0) {
-                if (now - ct[i].last_contact <= fence)
-                    return true;
-                /* the oldest is silent: kept only if it may be alone over there (down-if-alone)
-                   and this side is most of the rest */
-                return alone_goes && 2 * side > all - 1;
-            }
-        break; /* the oldest is not monitored here: judge by the majority */
-    }
-    case SHOAL_SBR_OFF:
-        return true; /* nobody downs automatically: the leader waits out the fence instead */
+        if (!quorum)
+            break; /* no decision by the resolver: judge by the majority */
+        /* more than 2*quorum-1 counted (both sides could reach quorum), or neither at quorum:
+           the resolver downs everyone */
+        return mine + other <= 2 * (size_t)quorum - 1 && mine >= quorum;
+    case SHOAL_SBR_KEEP_OLDEST:
+        if (oldest_mine) /* down-if-alone: the oldest alone against two or more goes */
+            return !(alone_goes && mine == 1 && other >= 2);
+        /* the oldest is over there: kept only if it is alone there, against two or more here */
+        return alone_goes && other == 1 && mine >= 2;
     default:
         break;
     }
-    return 2 * side > all || (2 * side == all && lowest_heard);
+    return mine > other || (mine == other && lowest_mine);
 }
 
 /* Sets or lifts the fence; logs and tells the singletons when it changes. */

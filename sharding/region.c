@@ -458,6 +458,23 @@ void region_on_control(shoal_region_t *r, const shoal_node_t *from,
         }
         r->coord_term = m->term;
         void_handoffs(r);
+    } else if (m->kind == SHOAL__SHARDING__CONTROL__KIND__SHARD_HOMES && m->n_homes == 0 &&
+               from == r->coord_node && m->term && m->term == r->coord_term && r->registered) {
+        /* the announcement a coordinator sends once it has read its state, at the term this
+           region registered with: a new incarnation on the same node with the same term (the
+           term is the host's up-number), as when the host fenced itself (its singleton stopped)
+           and the fence was lifted. It knows none of the registrations of the one before and
+           allocates only to regions registered with it: without registering again, no new
+           shard, nor one of a downed region, got a home any more. It sends this before any
+           REGISTER_ACK (it ignores registrations until its state is read, and one sender's
+           messages keep their order), so it never undoes a registration with itself. */
+        shoal_info("%s: sharding %s: the coordinator at %s started again (term %llu): "
+                   "registering again",
+                   shoal_node_id(r->self), r->name, shoal_node_id(from),
+                   (unsigned long long)m->term);
+        r->registered = false;
+        r->register_sent_at = 0;
+        void_handoffs(r);
     }
     switch (m->kind) {
     case SHOAL__SHARDING__CONTROL__KIND__REGISTER_ACK:

@@ -38,7 +38,7 @@ static int teardown(void **state)
 }
 
 typedef struct {
-    int cut;              /* the member cut off */
+    int cut;               /* the member cut off */
     shoal_fault_dir_t dir; /* BOTH, OUT (only its sends), IN (only its receipts) */
     shoal_sbr_strategy_t strategy;
     uint32_t quorum; /* static-quorum's quorum-size */
@@ -172,6 +172,54 @@ static void test_static_quorum_cut_coordinator(void **state)
     run_case(&(fence_case_t){0, SHOAL_FAULT_BOTH, SHOAL_SBR_STATIC_QUORUM, 2});
 }
 
+static bool is_terminated(void *arg)
+{
+    return shoal_cluster_terminated(tsn[*(int *)arg].cl);
+}
+
+/* The fence judges by the resolver's own rule: keep-oldest (down-if-alone) with two members cut
+   apart keeps the oldest (down-if-alone needs two or more against it), so the oldest must not
+   fence itself (its shards stopped for nothing), while the other, which its resolver downs, must.
+   Found by the conformance suite (SplitBrainResolverIntegrationSpec, keep-oldest 1+1). */
+static void test_keep_oldest_one_against_one(void **state)
+{
+    (void)state;
+    shoal_cluster_settings_t cs;
+    tmember_settings(&cs);
+    cs.sbr_strategy = SHOAL_SBR_KEEP_OLDEST;
+    assert_true(cs.keep_oldest_down_if_alone);
+    tsnode_opts_t o = {.cluster = &cs, .seed = 0};
+    tsnode_start(0, &o);
+    tsnode_wait_up(1u, 15000);
+    tsnode_start(1, &o);
+    tsnode_wait_up(0x3, 20000);
+    tsnode_wait_registered(0x3, 0, 2, 15000);
+    shoal_sharding_settings_t ss;
+    tshard_settings(&ss);
+    char ids[NIDS][32];
+    tshard_pick_ids("o", ss.number_of_shards, NIDS, ids);
+    sender = tsender_start(tsn[0].r, "s", ids, NIDS, 2000);
+    assert_true(tsender_wait_rounds(sender, 5, 20000));
+
+    shoal_fault_t f = {.dir = SHOAL_FAULT_BOTH, .cut = true};
+    assert_int_equal(shoal_system_fault(tsn[1].sys, shoal_system_endpoint(tsn[0].sys), &f), 0);
+    int one = 1, zero = 0;
+    if (!wait_until(is_terminated, &one, 30000))
+        fail_msg("member 1 was not downed");
+    moved_t m = {ids, 1};
+    if (!wait_until(all_moved, &m, 30000))
+        fail_msg("member 1's entities did not all start on member 0");
+    bool fenced0 = has_fenced(&zero), fenced1 = has_fenced(&one);
+    print_message("keep-oldest 1+1: the oldest fenced itself: %d (must not); the other: %d\n",
+                  fenced0, fenced1);
+    assert_false(fenced0);
+    assert_true(fenced1);
+    ttotals_t t = trec_totals();
+    if (t.double_entity || t.double_shard)
+        fail_msg("%d entities and %d shards were alive on two members at once", t.double_entity,
+                 t.double_shard);
+}
+
 /* Timings under which a cut-off member could still host its shards when the other side
    reallocates them are refused when sharding starts, naming the keys. */
 static void test_settings_check(void **state)
@@ -221,6 +269,7 @@ int main(void)
         cmocka_unit_test_teardown(test_keep_oldest_cut, teardown),
         cmocka_unit_test_teardown(test_keep_oldest_cut_oldest, teardown),
         cmocka_unit_test_teardown(test_static_quorum_cut_coordinator, teardown),
+        cmocka_unit_test_teardown(test_keep_oldest_one_against_one, teardown),
     };
     if (getenv("TEST_FILTER")) /* run one test by name while debugging */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
