@@ -41,6 +41,7 @@
 #include <czmq.h>
 #include <pthread.h>
 
+#include "histogram.h"
 #include "sharding.h"
 #include "sharding.pb-c.h"
 
@@ -241,6 +242,7 @@ typedef struct {
 typedef struct ask {
     uint64_t id;
     int64_t deadline;
+    int64_t started_us; /* for the region's ask latency histogram */
     shoal_ask_done_fn *done;
     void *arg;
     struct ask *next_by_time, *prev_by_time;
@@ -271,6 +273,13 @@ typedef struct {
     shoal_dead_letter_fn *fn;
     void *arg;
 } dl_sub_t;
+
+/* The latency histograms of a region's /metrics (ddata/histogram.h): asks of this node from
+   acceptance to reply (outbox.c), entity-state saves from issue to acknowledgement (state.c), and
+   handoffs as this region saw them, from BeginHandOff to the shard's next home (region.c). */
+typedef struct {
+    shoal_hist_t ask, save, handoff;
+} region_latency_t;
 
 struct shoal_region {
     shoal_sharding_t *sh;
@@ -361,6 +370,7 @@ struct shoal_region {
     void (*producers_tick)(shoal_region_t *r, int64_t now);
     void (*producers_stopped)(shoal_region_t *r);
     shoal_region_stats_t stats;
+    region_latency_t *lat; /* allocated with the region, recorded on the node thread */
 };
 
 struct shoal_sharding {

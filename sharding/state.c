@@ -236,6 +236,7 @@ typedef struct save {
     uint8_t *areply;
     size_t areply_len;
     bool answered; /* the ask has its answer */
+    int64_t started_us; /* issued: for the region's save latency histogram */
 } save_t;
 
 static void save_free(save_t *w)
@@ -325,6 +326,7 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         return;
     }
     shoal_region_t *r = s->r;
+    shoal_hist_record_since(&r->lat->save, w->started_us);
     if (status == 0) {
         r->stats.state_saves++;
     } else {
@@ -414,6 +416,7 @@ static int issue(shard_t *s, save_t *w)
     w->epoch = s->epoch;
     w->seq = ++s->state_seq;
     w->now = unix_ms();
+    w->started_us = shoal_hist_now_us();
     if (w->e) {
         shoal_entity_t *e = w->e;
         w->inc = e->st->inc;
