@@ -44,7 +44,8 @@
 */
 #include "bench.h"
 #include "histogram.h"
-#include "sharding.h"
+#include "replicator_internal.h" /* the latency histograms of /metrics */
+#include "sharding_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -118,6 +119,9 @@ struct path {
     uint64_t serial; /* new_shard: a number no shard has used */
     int repl_nodes;  /* wmaj/rmaj: which replicator cluster */
     bool read;
+    /* the tail's profile: the same requests as Shoal's own /metrics histograms see them, from
+       their acceptance on the node thread to completion */
+    void (*inner)(path_t *p, bool reset, shoal_hist_t *out);
 };
 
 static slot_t *ring;
@@ -705,6 +709,52 @@ static int issue_repl(path_t *p, slot_t *s)
     return shoal_system_post(rn[0].sys, repl_op, s);
 }
 
+/* --- the tail's profile ---------------------------------------------------------------------- */
+/* Shoal's own histograms (the /metrics families) are node-thread state: reset and copied on the
+   node thread. */
+typedef struct {
+    shoal_hist_t *h;
+    shoal_hist_t *out; /* NULL: reset */
+} hist_call_t;
+
+static int hist_call(shoal_system_t *s, void *arg)
+{
+    (void)s;
+    hist_call_t *c = arg;
+    if (c->out)
+        shoal_hist_merge(c->out, c->h);
+    else
+        shoal_hist_reset(c->h);
+    return 0;
+}
+
+static void node_hist(shoal_system_t *s, shoal_hist_t *h, bool reset, shoal_hist_t *out)
+{
+    hist_call_t c = {h, reset ? NULL : out};
+    shoal_system_call(s, hist_call, &c);
+}
+
+/* asks of node 0's region: from acceptance on its node thread to the reply */
+static void inner_ask(path_t *p, bool reset, shoal_hist_t *out)
+{
+    node_hist(sys[0], &p->region->lat->ask, reset, out);
+}
+
+/* saves: from issue to acknowledgement, on the nodes hosting the entities */
+static void inner_save(path_t *p, bool reset, shoal_hist_t *out)
+{
+    (void)p;
+    for (int i = 0; i < SH_NODES; i++)
+        node_hist(sys[i], &st[i]->lat->save, reset, out);
+}
+
+/* majority reads and writes of node 0's replicator: from the start of the round to completion */
+static void inner_repl(path_t *p, bool reset, shoal_hist_t *out)
+{
+    repl_latency_t *l = rn[0].rep->lat;
+    node_hist(sys[0], p->read ? &l->read[SHOAL_MAJORITY] : &l->write[SHOAL_MAJORITY], reset, out);
+}
+
 /* --- measuring and reporting --------------------------------------------------------------- */
 static double seconds_scale = 1.0;
 static FILE *dat;
@@ -736,7 +786,13 @@ static void measure(path_t *p, level_t out[N_LOADS])
         double rate = max * loads[l];
         double secs = seconds_scale * (loads[l] == 0.5 || loads[l] == 0.9 ? 1.5 : 0.75);
         raw_open(rate, secs, &rh);
+        if (p->inner)
+            p->inner(p, true, NULL);
         run_open(p, rate, secs, &h);
+        static shoal_hist_t in;
+        shoal_hist_reset(&in);
+        if (p->inner)
+            p->inner(p, false, &in);
         static const double q[3] = {50, 99, 99.9};
         for (int k = 0; k < 3; k++) {
             out[l].p[k] = shoal_hist_percentile(&h, q[k]);
@@ -749,6 +805,14 @@ static void measure(path_t *p, level_t out[N_LOADS])
                    " us, raw %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 " us",
                    p->name, pct, rate, h.count, failed, out[l].p[0], out[l].p[1], out[l].p[2],
                    h.max_us, out[l].raw[0], out[l].raw[1], out[l].raw[2], rh.max_us);
+        if (p->inner && in.count)
+            /* what the slow requests waited for: inside Shoal on the node thread (the /metrics
+               histogram), or before it, to reach the node thread (the rest of the latency) */
+            bench_note("%s at %d%% profile: on the node thread p50/p99/p99.9 %" PRIu64 "/%" PRIu64
+                       "/%" PRIu64 " us of %" PRIu64 " requests; the rest of each is the wait "
+                       "to reach it",
+                       p->name, pct, shoal_hist_percentile(&in, 50), shoal_hist_percentile(&in, 99),
+                       shoal_hist_percentile(&in, 99.9), in.count);
         if (pct == 50 || pct == 90) {
             static const char *const qn[3] = {"p50", "p99", "p999"};
             for (int k = 0; k < 3; k++)
@@ -869,6 +933,8 @@ int main(void)
                          .what = "asks to a shard in the 200 ms after its StopShards",
                          .issue = issue_handoff,
                          .region = lt[0]};
+        ask->inner = fresh->inner = hand->inner = inner_ask;
+        save->inner = inner_save;
         run_path(ask, true);
         run_path(tell, false);
         run_path(save, false);
@@ -893,6 +959,7 @@ int main(void)
         *w = (path_t){.name = wn[z], .what = ww[z], .issue = issue_repl, .repl_nodes = n};
         *r = (path_t){
             .name = rnm[z], .what = rw[z], .issue = issue_repl, .repl_nodes = n, .read = true};
+        w->inner = r->inner = inner_repl;
         run_path(w, true);
         run_path(r, false);
         repl_stop(n);
