@@ -502,6 +502,32 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
             shoal_buf_printf(out, "\",reason=\"%s\"} %" PRIu64 "\n", repl_drops[i].reason,
                              at(&rs[j], repl_drops[i].off));
         }
+    /* latency histograms (issue 40; ddata/histogram.h): a label set per role and consistency
+       level that has seen an operation */
+    static const char *const levels[4] = {"local", "from_n", "majority", "all"};
+    static const char *const lat_name[2] = {"shoal_replicator_read_seconds",
+                                            "shoal_replicator_write_seconds"};
+    static const char *const lat_help[2] = {
+        "Reads (Get) from the start of their round to completion, timeouts included, by "
+        "consistency level.",
+        "Writes (Update, Delete) from the start of their round (after the local update and, for "
+        "a durable key, the local store) to completion, timeouts included, by consistency level."};
+    shoal_buf_t labels = {0};
+    for (int w = 0; w < 2; w++) {
+        shoal_metrics_family(out, lat_name[w], "histogram", lat_help[w]);
+        for (size_t j = 0; j < n; j++)
+            for (int l = 0; l < 4; l++) {
+                const shoal_hist_t *h = w ? &reps[j]->lat->write[l] : &reps[j]->lat->read[l];
+                if (!h->count)
+                    continue;
+                shoal_buf_reset(&labels);
+                shoal_buf_printf(&labels, "role=\"");
+                shoal_metrics_label_value(&labels, shoal_replicator_role(reps[j]));
+                shoal_buf_printf(&labels, "\",consistency=\"%s\"", levels[l]);
+                shoal_hist_prometheus(out, lat_name[w], shoal_buf_cstr(&labels), h);
+            }
+    }
+    shoal_buf_free(&labels);
     free(rs);
     free(reps);
     return 0;

@@ -395,6 +395,37 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
                              shoal_dead_letter_name((shoal_dead_letter_t)d),
                              (unsigned long long)st[i].dead_letters[d]);
         }
+    /* latency histograms (issue 40; ddata/histogram.h), a label set per entity type */
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } lat[] = {
+        {"shoal_sharding_ask_seconds",
+         "Asks of this node from acceptance on the node thread to their reply, timeouts included",
+         offsetof(region_latency_t, ask)},
+        {"shoal_sharding_entity_save_seconds",
+         "Entity-state saves from issue to acknowledgement (the write-consistency of the entity "
+         "state), failures included",
+         offsetof(region_latency_t, save)},
+        {"shoal_sharding_handoff_seconds",
+         "Handoffs as this region saw them: from BeginHandOff to the shard's next home (the "
+         "time its messages for the shard were held)",
+         offsetof(region_latency_t, handoff)},
+    };
+    shoal_buf_t labels = {0};
+    for (size_t f = 0; f < sizeof lat / sizeof lat[0]; f++) {
+        shoal_metrics_family(out, lat[f].name, "histogram", lat[f].help);
+        for (size_t i = 0; i < sh->n_regions; i++) {
+            shoal_buf_reset(&labels);
+            shoal_buf_printf(&labels, "type=\"");
+            shoal_metrics_label_value(&labels, sh->regions[i]->name);
+            shoal_buf_printf(&labels, "\"");
+            shoal_hist_prometheus(
+                out, lat[f].name, shoal_buf_cstr(&labels),
+                (const shoal_hist_t *)((const char *)sh->regions[i]->lat + lat[f].off));
+        }
+    }
+    shoal_buf_free(&labels);
     free(st);
 }
 

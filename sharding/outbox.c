@@ -137,6 +137,7 @@ ask_t *region_ask_new(shoal_region_t *r, uint32_t timeout_ms, shoal_ask_done_fn 
         abort();
     a->id = ++r->next_ask_id;
     a->deadline = shoal_now_ms() + (timeout_ms ? timeout_ms : 1);
+    a->started_us = shoal_hist_now_us();
     a->done = done;
     a->arg = arg;
     /* keep the list ordered by deadline: asks mostly share a timeout, so this walks ~0 steps */
@@ -181,6 +182,7 @@ void region_ask_complete(shoal_region_t *r, uint64_t id, int status, const void 
         r->stats.asks_timed_out++;
     else if (status == 0)
         r->stats.replies++;
+    shoal_hist_record_since(&r->lat->ask, a->started_us); /* timeouts too: they are the tail */
     /* no depth raise: asks and tells from a completion go out at once (an entity that replied
        to a local ask from its own callback has raised it already) */
     a->done(r, status, reply, len, a->arg);

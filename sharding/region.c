@@ -405,6 +405,10 @@ static void learn_home(shoal_region_t *r, const char *shard, const shoal_node_t 
     }
     h->epoch = epoch;
     h->node = node;
+    if (h->handing_off) { /* ms resolution: a handoff takes milliseconds at the least */
+        int64_t ms = shoal_now_ms() - h->handoff_since;
+        shoal_hist_record(&r->lat->handoff, ms > 0 ? (uint64_t)ms * 1000 : 0);
+    }
     h->handing_off = false;
     h->asked_at = 0;
     r->stats.homes_learned++;
@@ -1421,6 +1425,9 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
     shoal_region_t *r = calloc(1, sizeof *r);
     if (!r)
         abort();
+    r->lat = calloc(1, sizeof *r->lat);
+    if (!r->lat)
+        abort();
     r->sh = sh;
     r->sys = sh->sys;
     r->self = sh->self;
@@ -1560,5 +1567,6 @@ void region_free(shoal_region_t *r)
     free((void *)r->s.role);
     free((void *)r->s.stop_message);
     free(r->name);
+    free(r->lat);
     free(r);
 }

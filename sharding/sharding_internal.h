@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "histogram.h"
 #include "sharding.h"
 #include "sharding.pb-c.h"
 
@@ -220,6 +221,8 @@ struct shard {
     int64_t state_retry_at;
     uint8_t state_phase;
     bool state_noted;            /* in shard-<type>-all-shards (so it starts after a full stop) */
+    int state_writes;            /* writes of the key in flight (state.c: group commit) */
+    struct save *state_queued, *state_queued_tail; /* saves waiting for the next write */
     struct reminder *reminders;  /* pending reminders of the shard's entities */
     size_t n_reminders, cap_reminders;
     struct mtimer *timers;       /* in-memory timers of its running entities */
@@ -244,6 +247,7 @@ typedef struct {
 typedef struct ask {
     uint64_t id;
     int64_t deadline;
+    int64_t started_us; /* for the region's ask latency histogram */
     shoal_ask_done_fn *done;
     void *arg;
     struct ask *next_by_time, *prev_by_time;
@@ -274,6 +278,13 @@ typedef struct {
     shoal_dead_letter_fn *fn;
     void *arg;
 } dl_sub_t;
+
+/* The latency histograms of a region's /metrics (ddata/histogram.h): asks of this node from
+   acceptance to reply (outbox.c), entity-state saves from issue to acknowledgement (state.c), and
+   handoffs as this region saw them, from BeginHandOff to the shard's next home (region.c). */
+typedef struct {
+    shoal_hist_t ask, save, handoff;
+} region_latency_t;
 
 struct shoal_region {
     shoal_sharding_t *sh;
@@ -364,6 +375,7 @@ struct shoal_region {
     void (*producers_tick)(shoal_region_t *r, int64_t now);
     void (*producers_stopped)(shoal_region_t *r);
     shoal_region_stats_t stats;
+    region_latency_t *lat; /* allocated with the region, recorded on the node thread */
 };
 
 struct shoal_sharding {

@@ -8,7 +8,8 @@
 # port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd. abigail-tools:
 # abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.
 # spin: `scons model` model-checks the rules in model/*.pml, docs/models.md. curl, openssl:
-# test_http_hostile makes a certificate and asks the management endpoint over TLS.)
+# test_http_hostile makes a certificate and asks the management endpoint over TLS. gnuplot-nox:
+# `scons bench` draws bench_latency's latency-vs-load plot, docs/performance.md.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -30,6 +31,7 @@ PACKAGES="
   iproute2 iptables iputils-ping faketime
   curl openssl
   spin
+  gnuplot-nox
 "
 
 SUDO=""

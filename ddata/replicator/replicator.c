@@ -1444,12 +1444,14 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->prng = shoal_node_uid(r->self) ^ (uint64_t)shoal_now_ms();
     r->next_req = 1;
     r->next_transfer = 1;
+    r->lat = shoal_calloc(1, sizeof *r->lat);
     r->retry_backoff_ms = STORE_RETRY_MIN_MS;
     r->durable_marker_ttl_ms = r->s.durable_pruning_marker_ttl_ms;
     if (!r->durable_marker_ttl_ms) /* settings not from shoal_replicator_settings_default */
         r->durable_marker_ttl_ms = DURABLE_PRUNING_MARKER_TTL_MS;
     int rc = hub_add(sys, r);
     if (rc < 0) {
+        free(r->lat);
         free(r->role);
         free(r);
         return rc;
@@ -1563,6 +1565,7 @@ static int destroy_on_thread(shoal_system_t *sys, void *arg)
     free(r->caught_from);
     repl_answer_deferred_reads(r, false);
     free(r->removed);
+    free(r->lat);
     free(r->role);
     free(r);
     return 0;

@@ -4,6 +4,7 @@
 #ifndef SHOAL_REPLICATOR_INTERNAL_H
 #define SHOAL_REPLICATOR_INTERNAL_H
 
+#include "histogram.h"
 #include "internal.h"
 #include "replicator.pb-c.h"
 
@@ -164,6 +165,8 @@ typedef struct op {
     size_t targets_cap; /* room in targets and answered */
     size_t key_cap;     /* room in key (0: key not ours to reuse) */
     struct op *next_free;
+    int64_t started_us; /* for the latency histograms (r->lat) */
+    shoal_level_t level;
 } op_t;
 
 typedef struct {
@@ -175,6 +178,12 @@ typedef struct {
     shoal_buf_t data;
     int64_t started_ms;
 } reassembly_t;
+
+/* Latency of reads and writes by consistency level (shoal_level_t, LOCAL..ALL), for the
+   shoal_replicator_{read,write}_seconds histograms of /metrics. */
+typedef struct {
+    shoal_hist_t read[4], write[4];
+} repl_latency_t;
 
 struct shoal_replicator {
     shoal_system_t *sys;
@@ -280,6 +289,8 @@ struct shoal_replicator {
     shoal_replicator_stats_t stats;
     bool destroying;
     struct client_watch *watches; /* clients' subscriptions (replicator_client.c) */
+    repl_latency_t *lat;          /* one block allocated with the replicator (untouched pages cost
+                                     nothing), recorded on the node thread */
 };
 
 /* replicator.c */

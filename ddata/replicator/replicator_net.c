@@ -268,6 +268,15 @@ static int target_index(const op_t *o, const shoal_node_t *from)
     return -1;
 }
 
+/* Latency histograms (r->lat): every completion counts, timeouts and failures included (they
+   are the tail an operator looks for), from the start of the read or write round (after the
+   local update and, for a durable key, the local store) to the completion. */
+static shoal_hist_t *lat_of(shoal_replicator_t *r, bool read, shoal_level_t level)
+{
+    unsigned l = (unsigned)level <= SHOAL_ALL ? (unsigned)level : SHOAL_ALL;
+    return read ? &r->lat->read[l] : &r->lat->write[l];
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Reads
  */
@@ -312,6 +321,7 @@ static void read_complete(shoal_replicator_t *r, op_t *o, int status)
         else if (!e->value)
             status = SHOAL_ENOTFOUND;
     }
+    shoal_hist_record_since(lat_of(r, true, o->level), o->started_us);
     shoal_get_done_fn *done = o->get_done;
     void *arg = o->arg;
     char *key = o->key;
@@ -338,6 +348,8 @@ static op_t *op_new(shoal_replicator_t *r, op_kind_t kind, const char *key, int 
     }
     memcpy(o->key, key, klen + 1);
     o->needed = needed;
+    o->started_us = shoal_hist_now_us();
+    o->level = c->level;
     choose_targets(r, o, c->prefer_oldest || r->s.prefer_oldest);
     bool ins;
     shoal_hmap_upsert(&r->ops_by_req, &o->req, sizeof o->req, &ins)->value = o;
@@ -412,6 +424,7 @@ int repl_start_read(shoal_replicator_t *r, const char *key, const shoal_type_t *
             repl_entry_touch(r, e);
         if (status == SHOAL_ETIMEOUT)
             r->stats.read_timeouts++;
+        shoal_hist_record(lat_of(r, true, c->level), 0); /* answered here, at once */
         done(r, status, key, status == 0 ? e->value : NULL, arg);
         return 0;
     }
@@ -441,6 +454,7 @@ static void write_complete(shoal_replicator_t *r, op_t *o, int status)
         r->stats.write_timeouts++;
     if (status == 0 && o->local_status < 0)
         status = o->local_status;
+    shoal_hist_record_since(lat_of(r, false, o->level), o->started_us);
     shoal_update_done_fn *done = o->update_done;
     void *arg = o->arg;
     char *key = o->key;
@@ -490,6 +504,9 @@ void repl_start_write(shoal_replicator_t *r, entry_t *e, const shoal_crdt_t *del
     int vneed = repl_voters_needed(r, c);
     if (vneed > 0 && needed == 0)
         needed = vneed; /* a majority of the voters, however few nodes the cluster has now */
+    /* answered here, at once */
+    if (needed <= 0)
+        shoal_hist_record(lat_of(r, false, c->level), 0);
     if (needed == 0) {
         done(r, local_status, e->key, arg);
         return;

@@ -56,6 +56,7 @@ static const char *check_exposition(const char *text)
     char types[256][96];
     size_t n_types = 0;
     char current[96] = "";
+    bool histogram = false; /* the current family's samples are NAME_bucket, _sum and _count */
     const char *line = text;
     while (*line) {
         const char *eol = strchr(line, '\n');
@@ -85,6 +86,7 @@ static const char *check_exposition(const char *text)
                 assert_true(n_types < 256);
                 snprintf(types[n_types++], sizeof types[0], "%s", name);
                 snprintf(current, sizeof current, "%s", name);
+                histogram = strcmp(rest, "histogram") == 0;
             } else if (strcmp(kw, "HELP") != 0) {
                 goto fail;
             }
@@ -92,8 +94,13 @@ static const char *check_exposition(const char *text)
             const char *p = l;
             if (!name_ok(&p, true))
                 goto fail;
-            if ((size_t)(p - l) != strlen(current) || strncmp(l, current, strlen(current)) != 0)
+            size_t cl = strlen(current), sl = (size_t)(p - l);
+            if (sl < cl || strncmp(l, current, cl) != 0)
                 goto fail; /* not of the family just declared */
+            if (sl != cl && !(histogram && ((sl == cl + 7 && !strncmp(l + cl, "_bucket", 7)) ||
+                                            (sl == cl + 4 && !strncmp(l + cl, "_sum", 4)) ||
+                                            (sl == cl + 6 && !strncmp(l + cl, "_count", 6)))))
+                goto fail;
             if (*p == '{') {
                 p++;
                 while (*p != '}') {
