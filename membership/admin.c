@@ -154,6 +154,41 @@ const shoal_node_t *shoal_cluster_view_role_leader(const shoal_cluster_view_t *v
     return NULL;
 }
 
+/* One member's record as JSON (with c, node thread: its protocol version too). */
+static void member_json(const shoal_cluster_view_t *v, shoal_cluster_t *c, const shoal_member_t *m,
+                        shoal_buf_t *out)
+{
+    shoal_buf_append(out, "{\"node\":", 8);
+    shoal_buf_json_string(out, shoal_node_id(m->node));
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s:%u", shoal_node_host(m->node),
+             (unsigned)shoal_node_port(m->node));
+    shoal_buf_append(out, ",\"address\":", 11);
+    shoal_buf_json_string(out, addr);
+    shoal_buf_append(out, ",\"status\":", 10);
+    shoal_buf_json_string(out, shoal_member_status_name(m->status));
+    shoal_buf_printf(out, ",\"up_number\":%llu,\"reachable\":%s,\"leader\":%s,\"roles\":[",
+                     (unsigned long long)m->up_number, m->reachable ? "true" : "false",
+                     m->node == v->leader ? "true" : "false");
+    for (size_t r = 0; r < m->n_roles; r++) {
+        if (r)
+            shoal_buf_append(out, ",", 1);
+        shoal_buf_json_string(out, m->roles[r]);
+    }
+    shoal_buf_append(out, "],\"app_version\":", 16);
+    shoal_buf_json_string(out, m->app_version);
+    shoal_buf_append(out, ",\"heartbeat\":", 13);
+    shoal_buf_json_string(out, m->heartbeat_endpoint);
+    if (c)
+        shoal_buf_printf(out, ",\"protocol\":%u",
+                         (unsigned)cmember_protocol(cstate_member(c->state, m->node)));
+    if (m->durable_id && *m->durable_id) {
+        shoal_buf_append(out, ",\"id\":", 6);
+        shoal_buf_json_string(out, m->durable_id);
+    }
+    shoal_buf_append(out, "}", 1);
+}
+
 /* With c (node thread), the protocol versions too: the cluster's and each member's. */
 static void view_json(const shoal_cluster_view_t *v, shoal_cluster_t *c, shoal_buf_t *out)
 {
@@ -194,36 +229,9 @@ static void view_json(const shoal_cluster_view_t *v, shoal_cluster_t *c, shoal_b
     }
     shoal_buf_append(out, "\"members\":[", 11);
     for (size_t i = 0; i < v->n_members; i++) {
-        const shoal_member_t *m = &v->members[i];
-        shoal_buf_append(out, i ? ",{\"node\":" : "{\"node\":", i ? 9 : 8);
-        shoal_buf_json_string(out, shoal_node_id(m->node));
-        char addr[300];
-        snprintf(addr, sizeof addr, "%s:%u", shoal_node_host(m->node),
-                 (unsigned)shoal_node_port(m->node));
-        shoal_buf_append(out, ",\"address\":", 11);
-        shoal_buf_json_string(out, addr);
-        shoal_buf_append(out, ",\"status\":", 10);
-        shoal_buf_json_string(out, shoal_member_status_name(m->status));
-        shoal_buf_printf(out, ",\"up_number\":%llu,\"reachable\":%s,\"leader\":%s,\"roles\":[",
-                         (unsigned long long)m->up_number, m->reachable ? "true" : "false",
-                         m->node == v->leader ? "true" : "false");
-        for (size_t r = 0; r < m->n_roles; r++) {
-            if (r)
-                shoal_buf_append(out, ",", 1);
-            shoal_buf_json_string(out, m->roles[r]);
-        }
-        shoal_buf_append(out, "],\"app_version\":", 16);
-        shoal_buf_json_string(out, m->app_version);
-        shoal_buf_append(out, ",\"heartbeat\":", 13);
-        shoal_buf_json_string(out, m->heartbeat_endpoint);
-        if (c)
-            shoal_buf_printf(out, ",\"protocol\":%u",
-                             (unsigned)cmember_protocol(cstate_member(c->state, m->node)));
-        if (m->durable_id && *m->durable_id) {
-            shoal_buf_append(out, ",\"id\":", 6);
-            shoal_buf_json_string(out, m->durable_id);
-        }
-        shoal_buf_append(out, "}", 1);
+        if (i)
+            shoal_buf_append(out, ",", 1);
+        member_json(v, c, &v->members[i], out);
     }
     shoal_buf_append(out, "]}", 2);
 }
@@ -238,6 +246,30 @@ void cluster_view_json(shoal_cluster_t *c, const shoal_cluster_view_t *v, shoal_
 {
     if (v && out)
         view_json(v, c, out);
+}
+
+/* Akka Management's GET /cluster/members/{address}: the member by node id or host:port (as the
+   POST route and shoal-cluster take it); a removed member is no member (404), as there. */
+void cluster_member_route(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    shoal_cluster_t *c = arg;
+    if (!req->rest[0]) {
+        shoal_http_error(rep, 400, "name the member: GET /cluster/members/<host:port or node id>");
+        return;
+    }
+    const shoal_node_t *node = cluster_find_in(c->state, req->rest);
+    shoal_cluster_view_t v;
+    cluster_view_fill(c, &v);
+    const shoal_member_t *m = node ? shoal_cluster_view_member(&v, node) : NULL;
+    if (!m)
+        shoal_http_error(rep, 404, "no member %.200s", req->rest);
+    else {
+        member_json(&v, c, m, &rep->body);
+        shoal_buf_append(&rep->body, "\n", 1);
+    }
+    shoal_cluster_view_free(&v);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -343,8 +375,8 @@ static void on_admin(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t k
 
 /* The request kinds served here: registered together, withdrawn together (a request arriving
    after the cluster is destroyed must find no handler). */
-static const uint16_t admin_kinds[] = {SHOAL_KIND_CLUSTER_VIEW,  SHOAL_KIND_CLUSTER_JOIN,
-                                       SHOAL_KIND_CLUSTER_LEAVE, SHOAL_KIND_CLUSTER_DOWN,
+static const uint16_t admin_kinds[] = {SHOAL_KIND_CLUSTER_VIEW,   SHOAL_KIND_CLUSTER_JOIN,
+                                       SHOAL_KIND_CLUSTER_LEAVE,  SHOAL_KIND_CLUSTER_DOWN,
                                        SHOAL_KIND_CLUSTER_FORGET, SHOAL_KIND_CLUSTER_EVENTS};
 
 void admin_register(shoal_cluster_t *c)
@@ -377,7 +409,8 @@ static int admin_request(shoal_client_t *cl, uint16_t kind, const char *target, 
     shoal_buf_t raw = {0};
     int rc = shoal_client_request(cl, kind, buf, len, &rkind, &raw, 0);
     if (rc == 0) {
-        Shoal__Cluster__AdminReply *r = shoal__cluster__admin_reply__unpack(NULL, raw.len, raw.data);
+        Shoal__Cluster__AdminReply *r =
+            shoal__cluster__admin_reply__unpack(NULL, raw.len, raw.data);
         if (!r)
             rc = SHOAL_EDECODE;
         else {

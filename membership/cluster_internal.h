@@ -401,6 +401,10 @@ int cluster_view_fill(shoal_cluster_t *c, shoal_cluster_view_t *out);
 /* shoal_cluster_view_json with the protocol versions: the cluster's ("protocol_version") and
    each member's ("protocol"), from the state (node thread). */
 void cluster_view_json(shoal_cluster_t *c, const shoal_cluster_view_t *v, shoal_buf_t *out);
+/* GET /cluster/members/<member> (node thread; arg is the cluster): one member's record as
+   cluster_view_json gives it, 404 for a name no member has. */
+void cluster_member_route(shoal_system_t *sys, const shoal_http_request_t *req,
+                          shoal_http_reply_t *rep, void *arg);
 
 /* dashboard.c: the dashboard page at / */
 void cluster_http_dashboard(shoal_metrics_t *m, shoal_cluster_t *c);

@@ -312,7 +312,7 @@ static void bad_requests(void **state)
     /* methods a route does not take: 405 naming those it does */
     expect_405(port, "DELETE /cluster/members HTTP/1.0\r\n\r\n", "GET, HEAD");
     expect_405(port, "POST /health/ready HTTP/1.0\r\nContent-Length: 1\r\n\r\nx", "GET, HEAD");
-    expect_405(port, "GET /cluster/members/x HTTP/1.0\r\n\r\n", "POST");
+    expect_405(port, "DELETE /cluster/members/x HTTP/1.0\r\n\r\n", "GET, HEAD, POST");
 
     /* a 70 KB URL, a 5 KB body, a request of garbage */
     size_t n = 70000;
