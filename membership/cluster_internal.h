@@ -203,6 +203,10 @@ void cluster_http_withdraw(shoal_cluster_t *c);
 /* the dashboard page at / (dashboard.c) */
 void cluster_http_dashboard(shoal_metrics_t *m, shoal_cluster_t *c);
 shoal_member_status_t cluster_self_status(shoal_cluster_t *c);
+/* /health/ready's "cluster" check (metrics.c): this node Up, allowed to act, a quorum of the Up
+   members reachable; false with why in reason. Any thread (it reads a view). shoal-member asks it
+   too, for its supervisor's READY=1. */
+bool cluster_ready(shoal_cluster_t *c, shoal_buf_t *reason);
 /* Applies fn to the local state (a change by this node), hands the result to the system
    replicator and reacts. */
 typedef int (cstate_change_fn)(cstate_t *st, const shoal_node_t *self, void *arg);
