@@ -8,7 +8,9 @@
 # port 53 from the machine's resolver. scdoc: the man pages, docs/man/*.1.scd. abigail-tools:
 # abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.
 # spin: `scons model` model-checks the rules in model/*.pml, docs/models.md. curl, openssl:
-# test_http_hostile makes a certificate and asks the management endpoint over TLS.)
+# test_http_hostile makes a certificate and asks the management endpoint over TLS. debhelper,
+# dpkg-dev, fakeroot, lintian: `scons deb` builds and lints the Debian packages; debootstrap:
+# tools/deb-test.sh installs them in a bare Debian 12.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -30,6 +32,7 @@ PACKAGES="
   iproute2 iptables iputils-ping faketime
   curl openssl
   spin
+  debhelper dpkg-dev fakeroot lintian debootstrap
 "
 
 SUDO=""
