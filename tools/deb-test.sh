@@ -34,8 +34,14 @@ for p in $pkgs; do
 done
 
 # --- 1. lintian ------------------------------------------------------------------------------
-lint=$(lintian --info --pedantic "$debs"/libshoal1_*.deb "$debs"/libshoal-dev_*.deb \
-       "$debs"/shoal-tools_*.deb 2>&1 | grep -v 'running with root privileges' || true)
+# the .changes when there is one (lintian then checks the packages as a set, and the .buildinfo)
+if ls "$debs"/shoal_*.changes >/dev/null 2>&1; then
+    lint_on=$(ls "$debs"/shoal_*.changes | tail -n 1)
+else
+    lint_on="$(ls "$debs"/libshoal1_*.deb "$debs"/libshoal-dev_*.deb "$debs"/shoal-tools_*.deb)"
+fi
+# shellcheck disable=SC2086
+lint=$(lintian --display-info --pedantic $lint_on 2>&1 | grep -v 'running with root privileges' || true)
 echo "$lint" | sed "/^$/d; s/^/deb-test: lintian: /"
 echo "$lint" | grep -q '^E: ' && die "lintian reports errors"
 say "lintian: $(echo "$lint" | grep -c '^E: ' || true) errors, $(echo "$lint" | grep -c '^W: ' || true) warnings, $(echo "$lint" | grep -c '^[IP]: ' || true) infos/pedantic"
