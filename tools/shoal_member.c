@@ -147,6 +147,7 @@ static int64_t watchdog_ms(void)
 
 typedef struct {
     shoal_cluster_t *cluster;
+    int timer; /* service_tick's, 0 when none */
     int64_t watchdog_ms, last_watchdog;
     bool ready_sent;
     char status[256]; /* the last STATUS= sent */
@@ -185,6 +186,16 @@ static void service_tick(shoal_system_t *sys, void *arg)
         notify(msg);
         snprintf(s->status, sizeof s->status, "%s", status);
     }
+}
+
+/* Node thread: no tick after this, so the cluster it asks may be destroyed. */
+static int service_stop(shoal_system_t *sys, void *arg)
+{
+    service_t *s = arg;
+    if (s->timer > 0)
+        shoal_system_timer_cancel(sys, s->timer);
+    s->timer = 0;
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -260,6 +271,8 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
         if (s->service->watchdog_ms && s->service->watchdog_ms / 4 < every)
             every = (uint32_t)(s->service->watchdog_ms / 4 > 0 ? s->service->watchdog_ms / 4 : 1);
         rc = shoal_system_timer(sys, every, true, service_tick, s->service);
+        if (rc > 0)
+            s->service->timer = rc;
     }
     if (rc >= 0)
         rc = shoal_cluster_on_up(s->cluster, on_up, NULL);
@@ -480,6 +493,7 @@ int main(int argc, char **argv)
                                      record_reason, NULL)) < 0 ||
         (rc = shoal_system_call(sys, setup_on_node, &setup)) < 0) {
         fprintf(stderr, "shoal-member: cannot set up %s: %s\n", self, shoal_strerror(rc));
+        shoal_system_call(sys, service_stop, &service);
         shoal_cluster_destroy(&c);
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
@@ -501,6 +515,7 @@ int main(int argc, char **argv)
     shoal_metrics_t *endpoint = http ? shoal_http_start_with(sys, http, &hs, &rc) : NULL;
     if (http && !endpoint) {
         fprintf(stderr, "shoal-member: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
+        shoal_system_call(sys, service_stop, &service);
         shoal_cluster_destroy(&c);
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
@@ -545,6 +560,7 @@ int main(int argc, char **argv)
            by_signal && !shutdown_reason ? "shut down" : reason_text(shutdown_reason));
     fflush(stdout);
     shoal_metrics_stop(&endpoint);
+    shoal_system_call(sys, service_stop, &service); /* its tick reads the cluster */
     shoal_cluster_destroy(&c);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);
