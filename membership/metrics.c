@@ -46,7 +46,8 @@ static const struct {
      "Digest-only statuses the leader sent to announce a converged clock.",
      CS(convergence_announced)},
     {"shoal_cluster_moves_pushed_to_all_total",
-     "Leader moves on convergence pushed whole to every member at once.", CS(moves_pushed_to_all)},
+     "Leader moves on convergence pushed whole to every member at once.",
+     CS(moves_pushed_to_all)},
     {"shoal_cluster_seen_status_other_clock_total",
      "Digest-only gossip received with another clock (answered with the whole state).",
      CS(seen_status_other_clock)},
@@ -120,7 +121,8 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
               v.converged);
         gauge(out, "shoal_cluster_is_leader", "1 when this node is the leader.",
               v.leader && v.leader == v.self);
-        gauge(out, "shoal_cluster_may_act", "1 when this node may act for the cluster.", v.may_act);
+        gauge(out, "shoal_cluster_may_act", "1 when this node may act for the cluster.",
+              v.may_act);
         shoal_cluster_view_free(&v);
     }
     /* the protocol negotiation (docs/protocol-versions.md); collect runs on the node thread */
@@ -207,10 +209,8 @@ static void route_member_action(shoal_system_t *sys, const shoal_http_request_t 
     }
     bool down = strcmp(action, "down") == 0;
     if (!down && strcmp(action, "leave") != 0) {
-        shoal_http_error(rep, 400,
-                         "say what to do with the member: leave or down (the body, or "
-                         "?action=), not '%.32s'",
-                         action);
+        shoal_http_error(rep, 400, "say what to do with the member: leave or down (the body, or "
+                                   "?action=), not '%.32s'", action);
         return;
     }
     if (!req->rest[0]) {
@@ -256,9 +256,8 @@ bool cluster_ready(shoal_cluster_t *c, shoal_buf_t *reason)
     if (!me && v.discovery) /* seed discovery says what it waits for */
         shoal_buf_printf(reason, "in no cluster (%s)", v.discovery);
     else if (!me)
-        shoal_buf_printf(reason, "in no cluster%s",
-                         v.joining ? " (asking the seeds to join)"
-                                   : " (no seeds: waiting to be joined)");
+        shoal_buf_printf(reason, "in no cluster%s", v.joining ? " (asking the seeds to join)" :
+                                                                " (no seeds: waiting to be joined)");
     else if (me->status != SHOAL_MEMBER_UP)
         shoal_buf_printf(reason, "member status %s, not up", shoal_member_status_name(me->status));
     else if (!v.may_act)
@@ -288,8 +287,8 @@ static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
 #define EVENTS_KEPT 256
 
 typedef struct {
-    uint64_t seq;                    /* 1, 2, ... on this node */
-    int64_t at_ms;                   /* wall clock */
+    uint64_t seq;  /* 1, 2, ... on this node */
+    int64_t at_ms; /* wall clock */
     shoal_cluster_event_kind_t kind; /* 0: an upper layer's event, named in name */
     char name[32];
     char node[SHOAL_NODE_ID_MAX + 1]; /* the member, or the new leader ("" when none) */

@@ -30,7 +30,7 @@ for t in debootstrap lintian unshare python3; do
 done
 pkgs="libshoal1 libshoal-dev shoal-tools"
 for p in $pkgs; do
-    ls "$debs"/${p}_*.deb >/dev/null 2>&1 || die "$debs/${p}_*.deb is missing: run scons deb"
+    ls "$debs"/"${p}"_*.deb >/dev/null 2>&1 || die "$debs/${p}_*.deb is missing: run scons deb"
 done
 
 # --- 1. lintian ------------------------------------------------------------------------------

@@ -59,7 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_LIST         64
+#define MAX_LIST 64
 #define SHUTDOWN_WAIT_MS 15000
 #define EXIT_DOWNED      3   /* 1: could not start or join, 2: bad arguments */
 #define READY_CHECK_MS   250 /* how often the node thread re-checks readiness */
@@ -247,8 +247,8 @@ static void on_removed(shoal_cluster_t *c, void *arg)
 }
 
 /* The last phase: remembers why the shutdown ran, for the exit message and code. */
-static void record_reason(shoal_cluster_t *c, shoal_shutdown_reason_t why, shoal_task_done_fn *done,
-                          void *done_arg, void *arg)
+static void record_reason(shoal_cluster_t *c, shoal_shutdown_reason_t why,
+                          shoal_task_done_fn *done, void *done_arg, void *arg)
 {
     (void)c;
     (void)arg;
@@ -289,16 +289,11 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
 static const char *reason_text(int why)
 {
     switch (why) {
-    case SHOAL_SHUTDOWN_LEAVE:
-        return "left the cluster";
-    case SHOAL_SHUTDOWN_DOWNED:
-        return "downed or removed by the cluster";
-    case SHOAL_SHUTDOWN_REQUEST:
-        return "shut down";
-    case SHOAL_SHUTDOWN_JOIN_FAILED:
-        return "could not join (no seed answered)";
-    default:
-        return "terminated";
+    case SHOAL_SHUTDOWN_LEAVE: return "left the cluster";
+    case SHOAL_SHUTDOWN_DOWNED: return "downed or removed by the cluster";
+    case SHOAL_SHUTDOWN_REQUEST: return "shut down";
+    case SHOAL_SHUTDOWN_JOIN_FAILED: return "could not join (no seed answered)";
+    default: return "terminated";
     }
 }
 
@@ -364,10 +359,8 @@ int main(int argc, char **argv)
                 return 2;
             http = argv[++i];
             if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
-                fprintf(stderr,
-                        "shoal-member: --http takes [HOST:]PORT (HOST an IP address), "
-                        "not '%s'\n",
-                        http);
+                fprintf(stderr, "shoal-member: --http takes [HOST:]PORT (HOST an IP address), "
+                                "not '%s'\n", http);
                 return 2;
             }
         } else if (strcmp(a, "--fast") == 0) {
@@ -477,8 +470,8 @@ int main(int argc, char **argv)
         shoal_system_pin_protocol(sys, (uint32_t)pin);
     shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     if (!rep || !c) {
-        fprintf(stderr, "shoal-member: cannot start %s: %s\n",
-                rep ? "membership" : "the replicator", shoal_strerror(rc));
+        fprintf(stderr, "shoal-member: cannot start %s: %s\n", rep ? "membership" : "the replicator",
+                shoal_strerror(rc));
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
         shoal_config_destroy(&cfg);
@@ -549,8 +542,8 @@ int main(int argc, char **argv)
         fflush(stdout);
         /* a second signal does not cut the leave short */
         if (shoal_cluster_shutdown_wait(c, SHUTDOWN_WAIT_MS) != 0)
-            fprintf(stderr, "shoal-member: %s: shutdown not finished after %d s, stopping\n", self,
-                    SHUTDOWN_WAIT_MS / 1000);
+            fprintf(stderr, "shoal-member: %s: shutdown not finished after %d s, stopping\n",
+                    self, SHUTDOWN_WAIT_MS / 1000);
     } else if (shutdown_reason == SHOAL_SHUTDOWN_JOIN_FAILED) {
         exit_code = 1;
     } else if (shutdown_reason == SHOAL_SHUTDOWN_DOWNED) {
