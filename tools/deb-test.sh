@@ -95,8 +95,8 @@ in_root "cd /src && dpkg -L $pkgs | sort -u >/src/listed && test -f /usr/include
 say "tour-map built with pkg-config --cflags --libs shoal and run: exit 0"
 
 # --- 3. the service's command line ------------------------------------------------------------
-# wait_up PORT: shoal-cluster sees the member at PORT Up, then /health/ready answers 200 (bash's
-# /dev/tcp: the image has no HTTP client)
+# wait_up: shoal-cluster sees the member of the unit (127.0.0.1:2552, /etc/shoal/shoal.cfg) Up,
+# and /health/ready on 8558 (the unit's --http) answers 200 (bash's /dev/tcp: no HTTP client here)
 wait_up='wait_up() {
     end=$((SECONDS + 30))
     while [ $SECONDS -lt $end ]; do
@@ -129,7 +129,7 @@ say "shoal-member from shoal-member.service's ExecStart: Up, /health/ready 200, 
 
 # --- 4. purge: nothing left behind ------------------------------------------------------------
 in_root "apt-get purge -y -q $pkgs >/src/purge.log
-    ! dpkg -l $pkgs 2>/dev/null | grep -E '^(ii|rc)'
+    if dpkg -l $pkgs 2>/dev/null | grep -E '^(ii|rc)'; then echo 'still known to dpkg'; exit 1; fi
     left=0
     while read -r f; do
         case \$f in /.) continue ;; esac
