@@ -896,7 +896,7 @@ static void route_alive(shoal_system_t *sys, const shoal_http_request_t *req,
    A node Up in a cluster whose kept membership is not back (restarted alone with --new-cluster,
    or the first back after a full restart) passes the cluster check and fails this one: readiness
    is "this node serves MAJORITY" (docs/operations.md). */
-static bool majority_served(shoal_system_t *sys, shoal_buf_t *reason)
+bool http_majority_served(shoal_system_t *sys, shoal_buf_t *reason)
 {
     shoal_replicator_t **reps = NULL;
     size_t n = repl_all(sys, &reps);
@@ -940,7 +940,7 @@ static void route_ready(shoal_system_t *sys, const shoal_http_request_t *req,
     for (size_t i = 0; i < n && failed == n; i++)
         if (!list[i].fn(sys, &reason, list[i].arg))
             failed = i;
-    bool majority = failed < n || majority_served(sys, &reason);
+    bool majority = failed < n || http_majority_served(sys, &reason);
     shoal_buf_t *out = &rep->body;
     if (failed < n || !majority) {
         rep->status = MHD_HTTP_SERVICE_UNAVAILABLE;

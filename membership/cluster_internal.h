@@ -290,6 +290,10 @@ static inline void endpoint_of(const shoal_node_t *n, char *buf, size_t cap)
 /* Runs fn on the node thread (directly when already there). */
 int cluster_call(shoal_cluster_t *c, shoal_call_fn *fn, void *arg);
 shoal_member_status_t cluster_self_status(shoal_cluster_t *c);
+/* /health/ready's "cluster" check (metrics.c): this node Up, allowed to act, a quorum of the Up
+   members reachable; false with why in reason. Any thread (it reads a view). shoal-member asks it
+   too, for its supervisor's READY=1. */
+bool cluster_ready(shoal_cluster_t *c, shoal_buf_t *reason);
 /* Applies fn to the local state (a change by this node), hands the result to the system
    replicator and reacts. */
 typedef int(cstate_change_fn)(cstate_t *st, const shoal_node_t *self, void *arg);

@@ -236,10 +236,8 @@ static void route_member_action(shoal_system_t *sys, const shoal_http_request_t 
 
 /* Ready: Up, allowed to act, and a majority of the Up members reachable (so this node's side of
    a partition can still decide anything). */
-static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+bool cluster_ready(shoal_cluster_t *c, shoal_buf_t *reason)
 {
-    (void)sys;
-    shoal_cluster_t *c = arg;
     shoal_cluster_view_t v;
     if (shoal_cluster_view(c, &v) < 0) {
         shoal_buf_printf(reason, "membership is stopping");
@@ -271,6 +269,12 @@ static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
         ok = true;
     shoal_cluster_view_free(&v);
     return ok;
+}
+
+static bool ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+{
+    (void)sys;
+    return cluster_ready(arg, reason);
 }
 
 static void route_events(shoal_system_t *sys, const shoal_http_request_t *req,

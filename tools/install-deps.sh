@@ -9,7 +9,9 @@
 # abidiff, which `scons abi` runs to compare libshoal.so's public ABI with the previous releases'.
 # spin: `scons model` model-checks the rules in model/*.pml, docs/models.md. curl, openssl:
 # test_http_hostile makes a certificate and asks the management endpoint over TLS. gnuplot-nox:
-# `scons bench` draws bench_latency's latency-vs-load plot, docs/performance.md.)
+# `scons bench` draws bench_latency's latency-vs-load plot, docs/performance.md. debhelper,
+# dpkg-dev, fakeroot, lintian: `scons deb` builds and lints the Debian packages; debootstrap:
+# tools/deb-test.sh installs them in a bare Debian 12.)
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 set -eu
 
@@ -31,7 +33,7 @@ PACKAGES="
   iproute2 iptables iputils-ping faketime
   curl openssl
   spin
-  gnuplot-nox
+  gnuplot-nox debhelper dpkg-dev fakeroot lintian debootstrap
 "
 
 SUDO=""

@@ -32,22 +32,37 @@
     --help     this usage on stdout; --version: "shoal-member VERSION"
 
     SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
-    shutdown has run (15 s at most). A member downed or removed by the cluster exits too (0).
-    Exit codes: 0 ok, 1 the node could not start (bind failure, bad config file) or its join
-    failed for good, 2 bad arguments.
+    shutdown has run (15 s at most). A member downed or removed by the cluster exits too, with 3.
+    Exit codes (docs/deployment.md): 0 left the cluster (a signal, `shoal-cluster leave`) or shut
+    down, 1 the node could not start (bind failure, bad config file) or its join failed for good,
+    2 bad arguments, 3 downed or removed by the cluster (so that a supervisor's
+    Restart=on-failure starts it again: a downed node must come back as a new incarnation).
+
+    Under a service manager (systemd's Type=notify, docs/deployment.md): with NOTIFY_SOCKET set
+    it sends READY=1 once the node is Up and /health/ready's checks hold ("cluster" and
+    "majority", the same functions), STATUS= with the member state whenever it changes,
+    STOPPING=1 when it leaves, and WATCHDOG=1 from the node thread every WATCHDOG_USEC/2.
 */
 #include "cli.h"
+#include "cluster_internal.h" /* cluster_ready: /health/ready's "cluster" check */
 #include "membership.h"
+#include "replicator_internal.h" /* http_majority_served: its "majority" check */
 
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_LIST 64
 #define SHUTDOWN_WAIT_MS 15000
+#define EXIT_DOWNED      3   /* 1: could not start or join, 2: bad arguments */
+#define READY_CHECK_MS   250 /* how often the node thread re-checks readiness */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -78,6 +93,109 @@ static void sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_requested)
         ;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The service manager's notifications (sd_notify(3)), the protocol written out: one datagram of
+ * "KEY=VALUE" lines to the AF_UNIX socket that NOTIFY_SOCKET names ('@' first: the abstract
+ * namespace). Written here rather than linked from libsystemd so that shoal-member needs nothing
+ * of systemd where it does not run under it (containers, other supervisors); systemd documents
+ * the protocol as stable. Nothing is sent without NOTIFY_SOCKET.
+ */
+static int notify_fd = -1;
+static struct sockaddr_un notify_addr;
+static socklen_t notify_len;
+
+static void notify_open(void)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (!path || (path[0] != '/' && path[0] != '@'))
+        return;
+    size_t n = strlen(path);
+    if (n < 2 || n >= sizeof notify_addr.sun_path) {
+        fprintf(stderr, "shoal-member: NOTIFY_SOCKET '%s': not a socket path, ignored\n", path);
+        return;
+    }
+    notify_addr.sun_family = AF_UNIX;
+    memcpy(notify_addr.sun_path, path, n);
+    if (path[0] == '@')
+        notify_addr.sun_path[0] = '\0';
+    notify_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (notify_fd < 0)
+        fprintf(stderr, "shoal-member: NOTIFY_SOCKET: %s\n", strerror(errno));
+}
+
+/* Any thread: one datagram, never blocking the node thread (a manager that stopped reading
+   loses the message, as with sd_notify). */
+static void notify(const char *msg)
+{
+    if (notify_fd >= 0 && sendto(notify_fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT,
+                                 (struct sockaddr *)&notify_addr, notify_len) < 0)
+        fprintf(stderr, "shoal-member: NOTIFY_SOCKET: %s\n", strerror(errno));
+}
+
+/* WATCHDOG_USEC (and WATCHDOG_PID, when set, this process) -> the period in ms, 0 for none. */
+static int64_t watchdog_ms(void)
+{
+    const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+    if (notify_fd < 0 || !usec || (pid && strtol(pid, NULL, 10) != (long)getpid()))
+        return 0;
+    long long us = strtoll(usec, NULL, 10);
+    return us > 0 ? (us + 999) / 1000 : 0;
+}
+
+typedef struct {
+    shoal_cluster_t *cluster;
+    int timer; /* service_tick's, 0 when none */
+    int64_t watchdog_ms, last_watchdog;
+    bool ready_sent;
+    char status[256]; /* the last STATUS= sent */
+} service_t;
+
+/* Node thread, every READY_CHECK_MS (or half the watchdog period, if shorter): the watchdog's
+   keep-alive comes from the thread whose stall it must catch; READY=1 once both of /health/ready's
+   built-in checks hold; STATUS= when the member state changes. */
+static void service_tick(shoal_system_t *sys, void *arg)
+{
+    service_t *s = arg;
+    int64_t now = shoal_now_ms();
+    if (s->watchdog_ms && now - s->last_watchdog >= s->watchdog_ms / 2) {
+        notify("WATCHDOG=1");
+        s->last_watchdog = now;
+    }
+    shoal_buf_t why = {0};
+    bool ready = cluster_ready(s->cluster, &why) && http_majority_served(sys, &why);
+    char status[256];
+    if (ready)
+        snprintf(status, sizeof status, "%s: up, ready (serves MAJORITY)",
+                 shoal_node_id(shoal_system_self(sys)));
+    else
+        snprintf(status, sizeof status, "%s: not ready: %s", shoal_node_id(shoal_system_self(sys)),
+                 why.len ? shoal_buf_cstr(&why) : "starting");
+    shoal_buf_free(&why);
+    if (ready && !s->ready_sent) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "READY=1\nSTATUS=%s", status);
+        notify(msg);
+        s->ready_sent = true;
+        snprintf(s->status, sizeof s->status, "%s", status);
+    } else if (strcmp(status, s->status) != 0) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "STATUS=%s", status);
+        notify(msg);
+        snprintf(s->status, sizeof s->status, "%s", status);
+    }
+}
+
+/* Node thread: no tick after this, so the cluster it asks may be destroyed. */
+static int service_stop(shoal_system_t *sys, void *arg)
+{
+    service_t *s = arg;
+    if (s->timer > 0)
+        shoal_system_timer_cancel(sys, s->timer);
+    s->timer = 0;
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -141,13 +259,23 @@ static void record_reason(shoal_cluster_t *c, shoal_shutdown_reason_t why,
 typedef struct {
     shoal_cluster_t *cluster;
     bool quiet;
+    service_t *service; /* NULL without NOTIFY_SOCKET */
 } setup_t;
 
 static int setup_on_node(shoal_system_t *sys, void *arg)
 {
-    (void)sys;
     setup_t *s = arg;
-    int rc = shoal_cluster_on_up(s->cluster, on_up, NULL);
+    int rc = 0;
+    if (s->service) {
+        uint32_t every = READY_CHECK_MS;
+        if (s->service->watchdog_ms && s->service->watchdog_ms / 4 < every)
+            every = (uint32_t)(s->service->watchdog_ms / 4 > 0 ? s->service->watchdog_ms / 4 : 1);
+        rc = shoal_system_timer(sys, every, true, service_tick, s->service);
+        if (rc > 0)
+            s->service->timer = rc;
+    }
+    if (rc >= 0)
+        rc = shoal_cluster_on_up(s->cluster, on_up, NULL);
     if (rc >= 0)
         rc = shoal_cluster_on_removed(s->cluster, on_removed, NULL);
     if (rc >= 0 && !s->quiet)
@@ -350,12 +478,15 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *self = shoal_node_id(shoal_system_self(sys));
-    setup_t setup = {c, quiet};
+    notify_open();
+    service_t service = {.cluster = c, .watchdog_ms = watchdog_ms()};
+    setup_t setup = {c, quiet, notify_fd >= 0 ? &service : NULL};
     if ((rc = shoal_cluster_follow(c, rep)) < 0 ||
         (rc = shoal_cluster_add_task(c, SHOAL_PHASE_BEFORE_TERMINATE, "shoal-member-exit",
                                      record_reason, NULL)) < 0 ||
         (rc = shoal_system_call(sys, setup_on_node, &setup)) < 0) {
         fprintf(stderr, "shoal-member: cannot set up %s: %s\n", self, shoal_strerror(rc));
+        shoal_system_call(sys, service_stop, &service);
         shoal_cluster_destroy(&c);
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
@@ -377,6 +508,7 @@ int main(int argc, char **argv)
     shoal_metrics_t *endpoint = http ? shoal_http_start_with(sys, http, &hs, &rc) : NULL;
     if (http && !endpoint) {
         fprintf(stderr, "shoal-member: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
+        shoal_system_call(sys, service_stop, &service);
         shoal_cluster_destroy(&c);
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
@@ -404,6 +536,7 @@ int main(int argc, char **argv)
         sleep_ms(500); /* a signal cuts it short */
     }
     int exit_code = 0;
+    notify("STOPPING=1");
     if (by_signal) {
         printf("shoal-member: %s leaving\n", self);
         fflush(stdout);
@@ -413,14 +546,19 @@ int main(int argc, char **argv)
                     self, SHUTDOWN_WAIT_MS / 1000);
     } else if (shutdown_reason == SHOAL_SHUTDOWN_JOIN_FAILED) {
         exit_code = 1;
+    } else if (shutdown_reason == SHOAL_SHUTDOWN_DOWNED) {
+        exit_code = EXIT_DOWNED;
     }
     printf("shoal-member: %s stopped: %s\n", self,
            by_signal && !shutdown_reason ? "shut down" : reason_text(shutdown_reason));
     fflush(stdout);
     shoal_metrics_stop(&endpoint);
+    shoal_system_call(sys, service_stop, &service); /* its tick reads the cluster */
     shoal_cluster_destroy(&c);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);
     shoal_config_destroy(&cfg);
+    if (notify_fd >= 0)
+        close(notify_fd);
     return exit_code;
 }

@@ -412,6 +412,10 @@ shoal_replicator_t *repl_find(shoal_system_t *sys, const char *role);
    none; returns the count. Call on the node thread: replicators are destroyed there, so the
    pointers stay valid while the caller runs. */
 size_t repl_all(shoal_system_t *sys, shoal_replicator_t ***out);
+/* metrics.c: /health/ready's built-in check, every replicator of the node would take a MAJORITY
+   read or write now (false: why, in reason). Node thread. Also asked by shoal-member for its
+   supervisor's READY=1 (tools/shoal_member.c), which means what /health/ready means. */
+bool http_majority_served(shoal_system_t *sys, shoal_buf_t *reason);
 
 /* Set by metrics.c (a layer above) at load: appends what the node's /metrics serves (the whole
    of it when the node has an endpoint, else the built-in part). The client's metrics request
