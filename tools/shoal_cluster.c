@@ -1,13 +1,13 @@
 /*  shoal-cluster — the operator tool of a Shoal cluster (like `serf members` / `serf force-leave`
     or Akka Management's cluster HTTP routes): asks one running member over a client connection.
 
-      shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] members
+      shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] members [--status S] [--role R]
       shoal-cluster [--node ENDPOINT] [--timeout MS] join SEED_ENDPOINT
       shoal-cluster [--node ENDPOINT] [--timeout MS] leave [MEMBER]
       shoal-cluster [--node ENDPOINT] [--timeout MS] down MEMBER
       shoal-cluster [--node ENDPOINT] [--timeout MS] forget ID
       shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] shards [TYPE]
-      shoal-cluster [--node ENDPOINT] [--timeout MS] check
+      shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] check
       shoal-cluster [--node ENDPOINT] [--timeout MS] rebalance TYPE
       shoal-cluster [--node ENDPOINT] [--timeout MS] move TYPE SHARD MEMBER
       shoal-cluster [--node ENDPOINT] [--timeout MS] unpin TYPE SHARD
@@ -15,7 +15,8 @@
 
     --node     the member to ask (default tcp://127.0.0.1:2552)
     --json     `members`, `shards` and `events` print JSON, as the node renders it (events: one
-               object a line)
+               object a line); `check` prints one object: "ok", "findings" (strings), the counts,
+               and "stores" (each member's durable store: used and max bytes)
     --timeout  how long to wait for the node, in ms (default 3000)
     --help     the usage on stdout; --version: "shoal-cluster VERSION"
     MEMBER is a node id host:port:uid, or host:port for the live incarnation there; `leave`
@@ -32,7 +33,12 @@
     member's region of every type is registered with its coordinator,
     every region answered, and the replicas of each key agree on every Up member (asked in turn;
     keys that differ are asked again for up to 3 s, as gossip may still be carrying a write): exit
-    0, or 1 with the findings, as `redis-cli --cluster check`.
+    0, or 1 with the findings, as `redis-cli --cluster check`. It also shows each member's durable
+    store, used bytes against map_max (shoal_durable_used_bytes / shoal_durable_map_max_bytes of
+    the member's metrics, fetched with shoal_client_metrics; members without a store, or of 0.2,
+    which do not send their metrics, are left out), a finding above 80%.
+    members --status S, --role R: only the members of that status (up, weakly-up, joining,
+    leaving, exiting, down, removed; any case, WeaklyUp too) and with that role (both: both).
     rebalance: a rebalance round of TYPE now. move: hands SHARD off to MEMBER through the
     coordinator (the ordered handoff) and pins it there, in the coordinator's state, until it is
     moved again or unpinned; waits (up to the timeout, at least 10 s) until the node sees it there;
@@ -68,7 +74,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] COMMAND\n"
                "       shoal-cluster --help | --version\n"
-               "  members              the members as the node sees them\n"
+               "  members [--status S] [--role R]\n"
+               "                       the members as the node sees them (only those of status S:\n"
+               "                       up, weakly-up, joining, leaving, exiting, down, removed;\n"
+               "                       with role R)\n"
                "  join SEED_ENDPOINT   make the node join the cluster of that seed\n"
                "  leave [MEMBER]       a member (default: the node itself) leaves gracefully\n"
                "  down MEMBER          mark a member Down (it is removed and must restart)\n"
@@ -76,7 +85,8 @@ static void usage(FILE *f)
                "                       kept membership (majorities stop counting it)\n"
                "  shards [TYPE]        the shard map: each shard's home, entities and pin\n"
                "  check                every shard one home, every region registered, replicas\n"
-               "                       equal: exit 0, or 1 with the findings\n"
+               "                       equal, stores under 80%% of map_max: exit 0, or 1 with\n"
+               "                       the findings (--json: one object)\n"
                "  rebalance TYPE       a rebalance round now\n"
                "  move TYPE SHARD MEMBER  hand SHARD off to MEMBER and pin it there\n"
                "  unpin TYPE SHARD     drop the pin of SHARD\n"
@@ -354,9 +364,73 @@ static void print_table(const view_t *v)
            "the member speaks)\n");
 }
 
+/* `members --status S --role R`: which members to show. A status is compared without case, '-'
+   or '_' ("weakly-up", "WeaklyUp" and "weakly_up" are one); NULL: any. */
+typedef struct {
+    const char *status, *role;
+} member_filter_t;
+
+static const char *const member_statuses[] = {"up",      "weaklyup", "joining", "leaving",
+                                              "exiting", "down",     "removed"};
+
+static void status_key(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *in && n + 1 < cap; in++)
+        if (*in != '-' && *in != '_')
+            out[n++] = (char)(*in >= 'A' && *in <= 'Z' ? *in - 'A' + 'a' : *in);
+    out[n] = 0;
+}
+
+static bool status_known(const char *status)
+{
+    char k[32];
+    status_key(status, k, sizeof k);
+    for (size_t i = 0; i < sizeof member_statuses / sizeof *member_statuses; i++)
+        if (strcmp(k, member_statuses[i]) == 0)
+            return true;
+    return false;
+}
+
+/* roles: the member's roles, comma-separated */
+static bool member_shown(const member_filter_t *f, const char *status, const char *roles)
+{
+    if (f->status) {
+        char a[32], b[32];
+        status_key(f->status, a, sizeof a);
+        status_key(status, b, sizeof b);
+        if (strcmp(a, b) != 0)
+            return false;
+    }
+    if (f->role) {
+        size_t len = strlen(f->role);
+        for (const char *p = roles; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+            if (strncmp(p, f->role, len) == 0 && (p[len] == ',' || p[len] == 0))
+                return true;
+        return false;
+    }
+    return true;
+}
+
+static bool filtering(const member_filter_t *f)
+{
+    return f->status || f->role;
+}
+
+/* Keeps the rows the filter shows; the number there were. */
+static size_t filter_rows(view_t *v, const member_filter_t *f)
+{
+    size_t all = v->n_rows, k = 0;
+    for (size_t i = 0; i < all; i++)
+        if (member_shown(f, v->rows[i].status, v->rows[i].roles))
+            v->rows[k++] = v->rows[i];
+    v->n_rows = k;
+    return all;
+}
+
 /* The node's view as JSON, with the protocol versions a node of 0.1.x does not say (it speaks
    protocol 1): "protocol_version" for the cluster and "protocol" on each member. */
-static void print_view_json(const char *text)
+static void print_view_json(const char *text, const member_filter_t *f)
 {
     json_t *view = json_loads(text, 0, NULL);
     if (!json_is_object(view)) {
@@ -373,6 +447,23 @@ static void print_view_json(const char *text)
     {
         if (json_is_object(m) && !json_object_get(m, "protocol"))
             json_object_set_new(m, "protocol", json_integer(1));
+    }
+    if (filtering(f) && json_is_array(members)) {
+        for (size_t k = json_array_size(members); k-- > 0;) {
+            m = json_array_get(members, k);
+            char roles[512] = "";
+            size_t r;
+            json_t *role;
+            json_array_foreach(json_object_get(m, "roles"), r, role)
+            {
+                size_t len = strlen(roles);
+                snprintf(roles + len, sizeof roles - len, "%s%s", len ? "," : "",
+                         json_string_value(role) ? json_string_value(role) : "");
+            }
+            const char *st = json_string_value(json_object_get(m, "status"));
+            if (!member_shown(f, st ? st : "", roles))
+                json_array_remove(members, k);
+        }
     }
     char *out = json_dumps(view, JSON_COMPACT | JSON_PRESERVE_ORDER);
     printf("%s\n", out ? out : text);
@@ -880,7 +971,45 @@ static size_t check_replicas(peer_t *peers, size_t n_peers, const char *role, fi
     return checked;
 }
 
-static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
+/* A member's durable store, from its metrics (shoal_client_metrics): used bytes against map_max.
+   A store is judged full above STORE_FULL_FRACTION of map_max (the ShoalStoreNearFull alert of
+   docs/alerts/shoal-rules.yml says the same): room to raise map_max or free keys before a write
+   fails with SHOAL_ESTORE. */
+#define STORE_FULL_FRACTION 0.8
+typedef struct {
+    char address[SHOAL_NODE_ID_MAX + 1];
+    double used, max;
+} store_t;
+
+/* The value of an unlabelled sample `name` of an exposition; false when it has none. */
+static bool sample(const char *text, const char *name, double *out)
+{
+    size_t len = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)); p += len) {
+        if ((p == text || p[-1] == '\n') && p[len] == ' ') {
+            char *end = NULL;
+            *out = strtod(p + len + 1, &end);
+            return end && end != p + len + 1;
+        }
+    }
+    return false;
+}
+
+/* The store of the member behind cl: true with *st filled when its metrics say used and max (a
+   member without a store, or a 0.2 node, which does not send its metrics: false). */
+static bool store_of(shoal_client_t *cl, const char *address, store_t *st)
+{
+    shoal_buf_t text = {0};
+    bool ok = shoal_client_metrics(cl, &text) == 0 && text.len &&
+              sample(shoal_buf_cstr(&text), "shoal_durable_used_bytes", &st->used) &&
+              sample(shoal_buf_cstr(&text), "shoal_durable_map_max_bytes", &st->max) &&
+              st->max > 0;
+    shoal_buf_free(&text);
+    snprintf(st->address, sizeof st->address, "%s", address);
+    return ok;
+}
+
+static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms, bool as_json)
 {
     findings_t f = {0};
     shoal_buf_t text = {0};
@@ -998,6 +1127,22 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
     size_t n_keys = 0;
     for (size_t r = 0; r < n_roles; r++)
         n_keys += check_replicas(peers, n_peers, roles[r], &f);
+    /* each member's durable store: how close to map_max */
+    store_t *stores = calloc(n_peers + 1, sizeof *stores);
+    if (!stores)
+        abort();
+    size_t n_stores = 0;
+    for (size_t p = 0; p < n_peers; p++) {
+        if (!peers[p].cl || !store_of(peers[p].cl, peers[p].address, &stores[n_stores]))
+            continue;
+        const store_t *st = &stores[n_stores++];
+        if (st->used > STORE_FULL_FRACTION * st->max)
+            finding(&f,
+                    "the durable store of %s is %.0f%% full: %.0f of %.0f bytes (map_max) used; "
+                    "raise map_max or free keys before writes fail (docs/operations.md, Runbook: "
+                    "ShoalStoreNearFull)",
+                    st->address, 100 * st->used / st->max, st->used, st->max);
+    }
     for (size_t p = 0; p < n_peers; p++)
         shoal_client_destroy(&peers[p].cl);
     for (size_t r = 0; r < n_roles; r++)
@@ -1006,11 +1151,41 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
     free(peers);
     json_decref(view);
     shoal_buf_free(&text);
-    for (size_t k = 0; k < f.n; k++) {
-        printf("[ERR] %s\n", f.lines[k]);
-        free(f.lines[k]);
+    if (as_json) {
+        json_t *o = json_object(), *fs = json_array(), *ss = json_array();
+        for (size_t k = 0; k < f.n; k++)
+            json_array_append_new(fs, json_string(f.lines[k]));
+        for (size_t k = 0; k < n_stores; k++)
+            json_array_append_new(ss, json_pack("{s:s,s:I,s:I,s:f}", "member", stores[k].address,
+                                                "used_bytes", (json_int_t)stores[k].used,
+                                                "map_max_bytes", (json_int_t)stores[k].max,
+                                                "used_fraction", stores[k].used / stores[k].max));
+        json_object_set_new(o, "ok", json_boolean(f.n == 0));
+        json_object_set_new(o, "findings", fs);
+        json_object_set_new(o, "members_up", json_integer((json_int_t)n_up));
+        json_object_set_new(o, "sharding", json_boolean(any_sharding));
+        json_object_set_new(o, "entity_types", json_integer((json_int_t)n_types));
+        json_object_set_new(o, "shards", json_integer((json_int_t)n_shards));
+        json_object_set_new(o, "keys", json_integer((json_int_t)n_keys));
+        json_object_set_new(o, "stores", ss);
+        char *out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        printf("%s\n", out ? out : "{}");
+        free(out);
+        json_decref(o);
+    } else {
+        for (size_t k = 0; k < n_stores; k++)
+            printf("[STORE] %s: %.0f of %.0f bytes used (%.1f%% of map_max)\n",
+                   stores[k].address, stores[k].used, stores[k].max,
+                   100 * stores[k].used / stores[k].max);
+        for (size_t k = 0; k < f.n; k++)
+            printf("[ERR] %s\n", f.lines[k]);
     }
+    free(stores);
+    for (size_t k = 0; k < f.n; k++)
+        free(f.lines[k]);
     free(f.lines);
+    if (as_json)
+        return f.n ? EXIT_ANSWERED_ERROR : 0;
     if (f.n) {
         printf("%zu finding%s\n", f.n, f.n == 1 ? "" : "s");
         return EXIT_ANSWERED_ERROR;
@@ -1068,7 +1243,7 @@ int main(int argc, char **argv)
         int min, max;
         const char *says;
     } cmds[] = {
-        {"members", 0, 0, "no argument"},        {"join", 1, 1, "one argument"},
+        {"members", 0, 0, "no argument but --status S and --role R"},        {"join", 1, 1, "one argument"},
         {"leave", 0, 1, "at most one argument"}, {"down", 1, 1, "one argument"},
         {"forget", 1, 1, "one argument"},        {"shards", 0, 1, "at most one argument (TYPE)"},
         {"check", 0, 0, "no argument"},          {"rebalance", 1, 1, "one argument (TYPE)"},
@@ -1084,6 +1259,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "shoal-cluster: unknown command '%s'\n", cmd);
         usage(stderr);
         return EXIT_USAGE;
+    }
+    member_filter_t filter = {NULL, NULL};
+    if (strcmp(cmd, "members") == 0) {
+        for (; i < argc; i++) {
+            const char *o = argv[i];
+            bool st = strcmp(o, "--status") == 0, ro = strcmp(o, "--role") == 0;
+            if (!st && !ro)
+                break; /* an argument members does not take: said below */
+            if (i + 1 >= argc) {
+                fprintf(stderr, "shoal-cluster: missing value for '%s'\n", o);
+                usage(stderr);
+                return EXIT_USAGE;
+            }
+            const char *val = argv[++i];
+            if (st && !status_known(val)) {
+                fprintf(stderr,
+                        "shoal-cluster: members --status takes up, weakly-up, joining, leaving, "
+                        "exiting, down or removed, not '%s'\n",
+                        val);
+                return EXIT_USAGE;
+            }
+            if (st)
+                filter.status = val;
+            else
+                filter.role = val;
+        }
     }
     int n_args = argc - i;
     if (n_args < cmds[which].min || n_args > cmds[which].max) {
@@ -1129,7 +1330,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "shards") == 0) {
         code = cmd_shards(cl, node, arg, json);
     } else if (strcmp(cmd, "check") == 0) {
-        code = cmd_check(cl, node, timeout_ms);
+        code = cmd_check(cl, node, timeout_ms, json);
     } else if (strcmp(cmd, "events") == 0) {
         code = cmd_events(cl, node, json);
     } else if (strcmp(cmd, "rebalance") == 0 || strcmp(cmd, "unpin") == 0) {
@@ -1146,14 +1347,19 @@ int main(int argc, char **argv)
                      text.len ? shoal_buf_cstr(&text) : "");
             code = fail_request(node, what, rc);
         } else if (json) {
-            print_view_json(shoal_buf_cstr(&text));
+            print_view_json(shoal_buf_cstr(&text), &filter);
         } else {
             view_t v;
             if (!parse_view(shoal_buf_cstr(&text), text.len, &v)) {
                 fprintf(stderr, "shoal-cluster: %s: malformed view from the node\n", node);
                 code = EXIT_ANSWERED_ERROR;
             } else {
+                size_t all = filter_rows(&v, &filter);
                 print_table(&v);
+                if (filtering(&filter))
+                    printf("(%zu of %zu members:%s%s%s%s)\n", v.n_rows, all,
+                           filter.status ? " status " : "", filter.status ? filter.status : "",
+                           filter.role ? " role " : "", filter.role ? filter.role : "");
             }
             free(v.rows);
         }
