@@ -60,14 +60,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FORMAT_NAME       "shoal-durable"
-#define FORMAT_VERSION    1
-#define DB_PREFIX         "ddata:"
-#define MAX_DBS           256
-#define LINE_RENDER       100
+#define FORMAT_NAME "shoal-durable"
+#define FORMAT_VERSION 1
+#define DB_PREFIX "ddata:"
+#define MAX_DBS 256
+#define LINE_RENDER 100
 #define CLIENT_TIMEOUT_MS 3000
-#define K_CLIENT_KEYS     0x8004u /* ddata/replicator/replicator_client.c: GET 0x8001 .. STATS 0x8005 \
-                                   */
+#define K_CLIENT_KEYS 0x8004u /* ddata/replicator/replicator_client.c: GET 0x8001 .. STATS 0x8005 */
 /* A store read that takes longer than this is looping on corrupt page pointers. */
 #define CHILD_TIMEOUT_S 120
 /* LMDB's two meta pages of 4 KiB or more: the least a data.mdb it wrote can hold */
@@ -120,11 +119,8 @@ static void key_text(shoal_buf_t *out, const void *key, size_t len)
 /* Length of the valid UTF-8 sequence at s (0 if invalid). */
 static size_t utf8_len(const unsigned char *s, size_t left)
 {
-    size_t n = s[0] < 0x80             ? 1
-               : (s[0] & 0xe0) == 0xc0 ? 2
-               : (s[0] & 0xf0) == 0xe0 ? 3
-               : (s[0] & 0xf8) == 0xf0 ? 4
-                                       : 0;
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+             : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
     if (n == 0 || n > left || (n == 2 && s[0] < 0xc2))
         return 0;
     for (size_t i = 1; i < n; i++)
@@ -307,13 +303,13 @@ static void entry_free(entry_t *e)
  * The same report comes from a store (in the child) and from a node: both first collect the
  * decoded values of the keys with these prefixes.
  */
-#define COORD_PREFIX      "coord-"
-#define SHARD_PREFIX      "shard-"
-#define DAEMON_PREFIX     "daemon-"
+#define COORD_PREFIX "coord-"
+#define SHARD_PREFIX "shard-"
+#define DAEMON_PREFIX "daemon-"
 #define ALL_SHARDS_SUFFIX "-all-shards"
-#define WORKERS_SUFFIX    "-workers"
-#define ESTATE_MARK       "-estate:"
-#define CELL_MAX          40
+#define WORKERS_SUFFIX "-workers"
+#define ESTATE_MARK "-estate:"
+#define CELL_MAX 40
 
 typedef struct {
     char *key;
@@ -520,7 +516,7 @@ typedef struct {
     char **all;
     size_t n_all, cap_all;
     bool has_daemon;
-    char *daemon;       /* the register's value */
+    char *daemon; /* the register's value */
     estate_shard_t *es; /* entity state, by shard */
     size_t n_es, cap_es, es_entities, es_reminders, es_bytes;
     char **problems; /* "<key>: what is wrong" */
@@ -1119,8 +1115,8 @@ static int sharding_report(const skeys_t *keys, const char *type, const sopts_t 
         shoal_buf_printf(out, ": %zu\n", n_types);
         for (size_t i = 0; i < n_types; i++)
             wt = cell_width(wt, types[i]);
-        shoal_buf_printf(out, "  %-*s  %-22s  %-24s  %s\n", wt, "TYPE", "COORDINATOR", "REMEMBERED",
-                         "DAEMON");
+        shoal_buf_printf(out, "  %-*s  %-22s  %-24s  %s\n", wt, "TYPE", "COORDINATOR",
+                         "REMEMBERED", "DAEMON");
     }
     for (size_t i = 0; i < n_types; i++) {
         sview_t v;
@@ -1173,7 +1169,7 @@ typedef struct {
     bool sharding;             /* --sharding [TYPE] */
     const char *sharding_type; /* NULL: list the types */
     bool entities;
-    const char *role;   /* of --sharding */
+    const char *role; /* of --sharding */
     const char *backup; /* --backup DEST */
 } store_opts_t;
 
@@ -1203,7 +1199,8 @@ static int check_format(MDB_txn *txn, const char *dir, char *format, size_t cap)
     format[n] = 0;
     size_t plen = strlen(FORMAT_NAME " ");
     if (v.mv_size != n || strncmp(format, FORMAT_NAME " ", plen) != 0 || strlen(format) != n) {
-        fprintf(stderr, "ddata-dump: %s: not a Shoal store (format is not " FORMAT_NAME ")\n", dir);
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (format is not " FORMAT_NAME ")\n",
+                dir);
         return EXIT_BAD;
     }
     char *end = NULL;
@@ -1216,12 +1213,13 @@ static int check_format(MDB_txn *txn, const char *dir, char *format, size_t cap)
     }
     if (ver > FORMAT_VERSION) {
         fprintf(stderr,
-                "ddata-dump: %s: newer format (\"%s\"; this tool reads " FORMAT_NAME " %d)\n", dir,
-                format, FORMAT_VERSION);
+                "ddata-dump: %s: newer format (\"%s\"; this tool reads " FORMAT_NAME " %d)\n",
+                dir, format, FORMAT_VERSION);
         return EXIT_BAD;
     }
     if (ver != FORMAT_VERSION) {
-        fprintf(stderr, "ddata-dump: %s: not a Shoal store (unknown format \"%s\")\n", dir, format);
+        fprintf(stderr, "ddata-dump: %s: not a Shoal store (unknown format \"%s\")\n", dir,
+                format);
         return EXIT_BAD;
     }
     return EXIT_OK;
@@ -1339,8 +1337,7 @@ static void json_value(shoal_buf_t *out, const shoal_crdt_t *v, int depth)
             json_str(out, val, len);
         else
             LIT(out, "null");
-        shoal_buf_printf(out,
-                         ",\"timestamp\":%lld,\"writer\":", (long long)shoal_lwwreg_timestamp(v));
+        shoal_buf_printf(out, ",\"timestamp\":%lld,\"writer\":", (long long)shoal_lwwreg_timestamp(v));
         if (w)
             json_str(out, shoal_node_id(w), strlen(shoal_node_id(w)));
         else
@@ -1656,7 +1653,8 @@ static int salvage(MDB_env *src, MDB_txn *txn, const db_list_t *dbs, const store
     mdb_env_close(dst);
     if (rc)
         return store_fail(o->salvage, "cannot write the copy", rc);
-    shoal_buf_printf(out, "salvaged %zu entries into %s, skipped %zu\n", kept, o->salvage, skipped);
+    shoal_buf_printf(out, "salvaged %zu entries into %s, skipped %zu\n", kept, o->salvage,
+                     skipped);
     return EXIT_OK;
 }
 
@@ -2060,10 +2058,8 @@ static int read_store(const store_opts_t *o, shoal_buf_t *out)
     struct stat fst;
     snprintf(data_file, sizeof data_file, "%s/data.mdb", o->dir);
     if (stat(data_file, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_size < MIN_DATA_BYTES) {
-        fprintf(stderr,
-                "ddata-dump: %s: the store is corrupt (data.mdb is %lld bytes, too short "
-                "to hold LMDB's two meta pages)\n",
-                o->dir, (long long)fst.st_size);
+        fprintf(stderr, "ddata-dump: %s: the store is corrupt (data.mdb is %lld bytes, too short "
+                "to hold LMDB's two meta pages)\n", o->dir, (long long)fst.st_size);
         return EXIT_BAD;
     }
     MDB_env *env;
@@ -2184,7 +2180,8 @@ static int store_mode(const store_opts_t *o)
     int ex;
     if (WIFSIGNALED(status)) {
         fprintf(stderr, "ddata-dump: %s: the store is corrupt (reading it died of signal %d%s)\n",
-                o->dir, WTERMSIG(status), WTERMSIG(status) == SIGALRM ? ", it took too long" : "");
+                o->dir, WTERMSIG(status),
+                WTERMSIG(status) == SIGALRM ? ", it took too long" : "");
         ex = EXIT_BAD;
     } else {
         fwrite(report.data ? report.data : (uint8_t *)"", 1, report.len, stdout);
@@ -2399,8 +2396,8 @@ static bool jr_skip(jr_t *j, int depth)
             return true;
         }
         for (;;) {
-            if (c == '{' &&
-                (!jr_string(j, NULL, 0) || (jr_ws(j), j->p >= j->end) || *j->p++ != ':'))
+            if (c == '{' && (!jr_string(j, NULL, 0) || (jr_ws(j), j->p >= j->end) ||
+                             *j->p++ != ':'))
                 return false;
             if (!jr_skip(j, depth + 1))
                 return false;
@@ -2477,8 +2474,7 @@ static bool print_members(const char *json, size_t len)
                         if (strcmp(f, "reachable") == 0)
                             snprintf(reach, sizeof reach, "%s",
                                      (size_t)(j.p - start) >= 4 && !strncmp(start, "true", 4)
-                                         ? "yes"
-                                         : "no");
+                                         ? "yes" : "no");
                     }
                     jr_ws(&j);
                     if (j.p < j.end && *j.p == ',')
@@ -2885,9 +2881,8 @@ int main(int argc, char **argv)
             ex = restore_mode(restore, eps[0], identity);
         }
     } else if (so.sharding && !node && !compare && n_eps == 0 && so.sharding_type) {
-        fprintf(stderr,
-                "ddata-dump: --sharding took \"%s\" as the type; name the store "
-                "first (ddata-dump DIR --sharding [TYPE]) or use --node\n",
+        fprintf(stderr, "ddata-dump: --sharding took \"%s\" as the type; name the store "
+                        "first (ddata-dump DIR --sharding [TYPE]) or use --node\n",
                 so.sharding_type);
         ex = EXIT_BAD;
     } else if (modes != 1 || (compare && n_eps < 2) || (!compare && n_eps > 1) ||

@@ -65,8 +65,8 @@
 #include <unistd.h>
 
 #define EXIT_ANSWERED_ERROR 1
-#define EXIT_USAGE          2
-#define EXIT_UNREACHABLE    3
+#define EXIT_USAGE 2
+#define EXIT_UNREACHABLE 3
 
 static void usage(FILE *f)
 {
@@ -397,6 +397,7 @@ static int fail_request(const char *node, const char *what, int rc)
     return EXIT_ANSWERED_ERROR;
 }
 
+
 /* ---------------------------------------------------------------------------------------------
  * Shards, check, rebalance, move, unpin, events
  */
@@ -432,8 +433,7 @@ static void print_shards(json_t *root)
     json_t *types = types_of(root);
     size_t i;
     json_t *t;
-    json_array_foreach(types, i, t)
-    {
+    json_array_foreach(types, i, t) {
         const char *co = jstr(t, "coordinator");
         json_t *shards = json_object_get(t, "shards");
         printf("%stype %s  coordinator %s  shards %zu%s\n", i ? "\n" : "", jstr(t, "type"),
@@ -442,14 +442,12 @@ static void print_shards(json_t *root)
         int hw = 4;
         size_t k;
         json_t *sh;
-        json_array_foreach(shards, k, sh)
-        {
+        json_array_foreach(shards, k, sh) {
             int l = (int)strlen(jstr(sh, "home"));
             hw = l > hw ? l : hw;
         }
         printf("  %-10s  %-*s  %8s  %s\n", "SHARD", hw, "HOME", "ENTITIES", "PINNED");
-        json_array_foreach(shards, k, sh)
-        {
+        json_array_foreach(shards, k, sh) {
             json_t *e = json_object_get(sh, "entities");
             char ents[32];
             if (json_is_integer(e))
@@ -465,8 +463,7 @@ static void print_shards(json_t *root)
         if (json_array_size(regions)) {
             printf("  %-*s  %6s  %8s  %s\n", hw + 12, "REGION", "SHARDS", "ENTITIES", "ANSWERED");
             json_t *g;
-            json_array_foreach(regions, k, g)
-            {
+            json_array_foreach(regions, k, g) {
                 printf("  %-*s  %6lld  %8lld  %s\n", hw + 12, jstr(g, "node"),
                        (long long)json_integer_value(json_object_get(g, "shards")),
                        (long long)json_integer_value(json_object_get(g, "entities")),
@@ -523,8 +520,9 @@ static int cmd_action(shoal_client_t *cl, const char *node, const char *cmd, con
 {
     shoal_buf_t text = {0};
     int rc = strcmp(cmd, "rebalance") == 0 ? shoal_client_sharding_rebalance(cl, type, &text)
-             : strcmp(cmd, "move") == 0 ? shoal_client_sharding_move(cl, type, shard, member, &text)
-                                        : shoal_client_sharding_unpin(cl, type, shard, &text);
+             : strcmp(cmd, "move") == 0   ? shoal_client_sharding_move(cl, type, shard, member,
+                                                                       &text)
+                                          : shoal_client_sharding_unpin(cl, type, shard, &text);
     int code = 0;
     if (rc < 0)
         code = sharding_failed(node, rc, &text);
@@ -553,15 +551,13 @@ static int wait_moved(shoal_client_t *cl, const char *node, const char *type, co
         }
         size_t i;
         json_t *sh;
-        json_array_foreach(json_object_get(root, "shards"), i, sh)
-        {
+        json_array_foreach(json_object_get(root, "shards"), i, sh) {
             if (strcmp(jstr(sh, "id"), shard) == 0)
                 snprintf(home, sizeof home, "%s", jstr(sh, "home"));
         }
         json_decref(root);
         char at[SHOAL_NODE_ID_MAX + 1];
-        if (*home &&
-            (strcmp(home, member) == 0 || strcmp(address_of(home, at, sizeof at), want) == 0)) {
+        if (*home && (strcmp(home, member) == 0 || strcmp(address_of(home, at, sizeof at), want) == 0)) {
             printf("shard %s of %s is on %s\n", shard, type, home);
             return 0;
         }
@@ -569,9 +565,8 @@ static int wait_moved(shoal_client_t *cl, const char *node, const char *type, co
             break;
         usleep(100 * 1000); /* an operator's poll of the node, not a test's wait */
     }
-    fprintf(stderr,
-            "shoal-cluster: shard %s of %s not on %s after %ld ms (home: %s); the pin "
-            "stands and the coordinator goes on\n",
+    fprintf(stderr, "shoal-cluster: shard %s of %s not on %s after %ld ms (home: %s); the pin "
+                    "stands and the coordinator goes on\n",
             shard, type, member, wait_ms, *home ? home : "none");
     return EXIT_ANSWERED_ERROR;
 }
@@ -600,8 +595,7 @@ static void print_event(json_t *e, bool as_json)
         printf("  %s", n);
     const char *key;
     json_t *v;
-    json_object_foreach(e, key, v)
-    {
+    json_object_foreach(e, key, v) {
         if (!strcmp(key, "seq") || !strcmp(key, "at") || !strcmp(key, "event") ||
             !strcmp(key, "node"))
             continue;
@@ -641,8 +635,7 @@ static int cmd_events(shoal_client_t *cl, const char *node, bool as_json)
             printf("(%lld events missed: the node keeps the last 256)\n", (long long)missed);
         size_t i;
         json_t *e;
-        json_array_foreach(json_object_get(root, "events"), i, e)
-        {
+        json_array_foreach(json_object_get(root, "events"), i, e) {
             print_event(e, as_json);
         }
         json_int_t seq = json_integer_value(json_object_get(root, "seq"));
@@ -694,8 +687,7 @@ static size_t check_map(json_t *root, findings_t *f)
     json_t *types = types_of(root);
     size_t i, total = 0;
     json_t *t;
-    json_array_foreach(types, i, t)
-    {
+    json_array_foreach(types, i, t) {
         const char *type = jstr(t, "type");
         json_t *shards = json_object_get(t, "shards");
         json_t *regions = json_object_get(t, "regions");
@@ -706,23 +698,19 @@ static size_t check_map(json_t *root, findings_t *f)
         total += json_array_size(shards);
         size_t k;
         json_t *g;
-        json_array_foreach(regions, k, g)
-        {
+        json_array_foreach(regions, k, g) {
             if (!json_is_true(json_object_get(g, "answered")))
                 finding(f, "%s: region %s did not answer", type, jstr(g, "node"));
         }
         json_t *sh;
-        json_array_foreach(shards, k, sh)
-        {
+        json_array_foreach(shards, k, sh) {
             const char *id = jstr(sh, "id"), *home = jstr(sh, "home"), *pin = jstr(sh, "pinned");
             char hosts[2048] = "";
             size_t n_hosts = 0, r;
-            json_array_foreach(regions, r, g)
-            {
+            json_array_foreach(regions, r, g) {
                 size_t h;
                 json_t *x;
-                json_array_foreach(json_object_get(g, "hosted"), h, x)
-                {
+                json_array_foreach(json_object_get(g, "hosted"), h, x) {
                     if (strcmp(json_string_value(x) ? json_string_value(x) : "", id) != 0)
                         continue;
                     size_t len = strlen(hosts);
@@ -746,7 +734,8 @@ static size_t check_map(json_t *root, findings_t *f)
             }
             char at[SHOAL_NODE_ID_MAX + 1];
             if (*pin && *home && strcmp(address_of(home, at, sizeof at), pin) != 0)
-                finding(f, "%s: shard %s is pinned to %s but allocated to %s", type, id, pin, home);
+                finding(f, "%s: shard %s is pinned to %s but allocated to %s", type, id, pin,
+                        home);
         }
     }
     json_decref(types);
@@ -798,7 +787,8 @@ typedef struct {
 } peer_t;
 
 /* The digest of a key on one member: "v" + hex, "deleted", "absent", or "error". */
-static void key_state(shoal_client_t *cl, const char *role, const char *key, char *out, size_t cap)
+static void key_state(shoal_client_t *cl, const char *role, const char *key, char *out,
+                      size_t cap)
 {
     shoal_consistency_t local = {.level = SHOAL_LOCAL};
     shoal_crdt_t *v = NULL;
@@ -920,8 +910,7 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         abort();
     size_t i, n_peers = 0, n_up = 0;
     json_t *m;
-    json_array_foreach(members, i, m)
-    {
+    json_array_foreach(members, i, m) {
         const char *status = jstr(m, "status");
         if (strcmp(status, "Up") != 0 && strcmp(status, "WeaklyUp") != 0) {
             if (strcmp(status, "Joining") != 0 && strcmp(status, "Leaving") != 0)
@@ -933,8 +922,7 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
             finding(&f, "member %s is unreachable from %s", jstr(m, "node"), node);
         size_t r;
         json_t *role;
-        json_array_foreach(json_object_get(m, "roles"), r, role)
-        {
+        json_array_foreach(json_object_get(m, "roles"), r, role) {
             const char *name = json_string_value(role);
             bool have = !name;
             for (size_t k = 0; k < n_roles && !have; k++)
@@ -981,8 +969,7 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms)
         json_t *types = types_of(root);
         size_t k;
         json_t *t;
-        json_array_foreach(types, k, t)
-        {
+        json_array_foreach(types, k, t) {
             json_t *n = json_object_get(t, "number_of_shards");
             if (json_is_integer(n)) {
                 const char *name = jstr(t, "type");
@@ -1056,8 +1043,7 @@ static bool answers_http(const char *endpoint, int ms)
         memmove(host, host + 1, strlen(host));
         host[strlen(host) - 1] = 0;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
                     *res = NULL;
     if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
@@ -1104,16 +1090,14 @@ int main(int argc, char **argv)
             char *end = NULL;
             timeout_ms = strtol(argv[++i], &end, 10);
             if (!end || *end || timeout_ms <= 0 || timeout_ms > 3600000) {
-                fprintf(stderr,
-                        "shoal-cluster: --timeout takes milliseconds (1..3600000), not "
-                        "'%s'\n",
-                        argv[i]);
+                fprintf(stderr, "shoal-cluster: --timeout takes milliseconds (1..3600000), not "
+                                "'%s'\n", argv[i]);
                 return EXIT_USAGE;
             }
         } else {
             fprintf(stderr, "shoal-cluster: %s '%s'\n",
                     strcmp(a, "--node") == 0 || strcmp(a, "--timeout") == 0 ? "missing value for"
-                                                                            : "unknown option",
+                                                                             : "unknown option",
                     a);
             usage(stderr);
             return EXIT_USAGE;
@@ -1131,14 +1115,10 @@ int main(int argc, char **argv)
         int min, max;
         const char *says;
     } cmds[] = {
-        {"members", 0, 0, "no argument"},
-        {"join", 1, 1, "one argument"},
-        {"leave", 0, 1, "at most one argument"},
-        {"down", 1, 1, "one argument"},
-        {"forget", 1, 1, "one argument"},
-        {"shards", 0, 1, "at most one argument (TYPE)"},
-        {"check", 0, 0, "no argument"},
-        {"rebalance", 1, 1, "one argument (TYPE)"},
+        {"members", 0, 0, "no argument"},        {"join", 1, 1, "one argument"},
+        {"leave", 0, 1, "at most one argument"}, {"down", 1, 1, "one argument"},
+        {"forget", 1, 1, "one argument"},        {"shards", 0, 1, "at most one argument (TYPE)"},
+        {"check", 0, 0, "no argument"},          {"rebalance", 1, 1, "one argument (TYPE)"},
         {"move", 3, 3, "three arguments (TYPE SHARD MEMBER)"},
         {"unpin", 2, 2, "two arguments (TYPE SHARD)"},
         {"events", 0, 0, "no argument"},
