@@ -735,7 +735,10 @@ typedef struct {
     /* Where to bind the ROUTER, e.g. "tcp://127.0.0.1:2552". Port 0 binds an ephemeral port
        (tests); the node id then carries the port actually bound. The host is what peers dial
        (it is the node id's host), so a wildcard (*, 0.0.0.0, ::) is refused, as is a port that
-       is not 0..65535 in digits (shoal_endpoint_check_bind). */
+       is not 0..65535 in digits (shoal_endpoint_check_bind). A host name ("tcp://localhost:2552")
+       is resolved to its first IPv4 address (else its first IPv6 one), which is bound and which
+       the node id and shoal_system_endpoint record (127.0.0.1:2552); a name that does not resolve
+       is left to libzmq, which takes it for a network interface. */
     const char *endpoint;
     /* The node's uid; 0 draws a random one (a new incarnation at every start). */
     uint64_t uid;
@@ -1066,6 +1069,10 @@ int shoal_client_request(shoal_client_t *c, uint16_t kind, const void *data, siz
    The node is told at the next request (a new handshake) and refuses larger replies with
    SHOAL_ETOOBIG. SHOAL_EINVAL out of range. */
 int shoal_client_set_max_reply(shoal_client_t *c, size_t bytes);
+/* The timeout of the client's later requests (0: the default, 3 s), for a caller that gave
+   shoal_client_new a short one to learn soon whether a node answers at all (shoal-cluster probes
+   for an HTTP server when the handshake does not complete in a second). */
+void shoal_client_set_timeout(shoal_client_t *c, uint32_t timeout_ms);
 /* Why the client's last request failed, in words, when the client knows more than the code says
    (a reply over its limit, a reply cut short): "" otherwise. Valid until the next request. */
 const char *shoal_client_error(const shoal_client_t *c);

@@ -28,11 +28,16 @@
 
 #include <stdarg.h>
 
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "ddata.h"
+#include "membership.h"
 
 #define CLI_LOG_LEVEL_USAGE                                                                        \
     "every Shoal program: --log-level error|warning|info|debug (default info, or "                 \
@@ -173,6 +178,211 @@ static inline void cli_node_access_apply(const cli_node_access_t *a, shoal_syste
     }
     if (a->insecure)
         ss->insecure = true;
+}
+
+/* NODE ADDRESSES. Wherever a program names a node (--node, --bind, --seed, shoal-cluster join,
+   the kvstore client's NODE) it takes any of
+       HOST:PORT   tcp://HOST:PORT   [V6]:PORT   tcp://[V6]:PORT   PORT   ipc://PATH
+   HOST an IP address or a host name, PORT 0..65535 in digits; a PORT alone is 127.0.0.1:PORT.
+   A host name is resolved here, once, to its first IPv4 address (else its first IPv6 one): a
+   node told `--bind tcp://localhost:2552` binds tcp://127.0.0.1:2552 and its node id records
+   127.0.0.1:2552, the address peers dial (libzmq alone takes a name in a bind for a network
+   interface and fails with "No such device"). A name that does not resolve but names a network
+   interface ("lo", "eth0") is passed on as it is: libzmq binds that interface, as before.
+   cli_node_address writes tcp://ADDRESS:PORT (or the ipc:// endpoint) into out: 0, or -1 with
+   why (what was wrong and what was expected) for the caller to print after its flag's name. */
+#define CLI_NODE_ADDRESS_EXPECTED                                                                  \
+    "expected HOST:PORT or tcp://HOST:PORT (HOST an address or a name, PORT 0-65535)"
+
+/* The first IPv4 address of host (else its first IPv6 one, in brackets when bracket is set), as
+   a literal in lit. An address literal is its own answer. 0, or -1 with why. */
+static inline int cli_resolve_host(const char *host, bool bracket, char *lit, size_t cap, char *why,
+                                   size_t whylen)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    char text[INET6_ADDRSTRLEN] = "";
+    bool v6 = false;
+    if (inet_pton(AF_INET, host, buf) == 1) {
+        snprintf(text, sizeof text, "%.45s", host);
+    } else if (inet_pton(AF_INET6, host, buf) == 1) {
+        snprintf(text, sizeof text, "%.45s", host);
+        v6 = true;
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        int g = getaddrinfo(host, NULL, &hints, &res);
+        if (g != 0) {
+            snprintf(why, whylen, "cannot resolve host '%.100s' (%.60s)", host, gai_strerror(g));
+            return -1;
+        }
+        const struct addrinfo *pick = NULL;
+        for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+            if (ai->ai_family == AF_INET)
+                pick = ai;
+        for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+            if (ai->ai_family == AF_INET6)
+                pick = ai;
+        if (pick && pick->ai_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
+                      text, sizeof text);
+        else if (pick) {
+            inet_ntop(AF_INET6,
+                      &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr, text,
+                      sizeof text);
+            v6 = true;
+        }
+        freeaddrinfo(res);
+        if (!pick) {
+            snprintf(why, whylen, "host '%.100s' has no IPv4 or IPv6 address", host);
+            return -1;
+        }
+    }
+    if ((size_t)snprintf(lit, cap, v6 && bracket ? "[%s]" : "%s", text) >= cap) {
+        snprintf(why, whylen, "host '%.100s' too long", host);
+        return -1;
+    }
+    return 0;
+}
+
+/* PORT: digits only, 0..65535 (libzmq reads "99999" and "-1" as ports of its own choosing). */
+static inline bool cli_port_ok(const char *port)
+{
+    size_t n = strlen(port);
+    return n > 0 && n <= 5 && strspn(port, "0123456789") == n && strtoul(port, NULL, 10) <= 65535;
+}
+
+static inline int cli_node_address(const char *in, char *out, size_t cap, char *why, size_t whylen)
+{
+    char dummy[1];
+    if (!why || !whylen) {
+        why = dummy;
+        whylen = sizeof dummy;
+    }
+    if (!in || !*in) {
+        snprintf(why, whylen, "no address; " CLI_NODE_ADDRESS_EXPECTED);
+        return -1;
+    }
+    if (strncmp(in, "ipc://", 6) == 0) {
+        if (!in[6] || (size_t)snprintf(out, cap, "%s", in) >= cap) {
+            snprintf(why, whylen, "'%.100s': ipc:// needs a path (of a sane length)", in);
+            return -1;
+        }
+        return 0;
+    }
+    const char *s = strncmp(in, "tcp://", 6) == 0 ? in + 6 : in;
+    char host[256];
+    const char *port;
+    if (s[0] == '[') { /* [v6]:port */
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':' || close == s + 1 || (size_t)(close - s - 1) >= sizeof host) {
+            snprintf(why, whylen, "'%.100s': an IPv6 address goes in brackets, [::1]:PORT; %s", in,
+                     CLI_NODE_ADDRESS_EXPECTED);
+            return -1;
+        }
+        memcpy(host, s + 1, (size_t)(close - s - 1));
+        host[close - s - 1] = 0;
+        port = close + 2;
+    } else {
+        const char *colon = strrchr(s, ':');
+        if (!colon && s == in && cli_port_ok(s)) { /* a port alone: this machine */
+            snprintf(host, sizeof host, "127.0.0.1");
+            port = s;
+        } else if (!colon || colon == s) {
+            snprintf(why, whylen, "'%.100s': no %s; %s", in, colon ? "host" : "port",
+                     CLI_NODE_ADDRESS_EXPECTED);
+            return -1;
+        } else if (memchr(s, ':', (size_t)(colon - s))) {
+            snprintf(why, whylen, "'%.100s': an IPv6 address goes in brackets, [::1]:PORT; %s", in,
+                     CLI_NODE_ADDRESS_EXPECTED);
+            return -1;
+        } else if ((size_t)(colon - s) >= sizeof host) {
+            snprintf(why, whylen, "'%.100s': host too long; %s", in, CLI_NODE_ADDRESS_EXPECTED);
+            return -1;
+        } else {
+            memcpy(host, s, (size_t)(colon - s));
+            host[colon - s] = 0;
+            port = colon + 1;
+        }
+    }
+    if (!cli_port_ok(port)) {
+        snprintf(why, whylen, "'%.100s': port '%s' is not a number from 0 to 65535; %s", in, port,
+                 CLI_NODE_ADDRESS_EXPECTED);
+        return -1;
+    }
+    char lit[INET6_ADDRSTRLEN + 2], rwhy[200];
+    if (cli_resolve_host(host, true, lit, sizeof lit, rwhy, sizeof rwhy) != 0) {
+        if (s[0] != '[' && if_nametoindex(host) != 0) /* an interface: libzmq's */
+            snprintf(lit, sizeof lit, "%.45s", host);
+        else {
+            snprintf(why, whylen, "'%.100s': %.150s; %s", in, rwhy, CLI_NODE_ADDRESS_EXPECTED);
+            return -1;
+        }
+    }
+    if ((size_t)snprintf(out, cap, "tcp://%s:%s", lit, port) >= cap) {
+        snprintf(why, whylen, "'%.100s': too long", in);
+        return -1;
+    }
+    return 0;
+}
+
+/* --http [HOST:]PORT with HOST an address or a host name (resolved as above: "localhost:8558"
+   serves on 127.0.0.1:8558); writes ADDRESS:PORT for shoal_http_start_with into out. 0, or -1
+   with why. */
+#define CLI_HTTP_ADDRESS_EXPECTED                                                                  \
+    "expected [HOST:]PORT (HOST an address or a name, 127.0.0.1 when absent; PORT 0-65535)"
+static inline int cli_http_address(const char *in, char *out, size_t cap, char *why, size_t whylen)
+{
+    if (in && shoal_http_parse(in, NULL, 0, NULL) == 0) {
+        if ((size_t)snprintf(out, cap, "%s", in) >= cap) {
+            snprintf(why, whylen, "'%.100s': too long", in);
+            return -1;
+        }
+        return 0;
+    }
+    const char *colon = in ? strrchr(in, ':') : NULL;
+    char host[256], lit[INET6_ADDRSTRLEN + 2], rwhy[200];
+    if (!colon || colon == in || in[0] == '[' || (size_t)(colon - in) >= sizeof host ||
+        !cli_port_ok(colon + 1)) {
+        snprintf(why, whylen, "'%.100s': %s", in ? in : "", CLI_HTTP_ADDRESS_EXPECTED);
+        return -1;
+    }
+    memcpy(host, in, (size_t)(colon - in));
+    host[colon - in] = 0;
+    if (cli_resolve_host(host, true, lit, sizeof lit, rwhy, sizeof rwhy) != 0) {
+        snprintf(why, whylen, "'%.100s': %.150s; %s", in, rwhy, CLI_HTTP_ADDRESS_EXPECTED);
+        return -1;
+    }
+    if ((size_t)snprintf(out, cap, "%s:%s", lit, colon + 1) >= cap ||
+        shoal_http_parse(out, NULL, 0, NULL) != 0) {
+        snprintf(why, whylen, "'%.100s': %s", in, CLI_HTTP_ADDRESS_EXPECTED);
+        return -1;
+    }
+    return 0;
+}
+
+/* --config FILE for every program that starts a node: loads the ZPL file (docs/configuration.md)
+   and lays it over the settings given (any may be NULL), as shoal-member does; the program's own
+   flags go over it afterwards. The config, or NULL with the loader's message on stderr (the
+   program exits 1). The strings the settings take live as long as the config: destroy it last. */
+static inline shoal_config_t *cli_config_node(const char *name, const char *path,
+                                              shoal_system_settings_t *ss,
+                                              shoal_cluster_settings_t *cs,
+                                              shoal_replicator_settings_t *rs,
+                                              shoal_http_settings_t *hs)
+{
+    char err[512] = "";
+    int code = 0;
+    shoal_config_t *cfg = shoal_config_load(path, &code);
+    if (!cfg)
+        snprintf(err, sizeof err, "%s", shoal_last_error_detail());
+    if (!cfg || (ss && shoal_config_system(cfg, ss, err, sizeof err) < 0) ||
+        (cs && shoal_config_cluster(cfg, cs, err, sizeof err) < 0) ||
+        (rs && shoal_config_replicator(cfg, rs, err, sizeof err) < 0) ||
+        (hs && shoal_config_http(cfg, hs, err, sizeof err) < 0)) {
+        fprintf(stderr, "%s: %s\n", name, *err ? err : "the configuration file is invalid");
+        shoal_config_destroy(&cfg);
+        return NULL;
+    }
+    return cfg;
 }
 
 /* A usage error: the usage on stderr; returns 2, the exit code. */

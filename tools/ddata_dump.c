@@ -2846,7 +2846,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--new-identity")) {
             identity = identity == 1 ? -1 : 2;
         } else if (has_next && !strcmp(a, "--node")) {
-            node = argv[++i];
+            /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+            static char node_buf[300];
+            char awhy[400];
+            if (cli_node_address(argv[++i], node_buf, sizeof node_buf, awhy, sizeof awhy) != 0) {
+                fprintf(stderr, "ddata-dump: --node %s\n", awhy);
+                free(eps);
+                return EXIT_BAD;
+            }
+            node = node_buf;
         } else if (has_next && !strcmp(a, "--role")) {
             role = argv[++i];
         } else if (a[0] == '-' && a[1] == '-') {

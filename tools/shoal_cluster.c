@@ -58,6 +58,10 @@
 #include "client.pb-c.h"
 
 #include <jansson.h>
+#include <netdb.h>
+#include <poll.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1199,9 +1203,51 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms, bool
     return 0;
 }
 
+/* Whether an HTTP server answers at endpoint (tcp://ADDRESS:PORT): asked when the ZeroMQ
+   handshake did not complete, since an HTTP server waits for a request line the handshake never
+   sends, and the tool would only time out. One GET, a reply within ms. */
+static bool answers_http(const char *endpoint, int ms)
+{
+    char host[300];
+    const char *h = endpoint + 6, *colon = strrchr(h, ':');
+    if (strncmp(endpoint, "tcp://", 6) != 0 || !colon || (size_t)(colon - h) >= sizeof host)
+        return false;
+    memcpy(host, h, (size_t)(colon - h));
+    host[colon - h] = 0;
+    if (host[0] == '[') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
+                    *res = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+        return false;
+    bool http = false;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        int c = connect(fd, res->ai_addr, res->ai_addrlen);
+        if ((c == 0 || errno == EINPROGRESS) && poll(&p, 1, ms) == 1 && (p.revents & POLLOUT)) {
+            static const char req[] = "GET /health/alive HTTP/1.0\r\n\r\n";
+            char buf[8] = "";
+            p.events = POLLIN;
+            if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1) &&
+                poll(&p, 1, ms) == 1 && recv(fd, buf, 5, 0) == 5)
+                http = memcmp(buf, "HTTP/", 5) == 0;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return http;
+}
+
 int main(int argc, char **argv)
 {
-    const char *node = "tcp://127.0.0.1:2552";
+    /* SHOAL_NODE names the default node, as SERF_RPC_ADDR does for serf; --node overrides it */
+    const char *env_node = getenv("SHOAL_NODE");
+    const char *node = env_node && *env_node ? env_node : "tcp://127.0.0.1:2552";
+    bool node_flag = false;
     bool json = false;
     long timeout_ms = 3000;
     int cli = cli_help_or_version(&argc, argv, "shoal-cluster", usage);
@@ -1212,6 +1258,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--node") == 0 && i + 1 < argc) {
             node = argv[++i];
+            node_flag = true;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
@@ -1297,18 +1344,46 @@ int main(int argc, char **argv)
     const char *arg3 = n_args > 2 ? argv[i + 2] : NULL;
     bool sharding_cmd = strcmp(cmd, "shards") == 0 || strcmp(cmd, "rebalance") == 0 ||
                         strcmp(cmd, "move") == 0 || strcmp(cmd, "unpin") == 0;
-    if (strcmp(cmd, "join") == 0 && strncmp(arg, "tcp://", 6) != 0 &&
-        strncmp(arg, "ipc://", 6) != 0) {
-        fprintf(stderr, "shoal-cluster: join takes a seed endpoint tcp://host:port, not '%s'\n",
-                arg);
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    char node_buf[300], seed_buf[300], awhy[400];
+    if (cli_node_address(node, node_buf, sizeof node_buf, awhy, sizeof awhy) != 0) {
+        fprintf(stderr, "shoal-cluster: %s %s\n", node_flag ? "--node" : "SHOAL_NODE", awhy);
         return EXIT_USAGE;
     }
+    node = node_buf;
+    if (strcmp(cmd, "join") == 0) {
+        if (cli_node_address(arg, seed_buf, sizeof seed_buf, awhy, sizeof awhy) != 0) {
+            fprintf(stderr, "shoal-cluster: join SEED %s\n", awhy);
+            return EXIT_USAGE;
+        }
+        arg = seed_buf;
+    }
+    /* a MEMBER is host:port[:uid]; tcp:// before it, as before a node, is taken off */
+    if (arg && strncmp(arg, "tcp://", 6) == 0 &&
+        (strcmp(cmd, "leave") == 0 || strcmp(cmd, "down") == 0))
+        arg += 6;
+    if (arg3 && strncmp(arg3, "tcp://", 6) == 0 && strcmp(cmd, "move") == 0)
+        arg3 += 6;
 
     int rc = 0;
     /* a sharding request waits on the node for other members (entity counts, the coordinator's
        majority write) within their own deadlines: the tool waits for those too */
     long client_ms = sharding_cmd ? timeout_ms + 8000 : timeout_ms;
-    shoal_client_t *cl = shoal_client_new(node, (uint32_t)client_ms, &rc);
+    /* the handshake gets a second at first: past it, a management endpoint given for the node
+       (an HTTP server never answers a ZeroMQ handshake) is said at once rather than timed out */
+    long first_ms = client_ms < 1000 ? client_ms : 1000;
+    shoal_client_t *cl = shoal_client_new(node, (uint32_t)first_ms, &rc);
+    if (!cl && rc != SHOAL_EINVAL && rc != SHOAL_EREFUSED && answers_http(node, 1000)) {
+        fprintf(stderr,
+                "shoal-cluster: %s answers HTTP: that is a management endpoint (--http); give "
+                "the node's own address (its --bind, e.g. 127.0.0.1:2552)\n",
+                node);
+        return EXIT_USAGE;
+    }
+    if (!cl && rc != SHOAL_EINVAL && rc != SHOAL_EREFUSED && client_ms > first_ms)
+        cl = shoal_client_new(node, (uint32_t)(client_ms - first_ms), &rc);
+    if (cl)
+        shoal_client_set_timeout(cl, (uint32_t)client_ms);
     if (!cl) {
         if (rc == SHOAL_EINVAL) {
             fprintf(stderr, "shoal-cluster: --node takes an endpoint tcp://host:port, not '%s'\n",

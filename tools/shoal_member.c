@@ -357,12 +357,13 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--http") == 0) {
             if (!need_arg(argc, argv, i))
                 return 2;
-            http = argv[++i];
-            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
-                fprintf(stderr, "shoal-member: --http takes [HOST:]PORT (HOST an IP address), "
-                                "not '%s'\n", http);
+            static char http_buf[300];
+            char why[400];
+            if (cli_http_address(argv[++i], http_buf, sizeof http_buf, why, sizeof why) != 0) {
+                fprintf(stderr, "shoal-member: --http %s\n", why);
                 return 2;
             }
+            http = http_buf;
         } else if (strcmp(a, "--fast") == 0) {
             fast = true;
         } else if (strcmp(a, "--quiet") == 0) {
@@ -373,16 +374,22 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (bind && strncmp(bind, "tcp://", 6) != 0 && strncmp(bind, "ipc://", 6) != 0) {
-        fprintf(stderr, "shoal-member: --bind takes an endpoint tcp://host:port, not '%s'\n", bind);
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    static char bind_buf[300], seed_buf[MAX_LIST][300];
+    char why[400];
+    if (bind && cli_node_address(bind, bind_buf, sizeof bind_buf, why, sizeof why) != 0) {
+        fprintf(stderr, "shoal-member: --bind %s\n", why);
         return 2;
     }
-    for (size_t i = 0; i < n_seeds; i++)
-        if (strncmp(seeds[i], "tcp://", 6) != 0 && strncmp(seeds[i], "ipc://", 6) != 0) {
-            fprintf(stderr, "shoal-member: --seed takes an endpoint tcp://host:port, not '%s'\n",
-                    seeds[i]);
+    if (bind)
+        bind = bind_buf;
+    for (size_t i = 0; i < n_seeds; i++) {
+        if (cli_node_address(seeds[i], seed_buf[i], sizeof seed_buf[i], why, sizeof why) != 0) {
+            fprintf(stderr, "shoal-member: --seed %s\n", why);
             return 2;
         }
+        seeds[i] = seed_buf[i];
+    }
     if (discover) {
         char err[300];
         if (shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), err, sizeof err) < 0) {

@@ -312,6 +312,12 @@ void shoal_client_destroy(shoal_client_t **self_p)
     *self_p = NULL;
 }
 
+void shoal_client_set_timeout(shoal_client_t *c, uint32_t timeout_ms)
+{
+    if (c)
+        c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
+}
+
 int shoal_client_set_max_reply(shoal_client_t *c, size_t bytes)
 {
     if (!c || bytes == 0 || (uint64_t)bytes > SHOAL_REPLY_MAX_LIMIT)

@@ -34,6 +34,7 @@
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <math.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1894,6 +1895,48 @@ static bool bound_is_loopback(const char *bound)
     return false;
 }
 
+/* A bind endpoint whose host is a name ("tcp://localhost:2552"): libzmq reads a name in a bind as
+   a network interface and fails with "No such device". The name's first IPv4 address (else its
+   first IPv6 one, in brackets) is bound instead, and the node id records that address, the one
+   peers dial. True with the endpoint in out; false for an address literal, an ipc:// path, or a
+   name that does not resolve (libzmq's, as before: an interface name such as "lo"). */
+static bool resolve_bind_host(const char *endpoint, char *out, size_t cap)
+{
+    if (strncmp(endpoint, "tcp://", 6) != 0 || endpoint[6] == '[')
+        return false;
+    const char *h = endpoint + 6, *colon = strrchr(h, ':');
+    char host[SHOAL_ENDPOINT_MAX + 1];
+    if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
+        return false;
+    memcpy(host, h, (size_t)(colon - h));
+    host[colon - h] = 0;
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, tmp) == 1 || inet_pton(AF_INET6, host, tmp) == 1)
+        return false;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return false;
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET)
+            pick = ai;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6)
+            pick = ai;
+    char lit[INET6_ADDRSTRLEN] = "";
+    if (pick && pick->ai_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
+                  lit, sizeof lit);
+    else if (pick)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr,
+                  lit, sizeof lit);
+    bool v6 = pick && pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    if (!*lit)
+        return false;
+    return (size_t)snprintf(out, cap, v6 ? "tcp://[%s]%s" : "tcp://%s%s", lit, colon) < cap;
+}
+
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
 {
     shoal_error_detail_clear();
@@ -1911,6 +1954,17 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
     if (shoal_endpoint_check_bind(s->endpoint, false, why, sizeof why) != 0) {
         shoal_error_detail_log("shoal: cannot start a node at %s: %s", s->endpoint, why);
         return NULL;
+    }
+    char resolved[SHOAL_ENDPOINT_MAX + 64];
+    const char *bind_ep = s->endpoint;
+    if (resolve_bind_host(s->endpoint, resolved, sizeof resolved)) {
+        /* what the name gave is checked as a literal would be (a wildcard, a v4-mapped any) */
+        if (shoal_endpoint_check_bind(resolved, false, why, sizeof why) != 0) {
+            shoal_error_detail_log("shoal: cannot start a node at %s (%s): %s", s->endpoint,
+                                   resolved, why);
+            return NULL;
+        }
+        bind_ep = resolved;
     }
     bool has_cert = s->curve_cert && s->curve_cert[0];
     bool has_allow = s->curve_allow_dir && s->curve_allow_dir[0];
@@ -1957,6 +2011,7 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
         shoal_curve_allow_from(curve ? curve : zap_plain, s->allow_from, s->n_allow_from);
     shoal_system_t *sys = shoal_calloc(1, sizeof *sys);
     sys->set = *s;
+    sys->set.endpoint = bind_ep; /* common_opts reads it: "[" asks for IPv6 */
     sys->set.curve_cert = sys->set.curve_allow_dir = NULL; /* the caller's strings: not kept */
     sys->curve = curve;
     sys->zap_plain = zap_plain;
@@ -1985,8 +2040,8 @@ shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
        a client that stops reading sees its reply cut short */
     size_t piece = s->max_frame_bytes - SHOAL_REPLY_PART_HEADER_MAX;
     set_int(sys->router, ZMQ_SNDHWM, (int)(SHOAL_REPLY_MAX_LIMIT / piece) + 1001);
-    if (zmq_bind(sys->router, s->endpoint) != 0) {
-        shoal_error_detail_log("shoal: cannot bind %s: %s", s->endpoint, zmq_strerror(errno));
+    if (zmq_bind(sys->router, bind_ep) != 0) {
+        shoal_error_detail_log("shoal: cannot bind %s: %s", bind_ep, zmq_strerror(errno));
         *err = SHOAL_EIO;
         goto fail;
     }

@@ -4,8 +4,11 @@
     --data-dir a restart of every node).
 
       counter-service node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--data-dir DIR]
-                           [--http [HOST:]PORT] [--shards N] [--fast]
+                           [--http [HOST:]PORT] [--shards N] [--config FILE] [--fast]
                            [--allow-from CIDR]... [--insecure]
+    An ENDPOINT is HOST:PORT or tcp://HOST:PORT, HOST an address or a name (resolved: the node id
+    records the address); --config FILE: a ZPL settings file (shoal/remote/..., shoal/cluster/...,
+    shoal/management/http/...) read before the flags, which override it.
       counter-service [--node ENDPOINT] [--timeout MS] tell TYPE ENTITY MESSAGE...
       counter-service [--node ENDPOINT] [--timeout MS] ask TYPE ENTITY MESSAGE...
       counter-service --help | --version
@@ -69,23 +72,19 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: counter-service node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--data-dir DIR]\n"
-        "                            [--http [HOST:]PORT] [--shards N] [--fast]\n"
+        "                            [--http [HOST:]PORT] [--shards N] [--config FILE] [--fast]\n"
         "       counter-service [--node ENDPOINT] [--timeout MS] tell TYPE ENTITY MESSAGE...\n"
         "       counter-service [--node ENDPOINT] [--timeout MS] ask TYPE ENTITY MESSAGE...\n"
         "       counter-service --help | --version\n"
         "TYPE is counter or account; MESSAGE is \"add N\" or \"get\". Default node\n"
-        "tcp://127.0.0.1:4001.\n" CLI_NODE_ACCESS_USAGE);
+        "tcp://127.0.0.1:4001. An ENDPOINT: HOST:PORT or tcp://HOST:PORT (HOST an address or a\n"
+        "name).\n" CLI_NODE_ACCESS_USAGE);
 }
 
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static bool is_endpoint(const char *s)
-{
-    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -287,7 +286,8 @@ static cli_node_access_t node_access; /* --allow-from, --insecure (cli.h) */
 
 static int run_node(int argc, char **argv)
 {
-    const char *bind = NULL, *data = NULL, *http = NULL;
+    const char *bind = NULL, *data = NULL, *http = NULL, *config_path = NULL;
+    char awhy[400];
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     bool fast = false;
@@ -296,13 +296,15 @@ static int run_node(int argc, char **argv)
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") ||
                            !strcmp(a, "--data-dir") || !strcmp(a, "--http") ||
-                           !strcmp(a, "--shards");
+                           !strcmp(a, "--shards") || !strcmp(a, "--config");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "counter-service: %s needs a value\n", a);
             return EXIT_USAGE;
         }
         if (!strcmp(a, "--bind")) {
             bind = argv[++i];
+        } else if (!strcmp(a, "--config")) {
+            config_path = argv[++i];
         } else if (!strcmp(a, "--data-dir")) {
             data = argv[++i];
         } else if (!strcmp(a, "--seed")) {
@@ -312,14 +314,12 @@ static int run_node(int argc, char **argv)
             }
             seeds[n_seeds++] = argv[++i];
         } else if (!strcmp(a, "--http")) {
-            http = argv[++i];
-            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
-                fprintf(stderr,
-                        "counter-service: --http takes [HOST:]PORT (HOST an IP address), not "
-                        "'%s'\n",
-                        http);
+            static char http_buf[300];
+            if (cli_http_address(argv[++i], http_buf, sizeof http_buf, awhy, sizeof awhy) != 0) {
+                fprintf(stderr, "counter-service: --http %s\n", awhy);
                 return EXIT_USAGE;
             }
+            http = http_buf;
         } else if (!strcmp(a, "--shards")) {
             char *end;
             errno = 0;
@@ -344,19 +344,43 @@ static int run_node(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (!is_endpoint(bind)) {
-        fprintf(stderr, "counter-service: --bind takes an endpoint tcp://host:port, not '%s'\n",
-                bind);
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    static char bind_buf[300], seed_buf[MAX_SEEDS][300];
+    if (cli_node_address(bind, bind_buf, sizeof bind_buf, awhy, sizeof awhy) != 0) {
+        fprintf(stderr, "counter-service: --bind %s\n", awhy);
         return EXIT_USAGE;
     }
-    for (size_t i = 0; i < n_seeds; i++)
-        if (!is_endpoint(seeds[i])) {
-            fprintf(stderr, "counter-service: --seed takes an endpoint tcp://host:port, not '%s'\n",
-                    seeds[i]);
+    bind = bind_buf;
+    for (size_t i = 0; i < n_seeds; i++) {
+        if (cli_node_address(seeds[i], seed_buf[i], sizeof seed_buf[i], awhy, sizeof awhy) != 0) {
+            fprintf(stderr, "counter-service: --seed %s\n", awhy);
             return EXIT_USAGE;
         }
-    if (n_seeds == 0)
-        seeds[n_seeds++] = bind; /* no seed: it forms a cluster of its own */
+        seeds[i] = seed_buf[i];
+    }
+    /* Settings: defaults (or the fast ones), then --config FILE, then the flags. */
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    shoal_cluster_settings_t cs;
+    if (fast)
+        shoal_cluster_settings_fast(&cs);
+    else
+        shoal_cluster_settings_default(&cs);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    shoal_config_t *cfg = NULL;
+    if (config_path &&
+        !(cfg = cli_config_node("counter-service", config_path, &ss, &cs, NULL, &hs)))
+        return EXIT_ANSWERED_ERROR;
+    if (n_seeds == 0 && (cs.n_seed_nodes || cs.discovery)) {
+        /* the file's seeds or discovery */
+    } else {
+        if (n_seeds == 0)
+            seeds[n_seeds++] = bind; /* no seed: it forms a cluster of its own */
+        cs.seed_nodes = seeds;
+        cs.n_seed_nodes = n_seeds;
+        cs.discovery = NULL;
+    }
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -372,11 +396,10 @@ static int run_node(int argc, char **argv)
         if (!durable) {
             fprintf(stderr, "counter-service: cannot open the store: %s\n",
                     shoal_last_error_detail());
+            shoal_config_destroy(&cfg);
             return EXIT_ANSWERED_ERROR;
         }
     }
-    shoal_system_settings_t ss;
-    shoal_system_settings_default(&ss);
     ss.endpoint = bind;
     cli_node_access_apply(&node_access, &ss);
     int rc = 0;
@@ -385,6 +408,7 @@ static int run_node(int argc, char **argv)
         fprintf(stderr, "counter-service: cannot start a node at %s: %s\n", bind,
                 shoal_strerror(rc));
         shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
         return EXIT_ANSWERED_ERROR;
     }
     /* host:port, what shoal-cluster move takes, for the entities' replies */
@@ -392,13 +416,6 @@ static int run_node(int argc, char **argv)
     char *uid = strrchr(self_address, ':');
     if (uid && uid != strchr(self_address, ':'))
         *uid = 0;
-    shoal_cluster_settings_t cs;
-    if (fast)
-        shoal_cluster_settings_fast(&cs);
-    else
-        shoal_cluster_settings_default(&cs);
-    cs.seed_nodes = seeds;
-    cs.n_seed_nodes = n_seeds;
     if (durable) { /* the kept membership (membership.h, KEPT MEMBERSHIP) */
         cs.durable_id = shoal_durable_node_id(durable);
         cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
@@ -428,7 +445,7 @@ static int run_node(int argc, char **argv)
         rc = shoal_system_call(sys, setup_on_node, c);
     shoal_metrics_t *endpoint = NULL;
     if (regions && rc == 0 && http) {
-        endpoint = shoal_http_start(sys, http, &rc);
+        endpoint = shoal_http_start_with(sys, http, &hs, &rc);
         if (endpoint && durable)
             shoal_durable_metrics(durable, endpoint);
     }
@@ -445,6 +462,7 @@ static int run_node(int argc, char **argv)
         shoal_cluster_destroy(&c);
         shoal_system_destroy(&sys);
         shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
         return EXIT_ANSWERED_ERROR;
     }
     const char *self = shoal_node_id(shoal_system_self(sys));
@@ -472,6 +490,7 @@ static int run_node(int argc, char **argv)
     shoal_cluster_destroy(&c);
     shoal_system_destroy(&sys);
     shoal_durable_close(&durable);
+    shoal_config_destroy(&cfg);
     return exit_code;
 }
 
@@ -568,7 +587,14 @@ int main(int argc, char **argv)
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--node") == 0 && i + 1 < argc) {
-            node = argv[++i];
+            /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+            static char node_buf[300];
+            char awhy[400];
+            if (cli_node_address(argv[++i], node_buf, sizeof node_buf, awhy, sizeof awhy) != 0) {
+                fprintf(stderr, "counter-service: --node %s\n", awhy);
+                return EXIT_USAGE;
+            }
+            node = node_buf;
         } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             char *end;
             timeout_ms = strtol(argv[++i], &end, 10);

@@ -2,13 +2,18 @@
     default replicator of every member of a cluster and saved in LMDB, so a node that restarts
     finds its data where it left it and catches up on the rest by gossip.
 
-      kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR
-                   [--discover NAME] [--min-members N] [--http [HOST:]PORT] [--fast]
-      kvstore put   PORT KEY VALUE [CONS]     write through the node at 127.0.0.1:PORT
-      kvstore get   PORT [KEY] [CONS]         read the whole map ("" or no KEY) or one key
-      kvstore del   PORT KEY [CONS]           remove a key
-      kvstore watch PORT [SECONDS]            print the node's map, then every change as the node
+      kvstore node --bind HOST:PORT [--seed HOST:PORT]... [--new-cluster] --data DIR
+                   [--discover NAME] [--min-members N] [--http [HOST:]PORT] [--config FILE]
+                   [--fast]
+      kvstore put   NODE KEY VALUE [CONS]     write through the node at NODE
+      kvstore get   NODE [KEY] [CONS]         read the whole map ("" or no KEY) or one key
+      kvstore del   NODE KEY [CONS]           remove a key
+      kvstore watch NODE [SECONDS]            print the node's map, then every change as the node
                                               is notified of it (a subscription; 0 = forever)
+    NODE and every address: HOST:PORT or tcp://HOST:PORT (HOST an address or a name, resolved:
+    the node id records the address), or a PORT alone on 127.0.0.1 (cli.h, NODE ADDRESSES).
+    --config FILE: a ZPL settings file (shoal/remote/..., shoal/cluster/..., docs/configuration.md)
+    read before the flags, which override it.
       kvstore --help | --version
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority, timeout 3 s.
 
@@ -45,9 +50,9 @@
 #include <string.h>
 #include <time.h>
 
-#define KV_KEY "kv"
-#define MAX_SEEDS 16
-#define OP_TIMEOUT_MS 3000
+#define KV_KEY           "kv"
+#define MAX_SEEDS        16
+#define OP_TIMEOUT_MS    3000
 #define SHUTDOWN_WAIT_MS 10000
 
 enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
@@ -79,14 +84,18 @@ static void sleep_ms(int ms)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvstore node --bind tcp://HOST:PORT [--seed ENDPOINT]... [--new-cluster] --data DIR\n"
-               "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N]\n"
-               "                    [--http [HOST:]PORT] [--fast] [--allow-from CIDR]... [--insecure]\n"
-               "       kvstore put PORT KEY VALUE [local|majority|all|N]\n"
-               "       kvstore get PORT [KEY] [local|majority|all|N]\n"
-               "       kvstore del PORT KEY [local|majority|all|N]\n"
-               "       kvstore watch PORT [SECONDS]\n"
-               "       kvstore --help | --version\n" CLI_NODE_ACCESS_USAGE);
+    fprintf(
+        f, "usage: kvstore node --bind HOST:PORT [--seed HOST:PORT]... [--new-cluster] --data DIR\n"
+           "                    [--discover dns:HOST:PORT|srv:_shoal._tcp.HOST] [--min-members N]\n"
+           "                    [--http [HOST:]PORT] [--config FILE] [--fast]\n"
+           "                    [--allow-from CIDR]... [--insecure]\n"
+           "       kvstore put NODE KEY VALUE [local|majority|all|N]\n"
+           "       kvstore get NODE [KEY] [local|majority|all|N]\n"
+           "       kvstore del NODE KEY [local|majority|all|N]\n"
+           "       kvstore watch NODE [SECONDS]\n"
+           "       kvstore --help | --version\n"
+           "  NODE, HOST:PORT: HOST:PORT or tcp://HOST:PORT (HOST an address or a name), or PORT\n"
+           "  alone (127.0.0.1)\n" CLI_NODE_ACCESS_USAGE);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -109,14 +118,11 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
 
 static cli_node_access_t node_access; /* --allow-from, --insecure (cli.h) */
 
-static bool is_endpoint(const char *s)
-{
-    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0;
-}
-
 static int run_node(int argc, char **argv)
 {
-    const char *bind = NULL, *data = NULL, *discover = NULL, *http = NULL;
+    const char *bind = NULL, *data = NULL, *discover = NULL, *http = NULL, *config_path = NULL;
+    static char bind_buf[300], seed_buf[MAX_SEEDS][300], http_buf[300];
+    char why[400];
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     bool fast = false, new_cluster = false;
@@ -125,13 +131,15 @@ static int run_node(int argc, char **argv)
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") || !strcmp(a, "--data") ||
                            !strcmp(a, "--min-members") || !strcmp(a, "--discover") ||
-                           !strcmp(a, "--http");
+                           !strcmp(a, "--http") || !strcmp(a, "--config");
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "kvstore: %s needs a value\n", a);
             return EXIT_USAGE;
         }
         if (!strcmp(a, "--bind")) {
             bind = argv[++i];
+        } else if (!strcmp(a, "--config")) {
+            config_path = argv[++i];
         } else if (!strcmp(a, "--discover")) {
             discover = argv[++i];
         } else if (!strcmp(a, "--data")) {
@@ -152,12 +160,11 @@ static int run_node(int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--http")) {
-            http = argv[++i];
-            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
-                fprintf(stderr, "kvstore: --http takes [HOST:]PORT (HOST an IP address), not '%s'\n",
-                        http);
+            if (cli_http_address(argv[++i], http_buf, sizeof http_buf, why, sizeof why) != 0) {
+                fprintf(stderr, "kvstore: --http %s\n", why);
                 return EXIT_USAGE;
             }
+            http = http_buf;
         } else if (!strcmp(a, "--fast")) {
             fast = true;
         } else if (!strcmp(a, "--new-cluster")) {
@@ -173,22 +180,23 @@ static int run_node(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (!is_endpoint(bind)) {
-        fprintf(stderr, "kvstore: --bind takes an endpoint tcp://host:port, not '%s'\n", bind);
+    if (cli_node_address(bind, bind_buf, sizeof bind_buf, why, sizeof why) != 0) {
+        fprintf(stderr, "kvstore: --bind %s\n", why);
         return EXIT_USAGE;
     }
-    for (size_t i = 0; i < n_seeds; i++)
-        if (!is_endpoint(seeds[i])) {
-            fprintf(stderr, "kvstore: --seed takes an endpoint tcp://host:port, not '%s'\n",
-                    seeds[i]);
+    bind = bind_buf;
+    for (size_t i = 0; i < n_seeds; i++) {
+        if (cli_node_address(seeds[i], seed_buf[i], sizeof seed_buf[i], why, sizeof why) != 0) {
+            fprintf(stderr, "kvstore: --seed %s\n", why);
             return EXIT_USAGE;
         }
+        seeds[i] = seed_buf[i];
+    }
     if (new_cluster && n_seeds) {
         fprintf(stderr, "kvstore: --new-cluster forms a cluster alone: give it no --seed\n");
         return EXIT_USAGE;
     }
     if (discover) {
-        char why[300];
         if (shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why, sizeof why) < 0) {
             fprintf(stderr, "kvstore: --discover: %s\n", why);
             return EXIT_USAGE;
@@ -202,6 +210,22 @@ static int run_node(int argc, char **argv)
     if (new_cluster)
         seeds[n_seeds++] = bind; /* its own endpoint as the only seed: it forms a cluster */
 
+    /* Settings: defaults (or the fast ones), then --config FILE, then the flags. */
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    shoal_cluster_settings_t cs;
+    if (fast)
+        shoal_cluster_settings_fast(&cs);
+    else
+        shoal_cluster_settings_default(&cs);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    shoal_config_t *cfg = NULL;
+    if (config_path && !(cfg = cli_config_node("kvstore", config_path, &ss, &cs, &rs, &hs)))
+        return EXIT_REFUSED;
+
     catch_signals();
 
     /* The store first: a corrupt or foreign environment stops us before we join anything. */
@@ -212,17 +236,17 @@ static int run_node(int argc, char **argv)
     shoal_durable_t *durable = shoal_durable_open(&ds, &open_err);
     if (!durable) {
         fprintf(stderr, "kvstore: cannot open the store: %s\n", shoal_last_error_detail());
+        shoal_config_destroy(&cfg);
         return EXIT_REFUSED;
     }
     shoal_store_t *store = shoal_durable_store(durable, "");
     if (!store) {
         fprintf(stderr, "kvstore: cannot open the replicator's database in %s\n", data);
         shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
         return EXIT_REFUSED;
     }
 
-    shoal_system_settings_t ss;
-    shoal_system_settings_default(&ss);
     ss.endpoint = bind;
     cli_node_access_apply(&node_access, &ss);
     int rc = 0;
@@ -230,24 +254,22 @@ static int run_node(int argc, char **argv)
     if (!sys) {
         fprintf(stderr, "kvstore: cannot start a node at %s: %s\n", bind, shoal_strerror(rc));
         shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
         return EXIT_REFUSED;
     }
     static const char *const durable_keys[] = {KV_KEY};
-    shoal_replicator_settings_t rs;
-    shoal_replicator_settings_default(&rs);
     rs.role = "";
     rs.durable_keys = durable_keys;
     rs.n_durable_keys = 1;
     rs.store = store;
-    shoal_cluster_settings_t cs;
-    if (fast)
-        shoal_cluster_settings_fast(&cs);
-    else
-        shoal_cluster_settings_default(&cs);
-    cs.seed_nodes = seeds;
-    cs.n_seed_nodes = n_seeds;
-    cs.discovery = discover;
-    cs.min_nr_of_members = (uint32_t)min_members;
+    if (n_seeds || discover ||
+        !config_path) { /* the flags' seeds or discovery replace the file's */
+        cs.seed_nodes = seeds;
+        cs.n_seed_nodes = n_seeds;
+        cs.discovery = discover;
+    }
+    if (min_members > 1 || !config_path)
+        cs.min_nr_of_members = (uint32_t)min_members;
     /* the kept membership: majorities stay majorities of the same members across a restart of
        every node (see KEPT MEMBERSHIP in membership.h) */
     cs.durable_id = shoal_durable_node_id(durable);
@@ -261,7 +283,7 @@ static int run_node(int argc, char **argv)
     }
     shoal_metrics_t *endpoint = NULL;
     if (c && http) {
-        endpoint = shoal_http_start(sys, http, &rc);
+        endpoint = shoal_http_start_with(sys, http, &hs, &rc);
         if (endpoint)
             shoal_durable_metrics(durable, endpoint);
         else
@@ -269,11 +291,14 @@ static int run_node(int argc, char **argv)
     }
     if (!c) {
         fprintf(stderr, "kvstore: cannot start %s: %s\n",
-                !rep ? "the replicator" : http && !endpoint ? "the HTTP endpoint" : "membership",
+                !rep                ? "the replicator"
+                : http && !endpoint ? "the HTTP endpoint"
+                                    : "membership",
                 shoal_strerror(rc));
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
         shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
         return EXIT_REFUSED;
     }
     const char *self = shoal_node_id(shoal_system_self(sys));
@@ -281,8 +306,9 @@ static int run_node(int argc, char **argv)
     if (discover)
         fprintf(stderr, "kvstore: finding the seeds through %s\n", discover);
     else if (n_seeds == 0)
-        fprintf(stderr, "kvstore: no seed nodes: waiting to be joined (`shoal-cluster --node %s "
-                        "join SEED`), or start it with --new-cluster to form a cluster alone\n",
+        fprintf(stderr,
+                "kvstore: no seed nodes: waiting to be joined (`shoal-cluster --node %s "
+                "join SEED`), or start it with --new-cluster to form a cluster alone\n",
                 bind);
 
     /* Until a signal, or until the cluster stops this node (downed, removed, join failed). */
@@ -306,22 +332,21 @@ static int run_node(int argc, char **argv)
     shoal_system_destroy(&sys);
     shoal_durable_close(&durable);
     fprintf(stderr, "kvstore: %s stopped\n", self);
+    shoal_config_destroy(&cfg);
     return exit_code;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * The client commands
  */
+/* NODE: a port (127.0.0.1), HOST:PORT or tcp://HOST:PORT (cli.h, NODE ADDRESSES) */
 static int parse_port(const char *s, char *ep, size_t len)
 {
-    char *end = NULL;
-    errno = 0;
-    long port = strtol(s, &end, 10);
-    if (errno || end == s || *end || port < 1 || port > 65535) {
-        fprintf(stderr, "kvstore: '%s' is not a port (1-65535)\n", s);
+    char why[400];
+    if (cli_node_address(s, ep, len, why, sizeof why) != 0) {
+        fprintf(stderr, "kvstore: NODE %s (or a port on 127.0.0.1)\n", why);
         return -1;
     }
-    snprintf(ep, len, "tcp://127.0.0.1:%ld", port);
     return 0;
 }
 
@@ -420,10 +445,10 @@ typedef struct {
 static void on_change(shoal_change_t change, const shoal_crdt_t *value, void *arg)
 {
     watch_state_t *w = arg;
-    const shoal_crdt_t *now = change == SHOAL_CHANGED && value &&
-                                      shoal_crdt_type(value) == shoal_type_by_name("LWWMap")
-                                  ? value
-                                  : NULL;
+    const shoal_crdt_t *now =
+        change == SHOAL_CHANGED && value && shoal_crdt_type(value) == shoal_type_by_name("LWWMap")
+            ? value
+            : NULL;
     if (w->first || (w->seen == NULL) != (now == NULL) ||
         (w->seen && now && !shoal_crdt_equal(w->seen, now)))
         print_changes(w->seen, now);
@@ -500,8 +525,8 @@ static int watch(const char *ep, const char *seconds_arg)
 static int client_command(int argc, char **argv)
 {
     const char *cmd = argv[1];
-    bool known = !strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "del") ||
-                 !strcmp(cmd, "watch");
+    bool known =
+        !strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "del") || !strcmp(cmd, "watch");
     if (!known) {
         fprintf(stderr, "kvstore: unknown command '%s'\n", cmd);
         usage(stderr);
@@ -550,8 +575,11 @@ static int client_command(int argc, char **argv)
             if (rc < 0)
                 goto done;
         }
-        shoal_client_op_t op = {.type = "LWWMap", .op = put ? "put" : "remove", .key2 = key,
-                                .key2_len = strlen(key), .value = put ? argv[4] : NULL,
+        shoal_client_op_t op = {.type = "LWWMap",
+                                .op = put ? "put" : "remove",
+                                .key2 = key,
+                                .key2_len = strlen(key),
+                                .value = put ? argv[4] : NULL,
                                 .value_len = put ? strlen(argv[4]) : 0};
         rc = shoal_client_update(c, "", KV_KEY, &cons, &op);
         if (!put && (rc == SHOAL_EMODIFY || rc == SHOAL_ENOTFOUND)) {

@@ -30,16 +30,16 @@
     ledger shards. Then it sends the payments, R a second (400; --short: 400 payments at 200 a
     second; --bench: as fast as the producer takes them); one in 25 is a payment the sanctions
     service never answers (its deadline must fail it). Once half of the requests are confirmed,
-    some of that node's own among them (up to 40, or half of its flows), it kills that node with SIGKILL: the split-brain resolver (keep-majority) downs it, its shards
-    move to the survivors, which read the flows' (and ledgers') stored states and go on. A thread
-    keeps asking 40 of its flows (confirmed before the kill) for their status: the first answer
-    of the last one is how long the killed node's flows were unavailable, and each must answer
-    with a stored step. At the end it checks: every payment reached a final state (none stuck);
-    every settled payment is in exactly one ledger exactly once, no other payment is in any, and
-    the totals are right; the payments that failed are exactly those the sanctions service
-    ignored. Exit 0 only then. --bench adds a BENCH line: payments settled per second (first
-    request to last settlement, the kill included) beside stateless ask round trips through the
-    same cluster, measured before the payments.
+    some of that node's own among them (up to 40, or half of its flows), it kills that node with
+   SIGKILL: the split-brain resolver (keep-majority) downs it, its shards move to the survivors,
+   which read the flows' (and ledgers') stored states and go on. A thread keeps asking 40 of its
+   flows (confirmed before the kill) for their status: the first answer of the last one is how long
+   the killed node's flows were unavailable, and each must answer with a stored step. At the end it
+   checks: every payment reached a final state (none stuck); every settled payment is in exactly one
+   ledger exactly once, no other payment is in any, and the totals are right; the payments that
+   failed are exactly those the sanctions service ignored. Exit 0 only then. --bench adds a BENCH
+   line: payments settled per second (first request to last settlement, the kill included) beside
+   stateless ask round trips through the same cluster, measured before the payments.
 
     PORTS: the driver's node listens on 127.0.0.1:P, payment node i (1..N) on P + i; each node's
     heartbeat takes an ephemeral port besides. --base-port gives P (a firewall, a second run
@@ -63,12 +63,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROLE "pay"
-#define LEDGERS 8
-#define PAY_SHARDS 30
+#define ROLE          "pay"
+#define LEDGERS       8
+#define PAY_SHARDS    30
 #define BLOCKED_EVERY 25 /* payment k with k % 25 == 7: the sanctions service never answers */
-#define DEADLINE_MS 15000
-#define RETRY_MS 1000
+#define DEADLINE_MS   15000
+#define RETRY_MS      1000
 
 static volatile sig_atomic_t stop;
 static shoal_region_t *payments_r, *ledger_r, *sanctions_r;
@@ -104,7 +104,15 @@ static void ledger_of(const char *pid, char *out, size_t cap)
 /* ---------------------------------------------------------------------------------------------
  * The payment flow
  */
-typedef enum { P_NEW, P_RECEIVED, P_VALIDATED, P_CHECKED, P_SETTLING, P_SETTLED, P_FAILED } pstate_t;
+typedef enum {
+    P_NEW,
+    P_RECEIVED,
+    P_VALIDATED,
+    P_CHECKED,
+    P_SETTLING,
+    P_SETTLED,
+    P_FAILED
+} pstate_t;
 static const char *const pnames[] = {"new",      "received", "validated", "checked",
                                      "settling", "settled",  "failed"};
 
@@ -116,8 +124,8 @@ typedef struct {
 
 static void flow_text(const flow_t *f, char *out, size_t cap, size_t *len)
 {
-    *len = (size_t)snprintf(out, cap, "%s %ld %s", pnames[f->st], f->amount,
-                            f->why[0] ? f->why : "-");
+    *len =
+        (size_t)snprintf(out, cap, "%s %ld %s", pnames[f->st], f->amount, f->why[0] ? f->why : "-");
 }
 
 static void *flow_start(shoal_entity_t *e, void *arg)
@@ -507,7 +515,7 @@ static int n_total;       /* payments in this run */
 static int64_t t_start;   /* when the first payment was sent */
 static int *confirmed_at; /* per payment: ms after t_start its request was confirmed, -1 = not */
 static int n_confirmed;
-static char *on_victim;   /* per payment: 1 when its shard is on the node to kill (all: unknown) */
+static char *on_victim; /* per payment: 1 when its shard is on the node to kill (all: unknown) */
 static int n_victim_confirmed; /* confirmed requests of those */
 
 /* "pay-K" -> K, -1 when it is not one of this run's payments */
@@ -890,8 +898,10 @@ static int run_driver(int n_payments, int n_nodes, int rate, int base, bool benc
            base + n_nodes);
     node_t drv;
     if (node_start(&drv, seed, seed, NULL, false) != 0) {
-        fprintf(stderr, "payments: the driver's node did not start on port %d (in use? "
-                        "--base-port P takes P..P+%d)\n", base, n_nodes);
+        fprintf(stderr,
+                "payments: the driver's node did not start on port %d (in use? "
+                "--base-port P takes P..P+%d)\n",
+                base, n_nodes);
         return 1;
     }
     /* membership events come on the node thread */
@@ -1235,16 +1245,24 @@ int main(int argc, char **argv)
             data = argv[++i];
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) {
             http = argv[++i];
-            if (shoal_http_parse(http, NULL, 0, NULL) < 0) {
-                fprintf(stderr, "payments: --http takes [HOST:]PORT, not '%s'\n", http);
-                return 2;
-            }
         } else {
             fprintf(stderr, "payments: unknown option or missing value: '%s'\n", argv[i]);
             usage(stderr);
             return 2;
         }
     }
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    static char bind_buf[300], seed_buf[300], http_buf[300];
+    char awhy[400];
+    if (bind && cli_node_address(bind, bind_buf, sizeof bind_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --bind %s\n", "payments", awhy), 2;
+    if (seed && cli_node_address(seed, seed_buf, sizeof seed_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --seed %s\n", "payments", awhy), 2;
+    if (http && cli_http_address(http, http_buf, sizeof http_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --http %s\n", "payments", awhy), 2;
+    bind = bind ? bind_buf : NULL;
+    seed = seed ? seed_buf : NULL;
+    http = http ? http_buf : NULL;
     if (node)
         return bind && seed ? run_node(bind, seed, data, http) : 2;
     if (rate < 0) /* not given: 400 a second (the short run 200), the benchmark unpaced */

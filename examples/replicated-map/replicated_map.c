@@ -5,7 +5,8 @@
                                                     run a node on 127.0.0.1:PORT until Ctrl-C
                                                     (--http: its management endpoint, with
                                                     /metrics and /cluster/replicators)
-      replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT
+      replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT (or at
+                                                    HOST:PORT, tcp://HOST:PORT: every command)
       replicated-map get  PORT [KEY] [CONS]         read (the whole map, or one key)
       replicated-map del  PORT KEY [CONS]           remove a key
       replicated-map wait PORT N                    wait (10 s at most) until the node has N peers
@@ -143,8 +144,12 @@ static int print_entry(const void *key, size_t len, const shoal_crdt_t *value, v
 static int client_command(int argc, char **argv)
 {
     const char *cmd = argv[1];
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", argv[2]);
+    /* a port on 127.0.0.1, or HOST:PORT / tcp://HOST:PORT (cli.h, NODE ADDRESSES) */
+    char ep[300], why[400];
+    if (cli_node_address(argv[2], ep, sizeof ep, why, sizeof why) != 0) {
+        fprintf(stderr, "replicated-map: NODE %s (or a port on 127.0.0.1)\n", why);
+        return 2;
+    }
     int err = 0;
     shoal_client_t *c = shoal_client_new(ep, 3000, &err);
     if (!c) {
@@ -157,8 +162,11 @@ static int client_command(int argc, char **argv)
         if (parse_consistency(argc > 5 ? argv[5] : NULL, &cons) < 0)
             rc = SHOAL_EINVAL;
         else {
-            shoal_client_op_t op = {.type = "LWWMap", .op = "put", .key2 = argv[3],
-                                    .key2_len = strlen(argv[3]), .value = argv[4],
+            shoal_client_op_t op = {.type = "LWWMap",
+                                    .op = "put",
+                                    .key2 = argv[3],
+                                    .key2_len = strlen(argv[3]),
+                                    .value = argv[4],
                                     .value_len = strlen(argv[4])};
             rc = shoal_client_update(c, "", MAP_KEY, &cons, &op);
         }
@@ -166,8 +174,8 @@ static int client_command(int argc, char **argv)
         if (parse_consistency(argc > 4 ? argv[4] : NULL, &cons) < 0)
             rc = SHOAL_EINVAL;
         else {
-            shoal_client_op_t op = {.type = "LWWMap", .op = "remove", .key2 = argv[3],
-                                    .key2_len = strlen(argv[3])};
+            shoal_client_op_t op = {
+                .type = "LWWMap", .op = "remove", .key2 = argv[3], .key2_len = strlen(argv[3])};
             rc = shoal_client_update(c, "", MAP_KEY, &cons, &op);
         }
     } else if (strcmp(cmd, "wait") == 0 && argc >= 4) {
@@ -245,21 +253,26 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "node") == 0) {
         /* --http SPEC may come anywhere after PORT; the other arguments are peer ports */
         const char *http = NULL;
+        static char http_buf[300];
+        char why[400];
         int n = 0;
         for (int i = 3; i < argc; i++) {
             if (strcmp(argv[i], "--http") != 0) {
                 argv[3 + n++] = argv[i];
-            } else if (i + 1 < argc && shoal_http_parse(argv[i + 1], NULL, 0, NULL) == 0) {
-                http = argv[++i];
+            } else if (i + 1 < argc && cli_http_address(argv[i + 1], http_buf, sizeof http_buf, why,
+                                                        sizeof why) == 0) {
+                http = http_buf;
+                i++;
             } else {
-                fprintf(stderr, "replicated-map: --http takes [HOST:]PORT\n");
+                fprintf(stderr, "replicated-map: --http %s\n",
+                        i + 1 < argc ? why : "takes [HOST:]PORT");
                 return 2;
             }
         }
         return run_node(argv[2], n, argv + 3, http);
     }
-    if (strcmp(argv[1], "put") != 0 && strcmp(argv[1], "get") != 0 &&
-        strcmp(argv[1], "del") != 0 && strcmp(argv[1], "wait") != 0) {
+    if (strcmp(argv[1], "put") != 0 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "del") != 0 &&
+        strcmp(argv[1], "wait") != 0) {
         fprintf(stderr, "replicated-map: unknown command '%s'\n", argv[1]);
         usage(stderr);
         return 2;

@@ -64,14 +64,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROLE "judge"
-#define MAX_NODES 8       /* judge nodes at the start (--nodes); one more joins */
+#define ROLE           "judge"
+#define MAX_NODES      8     /* judge nodes at the start (--nodes); one more joins */
 #define ASK_TIMEOUT_MS 10000 /* a judge in handoff answers late, not never */
 
 static volatile sig_atomic_t stop;
 static shoal_region_t *judge_r, *reader_r;
 static int redis_port;
-static int node_index; /* this judge node's number (1..), for the witnesses */
+static int node_index;   /* this judge node's number (1..), for the witnesses */
 static FILE *events_out; /* <dir>/node<i>.events (judge nodes) */
 
 static int64_t mono_us(void)
@@ -334,7 +334,8 @@ static redisContext *redis_open(int port)
    refused at once ends the batch there: the later events of its game must not overtake it. */
 static bool judge_batch(const redisReply *entries, char *newest, size_t cap)
 {
-    batch_t b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0}; /* 1: held until every ask is out */
+    batch_t b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1,
+                 0}; /* 1: held until every ask is out */
     for (size_t i = 0; i < entries->elements; i++) {
         const redisReply *ent = entries->element[i];
         if (ent->type != REDIS_REPLY_ARRAY || ent->elements < 2 ||
@@ -513,8 +514,8 @@ static int node_start(node_t *n, const char *bind, const char *seed, bool judge)
     shoal_sharding_settings_fast(&s);
     s.role = ROLE;
     s.passivation.idle_timeout_ms = 0;
-    reader_r = shoal_daemon_start(n->sh, "reader", (uint32_t)partitions, &s, &reader_fns, NULL,
-                                  500, &err);
+    reader_r =
+        shoal_daemon_start(n->sh, "reader", (uint32_t)partitions, &s, &reader_fns, NULL, 500, &err);
     if (!judge_r || !reader_r) {
         fprintf(stderr, "session-judge: regions: %s\n", shoal_strerror(err));
         return -1;
@@ -618,8 +619,9 @@ static pid_t spawn_node(int idx, int port, const char *seed)
     snprintf(rp, sizeof rp, "%d", redis_port);
     snprintf(ix, sizeof ix, "%d", idx);
     snprintf(parts, sizeof parts, "%d", partitions);
-    char *argv[] = {self_path, "--node", "--bind", bind, "--seed", (char *)seed, "--redis", rp,
-                    "--index", ix, "--partitions", parts, "--dir", run_dir, NULL};
+    char *argv[] = {self_path,      "--node",  "--bind", bind,      "--seed",
+                    (char *)seed,   "--redis", rp,       "--index", ix,
+                    "--partitions", parts,     "--dir",  run_dir,   NULL};
     return spawn(log, argv);
 }
 
@@ -747,8 +749,7 @@ static void *writer_main(void *arg)
             else
                 snprintf(action, sizeof action, "move");
             redisAppendCommand(w->c, "XADD events:%u * game %s seq %d player %d action %s",
-                               partition_of(game, (unsigned)partitions), game, seq, player,
-                               action);
+                               partition_of(game, (unsigned)partitions), game, seq, player, action);
             burst++;
         }
         for (int i = 0; i < burst; i++) {
@@ -837,8 +838,9 @@ static void read_witnesses(witness_t *w, int nodes, int games, int events, int b
                     recs = m, cap *= 2;
                 }
                 recs[n++] = r;
-            } else if (sscanf(line, "moved %63s %63s %d %d %lld", type, shard, &from, &to,
-                              &at) == 5 && at <= until_us) {
+            } else if (sscanf(line, "moved %63s %63s %d %d %lld", type, shard, &from, &to, &at) ==
+                           5 &&
+                       at <= until_us) {
                 /* (the moves of the final shutdown, when every node leaves, are not the run's) */
                 int t = !strcmp(type, "reader");
                 int fi = from - base, ti = to - base; /* node i listens on base + i; 0: none */
@@ -945,8 +947,8 @@ static int run_driver(int games, int events, int nodes, int duration_ms, int bas
     char rport[16], log[300];
     snprintf(rport, sizeof rport, "%d", redis_port);
     snprintf(log, sizeof log, "%s/redis.log", run_dir);
-    char *rargv[] = {"redis-server", "--port", rport, "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--dir", run_dir, NULL};
+    char *rargv[] = {"redis-server", "--port", rport,   "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no",     "--dir", run_dir,  NULL};
     pid_t redis = spawn(log, rargv);
     redisContext *c = NULL;
     for (int i = 0; i < 100 && !c; i++) {
@@ -960,16 +962,18 @@ static int run_driver(int games, int events, int nodes, int duration_ms, int bas
         }
     }
     if (!c) {
-        fprintf(stderr, "session-judge: redis-server did not start (is it installed? "
-                        "sh tools/install-deps.sh installs it) — see %s\n", log);
+        fprintf(stderr,
+                "session-judge: redis-server did not start (is it installed? "
+                "sh tools/install-deps.sh installs it) — see %s\n",
+                log);
         if (redis > 0) {
             kill(redis, SIGKILL);
             waitpid(redis, NULL, 0);
         }
         return 1;
     }
-    printf("redis-server on port %d: the log is %d streams events:0..%d\n", redis_port,
-           partitions, partitions - 1);
+    printf("redis-server on port %d: the log is %d streams events:0..%d\n", redis_port, partitions,
+           partitions - 1);
     double base_rate = bench ? redis_baseline(c, 20000) : 0;
     char seed[64];
     snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", base);
@@ -1042,10 +1046,10 @@ static int run_driver(int games, int events, int nodes, int duration_ms, int bas
             redisReply *o = redisCommand(c, "GET offset:%d", p);
             bool empty = !a || a->type != REDIS_REPLY_ARRAY || a->elements == 0;
             const redisReply *id = empty ? NULL : a->element[0];
-            caught_up = empty ||
-                        (o && o->type == REDIS_REPLY_STRING && id->type == REDIS_REPLY_ARRAY &&
-                         id->elements > 0 && id->element[0]->type == REDIS_REPLY_STRING &&
-                         !strcmp(o->str, id->element[0]->str));
+            caught_up =
+                empty || (o && o->type == REDIS_REPLY_STRING && id->type == REDIS_REPLY_ARRAY &&
+                          id->elements > 0 && id->element[0]->type == REDIS_REPLY_STRING &&
+                          !strcmp(o->str, id->element[0]->str));
             freeReplyObject(a);
             freeReplyObject(o);
         }
@@ -1145,8 +1149,7 @@ static int run_driver(int games, int events, int nodes, int duration_ms, int bas
            "after a failed save%s\n",
            wit.rec_gaps, wit.rec_missing, wit.rejudged,
            wit.read_ok ? "" : " (a node's witness file is missing)");
-    printf("shard moves (shard-moved events until all was judged): judge %ld:",
-           wit.shard_moves[0]);
+    printf("shard moves (shard-moved events until all was judged): judge %ld:", wit.shard_moves[0]);
     print_from_to(wit.shard_from_to[0]);
     printf("; reader %ld:", wit.shard_moves[1]);
     print_from_to(wit.shard_from_to[1]);
@@ -1191,11 +1194,12 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]\n"
-               "                     [--base-port B] [--short] [--bench] [--keep]\n"
-               "       session-judge --node --bind EP --seed EP --redis PORT --index I\n"
-               "                     --partitions P --dir DIR [--http [HOST:]PORT]\n"
-               "       session-judge --help | --version\n");
+    fprintf(f,
+            "usage: session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]\n"
+            "                     [--base-port B] [--short] [--bench] [--keep]\n"
+            "       session-judge --node --bind EP --seed EP --redis PORT --index I\n"
+            "                     --partitions P --dir DIR [--http [HOST:]PORT]\n"
+            "       session-judge --help | --version\n");
 }
 
 /* A whole decimal number in [lo, hi], else false. */
@@ -1245,7 +1249,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--dir"))
             dir = v, i++;
         else if (!strcmp(a, "--http"))
-            good = shoal_http_parse(v, NULL, 0, NULL) == 0, http = v, i++;
+            http = v, i++;
         else if (!strcmp(a, "--base-port")) /* B + 20 (redis) still a port */
             good = number(v, 1, 65535 - 20, &base_port), i++;
         else if (!strcmp(a, "--redis"))
@@ -1255,14 +1259,27 @@ int main(int argc, char **argv)
         else
             good = false;
         if (!good) {
-            fprintf(stderr, "session-judge: bad option or value: %s%s%s (--games 1..100000, "
-                            "--events-per-game 1..1000000, --partitions 1..64, --nodes 2..%d, "
-                            "--base-port 1..65515)\n",
+            fprintf(stderr,
+                    "session-judge: bad option or value: %s%s%s (--games 1..100000, "
+                    "--events-per-game 1..1000000, --partitions 1..64, --nodes 2..%d, "
+                    "--base-port 1..65515)\n",
                     a, v ? " " : "", v ? v : "", MAX_NODES);
             usage(stderr);
             return 2;
         }
     }
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    static char bind_buf[300], seed_buf[300], http_buf[300];
+    char awhy[400];
+    if (bind && cli_node_address(bind, bind_buf, sizeof bind_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --bind %s\n", "session-judge", awhy), 2;
+    if (seed && cli_node_address(seed, seed_buf, sizeof seed_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --seed %s\n", "session-judge", awhy), 2;
+    if (http && cli_http_address(http, http_buf, sizeof http_buf, awhy, sizeof awhy) != 0)
+        return fprintf(stderr, "%s: --http %s\n", "session-judge", awhy), 2;
+    bind = bind ? bind_buf : NULL;
+    seed = seed ? seed_buf : NULL;
+    http = http ? http_buf : NULL;
     if ((long)games * events > 100000000L) {
         fprintf(stderr, "session-judge: --games x --events-per-game at most 100,000,000\n");
         return 2;

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SEEDS 16
+#define MAX_SEEDS            16
 #define STATE_ASK_TIMEOUT_MS 5000
 
 static volatile sig_atomic_t stop_requested;
@@ -223,7 +223,10 @@ static void reply_text(shoal_system_t *sys, const shoal_reply_to_t *to, uint16_t
     va_start(ap, fmt);
     int n = vsnprintf(b, sizeof b, fmt, ap);
     va_end(ap);
-    shoal_system_reply(sys, to, kind, b, n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+    shoal_system_reply(sys, to, kind, b,
+                       n < 0                  ? 0
+                       : (size_t)n < sizeof b ? (size_t)n
+                                              : sizeof b - 1);
 }
 
 /* Sends waiting for their entity's confirmation (node thread only). */
@@ -488,7 +491,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
-            return cli_refuse(usage, "chaos-node: '%s' without a value (every option takes one)", a);
+            return cli_refuse(usage, "chaos-node: '%s' without a value (every option takes one)",
+                              a);
         const char *v = argv[++i];
         if (!strcmp(a, "--index"))
             node_index = atoi(v);
@@ -510,13 +514,28 @@ int main(int argc, char **argv)
             fault = v;
         else if (!strcmp(a, "--protocol-version"))
             protocol_pin = (unsigned)atoi(v);
-        else if (!strcmp(a, "--http") && shoal_http_parse(v, NULL, 0, NULL) == 0)
+        else if (!strcmp(a, "--http"))
             http = v;
         else
             return cli_refuse(usage, "chaos-node: unknown option or bad value: '%s %s'", a, v);
     }
     if (!bind || !data || !logpath)
         return cli_refuse(usage, "chaos-node: --bind, --data and --log are required");
+    /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
+    static char bind_buf[300], seed_buf[MAX_SEEDS][300], http_buf[300];
+    char awhy[400];
+    if (cli_node_address(bind, bind_buf, sizeof bind_buf, awhy, sizeof awhy) != 0)
+        return cli_refuse(usage, "chaos-node: --bind %s", awhy);
+    bind = bind_buf;
+    for (size_t k = 0; k < n_seeds; k++) {
+        if (cli_node_address(seeds[k], seed_buf[k], sizeof seed_buf[k], awhy, sizeof awhy) != 0)
+            return cli_refuse(usage, "chaos-node: --seed %s", awhy);
+        seeds[k] = seed_buf[k];
+    }
+    if (http && cli_http_address(http, http_buf, sizeof http_buf, awhy, sizeof awhy) != 0)
+        return cli_refuse(usage, "chaos-node: --http %s", awhy);
+    if (http)
+        http = http_buf;
     if (shards == 0)
         return cli_refuse(usage, "chaos-node: --shards must be at least 1");
     if (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default"))
@@ -524,8 +543,8 @@ int main(int argc, char **argv)
                           timing);
     if (discover) {
         char why[300];
-        if (n_seeds || shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why,
-                                             sizeof why) < 0) {
+        if (n_seeds ||
+            shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why, sizeof why) < 0) {
             fprintf(stderr, "chaos-node: --discover: %s\n",
                     n_seeds ? "give no --seed with it" : why);
             return 2;
