@@ -17,7 +17,8 @@ static int seed_index(shoal_cluster_t *c, const shoal_node_t *n);
 
 /* Connects to every seed; those already handshaken get an InitJoin now, the others when their
    handshake completes (on_peer). */
-void send_init_join(shoal_cluster_t *c)
+/* InitJoin to one seed: "who are you, may I join?" (its answer: on_init_join_ack/_nack) */
+static void init_join_to(shoal_cluster_t *c, const shoal_node_t *seed, const char *when)
 {
     Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
     m.app_version = (char *)c->s.app_version;
@@ -25,6 +26,12 @@ void send_init_join(shoal_cluster_t *c)
         m.protocol_min = SHOAL_PROTOCOL_MIN;
         m.protocol_max = SHOAL_PROTOCOL_MAX;
     }
+    shoal_debug("%s: InitJoin to seed %s (%s)", shoal_node_id(c->self), shoal_node_id(seed), when);
+    cluster_send(c, seed, K_INIT_JOIN, &m.base);
+}
+
+void send_init_join(shoal_cluster_t *c)
+{
     for (size_t i = 0; i < c->n_seeds; i++) {
         if (is_seed_self(c, c->seeds[i]))
             continue;
@@ -35,9 +42,7 @@ void send_init_join(shoal_cluster_t *c)
         if (up)
             seed_index(c, up);
         if (c->seed_known[i]) {
-            shoal_debug("%s: InitJoin to seed %s", shoal_node_id(c->self),
-                        shoal_node_id(c->seed_known[i]));
-            cluster_send(c, c->seed_known[i], K_INIT_JOIN, &m.base);
+            init_join_to(c, c->seed_known[i], "a round of the join");
         } else {
             shoal_debug("%s: seed %s not connected yet: InitJoin when its handshake is done",
                         shoal_node_id(c->self), c->seeds[i]);
@@ -166,15 +171,8 @@ void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *nod
         endpoint_of(node, ep, sizeof ep);
         zhash_update(c->peer_at, ep, (void *)node);
     }
-    if (c->joining && is_seed_node(c, node)) {
-        Shoal__Cluster__InitJoin m = SHOAL__CLUSTER__INIT_JOIN__INIT;
-        m.app_version = (char *)c->s.app_version;
-        if (SHOAL_PROTOCOL_MAX > 1) {
-            m.protocol_min = SHOAL_PROTOCOL_MIN;
-            m.protocol_max = SHOAL_PROTOCOL_MAX;
-        }
-        cluster_send(c, node, K_INIT_JOIN, &m.base);
-    }
+    if (c->joining && is_seed_node(c, node))
+        init_join_to(c, node, "its handshake just completed");
     /* a member that connects and has not seen the current state gets it now (a cold start of
        50 members sends about 1,200 of these whole; a digest-only status instead saved the bytes
        but added a round trip per connection and was not faster on two busy cores) */
@@ -238,7 +236,7 @@ void on_init_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Clu
         a.refused = why;
     }
     shoal_debug("%s: InitJoin from %s: Ack (%s, this node %s)", shoal_node_id(c->self),
-                shoal_node_id(from), a.refused ? a.refused : "welcome",
+                shoal_node_id(from), a.refused && *a.refused ? a.refused : "welcome",
                 shoal_member_status_name(st));
     cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
 }

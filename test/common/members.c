@@ -44,3 +44,25 @@ int tmember_start(const char *endpoint, const shoal_cluster_settings_t *s, shoal
         return err;
     return shoal_cluster_follow(*cl, *data);
 }
+
+int tmember_start_joined(const char *endpoint, const shoal_cluster_settings_t *s, const char *seed,
+                         shoal_system_t **sys, shoal_cluster_t **cl, shoal_replicator_t **data)
+{
+    int rc = tmember_start(endpoint, s, sys, cl, data);
+    if (rc == 0)
+        rc = seed ? shoal_cluster_join(*cl, &seed, 1) : shoal_cluster_join(*cl, NULL, 0);
+    return rc;
+}
+
+bool tmember_all_up(shoal_cluster_t *cl, int n)
+{
+    shoal_cluster_view_t v;
+    if (shoal_cluster_view(cl, &v) != 0)
+        return false;
+    int up = 0;
+    for (size_t k = 0; k < v.n_members; k++)
+        up += v.members[k].status == SHOAL_MEMBER_UP;
+    bool ok = (int)v.n_members == n && up == n;
+    shoal_cluster_view_free(&v);
+    return ok;
+}

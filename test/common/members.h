@@ -20,4 +20,11 @@ void tmember_data_settings(shoal_replicator_settings_t *s);
 int tmember_start(const char *endpoint, const shoal_cluster_settings_t *s, shoal_system_t **sys,
                   shoal_cluster_t **cl, shoal_replicator_t **data);
 
+/* tmember_start, then a join: through `seed`, or forming a cluster alone when seed is NULL. */
+int tmember_start_joined(const char *endpoint, const shoal_cluster_settings_t *s, const char *seed,
+                         shoal_system_t **sys, shoal_cluster_t **cl, shoal_replicator_t **data);
+
+/* The member's view has exactly `n` members, every one Up (reachable or not). */
+bool tmember_all_up(shoal_cluster_t *cl, int n);
+
 #endif

@@ -53,27 +53,16 @@ static int teardown(void **state)
 
 static void start_member(int i, const shoal_cluster_settings_t *s)
 {
-    int rc = tmember_start(eps[i], s, &nodes[i].sys, &nodes[i].cl, &nodes[i].data);
+    int rc = tmember_start_joined(eps[i], s, i ? eps[0] : NULL, &nodes[i].sys, &nodes[i].cl,
+                                  &nodes[i].data);
     if (rc != 0)
         fail_msg("node %d cannot start at %s: %s", i, eps[i], shoal_strerror(rc));
-    const char *seed = eps[0];
-    assert_int_equal(i == 0 ? shoal_cluster_join(nodes[i].cl, NULL, 0)
-                            : shoal_cluster_join(nodes[i].cl, &seed, 1),
-                     0);
 }
 
 /* Node i's view has `n` members, every one Up (reachable or not). */
 static bool view_has_up(int i, int n)
 {
-    shoal_cluster_view_t v;
-    if (shoal_cluster_view(nodes[i].cl, &v) != 0)
-        return false;
-    int up = 0;
-    for (size_t k = 0; k < v.n_members; k++)
-        up += v.members[k].status == SHOAL_MEMBER_UP;
-    bool ok = (int)v.n_members == n && up == n;
-    shoal_cluster_view_free(&v);
-    return ok;
+    return tmember_all_up(nodes[i].cl, n);
 }
 
 static bool first_seed_up_alone(void *arg)

@@ -65,6 +65,17 @@ static bool logged_pred(void *arg)
     return logged(arg);
 }
 
+/* waits for a line containing `what`; on a timeout the log goes with the failure */
+static void must_log(const char *what, int timeout_ms)
+{
+    if (wait_until(logged_pred, (void *)what, timeout_ms))
+        return;
+    pthread_mutex_lock(&log_mu);
+    fprintf(stderr, "no line with \"%s\"; the log:\n%s\n", what, log_text ? log_text : "");
+    pthread_mutex_unlock(&log_mu);
+    fail();
+}
+
 static void stop_nodes(void)
 {
     for (int i = 0; i < 3; i++) {
@@ -91,32 +102,17 @@ static int teardown(void **state)
 static void start_member(int i, const shoal_cluster_settings_t *s)
 {
     snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", tfree_port());
-    int rc = tmember_start(eps[i], s, &nodes[i].sys, &nodes[i].cl, &nodes[i].data);
+    int rc = tmember_start_joined(eps[i], s, i ? eps[0] : NULL, &nodes[i].sys, &nodes[i].cl,
+                                  &nodes[i].data);
     if (rc != 0)
         fail_msg("node %d cannot start at %s: %s", i, eps[i], shoal_strerror(rc));
-    const char *seed = eps[0];
-    assert_int_equal(i == 0 ? shoal_cluster_join(nodes[i].cl, NULL, 0)
-                            : shoal_cluster_join(nodes[i].cl, &seed, 1),
-                     0);
-}
-
-static bool view_has_up(int i, int n)
-{
-    shoal_cluster_view_t v;
-    if (shoal_cluster_view(nodes[i].cl, &v) != 0)
-        return false;
-    int up = 0;
-    for (size_t k = 0; k < v.n_members; k++)
-        up += v.members[k].status == SHOAL_MEMBER_UP;
-    bool ok = (int)v.n_members == n && up == n;
-    shoal_cluster_view_free(&v);
-    return ok;
 }
 
 static bool three_up(void *arg)
 {
     (void)arg;
-    return view_has_up(0, 3) && view_has_up(1, 3) && view_has_up(2, 3);
+    return tmember_all_up(nodes[0].cl, 3) && tmember_all_up(nodes[1].cl, 3) &&
+           tmember_all_up(nodes[2].cl, 3);
 }
 
 static void test_join_cut_and_leave_at_debug(void **state)
@@ -132,9 +128,9 @@ static void test_join_cut_and_leave_at_debug(void **state)
     int t = 20000 * tscale();
     assert_true(wait_until(three_up, NULL, t));
     /* the join: what the joiners sent, what the seed answered, the leader's convergence */
-    assert_true(wait_until(logged_pred, "InitJoin to seed", t));
-    assert_true(logged(": Ack (welcome, this node Up)"));
-    assert_true(logged("(leader): converged: leader actions run"));
+    must_log("InitJoin to seed", t);
+    must_log(": Ack (welcome, this node Up)", t);
+    must_log("(leader): converged: leader actions run", t);
 
     /* node 2 cut off both ways: the resolver's inputs, then its decision (keep-majority: the two
        down node 2) */
@@ -142,13 +138,12 @@ static void test_join_cut_and_leave_at_debug(void **state)
     assert_int_equal(shoal_system_fault(nodes[0].sys, eps[2], &cut), 0);
     assert_int_equal(shoal_system_fault(nodes[1].sys, eps[2], &cut), 0);
     assert_int_equal(shoal_system_fault(nodes[2].sys, NULL, &cut), 0);
-    assert_true(wait_until(logged_pred, "split-brain resolver: the unreachable members changed to 1",
-                           t));
-    assert_true(wait_until(logged_pred, "keep-majority; decision: down-unreachable, 1 to down", t));
+    must_log("split-brain resolver: the unreachable members changed to 1", t);
+    must_log("keep-majority; decision: down-unreachable, 1 to down", t);
 
     /* the leave of node 1: the leader's moves show */
     assert_int_equal(shoal_cluster_leave(nodes[1].cl, shoal_system_self(nodes[1].sys)), 0);
-    assert_true(wait_until(logged_pred, "-> Exiting", t));
+    must_log("-> Exiting", t);
 }
 
 int main(void)
