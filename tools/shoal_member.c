@@ -432,11 +432,8 @@ int main(int argc, char **argv)
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
             shoal_config_replicator(cfg, &rs, err, sizeof err) < 0 ||
             shoal_config_http(cfg, &hs, err, sizeof err) < 0) {
-            /* the loader's messages name the file already */
-            if (*err)
-                fprintf(stderr, "shoal-member: %s\n", err);
-            else
-                fprintf(stderr, "shoal-member: %s: invalid\n", config_path);
+            /* the loader's messages name the file; a section's (a bad value) gets it here */
+            cli_config_refused("shoal-member", config_path, err);
             shoal_config_destroy(&cfg);
             return 1;
         }
