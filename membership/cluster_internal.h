@@ -358,6 +358,7 @@ void gossip_tick(shoal_system_t *sys, void *arg);
 bool is_seed_self(const shoal_cluster_t *c, const char *seed);
 void send_init_join(shoal_cluster_t *c);
 void form_alone(shoal_cluster_t *c, const char *why);
+void seed_resolve(const char *seed, char *out, size_t cap);
 void set_seeds(shoal_cluster_t *c, const char *const *seeds, size_t n, bool keep_answers);
 void on_peer(shoal_system_t *sys, shoal_peer_event_t ev, const shoal_node_t *node,
              const shoal_node_t *old, uint64_t count, void *arg);

@@ -5,6 +5,10 @@
 #include "cluster_internal.h"
 #include "cluster.pb-c.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
 /* ---------------------------------------------------------------------------------------------
  * Joining
  */
@@ -92,8 +96,62 @@ static bool every_other_seed_nacked(const shoal_cluster_t *c)
     return others > 0;
 }
 
-/* Replaces the seed list. keep_answers: a seed still in the list keeps its known incarnation and
-   its answer (discovery's contact points, resolved again and again). */
+/* A seed named by a host name ("tcp://localhost:2552", from seed-nodes in a configuration file or
+   a join call) becomes "tcp://ADDRESS:PORT", the name's first IPv4 address (else its first IPv6
+   one, in brackets), as shoal_system_new does for a bind and cli_node_address (tools/cli.h) for
+   the programs' flags: a member's node id records the address it bound, so a seed kept as a name
+   would never be recognised as that member (the first seed would not see itself and form the
+   cluster, an answering seed would not count as one). An address literal, an ipc:// endpoint and
+   a name that does not resolve are kept as they are (libzmq dials a name itself; the node id
+   does not match it, so only its answer as a contact is lost). Resolved once, when the seed list
+   is set. */
+void seed_resolve(const char *seed, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", seed);
+    if (strncmp(seed, "tcp://", 6) != 0 || seed[6] == '[')
+        return;
+    const char *h = seed + 6, *colon = strrchr(h, ':');
+    char host[256];
+    if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
+        return;
+    memcpy(host, h, (size_t)(colon - h));
+    host[colon - h] = 0;
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, tmp) == 1 || inet_pton(AF_INET6, host, tmp) == 1)
+        return;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0) {
+        shoal_warning("membership: seed %s: the host name does not resolve; dialled as it is",
+                      seed);
+        return;
+    }
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET)
+            pick = ai;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6)
+            pick = ai;
+    char lit[INET6_ADDRSTRLEN] = "";
+    if (pick && pick->ai_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
+                  lit, sizeof lit);
+    else if (pick)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr,
+                  lit, sizeof lit);
+    bool v6 = pick && pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    char buf[300];
+    if (*lit && (size_t)snprintf(buf, sizeof buf, v6 ? "tcp://[%s]%s" : "tcp://%s%s", lit, colon) <
+                    sizeof buf) {
+        snprintf(out, cap, "%s", buf);
+        shoal_debug("membership: seed %s is %s", seed, out);
+    }
+}
+
+/* Replaces the seed list (host names resolved: seed_resolve). keep_answers: a seed still in the
+   list keeps its known incarnation and its answer (discovery's contact points, resolved again and
+   again). */
 void set_seeds(shoal_cluster_t *c, const char *const *seeds, size_t n, bool keep_answers)
 {
     char **s = calloc(n + 1, sizeof *s);
@@ -102,10 +160,12 @@ void set_seeds(shoal_cluster_t *c, const char *const *seeds, size_t n, bool keep
     if (!s || !known || !nacked)
         abort();
     for (size_t i = 0; i < n; i++) {
-        if (!(s[i] = strdup(seeds[i])))
+        char resolved[300];
+        seed_resolve(seeds[i], resolved, sizeof resolved);
+        if (!(s[i] = strdup(resolved)))
             abort();
         for (size_t j = 0; keep_answers && j < c->n_seeds; j++)
-            if (strcmp(c->seeds[j], seeds[i]) == 0) {
+            if (strcmp(c->seeds[j], s[i]) == 0) {
                 known[i] = c->seed_known[j];
                 nacked[i] = c->seed_nacked[j];
             }

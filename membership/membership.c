@@ -222,6 +222,12 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     c->protocol = SHOAL_PROTOCOL_MIN; /* until this node is in a cluster */
     c->s.roles = own_list(c, s->roles, s->n_roles);
     c->s.seed_nodes = own_list(c, s->seed_nodes, s->n_seed_nodes);
+    for (size_t i = 0; i < s->n_seed_nodes; i++) { /* host names resolved here, not on the loop */
+        char resolved[300];
+        seed_resolve(c->s.seed_nodes[i], resolved, sizeof resolved);
+        if (strcmp(resolved, c->s.seed_nodes[i]) != 0)
+            ((const char **)c->s.seed_nodes)[i] = own(c, resolved);
+    }
     c->s.sbr_role = own(c, s->sbr_role);
     c->s.heartbeat_endpoint = own(c, s->heartbeat_endpoint);
     c->s.durable_id = own(c, s->durable_id);
@@ -249,7 +255,7 @@ shoal_cluster_t *shoal_cluster_new(shoal_system_t *sys, const shoal_cluster_sett
     if (!c->seeds || !c->seed_known || !c->seed_nacked)
         abort();
     for (size_t i = 0; i < s->n_seed_nodes; i++)
-        if (!(c->seeds[c->n_seeds++] = strdup(s->seed_nodes[i])))
+        if (!(c->seeds[c->n_seeds++] = strdup(c->s.seed_nodes[i])))
             abort();
 
     shoal_replicator_settings_t rs;

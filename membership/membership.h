@@ -231,7 +231,11 @@ typedef struct {
 
 typedef struct {
     /* shoal/cluster */
-    const char *const *seed_nodes; /* endpoints "tcp://host:port"; none: wait for a join call */
+    /* endpoints "tcp://host:port"; none: wait for a join call. A host name is resolved when the
+       list is taken (here and by shoal_cluster_join) to its first IPv4 address, else its first
+       IPv6 one, the address its node binds and its node id records (ddata.h, endpoint), so that
+       the seed is recognised as that member; a name that does not resolve is dialled as given. */
+    const char *const *seed_nodes;
     size_t n_seed_nodes;
     const char *const *roles;
     size_t n_roles;

@@ -359,10 +359,24 @@ static inline int cli_http_address(const char *in, char *out, size_t cap, char *
     return 0;
 }
 
+/* A configuration file refused: the loader's message, which names the key; the file's path
+   before it when the message does not name the file already. */
+static inline void cli_config_refused(const char *name, const char *path, const char *err)
+{
+    if (!err || !*err)
+        fprintf(stderr, "%s: %s: the configuration file is invalid\n", name, path ? path : "");
+    else if (path && !strstr(err, path))
+        fprintf(stderr, "%s: %s: %s\n", name, path, err);
+    else
+        fprintf(stderr, "%s: %s\n", name, err);
+}
+
 /* --config FILE for every program that starts a node: loads the ZPL file (docs/configuration.md)
    and lays it over the settings given (any may be NULL), as shoal-member does; the program's own
-   flags go over it afterwards. The config, or NULL with the loader's message on stderr (the
-   program exits 1). The strings the settings take live as long as the config: destroy it last. */
+   flags go over it afterwards (every program: payments, session-judge, replicated-map, chaos-node,
+   kvstore, counter-service; shoal-member its own way). The config, or NULL with the loader's
+   message on stderr, the file named (the program exits 1). The strings the settings take live as
+   long as the config: destroy it last. */
 static inline shoal_config_t *cli_config_node(const char *name, const char *path,
                                               shoal_system_settings_t *ss,
                                               shoal_cluster_settings_t *cs,
@@ -378,7 +392,7 @@ static inline shoal_config_t *cli_config_node(const char *name, const char *path
         (cs && shoal_config_cluster(cfg, cs, err, sizeof err) < 0) ||
         (rs && shoal_config_replicator(cfg, rs, err, sizeof err) < 0) ||
         (hs && shoal_config_http(cfg, hs, err, sizeof err) < 0)) {
-        fprintf(stderr, "%s: %s\n", name, *err ? err : "the configuration file is invalid");
+        cli_config_refused(name, path, err);
         shoal_config_destroy(&cfg);
         return NULL;
     }

@@ -2,12 +2,15 @@
     cluster, serves the operator tool (shoal-cluster) and the replicator's client requests, and
     prints one line per cluster event.
 
-      shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]
+      shoal-member [--bind ENDPOINT] [--seed ENDPOINT]... [--discover NAME]
                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast] [--quiet]
                    [--http-host NAME]... [--http-token-file PATH] [--http-token-reads]
                    [--http-tls-cert PATH --http-tls-key PATH]
 
-    --bind     where the node listens (default tcp://127.0.0.1:2552)
+    ENDPOINT   HOST:PORT | tcp://HOST:PORT (HOST an address or a name: a name is resolved to its
+               first IPv4 address, else IPv6, which the node binds and its node id records;
+               [V6]:PORT for IPv6; cli.h, NODE ADDRESSES), or ipc://PATH for --bind
+    --bind     where the node listens (default 127.0.0.1:2552)
     --seed     a seed node's endpoint, repeatable; list this node's own endpoint first to let it
                form a new cluster when no other seed answers. Without seeds the node waits for
                `shoal-cluster join SEED`.
@@ -15,8 +18,8 @@
                records, one port) or srv:_shoal._tcp.NAME (SRV records); the nameserver is the
                system's, or SHOAL_DNS_RESOLVER=IPv4:PORT. Bind on the address the name gives.
     --role     a role of this member, repeatable
-    --config   a ZPL settings file (shoal/remote/..., shoal/cluster/...); the options above
-               override what it sets
+    --config   a ZPL settings file (shoal/remote/..., shoal/cluster/..., shoal/management/http/...);
+               the options here override what it sets; its seed-nodes may name hosts too
     --http     serve the management endpoint (docs/operations.md: /cluster/members,
                /health/ready, /health/alive, /metrics, ...) on HOST:PORT; HOST defaults to
                127.0.0.1. Off without it.
@@ -79,13 +82,16 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: shoal-member [--bind tcp://HOST:PORT] [--seed ENDPOINT]... [--discover NAME]\n"
+            "usage: shoal-member [--bind ENDPOINT] [--seed ENDPOINT]... [--discover NAME]\n"
             "                    [--role NAME]... [--config FILE] [--http [HOST:]PORT] [--fast]\n"
             "                    [--quiet] [--allow-from CIDR]... [--insecure]\n"
             "                    [--http-host NAME]... [--http-token-file PATH]\n"
             "                    [--http-token-reads] [--http-tls-cert PATH --http-tls-key PATH]\n"
             "       shoal-member --help | --version\n"
-            "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n" CLI_NODE_ACCESS_USAGE);
+            "       ENDPOINT: HOST:PORT | tcp://HOST:PORT (HOST an address or a name)\n"
+            "       NAME: dns:HOST:PORT or srv:_shoal._tcp.HOST\n"
+            "       --config FILE: settings under the flags, which win over it\n"
+            CLI_NODE_ACCESS_USAGE);
 }
 
 static void sleep_ms(int ms)
@@ -426,11 +432,8 @@ int main(int argc, char **argv)
             shoal_config_cluster(cfg, &cs, err, sizeof err) < 0 ||
             shoal_config_replicator(cfg, &rs, err, sizeof err) < 0 ||
             shoal_config_http(cfg, &hs, err, sizeof err) < 0) {
-            /* the loader's messages name the file already */
-            if (*err)
-                fprintf(stderr, "shoal-member: %s\n", err);
-            else
-                fprintf(stderr, "shoal-member: %s: invalid\n", config_path);
+            /* the loader's messages name the file; a section's (a bad value) gets it here */
+            cli_config_refused("shoal-member", config_path, err);
             shoal_config_destroy(&cfg);
             return 1;
         }

@@ -8,7 +8,8 @@
                            [--allow-from CIDR]... [--insecure]
     An ENDPOINT is HOST:PORT or tcp://HOST:PORT, HOST an address or a name (resolved: the node id
     records the address); --config FILE: a ZPL settings file (shoal/remote/..., shoal/cluster/...,
-    shoal/management/http/...) read before the flags, which override it.
+    shoal/cluster/sharding/... with its distributed-data, shoal/management/http/...) read before
+    the flags, which override it (--shards over number-of-shards).
       counter-service [--node ENDPOINT] [--timeout MS] tell TYPE ENTITY MESSAGE...
       counter-service [--node ENDPOINT] [--timeout MS] ask TYPE ENTITY MESSAGE...
       counter-service --help | --version
@@ -18,9 +19,9 @@
     keeps the entities' states, the remembered entities and the kept membership in LMDB there
     (without it they live in memory, on a majority of the members). --http serves the management
     endpoint (health probes, /metrics, /cluster/shards, the dashboard at /). --shards: the
-    number-of-shards of both types (100; every member must have the same). --fast: short timings
-    (rebalance every second instead of 10 s), for demos and tests. SIGINT/SIGTERM: the node
-    leaves the cluster gracefully (its shards are handed off first), exit 0.
+    number-of-shards of both types (the file's, else 100; every member must have the same). --fast:
+   short timings (rebalance every second instead of 10 s), for demos and tests. SIGINT/SIGTERM: the
+   node leaves the cluster gracefully (its shards are handed off first), exit 0.
 
     tell / ask: the message (the words after ENTITY, joined by spaces) to entity ENTITY of type
     TYPE, through the member at --node (default tcp://127.0.0.1:4001), whichever member hosts
@@ -291,7 +292,7 @@ static int run_node(int argc, char **argv)
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
     bool fast = false;
-    long shards = 100;
+    long shards = 0; /* 0: the file's number-of-shards, else 100 */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--bind") || !strcmp(a, "--seed") ||
@@ -434,6 +435,32 @@ static int run_node(int argc, char **argv)
         shoal_sharding_settings_fast(&s);
     else
         shoal_sharding_settings_default(&s);
+    /* --config FILE's shoal/cluster/sharding (and its distributed-data) over the defaults */
+    s.replicator_settings = &rs;
+    if (cfg) {
+        char cerr[512] = "";
+        uint32_t default_shards = s.number_of_shards;
+        s.number_of_shards = 0;
+        if (shoal_config_sharding(cfg, &s, cerr, sizeof cerr) < 0) {
+            cli_config_refused("counter-service", config_path, cerr);
+            shoal_sharding_destroy(&sharding);
+            shoal_cluster_destroy(&c);
+            shoal_system_destroy(&sys);
+            shoal_durable_close(&durable);
+            shoal_config_destroy(&cfg);
+            return EXIT_ANSWERED_ERROR;
+        }
+        if (!shards && s.number_of_shards)
+            shards = s.number_of_shards;
+        s.number_of_shards = default_shards;
+        if (s.replicator_settings != &rs) { /* the file's, with the store kept */
+            shoal_store_t *store = rs.store;
+            rs = *s.replicator_settings;
+            rs.store = store;
+        }
+    }
+    if (!shards)
+        shards = 100;
     s.number_of_shards = (uint32_t)shards;
     s.entity_state = true;
     s.remember_entities = true;

@@ -3,10 +3,17 @@
 
       payments [--payments N] [--nodes N] [--rate R] [--base-port P] [--short] [--bench]
                [--keep]                             the whole run (the driver)
-      payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]
+      payments --node --bind EP [--seed EP] --data DIR [--http [HOST:]PORT] [--config FILE]
                                                     one payment node (the driver starts them;
                                                     --http serves its management endpoint,
                                                     docs/operations.md)
+    EP: HOST:PORT or tcp://HOST:PORT (HOST an address or a name, resolved: the node id records
+    the address; cli.h, NODE ADDRESSES). --config FILE: a ZPL settings file (docs/configuration.md;
+    the sections shoal/remote, shoal/cluster, shoal/cluster/distributed-data,
+    shoal/cluster/sharding and shoal/management/http) read before the flags, which win over it.
+    The node keeps its role "pay" (the file's roles are added to it), its entity types' shard
+    counts, and its replicator's role, durable keys and store; --seed replaces the file's seeds
+    or discovery, and without --seed the file must name them.
       payments --help | --version
 
     THE FLOW of a payment is an entity of type "payment" (entity id = payment id) whose every step
@@ -378,16 +385,33 @@ typedef struct {
     shoal_metrics_t *http; /* --http: the management endpoint */
 } node_t;
 
-static void type_settings(shoal_sharding_settings_t *s, uint32_t shards, bool state,
-                          shoal_replicator_t *rep)
+/* --config FILE (node mode): loaded by run_node, laid over the defaults in node_start */
+static shoal_config_t *node_cfg;
+static const char *node_cfg_path;
+
+/* The file's section over a settings struct: 0, or -1 with the loader's message (naming the file
+   and the key) on stderr. */
+static int cfg_refused(const char *err)
+{
+    cli_config_refused("payments", node_cfg_path, err);
+    return -1;
+}
+
+static int type_settings(shoal_sharding_settings_t *s, uint32_t shards, bool state,
+                         shoal_replicator_t *rep)
 {
     shoal_sharding_settings_fast(s);
+    s->state_write_timeout_ms = 3000;
+    s->passivation.idle_timeout_ms = 0;
+    char err[512] = "";
+    if (node_cfg && shoal_config_sharding(node_cfg, s, err, sizeof err) < 0)
+        return cfg_refused(err);
+    /* what the flows need, whatever the file says */
     s->role = ROLE;
     s->number_of_shards = shards;
     s->entity_state = state;
-    s->state_write_timeout_ms = 3000;
     s->replicator = rep;
-    s->passivation.idle_timeout_ms = 0;
+    return 0;
 }
 
 static int node_start(node_t *n, const char *bind, const char *seed, const char *data, bool pay)
@@ -395,8 +419,11 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
     memset(n, 0, sizeof *n);
     static const char *const pay_roles[] = {ROLE}, *const client_roles[] = {"client"};
     static const char *const durable_keys[] = {"shard-*"};
+    char cerr[512] = "";
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
+    if (node_cfg && shoal_config_system(node_cfg, &ss, cerr, sizeof cerr) < 0)
+        return cfg_refused(cerr);
     ss.endpoint = bind;
     int err = 0;
     n->sys = shoal_system_new(&ss, &err);
@@ -406,13 +433,30 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
     }
     shoal_cluster_settings_t cs;
     shoal_cluster_settings_fast(&cs);
-    cs.roles = pay ? pay_roles : client_roles;
-    cs.n_roles = 1;
+    if (node_cfg && shoal_config_cluster(node_cfg, &cs, cerr, sizeof cerr) < 0)
+        return cfg_refused(cerr);
+    /* the node's own role first, the file's after it */
+    const char *roles[65] = {pay ? pay_roles[0] : client_roles[0]};
+    size_t n_roles = 1;
+    for (size_t i = 0; i < cs.n_roles && n_roles < 65; i++)
+        if (strcmp(cs.roles[i], roles[0]) != 0)
+            roles[n_roles++] = cs.roles[i];
+    cs.roles = roles;
+    cs.n_roles = n_roles;
+    if (seed || !pay) { /* --seed (or the driver forming the cluster) replaces the file's */
+        cs.seed_nodes = NULL;
+        cs.n_seed_nodes = 0;
+        cs.discovery = NULL;
+    }
     n->cl = shoal_cluster_new(n->sys, &cs, &err);
-    if (!n->cl)
+    if (!n->cl) {
+        fprintf(stderr, "payments: cannot start membership: %s\n", shoal_strerror(err));
         return -1;
+    }
     shoal_replicator_settings_t rs;
     shoal_replicator_settings_default(&rs);
+    if (node_cfg && shoal_config_replicator(node_cfg, &rs, cerr, sizeof cerr) < 0)
+        return cfg_refused(cerr);
     rs.role = ROLE;
     rs.durable_keys = durable_keys;
     rs.n_durable_keys = 1;
@@ -441,7 +485,8 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
     if (!n->sh)
         return -1;
     shoal_sharding_settings_t s;
-    type_settings(&s, PAY_SHARDS, true, n->rep);
+    if (type_settings(&s, PAY_SHARDS, true, n->rep) != 0)
+        return -1;
     payments_r = shoal_region_start(n->sh, "payment", &s, &flow_fns, NULL, &err);
     type_settings(&s, LEDGERS, true, n->rep);
     ledger_r = shoal_region_start(n->sh, "ledger", &s, &ledger_fns, NULL, &err);
@@ -453,7 +498,8 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
     }
     if (pay) {
         char pid[64];
-        snprintf(pid, sizeof pid, "settle-%s-%ld", bind + 16, (long)getpid());
+        snprintf(pid, sizeof pid, "settle-%s-%ld", strlen(bind) > 16 ? bind + 16 : bind,
+                 (long)getpid());
         shoal_producer_settings_t ps;
         shoal_producer_settings_default(&ps);
         ps.resend_ms = 500;
@@ -461,7 +507,10 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
         if (!settle_p)
             return -1;
     }
-    /* the driver forms the cluster; the payment nodes join through it */
+    /* the driver forms the cluster; the payment nodes join through it (or through the seeds or
+       discovery of --config FILE, which shoal_cluster_new has set going) */
+    if (pay && !seed)
+        return 0;
     return pay ? shoal_cluster_join(n->cl, &seed, 1) : shoal_cluster_join(n->cl, NULL, 0);
 }
 
@@ -482,25 +531,54 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static int run_node(const char *bind, const char *seed, const char *data, const char *http)
+/* One payment node. config: --config FILE or NULL; its settings go under the flags'. */
+static int run_node(const char *bind, const char *seed, const char *data, const char *http,
+                    const char *config)
 {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the driver */
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    node_cfg_path = config;
+    if (config && !(node_cfg = cli_config_node("payments", config, NULL, NULL, NULL, &hs)))
+        return 1;
+    if (!seed) {
+        shoal_cluster_settings_t cs;
+        shoal_cluster_settings_default(&cs);
+        char err[512] = "";
+        if (node_cfg && shoal_config_cluster(node_cfg, &cs, err, sizeof err) < 0) {
+            cfg_refused(err);
+            shoal_config_destroy(&node_cfg);
+            return 1;
+        }
+        if (!cs.n_seed_nodes && !cs.discovery) {
+            fprintf(stderr, "payments: --node needs --seed EP (or seed-nodes or discovery in "
+                            "--config FILE)\n");
+            shoal_config_destroy(&node_cfg);
+            return 2;
+        }
+    }
     node_t n;
     if (node_start(&n, bind, seed, data, true) != 0) {
         fprintf(stderr, "payments: node %s did not start\n", bind);
+        node_stop(&n);
+        shoal_config_destroy(&node_cfg);
         return 1;
     }
     int err = 0;
-    if (http && !(n.http = shoal_http_start(n.sys, http, &err))) {
+    if (http && !(n.http = shoal_http_start_with(n.sys, http, &hs, &err))) {
         fprintf(stderr, "payments: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
         node_stop(&n);
+        shoal_config_destroy(&node_cfg);
         return 1;
     }
+    fprintf(stderr, "payments: %s listening at %s\n", shoal_node_id(shoal_system_self(n.sys)),
+            bind);
     while (!stop && !shoal_cluster_terminated(n.cl))
         sleep_ms(100);
     node_stop(&n);
+    shoal_config_destroy(&node_cfg);
     return 0;
 }
 
@@ -1201,7 +1279,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: payments [--payments N] [--nodes N] [--rate R] [--base-port P] [--short]\n"
                "                [--bench] [--keep]\n"
-               "       payments --node --bind EP --seed EP --data DIR [--http [HOST:]PORT]\n"
+               "       payments --node --bind EP [--seed EP] --data DIR [--http [HOST:]PORT]\n"
+               "                [--config FILE]\n"
+               "  EP: HOST:PORT or tcp://HOST:PORT; --config FILE: settings under the flags\n"
                "       payments --help | --version\n");
 }
 
@@ -1212,7 +1292,7 @@ int main(int argc, char **argv)
         return cli;
     int n = 2000, nodes = 3, rate = -1, base = 0;
     bool node = false, quick = false, bench = false, keep = false;
-    const char *bind = NULL, *seed = NULL, *data = NULL, *http = NULL;
+    const char *bind = NULL, *seed = NULL, *data = NULL, *http = NULL, *config = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--node"))
             node = true;
@@ -1243,6 +1323,8 @@ int main(int argc, char **argv)
             seed = argv[++i];
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            config = argv[++i];
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) {
             http = argv[++i];
         } else {
@@ -1263,8 +1345,14 @@ int main(int argc, char **argv)
     bind = bind ? bind_buf : NULL;
     seed = seed ? seed_buf : NULL;
     http = http ? http_buf : NULL;
-    if (node)
-        return bind && seed ? run_node(bind, seed, data, http) : 2;
+    if (node) {
+        if (!bind) {
+            fprintf(stderr, "payments: --node needs --bind EP\n");
+            usage(stderr);
+            return 2;
+        }
+        return run_node(bind, seed, data, http, config);
+    }
     if (rate < 0) /* not given: 400 a second (the short run 200), the benchmark unpaced */
         rate = bench ? 0 : quick ? 200 : 400;
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */

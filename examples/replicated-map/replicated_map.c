@@ -1,8 +1,8 @@
 /*  replicated-map — a replicated key-value map (an LWWMap under one key) shared by node processes,
     with a chosen consistency.
 
-      replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]
-                                                    run a node on 127.0.0.1:PORT until Ctrl-C
+      replicated-map node NODE [PEER ...] [--http [HOST:]PORT] [--config FILE]
+                                                    run a node at NODE until Ctrl-C
                                                     (--http: its management endpoint, with
                                                     /metrics and /cluster/replicators)
       replicated-map put  PORT KEY VALUE [CONS]     write through the node at PORT (or at
@@ -13,8 +13,14 @@
       replicated-map --help | --version
     CONS: local | majority | all | N (WriteTo/ReadFrom N nodes); default majority. Timeout 3 s.
 
-    Nodes find each other by port on 127.0.0.1; each one's replicator counts the others as peers
-    once their handshake is done. The commands are clients: they do not join the cluster.
+    NODE, PEER and the commands' PORT: a PORT alone (127.0.0.1:PORT), HOST:PORT or
+    tcp://HOST:PORT (HOST an address or a name, resolved: the node id records the address; cli.h,
+    NODE ADDRESSES). --config FILE: a ZPL settings file (docs/configuration.md; the sections
+    shoal/remote, shoal/cluster/distributed-data and shoal/management/http) read before the
+    flags, which win over it; the node keeps the default replicator (role "") the commands use.
+
+    Nodes find each other through the PEERs given; each one's replicator counts the others as
+    peers once their handshake is done. The commands are clients: they do not join the cluster.
 */
 #include "cli.h"
 #include "ddata.h"
@@ -60,8 +66,11 @@ static int connect_peers(shoal_system_t *sys, void *arg)
     peers_t *p = arg;
     shoal_system_on_peer(sys, on_peer, NULL);
     for (int i = 0; i < p->n; i++) {
-        char ep[64];
-        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", p->ports[i]);
+        char ep[300], why[400];
+        if (cli_node_address(p->ports[i], ep, sizeof ep, why, sizeof why) != 0) {
+            fprintf(stderr, "replicated-map: PEER %s\n", why); /* checked by main: not here */
+            continue;
+        }
         int rc = shoal_system_connect(sys, ep);
         if (rc < 0)
             fprintf(stderr, "replicated-map: cannot connect to %s: %s\n", ep, shoal_strerror(rc));
@@ -69,32 +78,40 @@ static int connect_peers(shoal_system_t *sys, void *arg)
     return 0;
 }
 
-static int run_node(const char *port, int n_peers, char **peers, const char *http)
+/* ep: the node's endpoint (cli_node_address's); config: --config FILE or NULL, under the flags */
+static int run_node(const char *ep, int n_peers, char **peers, const char *http, const char *config)
 {
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%s", port);
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    shoal_config_t *cfg = NULL;
+    if (config && !(cfg = cli_config_node("replicated-map", config, &ss, NULL, &rs, &hs)))
+        return 1;
     ss.endpoint = ep;
+    rs.role = ""; /* the replicator the commands talk to */
     int err = 0;
     shoal_system_t *sys = shoal_system_new(&ss, &err);
     if (!sys) {
         fprintf(stderr, "replicated-map: cannot start a node on %s: %s\n", ep, shoal_strerror(err));
+        shoal_config_destroy(&cfg);
         return 1;
     }
-    shoal_replicator_settings_t rs;
-    shoal_replicator_settings_default(&rs);
     rep = shoal_replicator_new(sys, &rs, &err);
     if (!rep) {
         fprintf(stderr, "replicated-map: replicator: %s\n", shoal_strerror(err));
         shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
         return 1;
     }
-    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &err) : NULL;
+    shoal_metrics_t *endpoint = http ? shoal_http_start_with(sys, http, &hs, &err) : NULL;
     if (http && !endpoint) {
         fprintf(stderr, "replicated-map: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
         shoal_replicator_destroy(&rep);
         shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
         return 1;
     }
     peers_t p = {n_peers, peers};
@@ -108,6 +125,7 @@ static int run_node(const char *port, int n_peers, char **peers, const char *htt
     shoal_metrics_stop(&endpoint);
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);
+    shoal_config_destroy(&cfg);
     return 0;
 }
 
@@ -227,12 +245,14 @@ static int client_command(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: replicated-map node PORT [PEER_PORT ...] [--http [HOST:]PORT]\n"
+    fprintf(f, "usage: replicated-map node NODE [PEER ...] [--http [HOST:]PORT] [--config FILE]\n"
                "       replicated-map put PORT KEY VALUE [local|majority|all|N]\n"
                "       replicated-map get PORT [KEY] [local|majority|all|N]\n"
                "       replicated-map del PORT KEY [local|majority|all|N]\n"
                "       replicated-map wait PORT N\n"
-               "       replicated-map --help | --version\n");
+               "       replicated-map --help | --version\n"
+               "  NODE, PEER, PORT: PORT (on 127.0.0.1), HOST:PORT or tcp://HOST:PORT;\n"
+               "  --config FILE: settings under the flags\n");
 }
 
 int main(int argc, char **argv)
@@ -251,13 +271,25 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "node") == 0) {
-        /* --http SPEC may come anywhere after PORT; the other arguments are peer ports */
-        const char *http = NULL;
-        static char http_buf[300];
+        /* --http SPEC and --config FILE may come anywhere after NODE; the other arguments are
+           peers */
+        const char *http = NULL, *config = NULL;
+        static char http_buf[300], node_buf[300];
         char why[400];
         int n = 0;
         for (int i = 3; i < argc; i++) {
-            if (strcmp(argv[i], "--http") != 0) {
+            if (strcmp(argv[i], "--config") == 0) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "replicated-map: --config takes a FILE\n");
+                    return 2;
+                }
+                config = argv[++i];
+            } else if (strcmp(argv[i], "--http") != 0) {
+                char peer[300];
+                if (cli_node_address(argv[i], peer, sizeof peer, why, sizeof why) != 0) {
+                    fprintf(stderr, "replicated-map: PEER %s\n", why);
+                    return 2;
+                }
                 argv[3 + n++] = argv[i];
             } else if (i + 1 < argc && cli_http_address(argv[i + 1], http_buf, sizeof http_buf, why,
                                                         sizeof why) == 0) {
@@ -269,7 +301,11 @@ int main(int argc, char **argv)
                 return 2;
             }
         }
-        return run_node(argv[2], n, argv + 3, http);
+        if (cli_node_address(argv[2], node_buf, sizeof node_buf, why, sizeof why) != 0) {
+            fprintf(stderr, "replicated-map: NODE %s\n", why);
+            return 2;
+        }
+        return run_node(node_buf, n, argv + 3, http, config);
     }
     if (strcmp(argv[1], "put") != 0 && strcmp(argv[1], "get") != 0 && strcmp(argv[1], "del") != 0 &&
         strcmp(argv[1], "wait") != 0) {

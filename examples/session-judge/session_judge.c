@@ -3,10 +3,16 @@
 
       session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]
                     [--base-port B] [--short] [--bench] [--keep]
-      session-judge --node --bind EP --seed EP --redis PORT --index I --partitions P --dir DIR
-                    [--http [HOST:]PORT]                      one judge node (started by the run;
+      session-judge --node --bind EP [--seed EP] --redis PORT --index I --partitions P --dir DIR
+                    [--http [HOST:]PORT] [--config FILE]      one judge node (started by the run;
                                                               --http: its management endpoint,
                                                               docs/operations.md)
+    EP: HOST:PORT or tcp://HOST:PORT (HOST an address or a name, resolved: the node id records
+    the address; cli.h, NODE ADDRESSES). --config FILE: a ZPL settings file (docs/configuration.md;
+    the sections shoal/remote, shoal/cluster, shoal/cluster/sharding and shoal/management/http)
+    read before the flags, which win over it. The node keeps its role "judge" (the file's roles
+    are added to it) and its types' shard counts; --seed replaces the file's seeds or discovery,
+    and without --seed the file must name them.
       session-judge --help | --version
 
     THE LOG. Game servers (here: a thread of the driver) append each game's events — game id,
@@ -485,35 +491,76 @@ typedef struct {
 
 static int partitions = 8;
 
+/* --config FILE (node mode): loaded by run_node, laid over the defaults in node_start */
+static shoal_config_t *node_cfg;
+static const char *node_cfg_path;
+
+static int cfg_refused(const char *err)
+{
+    cli_config_refused("session-judge", node_cfg_path, err);
+    return -1;
+}
+
+/* fast defaults, the program's tuning, the file over them */
+static int type_settings(shoal_sharding_settings_t *s)
+{
+    shoal_sharding_settings_fast(s);
+    s->passivation.idle_timeout_ms = 0;
+    char err[512] = "";
+    if (node_cfg && shoal_config_sharding(node_cfg, s, err, sizeof err) < 0)
+        return cfg_refused(err);
+    s->role = ROLE; /* what the readers and judges need, whatever the file says */
+    return 0;
+}
+
 static int node_start(node_t *n, const char *bind, const char *seed, bool judge)
 {
     memset(n, 0, sizeof *n);
     static const char *const judge_roles[] = {ROLE}, *const client_roles[] = {"client"};
+    char cerr[512] = "";
     shoal_system_settings_t ss;
     shoal_system_settings_default(&ss);
+    if (node_cfg && shoal_config_system(node_cfg, &ss, cerr, sizeof cerr) < 0)
+        return cfg_refused(cerr);
     ss.endpoint = bind;
     int err = 0;
     n->sys = shoal_system_new(&ss, &err);
-    if (!n->sys)
+    if (!n->sys) {
+        fprintf(stderr, "session-judge: cannot start a node at %s: %s\n", bind,
+                shoal_strerror(err));
         return -1;
+    }
     shoal_cluster_settings_t cs;
     shoal_cluster_settings_fast(&cs);
-    cs.roles = judge ? judge_roles : client_roles;
-    cs.n_roles = 1;
+    if (node_cfg && shoal_config_cluster(node_cfg, &cs, cerr, sizeof cerr) < 0)
+        return cfg_refused(cerr);
+    /* the node's own role first, the file's after it */
+    const char *roles[65] = {judge ? judge_roles[0] : client_roles[0]};
+    size_t n_roles = 1;
+    for (size_t i = 0; i < cs.n_roles && n_roles < 65; i++)
+        if (strcmp(cs.roles[i], roles[0]) != 0)
+            roles[n_roles++] = cs.roles[i];
+    cs.roles = roles;
+    cs.n_roles = n_roles;
+    if (seed || !judge) { /* --seed (or the driver forming the cluster) replaces the file's */
+        cs.seed_nodes = NULL;
+        cs.n_seed_nodes = 0;
+        cs.discovery = NULL;
+    }
     n->cl = shoal_cluster_new(n->sys, &cs, &err);
     n->sh = n->cl ? shoal_sharding_new(n->cl, &err) : NULL;
-    if (!n->sh)
+    if (!n->sh) {
+        fprintf(stderr, "session-judge: cannot start %s: %s\n", n->cl ? "sharding" : "membership",
+                shoal_strerror(err));
         return -1;
+    }
     shoal_sharding_settings_t s;
-    shoal_sharding_settings_fast(&s);
-    s.role = ROLE;
+    if (type_settings(&s) != 0)
+        return -1;
     s.number_of_shards = 40;
     s.entity_state = true;
-    s.passivation.idle_timeout_ms = 0;
     judge_r = shoal_region_start(n->sh, "judge", &s, &judge_fns, NULL, &err);
-    shoal_sharding_settings_fast(&s);
-    s.role = ROLE;
-    s.passivation.idle_timeout_ms = 0;
+    type_settings(&s);
     reader_r =
         shoal_daemon_start(n->sh, "reader", (uint32_t)partitions, &s, &reader_fns, NULL, 500, &err);
     if (!judge_r || !reader_r) {
@@ -524,6 +571,8 @@ static int node_start(node_t *n, const char *bind, const char *seed, bool judge)
         shoal_region_on_shard_moved(judge_r, on_shard_moved, NULL);
         shoal_region_on_shard_moved(reader_r, on_shard_moved, NULL);
     }
+    if (judge && !seed) /* the seeds or discovery of --config FILE, set going by cluster_new */
+        return 0;
     return judge ? shoal_cluster_join(n->cl, &seed, 1) : shoal_cluster_join(n->cl, NULL, 0);
 }
 
@@ -559,32 +608,60 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-static int run_node(const char *bind, const char *seed, const char *dir, const char *http)
+/* One judge node. config: --config FILE or NULL; its settings go under the flags'. */
+static int run_node(const char *bind, const char *seed, const char *dir, const char *http,
+                    const char *config)
 {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    node_cfg_path = config;
+    if (config && !(node_cfg = cli_config_node("session-judge", config, NULL, NULL, NULL, &hs)))
+        return 1;
+    if (!seed) {
+        shoal_cluster_settings_t cs;
+        shoal_cluster_settings_default(&cs);
+        char err[512] = "";
+        if (node_cfg && shoal_config_cluster(node_cfg, &cs, err, sizeof err) < 0) {
+            cfg_refused(err);
+            shoal_config_destroy(&node_cfg);
+            return 1;
+        }
+        if (!cs.n_seed_nodes && !cs.discovery) {
+            fprintf(stderr, "session-judge: --node needs --seed EP (or seed-nodes or discovery in "
+                            "--config FILE)\n");
+            shoal_config_destroy(&node_cfg);
+            return 2;
+        }
+    }
     char path[4200];
     snprintf(path, sizeof path, "%s/node%d.events", dir, node_index);
     if (!(events_out = fopen(path, "a"))) {
         fprintf(stderr, "session-judge: cannot write %s\n", path);
+        shoal_config_destroy(&node_cfg);
         return 1;
     }
     setvbuf(events_out, NULL, _IOLBF, 0);
     node_t n;
     if (node_start(&n, bind, seed, true) != 0) {
         fprintf(stderr, "session-judge: node %s did not start\n", bind);
-        return 1;
+        return 1; /* the process ends: the config's strings may stay with the half-started node */
     }
     int err = 0;
-    if (http && !(n.http = shoal_http_start(n.sys, http, &err))) {
+    if (http && !(n.http = shoal_http_start_with(n.sys, http, &hs, &err))) {
         fprintf(stderr, "session-judge: cannot serve HTTP on %s: %s\n", http, shoal_strerror(err));
         node_stop(&n, false);
         return 1;
     }
+    fprintf(stderr, "session-judge: %s listening at %s\n", shoal_node_id(shoal_system_self(n.sys)),
+            bind);
     while (!stop && !shoal_cluster_terminated(n.cl))
         sleep_ms(100);
     int rc = node_stop(&n, stop != 0) == 0 ? 0 : 1;
+    if (rc == 0)
+        shoal_config_destroy(&node_cfg); /* else the regions still use its strings */
     fclose(events_out);
     events_out = NULL;
     return rc;
@@ -1197,8 +1274,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: session-judge [--games G] [--events-per-game E] [--partitions P] [--nodes K]\n"
             "                     [--base-port B] [--short] [--bench] [--keep]\n"
-            "       session-judge --node --bind EP --seed EP --redis PORT --index I\n"
-            "                     --partitions P --dir DIR [--http [HOST:]PORT]\n"
+            "       session-judge --node --bind EP [--seed EP] --redis PORT --index I\n"
+            "                     --partitions P --dir DIR [--http [HOST:]PORT] [--config FILE]\n"
+            "  EP: HOST:PORT or tcp://HOST:PORT; --config FILE: settings under the flags\n"
             "       session-judge --help | --version\n");
 }
 
@@ -1220,7 +1298,7 @@ int main(int argc, char **argv)
         return cli;
     int games = 200, events = 100, nodes = 3, duration_ms = 15000, base_port = 0;
     bool node = false, bench = false, keep = false;
-    const char *bind = NULL, *seed = NULL, *dir = NULL, *http = NULL;
+    const char *bind = NULL, *seed = NULL, *dir = NULL, *http = NULL, *config = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool good = true;
@@ -1250,6 +1328,8 @@ int main(int argc, char **argv)
             dir = v, i++;
         else if (!strcmp(a, "--http"))
             http = v, i++;
+        else if (!strcmp(a, "--config"))
+            config = v, i++;
         else if (!strcmp(a, "--base-port")) /* B + 20 (redis) still a port */
             good = number(v, 1, 65535 - 20, &base_port), i++;
         else if (!strcmp(a, "--redis"))
@@ -1285,11 +1365,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (node) {
-        if (!bind || !seed || !dir || !redis_port || !node_index) {
-            fprintf(stderr, "session-judge --node needs --bind --seed --dir --redis --index\n");
+        if (!bind || !dir || !redis_port || !node_index) {
+            fprintf(stderr, "session-judge --node needs --bind --dir --redis --index (and --seed "
+                            "or a --config FILE naming the seeds)\n");
             return 2;
         }
-        return run_node(bind, seed, dir, http);
+        return run_node(bind, seed, dir, http, config);
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out before a fork copies the buffer */
     return run_driver(games, events, nodes, duration_ms, base_port, bench, keep);

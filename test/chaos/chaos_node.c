@@ -3,8 +3,16 @@
       chaos-node --index I --bind tcp://HOST:PORT [--seed ENDPOINT]... [--discover NAME]
                  --data DIR --log FILE [--timing fast|generous|default] [--shards N]
                  [--fault "DIR CUT DROP DUP DELAY PEER|*"] [--http [HOST:]PORT]
-                 [--protocol-version N]
+                 [--protocol-version N] [--config FILE]
       chaos-node --help | --version
+
+    Addresses: HOST:PORT or tcp://HOST:PORT (HOST an address or a name, resolved: the node id
+    records the address; cli.h, NODE ADDRESSES). --config FILE: a ZPL settings file
+    (docs/configuration.md; shoal/remote, shoal/cluster, shoal/cluster/distributed-data,
+    shoal/cluster/sharding, shoal/management/http) over the --timing defaults and under the flags,
+    which win over it; its seeds or discovery apply when no --seed or --discover is given. The node
+    keeps its replicator's role, durable keys and store, and its type's entity state and
+    remember-entities.
 
     A member of the cluster (joins through its seeds, or the contact points --discover finds by
     DNS, membership.h's SEED DISCOVERY; split-brain resolver keep-majority, the
@@ -470,17 +478,19 @@ static void usage(FILE *f)
                "[--discover dns:HOST:PORT|srv:NAME] --data DIR --log FILE "
                "[--timing fast|generous|default] [--shards N] "
                "[--fault \"DIR CUT DROP DUP DELAY PEER|*\"] [--http [HOST:]PORT] "
-               "[--protocol-version N] [--allow-from CIDR]... [--insecure]\n"
+               "[--protocol-version N] [--config FILE] [--allow-from CIDR]... [--insecure]\n"
+               "  addresses: HOST:PORT or tcp://HOST:PORT; --config FILE: settings under the "
+               "flags\n"
                "       chaos-node --help | --version\n" CLI_NODE_ACCESS_USAGE);
 }
 
 int main(int argc, char **argv)
 {
     const char *bind = NULL, *data = NULL, *logpath = NULL, *timing = "fast", *fault = NULL;
-    const char *discover = NULL, *http = NULL;
+    const char *discover = NULL, *http = NULL, *config_path = NULL;
     const char *seeds[MAX_SEEDS];
     size_t n_seeds = 0;
-    unsigned shards = 20;
+    unsigned shards = 0;       /* 0: the file's number-of-shards, else 20 */
     unsigned protocol_pin = 0; /* shoal/cluster/protocol-version: 0 = as high as all speak */
     int cli = cli_help_or_version(&argc, argv, "chaos-node", usage);
     if (cli >= 0)
@@ -508,8 +518,12 @@ int main(int argc, char **argv)
             logpath = v;
         else if (!strcmp(a, "--timing"))
             timing = v;
-        else if (!strcmp(a, "--shards"))
+        else if (!strcmp(a, "--shards")) {
             shards = (unsigned)atoi(v);
+            if (shards == 0)
+                return cli_refuse(usage, "chaos-node: --shards must be at least 1");
+        } else if (!strcmp(a, "--config"))
+            config_path = v;
         else if (!strcmp(a, "--fault"))
             fault = v;
         else if (!strcmp(a, "--protocol-version"))
@@ -536,12 +550,54 @@ int main(int argc, char **argv)
         return cli_refuse(usage, "chaos-node: --http %s", awhy);
     if (http)
         http = http_buf;
-    if (shards == 0)
-        return cli_refuse(usage, "chaos-node: --shards must be at least 1");
     if (strcmp(timing, "fast") && strcmp(timing, "generous") && strcmp(timing, "default"))
         return cli_refuse(usage, "chaos-node: --timing is fast, generous or default, not '%s'",
                           timing);
-    if (discover) {
+    timing_t tm = !strcmp(timing, "generous")  ? TIMING_GENEROUS
+                  : !strcmp(timing, "default") ? TIMING_DEFAULT
+                                               : TIMING_FAST;
+    /* Settings: the timing's, then --config FILE, then the flags. */
+    shoal_system_settings_t ss;
+    shoal_system_settings_default(&ss);
+    shoal_replicator_settings_t rs;
+    shoal_replicator_settings_default(&rs);
+    shoal_cluster_settings_t cs;
+    cluster_timing(&cs, tm);
+    shoal_http_settings_t hs;
+    shoal_http_settings_default(&hs);
+    shoal_sharding_settings_t s;
+    if (tm == TIMING_DEFAULT)
+        shoal_sharding_settings_default(&s);
+    else
+        shoal_sharding_settings_fast(&s);
+    s.passivation.idle_timeout_ms = 0;
+    if (tm == TIMING_GENEROUS) {
+        s.state_write_timeout_ms = 4000;
+        s.handoff_timeout_ms = 10000;
+        s.shard_start_timeout_ms = 5000;
+    } else if (tm == TIMING_FAST) {
+        s.state_write_timeout_ms = 3000;
+    }
+    shoal_config_t *cfg = NULL; /* lives as long as the process: the settings point into it */
+    if (config_path) {
+        char cerr[512] = "";
+        uint32_t default_shards = s.number_of_shards;
+        s.number_of_shards = 0;
+        if (!(cfg = cli_config_node("chaos-node", config_path, &ss, &cs, &rs, &hs)))
+            return 1;
+        if (shoal_config_sharding(cfg, &s, cerr, sizeof cerr) < 0) {
+            cli_config_refused("chaos-node", config_path, cerr);
+            return 1;
+        }
+        if (!shards && s.number_of_shards)
+            shards = s.number_of_shards; /* the file's */
+        s.number_of_shards = default_shards;
+    }
+    if (!shards)
+        shards = 20;
+    if (!n_seeds && !discover && (cs.n_seed_nodes || cs.discovery)) {
+        /* the file's seeds or discovery */
+    } else if (discover) {
         char why[300];
         if (n_seeds ||
             shoal_discovery_check(discover, getenv("SHOAL_DNS_RESOLVER"), why, sizeof why) < 0) {
@@ -551,6 +607,11 @@ int main(int argc, char **argv)
         }
     } else if (n_seeds == 0)
         seeds[n_seeds++] = bind;
+    if (n_seeds || discover) { /* the flags' seeds or discovery replace the file's */
+        cs.seed_nodes = seeds;
+        cs.n_seed_nodes = n_seeds;
+        cs.discovery = discover;
+    }
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
@@ -576,8 +637,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "chaos-node: cannot open the store: %s\n", err);
         return 1;
     }
-    shoal_system_settings_t ss;
-    shoal_system_settings_default(&ss);
     ss.endpoint = bind;
     cli_node_access_apply(&access, &ss);
     int rc = 0;
@@ -596,47 +655,28 @@ int main(int argc, char **argv)
         return 2;
     }
     static const char *const durable_keys[] = {"chaos-*", "shard-*"};
-    shoal_replicator_settings_t rs;
-    shoal_replicator_settings_default(&rs);
     rs.role = "";
     rs.durable_keys = durable_keys;
     rs.n_durable_keys = 2;
     rs.store = shoal_durable_store(durable, "");
-    shoal_cluster_settings_t cs;
-    timing_t tm = !strcmp(timing, "generous")  ? TIMING_GENEROUS
-                  : !strcmp(timing, "default") ? TIMING_DEFAULT
-                                               : TIMING_FAST;
-    cluster_timing(&cs, tm);
-    cs.seed_nodes = seeds;
-    cs.n_seed_nodes = n_seeds;
-    cs.discovery = discover;
     cs.durable_id = shoal_durable_node_id(durable);
     cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = rs.store ? shoal_replicator_new(sys, &rs, &rc) : NULL;
+    uint64_t file_pin = 0;
+    if (!protocol_pin && cfg &&
+        shoal_config_uint(cfg, "shoal/cluster/protocol-version", &file_pin, NULL, 0) > 0)
+        protocol_pin = (unsigned)file_pin;
     shoal_system_pin_protocol(sys, protocol_pin);
     cluster = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     shoal_sharding_t *sh = NULL;
     if (cluster && shoal_cluster_follow(cluster, rep) == 0)
         sh = shoal_sharding_new(cluster, &rc);
     if (sh) {
-        shoal_sharding_settings_t s;
-        if (tm == TIMING_DEFAULT)
-            shoal_sharding_settings_default(&s);
-        else
-            shoal_sharding_settings_fast(&s);
         s.number_of_shards = shards;
         s.entity_state = true;
         s.remember_entities = true;
         s.replicator = rep;
-        s.passivation.idle_timeout_ms = 0;
-        if (tm == TIMING_GENEROUS) {
-            s.state_write_timeout_ms = 4000;
-            s.handoff_timeout_ms = 10000;
-            s.shard_start_timeout_ms = 5000;
-        } else if (tm == TIMING_FAST) {
-            s.state_write_timeout_ms = 3000;
-        }
         region = shoal_region_start(sh, CHAOS_TYPE, &s, &acct_fns, NULL, &rc);
     }
     if (region) {
@@ -652,7 +692,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "chaos-node: cannot start: %s\n", shoal_strerror(rc));
         _exit(1); /* half-built: nothing to keep, the store is consistent at every commit */
     }
-    shoal_metrics_t *endpoint = http ? shoal_http_start(sys, http, &rc) : NULL;
+    shoal_metrics_t *endpoint = http ? shoal_http_start_with(sys, http, &hs, &rc) : NULL;
     if (http && !endpoint) {
         fprintf(stderr, "chaos-node: cannot serve HTTP on %s: %s\n", http, shoal_strerror(rc));
         _exit(1);
@@ -681,6 +721,7 @@ int main(int argc, char **argv)
     shoal_replicator_destroy(&rep);
     shoal_system_destroy(&sys);
     shoal_durable_close(&durable);
+    shoal_config_destroy(&cfg);
     while (pending) {
         pending_t *q = pending;
         pending = q->next;

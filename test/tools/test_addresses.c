@@ -3,8 +3,9 @@
     resolved where a program binds or connects (the node id records the address), --http with a
     name, the kvstore client reaching a node on 127.0.0.2, SHOAL_NODE for shoal-cluster, and
     shoal-cluster pointed at a management endpoint saying so within two seconds instead of timing
-    out. Every program refuses "nonsense:xx" naming the form it expected (cli.h, NODE
-    ADDRESSES). */
+    out. --config FILE on every program that starts a node (a good file's setting shows, a broken
+    one is refused naming it, exit 1), and seeds a file names by a host name resolved. Every program
+   refuses "nonsense:xx" naming the form it expected (cli.h, NODE ADDRESSES). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "ddata.h"
+#include "http.h"
 #include "procs.h"
 #include "tools.h"
 
@@ -223,6 +225,181 @@ static void test_kvstore_config(void **state)
         fail_msg("kvstore --config: the file's role not among the members:\n%s", out);
 }
 
+/* A file of `text` in tmp named `name`; its path in path. */
+static void write_file(const char *name, const char *text, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* `program ARGS --config BROKEN` exits 1 naming the file (args: the rest of its command line). */
+static void refuses_broken_config(const char *program, const char *args)
+{
+    char path[4096], cfg[300];
+    prog(program, path, sizeof path);
+    write_file("broken.cfg", "shoal\n    cluster\n        no-such-key = 1\n", cfg, sizeof cfg);
+    int rc = ttool_runf(path, out, sizeof out, "%s --config %s", args, cfg);
+    if (rc != 1 || !strstr(out, "broken.cfg"))
+        fail_msg("%s --config BROKEN: exit %d, want 1 naming the file:\n%s", program, rc, out);
+}
+
+/* Starts argv (argv[0] the program's name) with stdout and stderr in log, then waits up to
+   `wait_ms` for `shoal-cluster --node bind members` to show `want`: false when it never does
+   (out holds the last answer). The process is killed either way. */
+static bool members_show(char **argv, const char *log, const char *bind, const char *want,
+                         int64_t wait_ms)
+{
+    char path[4096], sc[4096];
+    prog(argv[0], path, sizeof path);
+    prog("shoal-cluster", sc, sizeof sc);
+    argv[0] = path;
+    int pid = ttool_spawn(path, argv, log);
+    assert_true(pid > 0);
+    bool seen = false;
+    for (int64_t end = now_ms() + wait_ms; now_ms() < end && !seen; usleep(100000))
+        seen = ttool_runf(sc, out, sizeof out, "--node %s members", bind) == 0 && strstr(out, want);
+    stop(pid);
+    return seen;
+}
+
+static const char *const ROLE_CFG = "shoal\n    cluster\n        roles = \"from-the-file\"\n";
+
+/* payments --node --config FILE: the file's role beside the node's own "pay" */
+static void test_payments_config(void **state)
+{
+    (void)state;
+    refuses_broken_config("payments", "--node --bind 127.0.0.1:1 --seed 127.0.0.1:1");
+    char cfg[300], bind[64], data[300], log[300];
+    write_file("payments.cfg", ROLE_CFG, cfg, sizeof cfg);
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", tfree_port());
+    snprintf(data, sizeof data, "%s/pay", tmp);
+    snprintf(log, sizeof log, "%s/pay.log", tmp);
+    char *argv[] = {"payments", "--node", "--bind",   bind, "--seed", bind,
+                    "--data",   data,     "--config", cfg,  NULL};
+    if (!members_show(argv, log, bind, "from-the-file", 15000))
+        fail_msg("payments --config: the file's role not among the members:\n%s", out);
+    if (!strstr(out, "pay"))
+        fail_msg("payments --config: the node lost its own role:\n%s", out);
+}
+
+/* session-judge --node --config FILE (its readers find no Redis on port 1: the node runs on) */
+static void test_session_judge_config(void **state)
+{
+    (void)state;
+    refuses_broken_config("session-judge", "--node --bind 127.0.0.1:1 --seed 127.0.0.1:1 --redis "
+                                           "1 --index 1 --partitions 2 --dir /tmp");
+    char cfg[300], bind[64], log[300];
+    write_file("judge.cfg", ROLE_CFG, cfg, sizeof cfg);
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", tfree_port());
+    snprintf(log, sizeof log, "%s/judge.log", tmp);
+    char *argv[] = {"session-judge", "--node", "--bind",   bind, "--seed", bind,
+                    "--redis",       "1",      "--index",  "1",  "--dir",  tmp,
+                    "--partitions",  "2",      "--config", cfg,  NULL};
+    if (!members_show(argv, log, bind, "from-the-file", 15000))
+        fail_msg("session-judge --config: the file's role not among the members:\n%s", out);
+}
+
+/* chaos-node --config FILE, and the file's seeds when no --seed is given: its own address under
+   a host name (localhost), which the node must recognise as itself to form the cluster */
+static void test_chaos_node_config(void **state)
+{
+    (void)state;
+    char data[300], lg[300];
+    snprintf(data, sizeof data, "%s/chaos0", tmp);
+    snprintf(lg, sizeof lg, "%s/chaos0.events", tmp);
+    char args[800];
+    snprintf(args, sizeof args, "--index 1 --bind 127.0.0.1:1 --data %s --log %s", data, lg);
+    refuses_broken_config("chaos-node", args);
+    int port = tfree_port();
+    char cfg[300], text[300], bind[64], log[300];
+    snprintf(text, sizeof text,
+             "shoal\n    cluster\n        roles = \"from-the-file\"\n"
+             "        seed-nodes = [\"tcp://localhost:%d\"]\n",
+             port);
+    write_file("chaos.cfg", text, cfg, sizeof cfg);
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", port);
+    snprintf(data, sizeof data, "%s/chaos1", tmp);
+    snprintf(log, sizeof log, "%s/chaos1.log", tmp);
+    char *argv[] = {"chaos-node", "--index", "1", "--bind",   bind, "--data",
+                    data,         "--log",   lg,  "--config", cfg,  NULL};
+    if (!members_show(argv, log, bind, "from-the-file", 15000) || !strstr(out, "Up"))
+        fail_msg("chaos-node --config: no Up member with the file's role:\n%s", out);
+}
+
+/* shoal-member --config FILE whose seed-nodes name this node by a host name: resolved, the node
+   knows itself as the first seed and forms the cluster (before: it waited for itself forever) */
+static void test_config_seed_by_name(void **state)
+{
+    (void)state;
+    int port = tfree_port();
+    char cfg[300], text[300], bind[64], log[300];
+    snprintf(text, sizeof text,
+             "shoal\n    cluster\n        seed-nodes = [\"tcp://localhost:%d\"]\n", port);
+    write_file("seed-by-name.cfg", text, cfg, sizeof cfg);
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", port);
+    snprintf(log, sizeof log, "%s/member.log", tmp);
+    char *argv[] = {"shoal-member", "--bind", bind, "--config", cfg, "--fast", NULL};
+    if (!members_show(argv, log, bind, "Up", 15000))
+        fail_msg("seed-nodes = [tcp://localhost:PORT] of the node itself: not Up:\n%s", out);
+}
+
+/* counter-service --config FILE: its sharding section (number-of-shards) is taken */
+static void test_counter_service_config(void **state)
+{
+    (void)state;
+    refuses_broken_config("counter-service", "node --bind 127.0.0.1:1");
+    char cs[4096], cfg[300], bind[64], log[300];
+    prog("counter-service", cs, sizeof cs);
+    write_file("counter.cfg",
+               "shoal\n    cluster\n        sharding\n            number-of-shards = 7\n", cfg,
+               sizeof cfg);
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", tfree_port());
+    snprintf(log, sizeof log, "%s/counter.log", tmp);
+    char *argv[] = {cs, "node", "--bind", bind, "--fast", "--config", cfg, NULL};
+    int pid = ttool_spawn(cs, argv, log);
+    assert_true(pid > 0);
+    bool seen = false;
+    for (int64_t end = now_ms() + 15000; now_ms() < end && !seen; usleep(100000))
+        seen = file_has(log, "7 shards)");
+    stop(pid);
+    if (!seen)
+        fail_msg("counter-service --config: number-of-shards = 7 not taken (see %s)", log);
+}
+
+/* replicated-map node NODE --config FILE: its management section (a token for reads) is taken */
+static void test_replicated_map_config(void **state)
+{
+    (void)state;
+    refuses_broken_config("replicated-map", "node 127.0.0.1:1");
+    char rm[4096], cfg[300], token[300], text[600], node[64], http[64], log[300];
+    prog("replicated-map", rm, sizeof rm);
+    write_file("token", "secret-token\n", token, sizeof token);
+    snprintf(text, sizeof text,
+             "shoal\n    management\n        http\n            token-file = \"%s\"\n"
+             "            token-for-reads = on\n",
+             token);
+    write_file("map.cfg", text, cfg, sizeof cfg);
+    int hport = tfree_port();
+    snprintf(node, sizeof node, "127.0.0.1:%d", tfree_port());
+    snprintf(http, sizeof http, "%d", hport);
+    snprintf(log, sizeof log, "%s/map.log", tmp);
+    char *argv[] = {rm, "node", node, "--http", http, "--config", cfg, NULL};
+    int pid = ttool_spawn(rm, argv, log);
+    assert_true(pid > 0);
+    int status = -1;
+    for (int64_t end = now_ms() + 10000; now_ms() < end && status <= 0; usleep(100000))
+        status = thttp_status((uint16_t)hport, "/metrics");
+    int health = thttp_status((uint16_t)hport, "/health/alive");
+    stop(pid);
+    if (status != 401)
+        fail_msg("replicated-map --config: GET /metrics answered %d, want 401 (token-for-reads "
+                 "from the file; /health/alive %d)",
+                 status, health);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -239,10 +416,11 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kvstore_on_127_0_0_2),
-        cmocka_unit_test(test_bind_localhost),
-        cmocka_unit_test(test_nonsense_refused),
-        cmocka_unit_test(test_kvstore_config),
+        cmocka_unit_test(test_kvstore_on_127_0_0_2),   cmocka_unit_test(test_bind_localhost),
+        cmocka_unit_test(test_nonsense_refused),       cmocka_unit_test(test_kvstore_config),
+        cmocka_unit_test(test_payments_config),        cmocka_unit_test(test_session_judge_config),
+        cmocka_unit_test(test_chaos_node_config),      cmocka_unit_test(test_config_seed_by_name),
+        cmocka_unit_test(test_counter_service_config), cmocka_unit_test(test_replicated_map_config),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
