@@ -361,6 +361,13 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
         F(shards_moved, "counter", "Shards moved by the coordinator here"),
         F(fences_passed, "counter",
           "Shards allocated again past an entity-state fence older than the coordinator's state"),
+        {"shoal_sharding_entity_saves", "counter",
+         "Entity-state saves acknowledged (their write-consistency reached)",
+         offsetof(shoal_region_stats_t, state_saves)},
+        {"shoal_sharding_entity_save_failures", "counter",
+         "Entity-state saves that failed (write timed out, refused by a newer owner's fence, "
+         "store error): the entity's caller saw an error and the entity restarts",
+         offsetof(shoal_region_stats_t, state_save_failures)},
         F(buffered, "gauge", "Messages buffered now"),
         F(shards, "gauge", "Shards hosted here now"),
         F(entities, "gauge", "Entities running here now"),
@@ -385,6 +392,39 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
         }
         shoal_buf_free(&name);
     }
+    /* what this region's messages wait for (its shard homes, region.c's home_t) */
+    shoal_metrics_family(out, "shoal_sharding_shards_without_home", "gauge",
+                         "Shards whose messages this region holds because no home is known and "
+                         "no handoff is in progress: it is asking the coordinator (or has none "
+                         "yet) and the coordinator has not allocated them");
+    int64_t now = shoal_now_ms();
+    size_t *handoff_ms = calloc(sh->n_regions ? sh->n_regions : 1, sizeof *handoff_ms);
+    if (!handoff_ms)
+        abort();
+    for (size_t i = 0; i < sh->n_regions; i++) {
+        shoal_region_t *r = sh->regions[i];
+        size_t homeless = 0;
+        for (home_t *h = zhashx_first(r->homes); h; h = zhashx_next(r->homes)) {
+            if (h->handing_off && now > h->handoff_since &&
+                (size_t)(now - h->handoff_since) > handoff_ms[i])
+                handoff_ms[i] = (size_t)(now - h->handoff_since);
+            else if (!h->handing_off && !h->node && h->buffer.head)
+                homeless++;
+        }
+        shoal_buf_printf(out, "shoal_sharding_shards_without_home{type=\"");
+        shoal_metrics_label_value(out, r->name);
+        shoal_buf_printf(out, "\"} %zu\n", homeless);
+    }
+    shoal_metrics_family(out, "shoal_sharding_handoff_oldest_seconds", "gauge",
+                         "Age of the oldest handoff in progress as this region sees it (from "
+                         "BeginHandOff to the shard's next home; 0: none). The coordinator gives "
+                         "a handoff handoff-timeout; the region stops waiting after twice that");
+    for (size_t i = 0; i < sh->n_regions; i++) {
+        shoal_buf_printf(out, "shoal_sharding_handoff_oldest_seconds{type=\"");
+        shoal_metrics_label_value(out, sh->regions[i]->name);
+        shoal_buf_printf(out, "\"} %.3f\n", (double)handoff_ms[i] / 1000.0);
+    }
+    free(handoff_ms);
     shoal_metrics_family(out, "shoal_sharding_dead_letters_total", "counter",
                          "Messages that could not be delivered, by reason");
     for (size_t i = 0; i < sh->n_regions; i++)

@@ -96,6 +96,207 @@ static void work_with_write_consistency(void **state)
     }
 }
 
+/* "preserve causal consistency for None delta". The spec's type, a user-defined one here too
+   (shoal_type_register): Highest, a number merged by max whose update either carries a delta
+   (incr: the delta is the new value, a Highest itself, as the spec's `type D = Highest`) or none
+   (incr_no_delta), and which asks for causal delivery of its deltas (the spec's
+   RequiresCausalDeliveryOfDeltas; delta_causal here). */
+#define HIGHEST_TAG 150
+
+typedef struct highest {
+    shoal_crdt_t base;
+    int64_t n;
+    struct highest *delta; /* of the update in progress (NULL: none) */
+} highest_t;
+
+static const shoal_type_t highest_type;
+
+static shoal_crdt_t *hi_make(int64_t n)
+{
+    highest_t *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    h->base.type = &highest_type;
+    h->n = n;
+    return &h->base;
+}
+
+static shoal_crdt_t *hi_create(void)
+{
+    return hi_make(0);
+}
+
+static void hi_destroy(shoal_crdt_t *self)
+{
+    highest_t *h = (highest_t *)self;
+    if (h->delta)
+        hi_destroy(&h->delta->base);
+    free(h);
+}
+
+static shoal_crdt_t *hi_clone(const shoal_crdt_t *self)
+{
+    return hi_make(((const highest_t *)self)->n);
+}
+
+static int hi_merge(shoal_crdt_t *self, const shoal_crdt_t *other)
+{
+    highest_t *h = (highest_t *)self;
+    int64_t n = ((const highest_t *)other)->n;
+    if (n > h->n)
+        h->n = n;
+    return 0;
+}
+
+static const shoal_crdt_t *hi_delta(const shoal_crdt_t *self)
+{
+    const highest_t *h = (const highest_t *)self;
+    return h->delta ? &h->delta->base : NULL;
+}
+
+static shoal_crdt_t *hi_take_delta(shoal_crdt_t *self)
+{
+    highest_t *h = (highest_t *)self;
+    shoal_crdt_t *d = h->delta ? &h->delta->base : NULL;
+    h->delta = NULL;
+    return d;
+}
+
+static int hi_encode(const shoal_crdt_t *self, shoal_buf_t *out)
+{
+    uint8_t b[8];
+    uint64_t n = (uint64_t)((const highest_t *)self)->n;
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(n >> (8 * i));
+    shoal_buf_append(out, b, sizeof b);
+    return 0;
+}
+
+static int hi_decode(const uint8_t *data, size_t len, int depth, shoal_crdt_t **out)
+{
+    (void)depth;
+    if (len != 8)
+        return SHOAL_EDECODE;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n |= (uint64_t)data[i] << (8 * i);
+    *out = hi_make((int64_t)n);
+    return 0;
+}
+
+static int hi_render(const shoal_crdt_t *self, shoal_buf_t *out)
+{
+    shoal_buf_printf(out, "Highest(%lld)", (long long)((const highest_t *)self)->n);
+    return 0;
+}
+
+static const shoal_type_t highest_type = {
+    .name = "ReplicatorDeltaSpec.Highest",
+    .tag = HIGHEST_TAG,
+    .format_version = 1,
+    .delta_type = &highest_type,
+    .delta_causal = true,
+    .create = hi_create,
+    .destroy = hi_destroy,
+    .clone = hi_clone,
+    .merge = hi_merge,
+    .delta = hi_delta,
+    .take_delta = hi_take_delta,
+    .merge_delta = hi_merge,
+    .encode_payload = hi_encode,
+    .decode_payload = hi_decode,
+    .render = hi_render,
+};
+
+typedef struct {
+    int64_t by;
+    bool with_delta;
+} incr_t;
+
+/* incr(i): n += i with the delta Highest(n); incrNoDelta(i): n += i, no delta */
+static int hi_incr(shoal_crdt_t *value, void *arg)
+{
+    const incr_t *in = arg;
+    highest_t *h = (highest_t *)value;
+    h->n += in->by;
+    if (in->with_delta) {
+        if (h->delta)
+            hi_destroy(&h->delta->base);
+        h->delta = (highest_t *)hi_make(h->n);
+    }
+    return 0;
+}
+
+static int hi_update(int i, int64_t by, bool with_delta, shoal_consistency_t c)
+{
+    incr_t in = {by, with_delta};
+    return shoal_replicator_update_typed_sync(DELTA(i), "high", &highest_type, &c, hi_incr, &in);
+}
+
+static int64_t hi_get(int i)
+{
+    shoal_consistency_t l = c_local();
+    shoal_crdt_t *v = NULL;
+    if (shoal_replicator_get_sync(DELTA(i), "high", &highest_type, &l, &v) != 0 || !v)
+        return -1;
+    int64_t n = ((highest_t *)v)->n;
+    shoal_crdt_destroy(&v);
+    return n;
+}
+
+typedef struct {
+    int i;
+    int64_t want;
+} hi_want_t;
+
+static bool hi_reads(void *arg)
+{
+    hi_want_t *w = arg;
+    return hi_get(w->i) == w->want;
+}
+
+static void hi_wait_all(int64_t want)
+{
+    for (int i = 0; i < N; i++) {
+        hi_want_t w = {i, want};
+        if (!wait_until(hi_reads, &w, 5000))
+            fail_msg("node %d reads Highest %lld, not %lld", i, (long long)hi_get(i),
+                     (long long)want);
+    }
+}
+
+static void preserve_causal_consistency_for_none_delta(void **state)
+{
+    (void)state;
+    assert_int_equal(shoal_type_register(&highest_type), 0);
+    assert_int_equal(hi_update(0, 1, true, c_local()), 0);
+    assert_int_equal(hi_get(0), 1);
+    hi_wait_all(1);
+
+    assert_int_equal(hi_update(0, 2, true, c_all(T)), 0);
+    assert_int_equal(hi_update(0, 5, false, c_local()), 0); /* no delta */
+    assert_int_equal(hi_update(0, 10, true, c_local()), 0);
+    assert_int_equal(hi_get(0), 18);
+    /* the spec's others read 3 here: Akka numbers the update without a delta, so incr(10)'s
+       delta comes after a gap and is skipped until full state arrives. Shoal merges a delta that
+       is a value of the type itself as state, a join, in any order (replicator.c,
+       repl_apply_delta), and an update without a delta takes no delta number: incr(10)'s delta,
+       Highest(18), is applied, which is the value full state brings. What they read is a value
+       the first node had since the WriteAll: 3, 8 (full-state gossip between the two local
+       updates) or 18, nothing else. */
+    for (int i = 1; i < N; i++) {
+        int64_t n = hi_get(i);
+        if (n != 3 && n != 8 && n != 18)
+            fail_msg("node %d reads Highest %lld after incr(2), incrNoDelta(5), incr(10)", i,
+                     (long long)n);
+    }
+    hi_wait_all(18);
+
+    /* a WriteAll (full state where a delta cannot be applied), then a delta again */
+    assert_int_equal(hi_update(0, 100, true, c_all(T)), 0);
+    assert_int_equal(hi_update(0, 4, true, c_local()), 0);
+    hi_wait_all(122);
+}
+
 /* "be eventually consistent": random operations on every node, each applied to both
    replicators; in the end both hold the same values everywhere. As in the spec, adds to F and
    every remove come from the first node only; removes are limited to F here (the spec also
@@ -212,6 +413,7 @@ int main(void)
         cmocka_unit_test(join_cluster),
         cmocka_unit_test(propagate_delta),
         cmocka_unit_test(work_with_write_consistency),
+        cmocka_unit_test(preserve_causal_consistency_for_none_delta),
         cmocka_unit_test(be_eventually_consistent),
     };
     return cmocka_run_group_tests_name("ReplicatorDeltaSpec", tests, NULL, cm_teardown);
