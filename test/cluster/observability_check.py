@@ -37,7 +37,10 @@ def grafana(dash_path, metrics_path):
     with open(metrics_path) as f:
         for line in f:
             if line.startswith('# TYPE '):
-                families.add(line.split()[2])
+                fam, kind = line.split()[2], line.split()[3]
+                families.add(fam)
+                if kind == 'histogram':  # its samples: NAME_bucket, NAME_sum, NAME_count
+                    families.update(fam + s for s in ('_bucket', '_sum', '_count'))
     found = exprs(dash, [])
     if not found:
         print('no expr in %s' % dash_path)
