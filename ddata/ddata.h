@@ -1698,6 +1698,15 @@ int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *
    may be NULL: a check of the spec alone). 0, or SHOAL_EINVAL (no port, a port not 0..65535 in
    digits, a host over cap or not an IP literal). */
 int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port);
+/* Reads the files the endpoint was started with again (docs/operations.md, "Rotating keys and
+   certificates"): the token file's first line replaces the token, and with TLS the certificate
+   and key replace the pair in force, for the connections opened from then on (libmicrohttpd
+   reads PEMs at start only, so a new daemon takes over the listening socket: the port never
+   closes, requests in progress finish on the old one, which this call waits for, 5 s at most).
+   A file that cannot be read, an empty token or a pair that is not valid PEM keeps what is in
+   force (SHOAL_EINVAL, logged); SHOAL_EIO when the listening socket could not be handed over.
+   0 when there was nothing to reload. Not from the node thread, not with shoal_metrics_stop. */
+int shoal_http_reload(shoal_metrics_t *m);
 /* The port actually bound. */
 uint16_t shoal_metrics_port(const shoal_metrics_t *m);
 /* Adds a collector (thread-safe); collectors run after the built-in part, in registration order.

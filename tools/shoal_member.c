@@ -31,6 +31,8 @@
     --quiet    no event lines
     --help     this usage on stdout; --version: "shoal-member VERSION"
 
+    SIGHUP reloads the CURVE allow-list and the endpoint's token file and TLS certificate and key
+    (docs/operations.md, "Rotating keys and certificates").
     SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
     shutdown has run (15 s at most). A member downed or removed by the cluster exits too (0).
     Exit codes: 0 ok, 1 the node could not start (bind failure, bad config file) or its join
@@ -50,6 +52,7 @@
 #define SHUTDOWN_WAIT_MS 15000
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: the allow-list, token, TLS files */
 
 /* Why the coordinated shutdown ran, recorded by its last phase (0: it did not run). Read by the
    main thread after shoal_cluster_terminated, which orders it after the write (node thread). */
@@ -57,8 +60,10 @@ static volatile int shutdown_reason;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static void usage(FILE *f)
@@ -325,6 +330,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGHUP, &sa, NULL);
 
     int rc = 0;
     cli_node_access_apply(&access, &ss);
@@ -400,6 +406,10 @@ int main(int argc, char **argv)
         if (stop_requested) {
             by_signal = true;
             break;
+        }
+        if (reload_requested) {
+            reload_requested = 0;
+            cli_reload("shoal-member", sys, endpoint);
         }
         sleep_ms(500); /* a signal cuts it short */
     }
