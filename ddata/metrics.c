@@ -399,6 +399,7 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
             shoal_buf_printf(out, "\",reason=\"%s\"} %" PRIu64 "\n", repl_drops[i].reason,
                              at(&rs[j], repl_drops[i].off));
         }
+    repl_limits_metrics(reps, n, out); /* LIMITS (ddata.h) */
     free(rs);
     free(reps);
     return 0;
