@@ -650,6 +650,10 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SH "buffer-size", K_UINT, CFG_POSITIVE, CFG_AKKA, "100000",
         "Messages a region buffers (for shards whose home is unknown or moving); past it a tell "
         "fails with SHOAL_EBUFFER."),
+    /* Shoal's own: LIMITS (sharding.h), read by shoal_config_sharding_limits */
+    KEEP(SH "max-entities-per-node", K_UINT, 0, CFG_SHOAL, "0",
+        "Most entities (every type) this node runs at once; a message that would start one more "
+        "is refused (an ask gets SHOAL_ELIMIT, a tell is dropped) and counted. 0: no cap."),
     KEPT32(SH "handoff-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "60 s",
         "Longest a handoff may take; stragglers are stopped by force after it, less 5 s."),
     KEPT32(SH "shard-start-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",

@@ -1114,7 +1114,7 @@ const char *shoal_client_error(const shoal_client_t *c);
 #define SHOAL_ENOQUORUM -35 /* MAJORITY or ALL refused: this node is not a full member of a cluster
                                (not Up, Leaving or Exiting), or fewer voters (the kept membership)
                                are peers than a majority of them: no majority can be counted */
-#define SHOAL_ELIMIT    -36 /* a configured limit is reached (LIMITS: a replicator's keys, bytes) */
+#define SHOAL_ELIMIT    -36 /* a configured limit is reached (LIMITS, here and in sharding.h) */
 
 typedef enum {
     SHOAL_LOCAL = 0,
