@@ -312,6 +312,13 @@ static const cfg_key_t cfg_keys[] = {
         "Akka's warning threshold for large values: accepted and ignored."),
     REP_U32("max-delta-elements", CFG_POSITIVE, max_delta_elements, CFG_AKKA, "500",
         "Most keys in one delta or gossip message."),
+    /* Shoal's own: LIMITS (ddata.h), read by shoal_config_replicator_limits */
+    KEEP(DD "max-keys", K_UINT, 0, CFG_SHOAL, "0",
+        "Most keys (not deleted) a local write may bring the replica to; one more is refused "
+        "with SHOAL_ELIMIT and counted. 0: no cap."),
+    KEEP(DD "max-bytes", K_SIZE, CFG_OFF, CFG_SHOAL, "off",
+        "Most bytes (the values' encoded sizes) a local write may bring the replica to; past it "
+        "the write is refused with SHOAL_ELIMIT and counted. off: no cap."),
     /* JVM executor */
     KEEP(DD "use-dispatcher", K_STRING, 0, CFG_AKKA, NULL,
         "JVM only (an actor, class or dispatcher name): accepted and ignored, so that Akka files "
@@ -650,6 +657,10 @@ static const cfg_key_t cfg_keys[] = {
     KEPT32(SH "buffer-size", K_UINT, CFG_POSITIVE, CFG_AKKA, "100000",
         "Messages a region buffers (for shards whose home is unknown or moving); past it a tell "
         "fails with SHOAL_EBUFFER."),
+    /* Shoal's own: LIMITS (sharding.h), read by shoal_config_sharding_limits */
+    KEEP(SH "max-entities-per-node", K_UINT, 0, CFG_SHOAL, "0",
+        "Most entities (every type) this node runs at once; a message that would start one more "
+        "is refused (an ask gets SHOAL_ELIMIT, a tell is dropped) and counted. 0: no cap."),
     KEPT32(SH "handoff-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "60 s",
         "Longest a handoff may take; stragglers are stopped by force after it, less 5 s."),
     KEPT32(SH "shard-start-timeout", K_DURATION, CFG_POSITIVE, CFG_AKKA, "10 s",
@@ -2029,6 +2040,24 @@ int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings
        that changes only gossip-interval keeps that relation */
     if (value_of(cfg, DD "gossip-interval")->set && !value_of(cfg, DD "delta-interval")->set)
         out->delta_interval_ms = out->gossip_interval_ms / 5 ? out->gossip_interval_ms / 5 : 1;
+    if (err && errlen)
+        err[0] = '\0';
+    return 0;
+}
+
+int shoal_config_replicator_limits(const shoal_config_t *cfg, shoal_replicator_limits_t *out,
+                                   char *err, size_t errlen)
+{
+    if (!cfg || !out)
+        return fail(err, errlen, "shoal_config_replicator_limits: NULL argument");
+    memset(out, 0, sizeof *out);
+    size_t bytes = 0;
+    int rc = shoal_config_uint(cfg, DD "max-keys", &out->max_keys, err, errlen);
+    if (rc >= 0)
+        rc = shoal_config_size(cfg, DD "max-bytes", &bytes, err, errlen);
+    if (rc < 0)
+        return rc;
+    out->max_bytes = bytes;
     if (err && errlen)
         err[0] = '\0';
     return 0;

@@ -1136,6 +1136,7 @@ const char *shoal_client_error(const shoal_client_t *c);
 #define SHOAL_ENOQUORUM -35 /* MAJORITY or ALL refused: this node is not a full member of a cluster
                                (not Up, Leaving or Exiting), or fewer voters (the kept membership)
                                are peers than a majority of them: no majority can be counted */
+#define SHOAL_ELIMIT    -36 /* a configured limit is reached (LIMITS, here and in sharding.h) */
 
 typedef enum {
     SHOAL_LOCAL = 0,
@@ -1448,6 +1449,26 @@ typedef struct {
 /* The counters. Any thread (copied on the node thread). */
 int shoal_replicator_stats(shoal_replicator_t *r, shoal_replicator_stats_t *out);
 
+/* LIMITS (off by default): caps on what local writes may grow a replica to. A write through
+   this node (shoal_replicator_update*, a client's update) that would create a key past max_keys
+   keys (deleted keys stop counting at once), or make the encoded sizes of the values reach past
+   max_bytes, fails with SHOAL_ELIMIT and changes nothing; refusals are counted
+   (shoal_replicator_limit_refused_total{limit="keys"|"bytes"}) and logged (1st, 2nd, 4th...).
+   What replicas receive from their peers is never refused (that would stop them converging), so
+   a replica may hold more than its caps when other nodes have larger ones: give every node the
+   same. The byte count is as far as cheaply known: exact for the values written here (each such
+   write is encoded once to be measured, only while max_bytes is set), and for the others from
+   the last digest of their value (gossip computes it). 0 = no cap. Any thread; applies to the
+   writes that start after it. Config: shoal/cluster/distributed-data/max-keys, max-bytes
+   (shoal_config_replicator_limits). */
+typedef struct {
+    uint64_t max_keys;
+    uint64_t max_bytes;
+} shoal_replicator_limits_t;
+int shoal_replicator_set_limits(shoal_replicator_t *r, const shoal_replicator_limits_t *limits);
+/* The keys (not deleted) and the bytes (as above) a replica holds now. Node thread. */
+int shoal_replicator_usage(shoal_replicator_t *r, uint64_t *keys, uint64_t *bytes);
+
 /* Replicator requests over a client connection (tools, examples, tests): the serving node runs
    them on its replicator of `role` ("" = default). An update names an operation of the key's type
    (see proto/client.proto: increment, add, remove, put, set, switch-on, clear, remove-key, merge),
@@ -1540,6 +1561,10 @@ int shoal_config_system(const shoal_config_t *cfg, shoal_system_settings_t *out,
    (shoal_replicator_settings_default). expire-keys-after-inactivity is a section of
    `key = duration` entries and/or an inline value "key-1 = 10 minutes, cache-* = 2 minutes" (ZPL
    names cannot hold '*', so prefixes go inline). */
+/* shoal/cluster/distributed-data/max-keys and max-bytes (unset or off: 0, no cap). 0 or
+   SHOAL_EINVAL with a message in err. */
+int shoal_config_replicator_limits(const shoal_config_t *cfg, shoal_replicator_limits_t *out,
+                                   char *err, size_t errlen);
 int shoal_config_replicator(const shoal_config_t *cfg, shoal_replicator_settings_t *out, char *err,
                             size_t errlen);
 
@@ -1725,6 +1750,15 @@ int shoal_http_flag(shoal_http_settings_t *s, int argc, char *const *argv, int *
    may be NULL: a check of the spec alone). 0, or SHOAL_EINVAL (no port, a port not 0..65535 in
    digits, a host over cap or not an IP literal). */
 int shoal_http_parse(const char *spec, char *host, size_t cap, uint16_t *port);
+/* Reads the files the endpoint was started with again (docs/operations.md, "Rotating keys and
+   certificates"): the token file's first line replaces the token, and with TLS the certificate
+   and key replace the pair in force, for the connections opened from then on (libmicrohttpd
+   reads PEMs at start only, so a new daemon takes over the listening socket: the port never
+   closes, requests in progress finish on the old one, which this call waits for, 5 s at most).
+   A file that cannot be read, an empty token or a pair that is not valid PEM keeps what is in
+   force (SHOAL_EINVAL, logged); SHOAL_EIO when the listening socket could not be handed over.
+   0 when there was nothing to reload. Not from the node thread, not with shoal_metrics_stop. */
+int shoal_http_reload(shoal_metrics_t *m);
 /* The port actually bound. */
 uint16_t shoal_metrics_port(const shoal_metrics_t *m);
 /* Adds a collector (thread-safe); collectors run after the built-in part, in registration order.

@@ -110,9 +110,12 @@ struct shoal_metrics {
     /* hardening (ddata.h, HARDENING): fixed at start */
     char *hosts[SHOAL_HTTP_HOSTS_MAX];
     size_t n_hosts;
-    char *token; /* NULL: none */
+    char *token; /* NULL: none; read under lock (shoal_http_reload swaps it) */
     bool token_for_reads;
     bool tls;
+    /* for shoal_http_reload: the files named at start, the PEMs in force, the daemon's flags */
+    char *token_file, *tls_cert_file, *tls_key_file, *cert, *key;
+    unsigned mhd_flags;
     uint32_t request_timeout_ms, max_connections, max_per_address;
     /* the connections, oldest first, and the counters: guarded by cmu (taken by the accepting
        thread, the connections' threads, the reaper and /metrics; never while holding lock) */
@@ -528,6 +531,7 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
             }
     }
     shoal_buf_free(&labels);
+    repl_limits_metrics(reps, n, out); /* LIMITS (ddata.h) */
     free(rs);
     free(reps);
     return 0;
@@ -1328,9 +1332,12 @@ static int screen(shoal_metrics_t *m, struct MHD_Connection *conn, const char *u
                               ct ? ct : "");
         }
     }
+    pthread_mutex_lock(&m->lock);
     bool needs_token = m->token && (want == SHOAL_HTTP_POST ||
                                     (m->token_for_reads && strncmp(url, "/health/", 8) != 0));
-    if (needs_token && !token_ok(m, conn)) {
+    bool refused = needs_token && !token_ok(m, conn);
+    pthread_mutex_unlock(&m->lock);
+    if (refused) {
         refuse_count(m, REFUSE_TOKEN);
         shoal_http_reply_t rep = {0};
         shoal_http_error(&rep, MHD_HTTP_UNAUTHORIZED,
@@ -1698,10 +1705,15 @@ static void free_endpoint(shoal_metrics_t *m)
         free(m->checks[i].name);
     for (size_t i = 0; i < m->n_hosts; i++)
         free(m->hosts[i]);
-    if (m->token) {
-        explicit_bzero(m->token, strlen(m->token));
-        free(m->token);
-    }
+    char *secrets[] = {m->token, m->cert, m->key};
+    for (size_t i = 0; i < 3; i++)
+        if (secrets[i]) {
+            explicit_bzero(secrets[i], strlen(secrets[i]));
+            free(secrets[i]);
+        }
+    free(m->token_file);
+    free(m->tls_cert_file);
+    free(m->tls_key_file);
     free(m->routes);
     free(m->checks);
     free(m->collectors);
@@ -1710,6 +1722,49 @@ static void free_endpoint(shoal_metrics_t *m)
     pthread_rwlock_destroy(&m->use);
     pthread_mutex_destroy(&m->lock);
     free(m);
+}
+
+/* The first line of a token file, without trailing blanks; NULL (with a warning) when it cannot
+   be read or is empty. */
+static char *read_token(const char *path)
+{
+    char *t = read_small(path, "token file");
+    if (!t)
+        return NULL;
+    t[strcspn(t, "\r\n")] = 0;
+    size_t n = strlen(t);
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+        t[--n] = 0;
+    if (n == 0) {
+        shoal_warning("http: the token file %s is empty", path);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The daemon of m: on `sa` (start) or on an open listening socket (listen_fd >= 0: a reload
+   taking over the one the old daemon listened on, so the port never closes), with these PEMs
+   when m->tls. */
+static struct MHD_Daemon *open_daemon(shoal_metrics_t *m, const struct sockaddr *sa, int listen_fd,
+                                      const char *cert, const char *key)
+{
+    /* MHD's idle timeout in whole seconds, at least the request deadline (which is Shoal's) */
+    unsigned idle_s = (m->request_timeout_ms + 999) / 1000;
+    struct MHD_OptionItem opts[] = {
+        {listen_fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR, listen_fd, (void *)sa},
+        {m->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    /* each connection is a thread with 64 KiB for its request line and headers; the caps and the
+       whole-request deadline are Shoal's (on_connection, reap) */
+    return MHD_start_daemon(
+        m->mhd_flags, 0, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        m, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(m->max_connections + MHD_SLACK),
+        MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
+        MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 }
 
 /* Takes what the settings name into m: the token's first line, the names; the PEMs into out. */
@@ -1724,19 +1779,10 @@ static int take_settings(shoal_metrics_t *m, const shoal_http_settings_t *s, cha
         if (s->hosts[i] && s->hosts[i][0])
             m->hosts[m->n_hosts++] = shoal_memdup(s->hosts[i], strlen(s->hosts[i]) + 1);
     if (s->token_file) {
-        char *t = read_small(s->token_file, "token file");
-        if (!t)
+        m->token = read_token(s->token_file);
+        if (!m->token)
             return SHOAL_EINVAL;
-        t[strcspn(t, "\r\n")] = 0;
-        size_t n = strlen(t);
-        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
-            t[--n] = 0;
-        if (n == 0) {
-            shoal_warning("http: the token file %s is empty", s->token_file);
-            free(t);
-            return SHOAL_EINVAL;
-        }
-        m->token = t;
+        m->token_file = shoal_memdup(s->token_file, strlen(s->token_file) + 1);
     }
     if (!s->tls_cert_file != !s->tls_key_file) {
         shoal_warning("http: TLS needs both a certificate and a key");
@@ -1752,6 +1798,8 @@ static int take_settings(shoal_metrics_t *m, const shoal_http_settings_t *s, cha
         if (!*cert || !*key)
             return SHOAL_EINVAL;
         m->tls = true;
+        m->tls_cert_file = shoal_memdup(s->tls_cert_file, strlen(s->tls_cert_file) + 1);
+        m->tls_key_file = shoal_memdup(s->tls_key_file, strlen(s->tls_key_file) + 1);
     }
     return 0;
 }
@@ -1777,7 +1825,7 @@ static shoal_metrics_t *start_endpoint(shoal_system_t *sys, const char *bind_add
        poll(), not select(): a process with more than FD_SETSIZE descriptors open (a flood on the
        node's ports) must still be answered */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC; /* ITC: for a reload */
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
@@ -1816,28 +1864,10 @@ static shoal_metrics_t *start_endpoint(shoal_system_t *sys, const char *bind_add
     add_route(m, "/cluster/replicators", SHOAL_HTTP_GET, CALL_TIMEOUT_MS, route_replicators, m);
     add_route(m, "/loglevel", SHOAL_HTTP_GET | SHOAL_HTTP_POST | SHOAL_HTTP_ANY_THREAD,
               CALL_TIMEOUT_MS, route_loglevel, m);
-    /* MHD's idle timeout in whole seconds, at least the request deadline (which is Shoal's) */
-    unsigned idle_s = (m->request_timeout_ms + 999) / 1000;
-    struct MHD_OptionItem tls_opts[] = {
-        {m->tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    /* each connection is a thread with 64 KiB for its request line and headers; the caps and the
-       whole-request deadline are Shoal's (on_connection, reap) */
-    m->daemon = MHD_start_daemon(
-        flags, port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(m->max_connections + MHD_SLACK), MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY, tls_opts,
-        MHD_OPTION_END);
-    if (cert)
-        explicit_bzero(cert, strlen(cert));
-    if (key)
-        explicit_bzero(key, strlen(key));
-    free(cert);
-    free(key);
+    m->mhd_flags = flags;
+    m->daemon = open_daemon(m, (struct sockaddr *)&ss, -1, cert, key);
+    m->cert = cert; /* kept for a reload that fails (shoal_http_reload) */
+    m->key = key;
     if (!m->daemon) {
         shoal_warning("http: cannot listen on %s port %u%s", addr, (unsigned)port,
                       m->tls ? " (or the TLS certificate or key is not valid PEM)" : "");
@@ -1998,6 +2028,86 @@ int shoal_metrics_add(shoal_metrics_t *m, shoal_metrics_fn *fn, void *arg)
     return 0;
 }
 
+int shoal_http_reload(shoal_metrics_t *m)
+{
+    if (!m)
+        return SHOAL_EINVAL;
+    int rc = 0;
+    if (m->token_file) {
+        char *t = read_token(m->token_file);
+        if (!t) {
+            shoal_warning("http: the token file %s could not be read: the token in force stays",
+                          m->token_file);
+            rc = SHOAL_EINVAL;
+        } else {
+            pthread_mutex_lock(&m->lock);
+            char *old = m->token;
+            m->token = t;
+            pthread_mutex_unlock(&m->lock);
+            explicit_bzero(old, strlen(old));
+            free(old);
+            shoal_info("http: token reloaded from %s", m->token_file);
+        }
+    }
+    if (!m->tls || !m->daemon)
+        return rc;
+    char *cert = read_small(m->tls_cert_file, "certificate");
+    char *key = read_small(m->tls_key_file, "key");
+    /* libmicrohttpd reads the PEMs at start only: a new daemon takes over the old one's listening
+       socket (the port never closes, the backlog waits), and the old one finishes the
+       connections it has (MHD_stop_daemon waits for them) */
+    MHD_socket fd = cert && key ? MHD_quiesce_daemon(m->daemon) : MHD_INVALID_SOCKET;
+    struct MHD_Daemon *d = NULL;
+    if (cert && key && fd == MHD_INVALID_SOCKET) {
+        shoal_warning(
+            "http: cannot hand the listening socket over: the certificate in force stays");
+        rc = SHOAL_EIO;
+    } else if (fd != MHD_INVALID_SOCKET) {
+        /* a daemon that fails to start closes the socket it was given: the new pair is tried
+           on a duplicate, so the one in force can take the socket back */
+        int dupfd = dup(fd);
+        d = dupfd >= 0 ? open_daemon(m, NULL, dupfd, cert, key) : NULL;
+        bool taken = d != NULL;
+        if (!d) /* not valid PEM: the pair in force again, on the same socket */
+            d = open_daemon(m, NULL, fd, m->cert, m->key);
+        else {
+            explicit_bzero(m->cert, strlen(m->cert));
+            explicit_bzero(m->key, strlen(m->key));
+            free(m->cert);
+            free(m->key);
+            m->cert = cert;
+            m->key = key;
+            cert = key = NULL;
+            shoal_info("http: TLS certificate and key reloaded from %s and %s", m->tls_cert_file,
+                       m->tls_key_file);
+        }
+        struct MHD_Daemon *old = m->daemon;
+        m->daemon = d;
+        MHD_stop_daemon(old);
+        if (taken) /* the new daemon listens on the duplicate */
+            close(fd);
+        if (!d) {
+            shoal_error("http: the endpoint could not be started again on port %u: it is closed",
+                        (unsigned)m->port);
+            rc = SHOAL_EIO;
+        }
+    }
+    if ((cert || key) && rc != SHOAL_EIO) { /* not taken: unreadable, or not valid PEM */
+        shoal_warning("http: the TLS certificate %s or key %s is not usable: the pair in force "
+                      "stays",
+                      m->tls_cert_file, m->tls_key_file);
+        if (!rc)
+            rc = SHOAL_EINVAL;
+    }
+    if (cert)
+        explicit_bzero(cert, strlen(cert));
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(cert);
+    free(key);
+    return rc;
+}
+
 void shoal_metrics_stop(shoal_metrics_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -2017,7 +2127,8 @@ void shoal_metrics_stop(shoal_metrics_t **self_p)
     pthread_mutex_unlock(&m->cmu);
     if (m->reaper_started)
         pthread_join(m->reaper, NULL);
-    MHD_stop_daemon(m->daemon);
+    if (m->daemon)
+        MHD_stop_daemon(m->daemon);
     node_barrier(m->sys); /* jobs abandoned past their deadline still point at m */
     free_endpoint(m);
 }

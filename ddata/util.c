@@ -59,6 +59,9 @@ const char *shoal_strerror(int code)
                "members of its kept membership are up than a majority of it)";
     case SHOAL_ESTORE:
         return "the durable store failed";
+    case SHOAL_ELIMIT:
+        return "a configured limit is reached (keys or bytes of the replicator, entities of the "
+               "node)";
     case -40: /* membership.h: SHOAL_ENOTMEMBER (codes of upper layers are named here too) */
         return "no such member";
     case -41: /* membership.h: SHOAL_ESTATE */

@@ -730,3 +730,17 @@ int shoal_config_sharding(const shoal_config_t *cfg, shoal_sharding_settings_t *
         err[0] = '\0';
     return 0;
 }
+
+int shoal_config_sharding_limits(const shoal_config_t *cfg, uint64_t *max_entities, char *err,
+                                 size_t errlen)
+{
+    if (!cfg || !max_entities)
+        return shoal_config_error(err, errlen, "shoal_config_sharding_limits: NULL argument");
+    *max_entities = 0;
+    int rc = shoal_config_uint(cfg, SH "max-entities-per-node", max_entities, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (err && errlen)
+        err[0] = '\0';
+    return 0;
+}

@@ -467,6 +467,19 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
     }
     shoal_buf_free(&labels);
     free(st);
+    /* LIMITS (sharding.h): node-wide */
+    shoal_metrics_family(out, "shoal_sharding_entities_refused_total", "counter",
+                         "Entity starts refused: the node ran max-entities-per-node entities");
+    shoal_buf_printf(out, "shoal_sharding_entities_refused_total %llu\n",
+                     (unsigned long long)sh->entities_refused);
+    shoal_metrics_family(out, "shoal_sharding_node_entities", "gauge",
+                         "Entities of every type running on this node now");
+    shoal_buf_printf(out, "shoal_sharding_node_entities %llu\n",
+                     (unsigned long long)sh->n_entities);
+    shoal_metrics_family(out, "shoal_sharding_max_entities", "gauge",
+                         "The node's max-entities-per-node (0: no cap)");
+    shoal_buf_printf(out, "shoal_sharding_max_entities %llu\n",
+                     (unsigned long long)atomic_load(&sh->max_entities));
 }
 
 int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m)

@@ -100,6 +100,7 @@ static shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_
     memcpy(e->id, eid, n + 1);
     e->status = status;
     zhashx_insert(s->entities, e->id, e);
+    s->r->sh->n_entities++;
     state_entity_created(e);
     return e;
 }
@@ -127,12 +128,34 @@ static shoal_entity_t *entity_start(shard_t *s, const char *eid)
     return e;
 }
 
+/* LIMITS (sharding.h): whether one more entity may start on this node; when not, the start is
+   counted, logged (1st, 2nd, 4th...) and an ask answered SHOAL_ELIMIT. */
+static bool entity_admitted(shard_t *s, const char *eid, const shoal_node_t *origin,
+                            uint64_t ask_id)
+{
+    shoal_sharding_t *sh = s->r->sh;
+    uint64_t max = atomic_load(&sh->max_entities);
+    if (!max || sh->n_entities < max)
+        return true;
+    uint64_t k = ++sh->entities_refused;
+    if ((k & (k - 1)) == 0)
+        shoal_warning("sharding: %s: entity '%.100s' not started: this node runs %llu entities, "
+                      "at most %llu (max-entities-per-node); %llu refused so far",
+                      s->r->name, eid, (unsigned long long)sh->n_entities, (unsigned long long)max,
+                      (unsigned long long)k);
+    if (ask_id)
+        region_reply_to(s->r, origin, ask_id, SHOAL_ELIMIT, NULL, 0);
+    return false;
+}
+
 /* For reminders: the running entity, started when absent (NULL while it starts or stops). */
 static shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
 {
     shoal_entity_t *e = zhashx_lookup(s->entities, eid);
     if (e)
         return e->status == E_RUNNING ? e : NULL;
+    if (!entity_admitted(s, eid, NULL, 0))
+        return NULL;
     if (remember_on(s->r) && !remember_known(s, eid)) {
         e = entity_create(s, eid, E_STARTING);
         remember_add(s, eid);
@@ -159,6 +182,8 @@ static void entity_finish_now(shoal_entity_t *e)
     if (s->n_timers)
         timers_entity_gone(e); /* its in-memory timers die with it */
     zhashx_delete(s->entities, e->id);
+    if (r->sh->n_entities)
+        r->sh->n_entities--;
     if (s->pass)
         passivator_remove(s->pass, e->id);
     if (e->started) {
@@ -249,6 +274,8 @@ void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags
         entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
+    if (!e && !entity_admitted(s, eid, origin, ask_id))
+        return;
     if (!e && remember_on(r) && !remember_known(s, eid)) {
         e = entity_create(s, eid, E_STARTING);
         entity_wait(e, bmsg_new(eid, flags, origin, ask_id, data, len));
@@ -507,6 +534,8 @@ void shard_free(shard_t *s)
     state_shard_free(s);
     remember_shard_free(s);
     passivator_destroy(&s->pass);
+    size_t left = zhashx_size(s->entities);
+    s->r->sh->n_entities -= left < s->r->sh->n_entities ? left : s->r->sh->n_entities;
     zhashx_destroy(&s->entities);
     free(s->fences);
     free(s->fenced);

@@ -384,3 +384,11 @@ bool shoal_sharding_healthy(shoal_sharding_t *sh, const char *const *names, size
                                              : shoal_system_call(sh->sys, healthy_on_node, &x);
     return rc == 1;
 }
+
+int shoal_sharding_set_max_entities(shoal_sharding_t *sh, uint64_t max_entities)
+{
+    if (!sh)
+        return SHOAL_EINVAL;
+    atomic_store(&sh->max_entities, max_entities);
+    return 0;
+}

@@ -686,6 +686,18 @@ const shoal_node_t *shoal_region_coordinator(shoal_region_t *r);
    itself: this call is for an endpoint's collector list alone. */
 int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m);
 
+/* LIMITS (off by default): at most max_entities entities (of every type, remembered ones
+   included) run on this node at once. A message that would start one more is refused: an ask
+   (and a reliable or StartEntity message that asks) is answered SHOAL_ELIMIT, a tell is dropped;
+   both are counted (shoal_sharding_entities_refused_total) and logged at the 1st, 2nd, 4th...
+   refusal; entities already running keep their messages. Entities started again by
+   remember-entities after a move are not refused (they were admitted before). 0 = no cap. Any
+   thread. Config: shoal/cluster/sharding/max-entities-per-node. */
+int shoal_sharding_set_max_entities(shoal_sharding_t *sh, uint64_t max_entities);
+/* shoal/cluster/sharding/max-entities-per-node (unset: 0). 0 or SHOAL_EINVAL, err says why. */
+int shoal_config_sharding_limits(const shoal_config_t *cfg, uint64_t *max_entities, char *err,
+                                 size_t errlen);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

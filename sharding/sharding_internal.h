@@ -40,6 +40,7 @@
 
 #include <czmq.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +408,10 @@ struct shoal_sharding {
     /* control messages to this node's own regions and coordinators (sharding.c's dispatcher,
        posted by outbox.c: the file that sends sits below the ones that receive) */
     shoal_call_fn *deliver_self;
+    /* LIMITS (sharding.h): the cap (any thread), the entities of every region here (shard.c
+       counts them), the starts refused */
+    _Atomic uint64_t max_entities;
+    uint64_t n_entities, entities_refused;
 };
 
 /* A control message to this node itself, posted to shoal_sharding_t.deliver_self. */

@@ -419,4 +419,22 @@ cli_refuse(void (*usage)(FILE *), const char *fmt, ...)
     return cli_usage_error(usage);
 }
 
+/* What SIGHUP asks of a node program (docs/operations.md, "Rotating keys and certificates"):
+   the CURVE allow-list and the management endpoint's token and TLS files read again (`endpoint`
+   may be NULL). One line on stdout says what was reloaded; a file that could not be used keeps
+   what is in force (logged). Not from the node thread. */
+static inline void cli_reload(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint)
+{
+    int keys = shoal_system_allow_reload(sys);
+    int http = endpoint ? shoal_http_reload(endpoint) : 0;
+    if (shoal_system_secure(sys))
+        printf("%s: reloaded: allow-list %s%d keys%s, endpoint %s\n", name,
+               keys < 0 ? "FAILED (" : "", keys < 0 ? 0 : keys, keys < 0 ? ")" : "",
+               endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
+    else
+        printf("%s: reloaded: endpoint %s\n", name,
+               endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
+    fflush(stdout);
+}
+
 #endif

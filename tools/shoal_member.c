@@ -34,6 +34,8 @@
     --quiet    no event lines
     --help     this usage on stdout; --version: "shoal-member VERSION"
 
+    SIGHUP reloads the CURVE allow-list and the endpoint's token file and TLS certificate and key
+    (docs/operations.md, "Rotating keys and certificates").
     SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
     shutdown has run (15 s at most). A member downed or removed by the cluster exits too, with 3.
     Exit codes (docs/deployment.md): 0 left the cluster (a signal, `shoal-cluster leave`) or shut
@@ -68,6 +70,7 @@
 #define READY_CHECK_MS   250 /* how often the node thread re-checks readiness */
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: the allow-list, token, TLS files */
 
 /* Why the coordinated shutdown ran, recorded by its last phase (0: it did not run). Read by the
    main thread after shoal_cluster_terminated, which orders it after the write (node thread). */
@@ -75,8 +78,10 @@ static volatile int shutdown_reason;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static void usage(FILE *f)
@@ -463,6 +468,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGHUP, &sa, NULL);
 
     int rc = 0;
     cli_node_access_apply(&access, &ss);
@@ -542,6 +548,10 @@ int main(int argc, char **argv)
         if (stop_requested) {
             by_signal = true;
             break;
+        }
+        if (reload_requested) {
+            reload_requested = 0;
+            cli_reload("shoal-member", sys, endpoint);
         }
         sleep_ms(500); /* a signal cuts it short */
     }

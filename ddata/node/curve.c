@@ -42,8 +42,9 @@
 
 typedef struct {
     uint8_t key[32];
-    char *endpoint; /* where the key's owner listens ("" if the certificate does not say) */
-    bool learned;   /* from a member record, not from the directory */
+    char *endpoint;   /* where the key's owner listens ("" if the certificate does not say) */
+    bool learned;     /* from a member record or a handshake, not from the directory */
+    int64_t mtime_ns; /* the certificate file's, for the newest of two naming one endpoint */
 } allowed_t;
 
 struct shoal_curve {
@@ -167,6 +168,7 @@ static int load_dir(const char *who, const char *dir, allowed_t **out, size_t *n
         memcpy(list[n].key, key, 32);
         list[n].endpoint = strdup(ep ? ep : "");
         list[n].learned = false;
+        list[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         n++;
         zconfig_destroy(&cfg);
     }
@@ -235,13 +237,19 @@ void shoal_curve_tick(shoal_curve_t *c, int64_t now_ms)
 }
 
 /* Only the directory admits: a key learned from a member record tells where a member listens,
-   it does not let anyone in (a key taken off the list must stay out). */
+   it does not let anyone in (a key taken off the list must stay out). Called with the lock held. */
+static bool key_allowed_locked(const shoal_curve_t *c, const uint8_t key[32])
+{
+    for (size_t i = 0; i < c->nallowed; i++)
+        if (!c->allowed[i].learned && memcmp(c->allowed[i].key, key, 32) == 0)
+            return true;
+    return false;
+}
+
 static bool key_allowed(shoal_curve_t *c, const uint8_t key[32])
 {
-    bool ok = false;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->nallowed && !ok; i++)
-        ok = !c->allowed[i].learned && memcmp(c->allowed[i].key, key, 32) == 0;
+    bool ok = key_allowed_locked(c, key);
     pthread_mutex_unlock(&c->lock);
     return ok;
 }
@@ -260,33 +268,51 @@ int shoal_curve_learn(shoal_curve_t *c, const char *endpoint, const uint8_t key[
         hit = &c->allowed[c->nallowed++];
         hit->endpoint = strdup(endpoint);
         hit->learned = true;
+        hit->mtime_ns = 0;
     }
     memcpy(hit->key, key, 32);
     pthread_mutex_unlock(&c->lock);
     return 0;
 }
 
-/* The server key for a connection to `endpoint`: the directory's certificate that names it,
-   then one learned from a member record. An exact name first, then an equivalent address
-   (shoal_endpoint_matches: the same port, a wildcard or a host name). */
+/* How good a candidate for the server key of an endpoint is. During a key rotation (docs/
+   operations.md, "Rotating keys and certificates") the directory holds the node's old and new
+   certificates, both naming its endpoint, while the node runs one of them: what it is running is
+   known from what it last said itself (its handshake's authenticated key, its member record: the
+   learned key), so a learned key still on the list comes first; then the directory's newest
+   certificate (the new one is copied in last); a learned key that left the list last (so that
+   shoal_curve_server_revoked sees it). */
+static int key_rank(const shoal_curve_t *c, const allowed_t *a)
+{
+    if (a->learned)
+        return key_allowed_locked(c, a->key) ? 3 : 1;
+    return 2;
+}
+
+/* The server key for a connection to `endpoint`: an exact name first, then an equivalent address
+   (shoal_endpoint_matches: the same port, a wildcard or a host name); among the keys that name
+   it, the best by key_rank. */
 static bool server_key(shoal_curve_t *c, const char *endpoint, uint8_t out[32])
 {
-    bool found = false;
+    const allowed_t *best = NULL;
     pthread_mutex_lock(&c->lock);
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (size_t i = 0; i < c->nallowed && !found; i++) {
+    for (int pass = 0; pass < 2 && !best; pass++)
+        for (size_t i = 0; i < c->nallowed; i++) {
             const allowed_t *a = &c->allowed[i];
             if (!a->endpoint[0])
                 continue;
             bool match = pass == 0 ? strcmp(a->endpoint, endpoint) == 0
                                    : shoal_endpoint_matches(a->endpoint, endpoint);
-            if (match) {
-                memcpy(out, a->key, 32);
-                found = true;
-            }
+            if (!match)
+                continue;
+            int r = key_rank(c, a), br = best ? key_rank(c, best) : 0;
+            if (r > br || (r == br && r == 2 && a->mtime_ns > best->mtime_ns))
+                best = a;
         }
+    if (best)
+        memcpy(out, best->key, 32);
     pthread_mutex_unlock(&c->lock);
-    return found;
+    return best != NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -1248,10 +1248,15 @@ static void drain_monitor(shoal_system_t *sys, peer_t *p)
             p->next_hello_ms = now + sys->set.handshake_retry_ms;
         } else {
             p->up = false;
-            p->redial_backoff_ms = p->redial_backoff_ms ? p->redial_backoff_ms * 2 : REDIAL_MIN_MS;
-            if (p->redial_backoff_ms > REDIAL_MAX_MS)
-                p->redial_backoff_ms = REDIAL_MAX_MS;
-            p->redial_ms = now + p->redial_backoff_ms;
+            /* ZeroMQ retries by itself meanwhile (every 100 ms or so): a redial already due
+               stays due, or those failures would push it out for ever */
+            if (!p->redial_ms) {
+                p->redial_backoff_ms =
+                    p->redial_backoff_ms ? p->redial_backoff_ms * 2 : REDIAL_MIN_MS;
+                if (p->redial_backoff_ms > REDIAL_MAX_MS)
+                    p->redial_backoff_ms = REDIAL_MAX_MS;
+                p->redial_ms = now + p->redial_backoff_ms;
+            }
             const char *why;
             if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
                 value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
@@ -1438,6 +1443,11 @@ static void periodic(shoal_system_t *sys)
         if (p->redial_ms && now >= p->redial_ms && !p->dead) {
             p->redial_ms = 0;
             zmq_disconnect(p->dealer, p->endpoint);
+            /* the server key again: a peer that restarted with a new key (a rotation) is
+               reached with the one it now runs (curve.c, server_key); options apply to the
+               connections opened after them */
+            if (sys->curve)
+                shoal_curve_client(sys->curve, p->dealer, p->endpoint);
             zmq_connect(p->dealer, p->endpoint);
             p->check = true;
             sys->peers_check = true;

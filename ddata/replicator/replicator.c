@@ -9,6 +9,7 @@
 #include "replicator_internal.h"
 #include "transport.h" /* shoal_varint_get */
 
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -213,6 +214,7 @@ void repl_entry_drop(shoal_replicator_t *r, entry_t *e)
     shoal_hmap_remove(&r->entries, e->key, e->klen);
     if (r->stats.keys)
         r->stats.keys--;
+    repl_entry_bytes(r, e, 0);
     /* with the entry gone, the key's state to store is its absence */
     if (e->durable)
         store_key(r, e->key, e->klen, NULL, NULL);
@@ -338,18 +340,35 @@ void repl_envelope_pb_free(Shoal__Replicator__DataEnvelope *pb)
 
 /* Digest of what replicas must agree on: the value (or the tombstone) and the pruning markers.
    The delta numbers are each replica's own bookkeeping and stay out of it. */
-void repl_value_digest(const shoal_crdt_t *v, uint8_t out[16])
+/* The digest, and the encoded size (0 for a tombstone) in *len when not NULL. */
+static void value_digest(const shoal_crdt_t *v, uint8_t out[16], uint64_t *len)
 {
     XXH128_canonical_t c;
     if (!v) {
         XXH128_canonicalFromHash(&c, XXH3_128bits("\0deleted", 8));
+        if (len)
+            *len = 0;
     } else {
         shoal_buf_t b = {0};
         shoal_crdt_encode(v, &b);
         XXH128_canonicalFromHash(&c, XXH3_128bits(b.data, b.len));
+        if (len)
+            *len = b.len;
         shoal_buf_free(&b);
     }
     memcpy(out, c.digest, 16);
+}
+
+void repl_value_digest(const shoal_crdt_t *v, uint8_t out[16])
+{
+    value_digest(v, out, NULL);
+}
+
+void repl_entry_bytes(shoal_replicator_t *r, entry_t *e, uint64_t bytes)
+{
+    r->bytes = r->bytes >= e->bytes ? r->bytes - e->bytes : 0;
+    e->bytes = bytes;
+    r->bytes += bytes;
 }
 
 void repl_refresh_digest(shoal_replicator_t *r, entry_t *e)
@@ -357,7 +376,9 @@ void repl_refresh_digest(shoal_replicator_t *r, entry_t *e)
     if (!e->dirty)
         return;
     uint8_t vd[16];
-    repl_value_digest(e->deleted ? NULL : e->value, vd);
+    uint64_t len;
+    value_digest(e->deleted ? NULL : e->value, vd, &len);
+    repl_entry_bytes(r, e, len); /* measured for free: the LIMITS' byte count */
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
     XXH3_128bits_update(st, vd, 16);
@@ -569,6 +590,7 @@ void repl_tomb_seen_add(entry_t *e, const shoal_node_t *n)
 static void make_tombstone(shoal_replicator_t *r, entry_t *e)
 {
     shoal_crdt_destroy(&e->value);
+    repl_entry_bytes(r, e, 0);
     e->deleted = true;
     e->deleted_at_ms = shoal_now_ms();
     for (size_t i = 0; i < e->n_deltas; i++)
@@ -1998,6 +2020,9 @@ static uint64_t record_delta(shoal_replicator_t *r, entry_t *e, shoal_crdt_t *de
     return seq;
 }
 
+static int limits_check(shoal_replicator_t *r, const char *key, const entry_t *e,
+                        const shoal_crdt_t *work, uint64_t *size);
+
 static void update_now(shoal_replicator_t *r, void *arg)
 {
     update_args_t *a = arg;
@@ -2067,12 +2092,21 @@ static void update_now(shoal_replicator_t *r, void *arg)
         clean_pruned(e, work);
         clean_pruned(e, delta);
     }
+    uint64_t size = UINT64_MAX; /* measured only while max-bytes is set */
+    rc = limits_check(r, a->key, e, work, &size);
+    if (rc != 0) {
+        shoal_crdt_destroy(&work);
+        shoal_crdt_destroy(&delta);
+        goto fail;
+    }
     if (!e)
         e = repl_entry_create(r, a->key, klen, work->type);
     if (!e->type)
         e->type = work->type;
     shoal_crdt_destroy(&e->value);
     e->value = work;
+    if (size != UINT64_MAX)
+        repl_entry_bytes(r, e, size);
     repl_entry_touch(r, e);
     uint64_t seq = 0;
     if (delta && r->s.delta_enabled)
@@ -2095,6 +2129,119 @@ done:
     if (!a->borrowed) {
         free(a->key);
         free(a);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * LIMITS (ddata.h): caps on what local writes may grow the replica to
+ */
+int shoal_replicator_set_limits(shoal_replicator_t *r, const shoal_replicator_limits_t *l)
+{
+    if (!r || !l)
+        return SHOAL_EINVAL;
+    atomic_store(&r->max_keys, l->max_keys);
+    atomic_store(&r->max_bytes, l->max_bytes);
+    return 0;
+}
+
+int shoal_replicator_usage(shoal_replicator_t *r, uint64_t *keys, uint64_t *bytes)
+{
+    if (!r)
+        return SHOAL_EINVAL;
+    if (!shoal_system_on_thread(r->sys))
+        return shoal_wrong_thread(__func__, "shoal_system_call");
+    if (keys)
+        *keys = r->stats.keys - r->stats.tombstones;
+    if (bytes)
+        *bytes = r->bytes;
+    return 0;
+}
+
+/* 0 when the write of `work` to key (entry e, NULL when new) stays within the caps, with the
+   value's encoded size in *size when max_bytes is set; SHOAL_ELIMIT (counted, logged at the 1st,
+   2nd, 4th... refusal) when not. */
+static int limits_check(shoal_replicator_t *r, const char *key, const entry_t *e,
+                        const shoal_crdt_t *work, uint64_t *size)
+{
+    uint64_t max_keys = atomic_load(&r->max_keys), max_bytes = atomic_load(&r->max_bytes);
+    uint64_t live = r->stats.keys - r->stats.tombstones, *refused = NULL;
+    char why[160] = "";
+    if (max_keys && !e && live >= max_keys) {
+        refused = &r->limit_refused_keys;
+        snprintf(why, sizeof why, "it would be key %" PRIu64 " of at most %" PRIu64 " (max-keys)",
+                 live + 1, max_keys);
+    } else if (max_bytes) {
+        shoal_buf_t b = {0};
+        shoal_crdt_encode(work, &b);
+        *size = b.len;
+        shoal_buf_free(&b);
+        uint64_t old = e ? e->bytes : 0;
+        uint64_t after = (r->bytes >= old ? r->bytes - old : 0) + *size;
+        if (after > max_bytes) {
+            refused = &r->limit_refused_bytes;
+            snprintf(why, sizeof why,
+                     "its value of %" PRIu64 " bytes would make %" PRIu64 " of at most %" PRIu64
+                     " (max-bytes)",
+                     *size, after, max_bytes);
+        }
+    }
+    if (!refused)
+        return 0;
+    uint64_t k = ++*refused;
+    if ((k & (k - 1)) == 0)
+        shoal_warning("%s: replicator '%s': write of '%.100s' refused with SHOAL_ELIMIT: %s "
+                      "(%" PRIu64 " refused so far)",
+                      shoal_node_id(r->self), r->role, key, why, k);
+    return SHOAL_ELIMIT;
+}
+
+static void limits_label(shoal_buf_t *out, const char *role)
+{
+    for (const char *p = role; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            shoal_buf_printf(out, "\\%c", *p);
+        else if (*p == '\n')
+            shoal_buf_printf(out, "\\n");
+        else
+            shoal_buf_append(out, p, 1);
+    }
+}
+
+void repl_limits_metrics(shoal_replicator_t *const *reps, size_t n, shoal_buf_t *out)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"shoal_replicator_limit_refused_total", "counter",
+         "Local writes refused with SHOAL_ELIMIT, by the limit they would pass (max-keys, "
+         "max-bytes)."},
+        {"shoal_replicator_max_keys", "gauge",
+         "The replica's max-keys (0: no cap), compared with shoal_replicator_keys - "
+         "shoal_replicator_tombstones."},
+        {"shoal_replicator_bytes", "gauge",
+         "Encoded sizes of the replica's values, as far as measured (values written here, and "
+         "the others at their last digest)."},
+        {"shoal_replicator_max_bytes", "gauge", "The replica's max-bytes (0: no cap)."},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof *fam; f++) {
+        shoal_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help, fam[f].name,
+                         fam[f].type);
+        for (size_t j = 0; j < n; j++) {
+            const shoal_replicator_t *r = reps[j];
+            for (int l = 0; l < (f == 0 ? 2 : 1); l++) {
+                shoal_buf_printf(out, "%s{role=\"", fam[f].name);
+                limits_label(out, r->role);
+                uint64_t v = f == 0   ? (l == 0 ? r->limit_refused_keys : r->limit_refused_bytes)
+                             : f == 1 ? atomic_load(&((shoal_replicator_t *)r)->max_keys)
+                             : f == 2 ? r->bytes
+                                      : atomic_load(&((shoal_replicator_t *)r)->max_bytes);
+                if (f == 0)
+                    shoal_buf_printf(out, "\",limit=\"%s\"} %" PRIu64 "\n",
+                                     l == 0 ? "keys" : "bytes", v);
+                else
+                    shoal_buf_printf(out, "\"} %" PRIu64 "\n", v);
+            }
+        }
     }
 }
 

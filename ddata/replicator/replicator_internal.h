@@ -8,6 +8,8 @@
 #include "internal.h"
 #include "replicator.pb-c.h"
 
+#include <stdatomic.h>
+
 /* Message kinds of the replicator on the node's transport. */
 enum {
     K_READ = 32,
@@ -101,6 +103,7 @@ typedef struct entry {
     bool notified;
     uint8_t notified_digest[16];
 
+    uint64_t bytes;         /* the value's encoded size, as last measured (LIMITS, ddata.h) */
     int64_t last_access_ms; /* repl_entry_touch: kept only when some key expires */
     bool durable;
     uint64_t store_seq; /* the last write of this key to the store (r->store_seq numbering) */
@@ -287,6 +290,10 @@ struct shoal_replicator {
     int t_refused;
     uint64_t prng;
     shoal_replicator_stats_t stats;
+    /* LIMITS (ddata.h): caps set from any thread, the bytes measured, refusals */
+    _Atomic uint64_t max_keys, max_bytes;
+    uint64_t bytes;
+    uint64_t limit_refused_keys, limit_refused_bytes;
     bool destroying;
     struct client_watch *watches; /* clients' subscriptions (replicator_client.c) */
     repl_latency_t *lat;          /* one block allocated with the replicator (untouched pages cost
@@ -421,5 +428,10 @@ bool http_majority_served(shoal_system_t *sys, shoal_buf_t *reason);
    of it when the node has an endpoint, else the built-in part). The client's metrics request
    (Stats with exposition) answers with it; NULL (metrics.c not linked): SHOAL_ENOTSUP. */
 extern int (*repl_exposition_hook)(shoal_system_t *sys, shoal_buf_t *out);
+
+/* The limit metrics of these replicators (metrics.c, after the replicators' families). */
+void repl_limits_metrics(shoal_replicator_t *const *reps, size_t n, shoal_buf_t *out);
+/* Sets e's measured size, keeping the replicator's sum. */
+void repl_entry_bytes(shoal_replicator_t *r, entry_t *e, uint64_t bytes);
 
 #endif

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <czmq.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEADLINE_MS 15000
@@ -685,6 +687,65 @@ static void test_captured_traffic_shows_no_plaintext(void **state)
     stop(&na);
 }
 
+/* The server key a node would dial `ep` with (Z85), "" when it knows none. */
+static const char *server_key_for(tnode_t *t, const char *ep)
+{
+    static char z85[41];
+    z85[0] = 0;
+    zsock_t *zs = zsock_new(ZMQ_DEALER);
+    assert_non_null(zs);
+    void *sock = zsock_resolve(zs);
+    size_t len = sizeof z85;
+    if (shoal_system_secure_socket(t->sys, sock, false, ep) == 0)
+        assert_int_equal(zmq_getsockopt(sock, ZMQ_CURVE_SERVERKEY, z85, &len), 0);
+    zsock_destroy(&zs);
+    return z85;
+}
+
+/* Rotating a member's key (docs/operations.md, "Rotating keys and certificates"): while its old
+   and new certificates both name its endpoint, a node dials it with the key it last
+   authenticated with (learned), else with the newer certificate file, whatever their names. */
+static void test_server_key_during_rotation(void **state)
+{
+    (void)state;
+    const char *ep = "tcp://127.0.0.1:9";
+    for (int order = 0; order < 2; order++) {
+        key_t_ self, oldk, newk;
+        char name[32];
+        snprintf(name, sizeof name, "rs%d", order);
+        make_key(&self, name);
+        /* names in both orders: the directory's order must not decide */
+        snprintf(name, sizeof name, "r%d-%s", order, order ? "b" : "a");
+        make_key(&oldk, name);
+        snprintf(name, sizeof name, "r%d-%s", order, order ? "a" : "b");
+        make_key(&newk, name);
+        char allow[300], path[400];
+        snprintf(allow, sizeof allow, "%s/allow-rot%d", root, order);
+        make_allow(allow, (key_t_ *[]){&self, NULL});
+        put_cert_with_endpoint(allow, &oldk, ep);
+        put_cert_with_endpoint(allow, &newk, ep);
+        /* the old certificate is the older file */
+        snprintf(path, sizeof path, "%s/%s.cert", allow, oldk.name);
+        struct timespec times[2] = {{time(NULL) - 60, 0}, {time(NULL) - 60, 0}};
+        assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+        tnode_t t;
+        start(&t, &self, allow);
+        assert_string_equal(server_key_for(&t, ep), newk.pub);
+        /* the member still runs the old key and said so (its handshake, its record) */
+        assert_int_equal(shoal_system_learn_key(t.sys, ep, oldk.pub), 0);
+        assert_string_equal(server_key_for(&t, ep), oldk.pub);
+        /* it restarted with the new one */
+        assert_int_equal(shoal_system_learn_key(t.sys, ep, newk.pub), 0);
+        assert_string_equal(server_key_for(&t, ep), newk.pub);
+        /* a learned key taken off the list is not used: the directory's certificate is */
+        assert_int_equal(shoal_system_learn_key(t.sys, ep, oldk.pub), 0);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(shoal_system_allow_reload(t.sys), 2);
+        assert_string_equal(server_key_for(&t, ep), newk.pub);
+        stop(&t);
+    }
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/shoal-test-curve-%d", (int)getpid());
@@ -693,6 +754,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_members_talk_strangers_are_refused),
         cmocka_unit_test(test_endpoint_metadata_and_reload),
+        cmocka_unit_test(test_server_key_during_rotation),
         cmocka_unit_test(test_two_nodes_in_one_process_keep_their_lists),
         cmocka_unit_test(test_bad_settings),
         cmocka_unit_test(test_captured_traffic_shows_no_plaintext),
