@@ -337,26 +337,34 @@ static void restart_entities_which_stop_without_passivating(void **state)
     wait_live("2", -1, true);
 }
 
-/* "be migrated to new regions upon region failure": the region hosting remembered entity 3 goes
-   away (its node crashes and is downed); the entity starts again elsewhere by itself. */
+/* "be migrated to new regions upon region failure": the region hosting a remembered entity goes
+   away (its node crashes and is downed); the entity starts again elsewhere by itself. The spec's
+   entity is 3; here the first of 3, 4, ... whose shard the coordinator placed off node 0 (the
+   coordinator's node, which the next cases keep): where a shard goes depends on the regions'
+   counts when it is first asked for, and on a busy machine shard 3 sometimes lands on node 0. */
 static void migrated_to_new_regions_upon_region_failure(void **state)
 {
     (void)state;
-    tell_n(2, 3, 1);
-    wait_got(3);
-    int h = trec_get(TSHARD_TYPE, "3").node;
-    assert_true(h >= 1); /* not the coordinator's node, which the next cases keep */
+    int id = 3, h = 0;
+    char eid[16];
+    for (; id <= 12; id++) {
+        tell_n(2, id, 1);
+        wait_got(id);
+        snprintf(eid, sizeof eid, "%d", id);
+        h = trec_get(TSHARD_TYPE, eid).node;
+        if (h >= 1)
+            break;
+    }
+    assert_true(h >= 1); /* one of ten entities lives off the coordinator's node */
     const shoal_node_t *n = shoal_system_self(tsn[h].sys);
     tsnode_crash(h);
     assert_int_equal(shoal_cluster_down(tsn[0].cl, n), 0);
-    lw_t w = {"3", -1, true};
     int64_t end = shoal_now_ms() + 30000 * tscale();
-    while (!(live_on("3", -1) && trec_get(TSHARD_TYPE, "3").node != h) && shoal_now_ms() < end &&
+    while (!(live_on(eid, -1) && trec_get(TSHARD_TYPE, eid).node != h) && shoal_now_ms() < end &&
            sc_nap())
         ;
-    (void)w;
-    assert_true(live_on("3", -1));
-    assert_int_not_equal(trec_get(TSHARD_TYPE, "3").node, h);
+    assert_true(live_on(eid, -1));
+    assert_int_not_equal(trec_get(TSHARD_TYPE, eid).node, h);
 }
 
 /* "ensure rebalance restarts shards": entities 2..12 started; a new member joins; the rebalance
