@@ -550,7 +550,9 @@ struct shoal_type {
     bool has_pruning;
     bool is_map;                    /* created with a value type, not by create() */
 
-    shoal_crdt_t *(*create)(void); /* NULL for maps and delta types */
+    /* NULL for maps and delta types. A delta type of its own is registered too; a replica
+       without the key creates its state type's empty value to merge a delta into. */
+    shoal_crdt_t *(*create)(void);
     void (*destroy)(shoal_crdt_t *self);
     shoal_crdt_t *(*clone)(const shoal_crdt_t *self);
     int (*merge)(shoal_crdt_t *self, const shoal_crdt_t *other);

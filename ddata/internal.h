@@ -53,6 +53,12 @@ void shoal_node_dot_witness(const shoal_node_t *node, uint64_t counter);
 void shoal_orset_mark_recreated(shoal_crdt_t *set);
 bool shoal_orset_recreated(const shoal_crdt_t *set);
 
+/* The registered type whose delta type is `delta`, when `delta` is a type of its own (not a
+   value of the state type, as GCounter's deltas are) and exactly one type has it (the ORMap
+   types share theirs: NULL). *is_delta (may be NULL) says whether any type has it as its delta
+   type. The replicator uses it to apply a delta to a key it does not hold yet. Thread-safe. */
+const shoal_type_t *shoal_type_of_delta(const shoal_type_t *delta, bool *is_delta);
+
 /* True when v is non-NULL and of type t. */
 static inline bool shoal_is(const shoal_crdt_t *v, const shoal_type_t *t)
 {

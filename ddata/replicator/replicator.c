@@ -722,18 +722,6 @@ cleanup:
     return rc;
 }
 
-/* The state type a delta applies to when the key is missing here, or NULL (then full state is
-   needed: a map delta does not say which map it belongs to). */
-static shoal_crdt_t *empty_for_delta(const shoal_crdt_t *d)
-{
-    const shoal_type_t *t = shoal_crdt_type(d);
-    if (t->create)
-        return t->create();
-    if (t == &shoal_type_orset_delta)
-        return shoal_orset_new();
-    return NULL;
-}
-
 int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
                      const Shoal__Replicator__DeltaEntry *d)
 {
@@ -758,17 +746,26 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
         r->stats.dropped_malformed++;
         return rc;
     }
-    /* A delta of GCounter, PNCounter or GSet is a value of the type itself; ORSet and the maps
-       have delta types of their own. Anything else is a full value (delta-capable or not). */
+    /* A delta is either a value of the key's type (GCounter's, PNCounter's and GSet's deltas,
+       and a full state shipped when the deltas a peer misses are no longer kept) or a value of
+       the type's own delta type (ORSet's, the maps', a registered type's), merged with the
+       type's merge_delta. A key missing here is created empty for a delta of the second kind
+       when exactly one type has that delta type (the maps share one: they need full state). */
     const shoal_type_t *dt = delta->type;
-    bool is_state = dt != &shoal_type_orset_delta && dt != &shoal_type_ormap_delta;
-    if (e && e->value &&
-        (is_state ? e->value->type != dt : e->value->type->delta_type != dt)) {
+    bool is_delta_type = false;
+    const shoal_type_t *owner = shoal_type_of_delta(dt, &is_delta_type);
+    bool is_state;
+    if (e && e->value)
+        is_state = e->value->type == dt;
+    else /* a type that is its own delta type (GCounter) is a key's value even if another
+            type ships it as its deltas */
+        is_state = !is_delta_type || dt->delta_type == dt;
+    if (e && e->value && !is_state && e->value->type->delta_type != dt) {
         r->stats.dropped_wrong_type++;
         shoal_crdt_destroy(&delta);
         return SHOAL_ETYPE;
     }
-    const shoal_type_t *state_type = e && e->value ? e->value->type : is_state ? dt : NULL;
+    const shoal_type_t *state_type = e && e->value ? e->value->type : is_state ? dt : owner;
     bool causal = state_type ? shoal_type_delta_causal(state_type) : true;
     if (!is_state && causal && d->from_seq > have + 1) {
         r->stats.delta_gaps++;
@@ -776,7 +773,7 @@ int repl_apply_delta(shoal_replicator_t *r, const shoal_node_t *origin,
         return SHOAL_EAGAIN;
     }
     if (!e || !e->value) {
-        shoal_crdt_t *base = is_state ? NULL : empty_for_delta(delta);
+        shoal_crdt_t *base = !is_state && owner ? shoal_crdt_new(owner) : NULL;
         if (!is_state && !base) {
             shoal_crdt_destroy(&delta);
             return SHOAL_EAGAIN; /* full state needed */

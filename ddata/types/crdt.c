@@ -54,8 +54,7 @@ int shoal_type_register(const shoal_type_t *t)
 {
     if (!t || !t->name || !*t->name || t->tag < SHOAL_TYPE_TAG_CUSTOM || !t->destroy ||
         !t->clone || !t->merge || !t->encode_payload || !t->decode_payload || !t->render ||
-        (!t->create && !t->is_map) || (t->delta_type && (!t->delta || !t->take_delta ||
-                                                          !t->merge_delta)) ||
+        (t->delta_type && (!t->delta || !t->take_delta || !t->merge_delta)) ||
         (t->has_pruning && (!t->modified_by || !t->needs_pruning_from || !t->prune ||
                             !t->prune_cleanup)))
         return SHOAL_EINVAL;
@@ -72,6 +71,23 @@ int shoal_type_register(const shoal_type_t *t)
     }
     pthread_mutex_unlock(&custom_lock);
     return rc;
+}
+
+const shoal_type_t *shoal_type_of_delta(const shoal_type_t *delta, bool *is_delta)
+{
+    const shoal_type_t *owner = NULL;
+    size_t owners = 0;
+    size_t n = __atomic_load_n(&n_custom, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < REGISTRY_SIZE + n; i++) {
+        const shoal_type_t *t = i < REGISTRY_SIZE ? registry[i] : custom[i - REGISTRY_SIZE];
+        if (delta && t != delta && t->delta_type == delta) {
+            owner = t;
+            owners++;
+        }
+    }
+    if (is_delta)
+        *is_delta = owners > 0;
+    return owners == 1 ? owner : NULL;
 }
 
 const char *shoal_type_name(const shoal_type_t *type)
