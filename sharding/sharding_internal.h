@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "histogram.h"
+#include "internal.h" /* shoal_hmap_t: the remembered-entity maps */
 #include "sharding.h"
 #include "sharding.pb-c.h"
 
@@ -201,9 +202,12 @@ struct shard {
     life_t *life;
     bool recovering;             /* reading the remembered ids; messages wait in `pending` */
     bqueue_t pending;
-    zhashx_t *remembered;        /* id -> (void *)1: ids written (or read) as remembered */
+    /* the id sets are shoal_hmap (open addressing, one allocation per id, no strcmp chains);
+       keys are stored with their NUL, values are (void *)1 */
+    bool remember_maps;          /* the maps below are in use (remember-entities on) */
+    shoal_hmap_t remembered;     /* ids written (or read) as remembered */
     zlistx_t *to_start;          /* recovered ids not started yet (started at a bounded rate) */
-    zhashx_t *adds, *removes;    /* ids waiting for the next write */
+    shoal_hmap_t adds, removes;  /* ids waiting for the next write */
     char **awaiting;             /* ids of entities created to wait for the write that
                                     remembers them, oldest first (owned): activation looks at
                                     these, not at every entity of the shard */
