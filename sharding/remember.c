@@ -240,7 +240,7 @@ static void activate(shard_t *s)
     size_t keep = 0, n_ready = 0;
     for (size_t i = 0; i < s->n_awaiting; i++) {
         char *id = s->awaiting[i];
-        shoal_entity_t *e = zhashx_lookup(s->entities, id);
+        shoal_entity_t *e = shard_entity(s, id);
         if (e && e->status == E_STARTING && !remember_known(s, id)) {
             s->awaiting[keep++] = id; /* its write is still to come */
             continue;
@@ -363,7 +363,7 @@ static void flush_writes(shard_t *s)
 
 void remember_add(shard_t *s, const char *eid)
 {
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e && e->status == E_STARTING) {
         if (s->n_awaiting == s->cap_awaiting) {
             s->cap_awaiting = s->cap_awaiting ? 2 * s->cap_awaiting : 16;
@@ -428,7 +428,7 @@ void remember_tick(shard_t *s, int64_t now)
         if ((done & 255) == 255 && shoal_now_ms() >= until)
             break;
         char *id = zlistx_first(s->to_start);
-        if (!zhashx_lookup(s->entities, id) && remember_known(s, id)) {
+        if (!shard_entity(s, id) && remember_known(s, id)) {
             shoal_entity_t *e = s->r->lifecycle->create(s, id, E_RUNNING);
             s->r->lifecycle->run_start(e);
             s->r->stats.entities_recovered++;
@@ -445,7 +445,7 @@ void remember_tick(shard_t *s, int64_t now)
             char copy[SHOAL_ENTITY_ID_MAX + 1];
             snprintf(copy, sizeof copy, "%s", id);
             zhashx_delete(s->restart_at, copy);
-            if (!zhashx_lookup(s->entities, copy) && remember_known(s, copy))
+            if (!shard_entity(s, copy) && remember_known(s, copy))
                 s->r->lifecycle->run_start(s->r->lifecycle->create(s, copy, E_RUNNING));
         }
         zlistx_destroy(&due);

@@ -99,7 +99,8 @@ static shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_
     e->shard = s;
     memcpy(e->id, eid, n + 1);
     e->status = status;
-    zhashx_insert(s->entities, e->id, e);
+    bool inserted;
+    shoal_hmap_upsert(&s->entities, e->id, n + 1, &inserted)->value = e;
     state_entity_created(e);
     return e;
 }
@@ -130,7 +131,7 @@ static shoal_entity_t *entity_start(shard_t *s, const char *eid)
 /* For reminders: the running entity, started when absent (NULL while it starts or stops). */
 static shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
 {
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e)
         return e->status == E_RUNNING ? e : NULL;
     if (remember_on(s->r) && !remember_known(s, eid)) {
@@ -158,7 +159,7 @@ static void entity_finish_now(shoal_entity_t *e)
     shoal_region_t *r = s->r;
     if (s->n_timers)
         timers_entity_gone(e); /* its in-memory timers die with it */
-    zhashx_delete(s->entities, e->id);
+    shoal_hmap_remove(&s->entities, e->id, strlen(e->id) + 1);
     if (s->pass)
         passivator_remove(s->pass, e->id);
     if (e->started) {
@@ -242,7 +243,7 @@ void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags
         bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e && (e->status == E_STOPPING || e->status == E_STARTING)) {
         /* passivating: the message goes to the next incarnation; handing off: to the next home;
            being remembered: to this one once the write is done */
@@ -427,7 +428,7 @@ static size_t shard_limit(const shoal_region_t *r)
 static void passivate_cb(const char *entity_id, void *arg)
 {
     shard_t *s = arg;
-    shoal_entity_t *e = zhashx_lookup(s->entities, entity_id);
+    shoal_entity_t *e = shard_entity(s, entity_id);
     if (e && e->status == E_RUNNING && !e->depth) {
         s->r->stats.passivations++;
         entity_begin_stop(e, true);
@@ -479,10 +480,6 @@ shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     s->r = r;
     snprintf(s->id, sizeof s->id, "%s", id);
     s->epoch = epoch;
-    s->entities = zhashx_new();
-    /* keys are the entities' own ids: no copy per entity */
-    zhashx_set_key_duplicator(s->entities, NULL);
-    zhashx_set_key_destructor(s->entities, NULL);
     s->status = SH_ACTIVE;
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;
@@ -507,7 +504,7 @@ void shard_free(shard_t *s)
     state_shard_free(s);
     remember_shard_free(s);
     passivator_destroy(&s->pass);
-    zhashx_destroy(&s->entities);
+    shoal_hmap_free(&s->entities);
     free(s->fences);
     free(s->fenced);
     free(s);
@@ -516,7 +513,7 @@ void shard_free(shard_t *s)
 /* The shard's last entity is gone: a handoff is acknowledged, the shard forgotten. */
 static void shard_maybe_done(shard_t *s)
 {
-    if (s->status != SH_STOPPING || zhashx_size(s->entities) > 0)
+    if (s->status != SH_STOPPING || shard_n_entities(s) > 0)
         return;
     shoal_region_t *r = s->r;
     if (zhashx_lookup(r->shards, s->id) != s)
@@ -552,13 +549,14 @@ void shard_begin_stop(shard_t *s, bool graceful)
                                                 : (r->s.handoff_timeout_ms > 1000
                                                        ? r->s.handoff_timeout_ms / 2
                                                        : 1000));
-    size_t n = zhashx_size(s->entities);
+    size_t n = shard_n_entities(s);
     shoal_entity_t **all = n ? calloc(n, sizeof *all) : NULL;
     if (n && !all)
         abort();
     size_t i = 0;
-    for (shoal_entity_t *e = zhashx_first(s->entities); e && i < n; e = zhashx_next(s->entities))
-        all[i++] = e;
+    shoal_entity_t *e0;
+    for (size_t pos = 0; i < n && (e0 = shard_entity_next(s, &pos));)
+        all[i++] = e0;
     shoal_buf_t snap = {0};
     for (size_t k = 0; k < i; k++) {
         shoal_entity_t *e = all[k];
@@ -576,11 +574,10 @@ void shard_begin_stop(shard_t *s, bool graceful)
     shoal_buf_free(&snap);
     /* the pointers stay valid: an entity is freed only by entity_finish, which each runs once;
        the shard itself is released only after the loop (batch) */
-    zhashx_t *alive = s->entities;
     s->batch = true;
     for (size_t k = 0; k < i; k++) {
         shoal_entity_t *e = all[k];
-        if (zhashx_lookup(alive, all[k]->id) != e)
+        if (shard_entity(s, all[k]->id) != e)
             continue;
         if (graceful) {
             entity_begin_stop(e, false);
@@ -653,18 +650,17 @@ void shards_tick(shoal_region_t *r, int64_t now)
             shard_begin_stop(s, true);
         } else if (s->status == SH_STOPPING && now >= s->handoff_deadline) {
             /* stragglers that ignore the stop message are stopped by force */
-            size_t ne = zhashx_size(s->entities);
+            size_t ne = shard_n_entities(s);
             shoal_entity_t **es = calloc(ne + 1, sizeof *es);
             if (!es)
                 abort();
             size_t j = 0;
-            for (shoal_entity_t *e = zhashx_first(s->entities); e && j < ne;
-                 e = zhashx_next(s->entities))
-                es[j++] = e;
-            zhashx_t *alive = s->entities;
+            shoal_entity_t *e0;
+            for (size_t pos = 0; j < ne && (e0 = shard_entity_next(s, &pos));)
+                es[j++] = e0;
             s->batch = true;
             for (size_t q = 0; q < j; q++) {
-                if (zhashx_lookup(alive, es[q]->id) != es[q] || es[q]->depth)
+                if (shard_entity(s, es[q]->id) != es[q] || es[q]->depth)
                     continue;
                 r->stats.entities_forced++;
                 es[q]->passivating = false;
@@ -687,8 +683,9 @@ void shards_tick(shoal_region_t *r, int64_t now)
             /* the walk only while some entity is stopping: a shard of 100,000 idle entities
                costs nothing here */
             bool any = false;
-            for (shoal_entity_t *e = s->maybe_stopping ? zhashx_first(s->entities) : NULL;
-                 e && nl < 16; e = zhashx_next(s->entities)) {
+            shoal_entity_t *e;
+            for (size_t pos = 0;
+                 s->maybe_stopping && nl < 16 && (e = shard_entity_next(s, &pos));) {
                 if (e->status != E_STOPPING)
                     continue;
                 any = true;
