@@ -22,7 +22,8 @@
 bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uint64_t ask_id,
                  const void *data, size_t len)
 {
-    bmsg_t *m = malloc(sizeof *m + len);
+    size_t el = strnlen(eid, SHOAL_ENTITY_ID_MAX); /* cut there, as the array it was */
+    bmsg_t *m = malloc(sizeof *m + len + el + 1);
     if (!m)
         abort();
     m->next = NULL;
@@ -30,9 +31,11 @@ bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uin
     m->ask_id = ask_id;
     m->flags = flags;
     m->len = len;
-    snprintf(m->eid, sizeof m->eid, "%s", eid);
     if (len)
         memcpy(m->data, data, len);
+    m->eid = (char *)m->data + len;
+    memcpy(m->eid, eid, el);
+    m->eid[el] = 0;
     return m;
 }
 

@@ -118,7 +118,10 @@ typedef struct bmsg {
     uint64_t ask_id;
     uint8_t flags;
     size_t len;
-    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    /* NUL-terminated, in the same allocation after the data: as an array of
+       SHOAL_ENTITY_ID_MAX + 1 bytes it made each message ~300 bytes, and the messages of
+       entities waiting for their remember write were most of the memory such a batch touched */
+    char *eid;
     uint8_t data[]; /* len bytes */
 } bmsg_t;
 
