@@ -29,7 +29,8 @@ static void stop_excess(shoal_region_t *r)
     for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards)) {
         if ((uint32_t)strtoul(s->id, NULL, 10) < r->daemon_workers)
             continue;
-        for (shoal_entity_t *e = zhashx_first(s->entities); e; e = zhashx_next(s->entities))
+        shoal_entity_t *e;
+        for (size_t pos = 0; (e = shard_entity_next(s, &pos));)
             if (e->status == E_RUNNING && !e->depth) {
                 e->passivating = true;
                 e->stop_now = true;
@@ -41,8 +42,9 @@ static void stop_excess(shoal_region_t *r)
     bool again = true;
     while (again) {
         again = false;
+        shoal_entity_t *e;
         for (shard_t *s = zhashx_first(r->shards); s && !again; s = zhashx_next(r->shards))
-            for (shoal_entity_t *e = zhashx_first(s->entities); e; e = zhashx_next(s->entities))
+            for (size_t pos = 0; (e = shard_entity_next(s, &pos)) != NULL;)
                 if (e->stop_now && !e->depth) {
                     shoal_entity_stop(e);
                     again = true;

@@ -77,14 +77,14 @@ void region_fill_state(shoal_region_t *r, bool with_entities, shoal_region_state
     for (shard_t *s = zhashx_first(r->shards); s && out->n_shards < n; s = zhashx_next(r->shards)) {
         shoal_shard_state_t *st = &out->shards[out->n_shards++];
         st->id = strdup(s->id);
-        st->n_entities = zhashx_size(s->entities);
+        st->n_entities = shard_n_entities(s);
         if (with_entities) {
             st->entities = calloc(st->n_entities + 1, sizeof *st->entities);
             if (!st->entities)
                 abort();
             size_t k = 0;
-            for (shoal_entity_t *e = zhashx_first(s->entities); e && k < st->n_entities;
-                 e = zhashx_next(s->entities))
+            shoal_entity_t *e;
+            for (size_t pos = 0; k < st->n_entities && (e = shard_entity_next(s, &pos));)
                 st->entities[k++] = strdup(e->id);
         }
     }

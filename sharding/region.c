@@ -1354,7 +1354,7 @@ static int stats_on_node(shoal_system_t *sys, void *arg)
     x->out->shards = zhashx_size(r->shards);
     uint64_t ne = 0;
     for (shard_t *s = zhashx_first(r->shards); s; s = zhashx_next(r->shards))
-        ne += zhashx_size(s->entities);
+        ne += shard_n_entities(s);
     x->out->entities = ne;
     if (r->coord)
         coordinator_stats(r->coord, x->out);

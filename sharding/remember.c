@@ -47,9 +47,27 @@ static shoal_consistency_t read_level(const shoal_region_t *r)
     return c;
 }
 
+/* The id sets: keys stored with their NUL (so a key is the C string itself), value (void *)1. */
+static bool set_has(const shoal_hmap_t *h, const char *id)
+{
+    return h->n && shoal_hmap_get(h, id, strlen(id) + 1) != NULL;
+}
+
+static void set_add(shoal_hmap_t *h, const char *id)
+{
+    bool inserted;
+    shoal_hmap_upsert(h, id, strlen(id) + 1, &inserted)->value = (void *)1;
+}
+
+static void set_del(shoal_hmap_t *h, const char *id)
+{
+    if (h->n)
+        shoal_hmap_remove(h, id, strlen(id) + 1);
+}
+
 bool remember_known(const shard_t *s, const char *eid)
 {
-    return s->remembered && zhashx_lookup(s->remembered, eid) != NULL;
+    return s->remember_maps && set_has(&s->remembered, eid);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -71,8 +89,8 @@ static int collect(const void *elem, size_t len, void *arg)
     id[len] = 0;
     if (strlen(id) != len)
         return 0; /* an id with a NUL inside is not one of ours */
-    if (!zhashx_lookup(s->remembered, id)) {
-        zhashx_insert(s->remembered, id, (void *)1);
+    if (!set_has(&s->remembered, id)) {
+        set_add(&s->remembered, id);
         zlistx_add_end(s->to_start, id);
     }
     return 0;
@@ -137,12 +155,10 @@ void remember_shard_started(shard_t *s)
     if (!remember_on(s->r))
         return;
     s->life = life_new(s);
-    s->remembered = zhashx_new();
+    s->remember_maps = true;
     s->to_start = zlistx_new();
     zlistx_set_duplicator(s->to_start, (zlistx_duplicator_fn *)strdup);
     zlistx_set_destructor(s->to_start, (zlistx_destructor_fn *)zstr_free);
-    s->adds = zhashx_new();
-    s->removes = zhashx_new();
     s->restart_at = zhashx_new();
     zhashx_set_destructor(s->restart_at, (zhashx_destructor_fn *)zstr_free);
     s->recovering = true;
@@ -157,10 +173,11 @@ void remember_shard_free(shard_t *s)
     free(s->awaiting);
     s->awaiting = NULL;
     s->n_awaiting = s->cap_awaiting = 0;
-    zhashx_destroy(&s->remembered);
+    shoal_hmap_free(&s->remembered);
     zlistx_destroy(&s->to_start);
-    zhashx_destroy(&s->adds);
-    zhashx_destroy(&s->removes);
+    shoal_hmap_free(&s->adds);
+    shoal_hmap_free(&s->removes);
+    s->remember_maps = false;
     zhashx_destroy(&s->restart_at);
 }
 
@@ -215,27 +232,32 @@ static void activate(shard_t *s)
     /* the entities waiting to be remembered, not every entity of the shard: with a batch of
        writes completing for each few hundred new ids, walking all of a shard's thousands of
        entities each time was most of the cost of remembering them */
-    zlistx_t *ready = zlistx_new();
-    size_t keep = 0;
+    if (!s->n_awaiting)
+        return;
+    shoal_entity_t **ready = malloc(s->n_awaiting * sizeof *ready);
+    if (!ready)
+        abort();
+    size_t keep = 0, n_ready = 0;
     for (size_t i = 0; i < s->n_awaiting; i++) {
         char *id = s->awaiting[i];
-        shoal_entity_t *e = zhashx_lookup(s->entities, id);
+        shoal_entity_t *e = shard_entity(s, id);
         if (e && e->status == E_STARTING && !remember_known(s, id)) {
             s->awaiting[keep++] = id; /* its write is still to come */
             continue;
         }
         if (e && e->status == E_STARTING)
-            zlistx_add_end(ready, e);
+            ready[n_ready++] = e;
         free(id); /* started now, or gone, or started some other way */
     }
     s->n_awaiting = keep;
-    for (shoal_entity_t *e = zlistx_first(ready); e; e = zlistx_next(ready)) {
+    for (size_t i = 0; i < n_ready; i++) {
+        shoal_entity_t *e = ready[i];
         if (e->status != E_STARTING)
             continue; /* listed twice (its id was remembered for an earlier incarnation too) */
         s->r->lifecycle->run_start(e);
         s->r->lifecycle->deliver_waiting(e);
     }
-    zlistx_destroy(&ready);
+    free(ready);
 }
 
 static void write_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
@@ -252,14 +274,14 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
     if (status == 0) {
         s->write_attempts = 0;
         for (size_t i = 0; i < w->n_adds; i++)
-            zhashx_insert(s->remembered, w->adds[i], (void *)1);
+            set_add(&s->remembered, w->adds[i]);
     } else {
         /* keep what waits; write it again at once a few times (Akka's max-updates-attempts),
            then after the backoff */
         for (size_t i = 0; i < w->n_adds; i++)
-            zhashx_update(s->adds, w->adds[i], (void *)1);
+            set_add(&s->adds, w->adds[i]);
         for (size_t i = 0; i < w->n_removes; i++)
-            zhashx_update(s->removes, w->removes[i], (void *)1);
+            set_add(&s->removes, w->removes[i]);
         if (++s->write_attempts >= 3) {
             s->write_attempts = 0;
             s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
@@ -277,11 +299,29 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
         flush_writes(s);
 }
 
+/* Moves the ids of a set into the writes of their key slots and empties the set: the keys
+   themselves change hands (each is a C string, its NUL stored), not copies of them. */
+static void take_ids(shoal_hmap_t *h, write_ctx_t **w, bool removes)
+{
+    for (size_t i = 0; i < h->cap; i++) {
+        shoal_hslot_t *sl = &h->slots[i];
+        if (!SHOAL_HSLOT_LIVE(sl))
+            continue;
+        char *id = (char *)sl->key;
+        sl->key = NULL; /* now the write's; the map is freed below without it */
+        write_ctx_t *x = w[slot_of(id)];
+        if (removes)
+            x->removes[x->n_removes++] = id;
+        else
+            x->adds[x->n_adds++] = id;
+    }
+    shoal_hmap_free(h);
+}
+
 /* One update per key slot with everything collected for it. */
 static void flush_writes(shard_t *s)
 {
-    if (s->writes_in_flight > 0 || s->recovering ||
-        (zhashx_size(s->adds) == 0 && zhashx_size(s->removes) == 0))
+    if (s->writes_in_flight > 0 || s->recovering || (s->adds.n == 0 && s->removes.n == 0))
         return;
     shoal_region_t *r = s->r;
     write_ctx_t *w[REMEMBER_KEYS] = {0};
@@ -291,24 +331,14 @@ static void flush_writes(shard_t *s)
             abort();
         w[k]->slot = k;
         w[k]->self = r->self;
-        w[k]->adds = calloc(zhashx_size(s->adds) + 1, sizeof(char *));
-        w[k]->removes = calloc(zhashx_size(s->removes) + 1, sizeof(char *));
+        w[k]->adds = calloc(s->adds.n + 1, sizeof(char *));
+        w[k]->removes = calloc(s->removes.n + 1, sizeof(char *));
         if (!w[k]->adds || !w[k]->removes)
             abort();
     }
-    for (void *v = zhashx_first(s->adds); v; v = zhashx_next(s->adds)) {
-        const char *id = zhashx_cursor(s->adds);
-        write_ctx_t *x = w[slot_of(id)];
-        x->adds[x->n_adds++] = strdup(id);
-    }
-    for (void *v = zhashx_first(s->removes); v; v = zhashx_next(s->removes)) {
-        const char *id = zhashx_cursor(s->removes);
-        write_ctx_t *x = w[slot_of(id)];
-        x->removes[x->n_removes++] = strdup(id);
-    }
-    bool had_adds = zhashx_size(s->adds) > 0;
-    zhashx_purge(s->adds);
-    zhashx_purge(s->removes);
+    bool had_adds = s->adds.n > 0;
+    take_ids(&s->adds, w, false);
+    take_ids(&s->removes, w, true);
     shoal_consistency_t c = write_level(r);
     if (had_adds && !s->noted_here)
         note_shard(s);
@@ -333,7 +363,7 @@ static void flush_writes(shard_t *s)
 
 void remember_add(shard_t *s, const char *eid)
 {
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e && e->status == E_STARTING) {
         if (s->n_awaiting == s->cap_awaiting) {
             s->cap_awaiting = s->cap_awaiting ? 2 * s->cap_awaiting : 16;
@@ -346,17 +376,17 @@ void remember_add(shard_t *s, const char *eid)
             abort();
         s->n_awaiting++;
     }
-    zhashx_delete(s->removes, eid);
-    zhashx_update(s->adds, eid, (void *)1);
+    set_del(&s->removes, eid);
+    set_add(&s->adds, eid);
     if (shoal_now_ms() >= s->retry_at)
         flush_writes(s);
 }
 
 void remember_remove(shard_t *s, const char *eid)
 {
-    zhashx_delete(s->remembered, eid);
-    zhashx_delete(s->adds, eid);
-    zhashx_update(s->removes, eid, (void *)1);
+    set_del(&s->remembered, eid);
+    set_del(&s->adds, eid);
+    set_add(&s->removes, eid);
     if (shoal_now_ms() >= s->retry_at)
         flush_writes(s);
 }
@@ -372,7 +402,7 @@ void remember_schedule_restart(shard_t *s, const char *eid)
 
 void remember_tick(shard_t *s, int64_t now)
 {
-    if (!s->remembered) /* remember-entities off (s->life may be entity state's) */
+    if (!s->remember_maps) /* remember-entities off (s->life may be entity state's) */
         return;
     if (s->recovering) {
         if (s->writes_in_flight == 0 && s->retry_at > 0 && now >= s->retry_at)
@@ -398,7 +428,7 @@ void remember_tick(shard_t *s, int64_t now)
         if ((done & 255) == 255 && shoal_now_ms() >= until)
             break;
         char *id = zlistx_first(s->to_start);
-        if (!zhashx_lookup(s->entities, id) && remember_known(s, id)) {
+        if (!shard_entity(s, id) && remember_known(s, id)) {
             shoal_entity_t *e = s->r->lifecycle->create(s, id, E_RUNNING);
             s->r->lifecycle->run_start(e);
             s->r->stats.entities_recovered++;
@@ -415,14 +445,14 @@ void remember_tick(shard_t *s, int64_t now)
             char copy[SHOAL_ENTITY_ID_MAX + 1];
             snprintf(copy, sizeof copy, "%s", id);
             zhashx_delete(s->restart_at, copy);
-            if (!zhashx_lookup(s->entities, copy) && remember_known(s, copy))
+            if (!shard_entity(s, copy) && remember_known(s, copy))
                 s->r->lifecycle->run_start(s->r->lifecycle->create(s, copy, E_RUNNING));
         }
         zlistx_destroy(&due);
     }
     if (s->writes_in_flight == 0 && s->retry_at && now >= s->retry_at) {
         s->retry_at = 0;
-        if (!s->noted_here && !zhashx_size(s->adds)) {
+        if (!s->noted_here && !s->adds.n) {
             /* only the all-shards write failed: its entities still wait for it */
             note_shard(s);
         }

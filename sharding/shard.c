@@ -22,7 +22,8 @@
 bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uint64_t ask_id,
                  const void *data, size_t len)
 {
-    bmsg_t *m = malloc(sizeof *m + len);
+    size_t el = strnlen(eid, SHOAL_ENTITY_ID_MAX); /* cut there, as the array it was */
+    bmsg_t *m = malloc(sizeof *m + len + el + 1);
     if (!m)
         abort();
     m->next = NULL;
@@ -30,9 +31,11 @@ bmsg_t *bmsg_new(const char *eid, uint8_t flags, const shoal_node_t *origin, uin
     m->ask_id = ask_id;
     m->flags = flags;
     m->len = len;
-    snprintf(m->eid, sizeof m->eid, "%s", eid);
     if (len)
         memcpy(m->data, data, len);
+    m->eid = (char *)m->data + len;
+    memcpy(m->eid, eid, el);
+    m->eid[el] = 0;
     return m;
 }
 
@@ -99,8 +102,9 @@ static shoal_entity_t *entity_create(shard_t *s, const char *eid, entity_status_
     e->shard = s;
     memcpy(e->id, eid, n + 1);
     e->status = status;
-    zhashx_insert(s->entities, e->id, e);
-    s->r->sh->n_entities++;
+    bool inserted;
+    shoal_hmap_upsert(&s->entities, e->id, n + 1, &inserted)->value = e;
+    s->r->sh->n_entities += inserted;
     state_entity_created(e);
     return e;
 }
@@ -151,7 +155,7 @@ static bool entity_admitted(shard_t *s, const char *eid, const shoal_node_t *ori
 /* For reminders: the running entity, started when absent (NULL while it starts or stops). */
 static shoal_entity_t *entity_get_or_start(shard_t *s, const char *eid)
 {
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e)
         return e->status == E_RUNNING ? e : NULL;
     if (!entity_admitted(s, eid, NULL, 0))
@@ -181,7 +185,7 @@ static void entity_finish_now(shoal_entity_t *e)
     shoal_region_t *r = s->r;
     if (s->n_timers)
         timers_entity_gone(e); /* its in-memory timers die with it */
-    zhashx_delete(s->entities, e->id);
+    shoal_hmap_remove(&s->entities, e->id, strlen(e->id) + 1);
     if (r->sh->n_entities)
         r->sh->n_entities--;
     if (s->pass)
@@ -267,7 +271,7 @@ void deliver_local(shoal_region_t *r, shard_t *s, const char *eid, uint8_t flags
         bq_push(&s->pending, bmsg_new(eid, flags, origin, ask_id, data, len));
         return;
     }
-    shoal_entity_t *e = zhashx_lookup(s->entities, eid);
+    shoal_entity_t *e = shard_entity(s, eid);
     if (e && (e->status == E_STOPPING || e->status == E_STARTING)) {
         /* passivating: the message goes to the next incarnation; handing off: to the next home;
            being remembered: to this one once the write is done */
@@ -454,7 +458,7 @@ static size_t shard_limit(const shoal_region_t *r)
 static void passivate_cb(const char *entity_id, void *arg)
 {
     shard_t *s = arg;
-    shoal_entity_t *e = zhashx_lookup(s->entities, entity_id);
+    shoal_entity_t *e = shard_entity(s, entity_id);
     if (e && e->status == E_RUNNING && !e->depth) {
         s->r->stats.passivations++;
         entity_begin_stop(e, true);
@@ -506,10 +510,6 @@ shard_t *shard_host(shoal_region_t *r, const char *id, uint64_t epoch)
     s->r = r;
     snprintf(s->id, sizeof s->id, "%s", id);
     s->epoch = epoch;
-    s->entities = zhashx_new();
-    /* keys are the entities' own ids: no copy per entity */
-    zhashx_set_key_duplicator(s->entities, NULL);
-    zhashx_set_key_destructor(s->entities, NULL);
     s->status = SH_ACTIVE;
     zhashx_insert(r->shards, s->id, s);
     r->stats.shards_started++;
@@ -534,9 +534,9 @@ void shard_free(shard_t *s)
     state_shard_free(s);
     remember_shard_free(s);
     passivator_destroy(&s->pass);
-    size_t left = zhashx_size(s->entities);
+    size_t left = shard_n_entities(s);
     s->r->sh->n_entities -= left < s->r->sh->n_entities ? left : s->r->sh->n_entities;
-    zhashx_destroy(&s->entities);
+    shoal_hmap_free(&s->entities);
     free(s->fences);
     free(s->fenced);
     free(s);
@@ -545,7 +545,7 @@ void shard_free(shard_t *s)
 /* The shard's last entity is gone: a handoff is acknowledged, the shard forgotten. */
 static void shard_maybe_done(shard_t *s)
 {
-    if (s->status != SH_STOPPING || zhashx_size(s->entities) > 0)
+    if (s->status != SH_STOPPING || shard_n_entities(s) > 0)
         return;
     shoal_region_t *r = s->r;
     if (zhashx_lookup(r->shards, s->id) != s)
@@ -581,13 +581,14 @@ void shard_begin_stop(shard_t *s, bool graceful)
                                                 : (r->s.handoff_timeout_ms > 1000
                                                        ? r->s.handoff_timeout_ms / 2
                                                        : 1000));
-    size_t n = zhashx_size(s->entities);
+    size_t n = shard_n_entities(s);
     shoal_entity_t **all = n ? calloc(n, sizeof *all) : NULL;
     if (n && !all)
         abort();
     size_t i = 0;
-    for (shoal_entity_t *e = zhashx_first(s->entities); e && i < n; e = zhashx_next(s->entities))
-        all[i++] = e;
+    shoal_entity_t *e0;
+    for (size_t pos = 0; i < n && (e0 = shard_entity_next(s, &pos));)
+        all[i++] = e0;
     shoal_buf_t snap = {0};
     for (size_t k = 0; k < i; k++) {
         shoal_entity_t *e = all[k];
@@ -605,11 +606,10 @@ void shard_begin_stop(shard_t *s, bool graceful)
     shoal_buf_free(&snap);
     /* the pointers stay valid: an entity is freed only by entity_finish, which each runs once;
        the shard itself is released only after the loop (batch) */
-    zhashx_t *alive = s->entities;
     s->batch = true;
     for (size_t k = 0; k < i; k++) {
         shoal_entity_t *e = all[k];
-        if (zhashx_lookup(alive, all[k]->id) != e)
+        if (shard_entity(s, all[k]->id) != e)
             continue;
         if (graceful) {
             entity_begin_stop(e, false);
@@ -682,18 +682,17 @@ void shards_tick(shoal_region_t *r, int64_t now)
             shard_begin_stop(s, true);
         } else if (s->status == SH_STOPPING && now >= s->handoff_deadline) {
             /* stragglers that ignore the stop message are stopped by force */
-            size_t ne = zhashx_size(s->entities);
+            size_t ne = shard_n_entities(s);
             shoal_entity_t **es = calloc(ne + 1, sizeof *es);
             if (!es)
                 abort();
             size_t j = 0;
-            for (shoal_entity_t *e = zhashx_first(s->entities); e && j < ne;
-                 e = zhashx_next(s->entities))
-                es[j++] = e;
-            zhashx_t *alive = s->entities;
+            shoal_entity_t *e0;
+            for (size_t pos = 0; j < ne && (e0 = shard_entity_next(s, &pos));)
+                es[j++] = e0;
             s->batch = true;
             for (size_t q = 0; q < j; q++) {
-                if (zhashx_lookup(alive, es[q]->id) != es[q] || es[q]->depth)
+                if (shard_entity(s, es[q]->id) != es[q] || es[q]->depth)
                     continue;
                 r->stats.entities_forced++;
                 es[q]->passivating = false;
@@ -716,8 +715,9 @@ void shards_tick(shoal_region_t *r, int64_t now)
             /* the walk only while some entity is stopping: a shard of 100,000 idle entities
                costs nothing here */
             bool any = false;
-            for (shoal_entity_t *e = s->maybe_stopping ? zhashx_first(s->entities) : NULL;
-                 e && nl < 16; e = zhashx_next(s->entities)) {
+            shoal_entity_t *e;
+            for (size_t pos = 0;
+                 s->maybe_stopping && nl < 16 && (e = shard_entity_next(s, &pos));) {
                 if (e->status != E_STOPPING)
                     continue;
                 any = true;

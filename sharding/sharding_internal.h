@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "histogram.h"
+#include "internal.h" /* shoal_hmap_t: the remembered-entity maps */
 #include "sharding.h"
 #include "sharding.pb-c.h"
 
@@ -118,7 +119,10 @@ typedef struct bmsg {
     uint64_t ask_id;
     uint8_t flags;
     size_t len;
-    char eid[SHOAL_ENTITY_ID_MAX + 1];
+    /* NUL-terminated, in the same allocation after the data: as an array of
+       SHOAL_ENTITY_ID_MAX + 1 bytes it made each message ~300 bytes, and the messages of
+       entities waiting for their remember write were most of the memory such a batch touched */
+    char *eid;
     uint8_t data[]; /* len bytes */
 } bmsg_t;
 
@@ -186,7 +190,7 @@ struct shard {
     shoal_region_t *r;
     char id[SHOAL_SHARD_ID_MAX + 1];
     uint64_t epoch;
-    zhashx_t *entities; /* id -> shoal_entity_t */
+    shoal_hmap_t entities; /* id (its NUL stored) -> shoal_entity_t: see shard_entity() */
     shard_status_t status;
     /* handoff */
     const shoal_node_t **fences; /* regions whose fence has not arrived yet */
@@ -202,9 +206,12 @@ struct shard {
     life_t *life;
     bool recovering;             /* reading the remembered ids; messages wait in `pending` */
     bqueue_t pending;
-    zhashx_t *remembered;        /* id -> (void *)1: ids written (or read) as remembered */
+    /* the id sets are shoal_hmap (open addressing, one allocation per id, no strcmp chains);
+       keys are stored with their NUL, values are (void *)1 */
+    bool remember_maps;          /* the maps below are in use (remember-entities on) */
+    shoal_hmap_t remembered;     /* ids written (or read) as remembered */
     zlistx_t *to_start;          /* recovered ids not started yet (started at a bounded rate) */
-    zhashx_t *adds, *removes;    /* ids waiting for the next write */
+    shoal_hmap_t adds, removes;  /* ids waiting for the next write */
     char **awaiting;             /* ids of entities created to wait for the write that
                                     remembers them, oldest first (owned): activation looks at
                                     these, not at every entity of the shard */
@@ -227,6 +234,30 @@ struct shard {
     struct mtimer *timers;       /* in-memory timers of its running entities */
     size_t n_timers, cap_timers;
 };
+
+/* The shard's entities (an open-addressing map: a zhashx lookup, its chain of strcmp and its
+   allocation per entity were a fifth of the cost of creating an entity). */
+static inline shoal_entity_t *shard_entity(const shard_t *s, const char *id)
+{
+    return s->entities.n ? shoal_hmap_get(&s->entities, id, strlen(id) + 1) : NULL;
+}
+
+static inline size_t shard_n_entities(const shard_t *s)
+{
+    return s->entities.n;
+}
+
+/* Iteration: for (size_t pos = 0; (e = shard_entity_next(s, &pos));) ...; removing entities
+   meanwhile is fine, adding some is not. */
+static inline shoal_entity_t *shard_entity_next(const shard_t *s, size_t *pos)
+{
+    while (*pos < s->entities.cap) {
+        const shoal_hslot_t *sl = &s->entities.slots[(*pos)++];
+        if (SHOAL_HSLOT_LIVE(sl))
+            return sl->value;
+    }
+    return NULL;
+}
 
 /* The region's view of a shard's home. */
 typedef struct {

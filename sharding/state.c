@@ -369,7 +369,7 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
     if (done)
         entity_callback(e, done, status, done_arg);
     /* the callback may have stopped it */
-    e = zhashx_lookup(s->entities, eid);
+    e = shard_entity(s, eid);
     if (!e || !e->st || e->st->inc != inc)
         return;
     /* memory may hold what was not stored: start from what was. Not for a failed save of an
@@ -814,7 +814,7 @@ void state_reliable_deliver(shoal_entity_t *e, const void *data, size_t len,
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     snprintf(eid, sizeof eid, "%s", e->id);
     r->lifecycle->receive(e, msg, mlen, NULL, 0);
-    e = zhashx_lookup(s->entities, eid);
+    e = shard_entity(s, eid);
     if (!e || !e->st || e->st->inc != inc)
         return; /* stopped inside: unconfirmed, the producer sends it again */
     st = e->st;
@@ -1020,7 +1020,7 @@ void timers_tick(shard_t *s, int64_t now)
         }
         mtimer_t t = s->timers[i]; /* the slot goes first: the receive may start it again */
         s->timers[i] = s->timers[--s->n_timers];
-        shoal_entity_t *e = zhashx_lookup(s->entities, t.eid);
+        shoal_entity_t *e = shard_entity(s, t.eid);
         if (e && e->status == E_RUNNING) {
             shoal_region_t *r = s->r;
             const char *outer = r->timer_firing;
@@ -1069,7 +1069,7 @@ static void fire(shard_t *s, size_t i)
         reminders_forget(s, m.eid, m.rid); /* cancelled meanwhile */
         return;
     }
-    shoal_entity_t *e = zhashx_lookup(s->entities, m.eid);
+    shoal_entity_t *e = shard_entity(s, m.eid);
     if (e && e->status != E_RUNNING)
         return; /* stopping or starting: next tick */
     if (!e)
@@ -1085,7 +1085,7 @@ static void fire(shard_t *s, size_t i)
     e->st->reminder = m.rid;
     r->lifecycle->receive(e, msg, mlen, NULL, 0);
     free(msg);
-    e = zhashx_lookup(s->entities, m.eid);
+    e = shard_entity(s, m.eid);
     if (e && e->st && e->st->inc == inc)
         e->st->reminder = NULL;
     /* handled: its entry goes, unless the receive scheduled the id again */
