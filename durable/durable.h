@@ -211,7 +211,10 @@ void shoal_durable_last_error(shoal_durable_t *d, char *buf, size_t len);
    _commit_retries_total and the shoal_durable_map_size_bytes and shoal_durable_pending_writes
    gauges; and from shoal_durable_space, the gauges shoal_durable_map_max_bytes,
    shoal_durable_used_bytes, shoal_durable_high_water_bytes and shoal_durable_free_pages (alert
-   on used / map_max before writes fail). Stop the endpoint before closing d. */
+   on used / map_max before writes fail). Also adds /health/ready's "durable" check: not ready
+   while the last write transaction failed because the map reached map_max and none has
+   committed since (the reason names the role and the bytes used of map_max). Stop the endpoint
+   before closing d. */
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m);
 
 #if defined(__GNUC__)

@@ -32,15 +32,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DBS      64
-#define META_DB      "meta"
-#define FORMAT_KEY   "format"
-#define NODE_ID_KEY  "node-id" /* the identity of the node that owns this directory */
-#define ROLE_PREFIX  "ddata:"
-#define FORMAT_STEM  "shoal-durable "
-#define LOAD_CHUNK   (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
-#define WAY_OUT      "move it aside or salvage it with ddata-dump --salvage"
-#define LOCK_FILE    "shoal.lock"
+#define MAX_DBS     64
+#define META_DB     "meta"
+#define FORMAT_KEY  "format"
+#define NODE_ID_KEY "node-id" /* the identity of the node that owns this directory */
+#define ROLE_PREFIX "ddata:"
+#define FORMAT_STEM "shoal-durable "
+#define LOAD_CHUNK  (4u * 1024 * 1024) /* bytes copied out of LMDB per load round */
+#define WAY_OUT     "move it aside or salvage it with ddata-dump --salvage"
+#define LOCK_FILE   "shoal.lock"
 /* LMDB creates data.mdb with its two meta pages, each of the OS page size (4 KiB at least on
    Linux), and never shrinks it: a shorter file was cut (a full disk, a copy that stopped). LMDB
    would take an empty one for a new environment (and fail with EBADF writing its meta pages
@@ -59,7 +59,7 @@ typedef struct durable_store durable_store_t;
 /* A change waiting for the write-behind thread. */
 typedef struct {
     durable_store_t *store;
-    uint8_t *key;  /* key bytes followed by value bytes, one allocation */
+    uint8_t *key; /* key bytes followed by value bytes, one allocation */
     size_t klen;
     size_t len;
     bool del;
@@ -80,11 +80,16 @@ struct shoal_durable {
     MDB_env *env;
     size_t map_size;
     size_t max_key;
-    pthread_mutex_t txn_lock;  /* every transaction; the store list; stats; last error */
+    pthread_mutex_t txn_lock; /* every transaction; the store list; stats; last error */
     durable_store_t *stores;
     shoal_durable_stats_t stats;
     uint64_t commit_ns; /* time spent in committed write transactions (metrics) */
     char last_error[512];
+    /* The last write transaction failed because the map is at map_max, and none has committed
+       since: /health/ready's "durable" check fails (shoal_durable_metrics). full_role names the
+       role of the change that did not fit (the first of a write-behind batch). */
+    bool full;
+    char full_role[64];
     char node_id[SHOAL_DURABLE_NODE_ID_LEN + 1]; /* meta/node-id, made at the first open */
 
     /* write-behind */
@@ -151,7 +156,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Records and logs a failure (caller holds txn_lock). */
-static void fail_locked(shoal_durable_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_locked(shoal_durable_t *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void fail_locked(shoal_durable_t *d, const char *fmt, ...)
 {
     va_list ap;
@@ -202,8 +208,11 @@ static int txn_begin(shoal_durable_t *d, unsigned flags, MDB_txn **txn)
 static int grow_map(shoal_durable_t *d)
 {
     if (d->map_size >= d->s.map_max) {
-        fail_locked(d, "the store is full: the map reached map_max (%zu bytes); raise map_max "
-                    "or compact the store", d->s.map_max);
+        fail_locked(d,
+                    "the store is full: the map reached map_max (%zu bytes); raise map_max "
+                    "or compact the store",
+                    d->s.map_max);
+        d->full = true;
         return SHOAL_ESTORE;
     }
     size_t next = d->map_size > d->s.map_max / 2 ? d->s.map_max : d->map_size * 2;
@@ -220,7 +229,7 @@ static int grow_map(shoal_durable_t *d)
     return 0;
 }
 
-typedef int (txn_body_fn)(shoal_durable_t *d, MDB_txn *txn, void *arg);
+typedef int(txn_body_fn)(shoal_durable_t *d, MDB_txn *txn, void *arg);
 
 /* Runs body in a write transaction and commits, growing the map and retrying while it is full.
    Caller holds txn_lock. Returns 0, or SHOAL_ESTORE (logged). */
@@ -242,9 +251,10 @@ static int write_txn(shoal_durable_t *d, txn_body_fn *body, void *arg, const cha
             mdb_txn_abort(txn);
         if (rc == 0) {
             d->stats.commits++;
+            d->full = false;
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            d->commit_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
-                                       (t1.tv_nsec - t0.tv_nsec));
+            d->commit_ns +=
+                (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
             return 0;
         }
         if (rc == MDB_MAP_FULL) {
@@ -398,8 +408,9 @@ static int batch_body(shoal_durable_t *d, MDB_txn *txn, void *arg)
 static uint32_t requeue_locked(shoal_durable_t *d, batch_t *b)
 {
     pthread_mutex_lock(&d->pend_lock);
-    d->retry_ms = !d->retry_ms ? RETRY_MIN_MS
-                  : d->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : d->retry_ms * 2;
+    d->retry_ms = !d->retry_ms                     ? RETRY_MIN_MS
+                  : d->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+                                                   : d->retry_ms * 2;
     uint32_t wait_ms = d->retry_ms > d->s.write_behind_ms ? d->retry_ms : d->s.write_behind_ms;
     pending_t *since = d->pend;
     size_t n_since = d->npend;
@@ -431,12 +442,15 @@ static void flush_locked(shoal_durable_t *d, bool final)
         return;
     }
     if (write_txn(d, batch_body, &b, "write-behind commit") < 0) {
+        if (d->full)
+            snprintf(d->full_role, sizeof d->full_role, "%s", b.p[0].store->role);
         if (!final) {
             d->stats.retries++;
             size_t n = b.n;
             uint32_t wait_ms = requeue_locked(d, &b);
             shoal_warning("durable %s: %zu write-behind changes kept in memory, committing them "
-                         "again in %u ms", d->dir, n, wait_ms);
+                          "again in %u ms",
+                          d->dir, n, wait_ms);
             return;
         }
         d->stats.failures += b.n;
@@ -445,7 +459,7 @@ static void flush_locked(shoal_durable_t *d, bool final)
         pthread_mutex_lock(&d->pend_lock);
         if (d->retry_ms)
             shoal_info("durable %s: write-behind commits work again (%zu changes committed)",
-                      d->dir, b.n);
+                       d->dir, b.n);
         d->retry_ms = 0;
         pthread_mutex_unlock(&d->pend_lock);
         for (size_t i = 0; i < b.n; i++) {
@@ -513,6 +527,8 @@ static void st_store(void *ctx, const char *key, size_t klen, const void *data, 
         one_write_t w = {st, key, klen, data ? data : NULL, data ? len : 0};
         pthread_mutex_lock(&d->txn_lock);
         status = write_txn(d, one_write_body, &w, "write");
+        if (status < 0 && d->full)
+            snprintf(d->full_role, sizeof d->full_role, "%s", st->role);
         if (status < 0)
             d->stats.failures++;
         else if (data)
@@ -585,7 +601,8 @@ static int st_load(void *ctx, shoal_store_each_fn *each, void *each_arg)
             break;
         }
         MDB_val k = {last_len, last}, v;
-        rc = last ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        rc = last ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
+                  : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
         if (rc == 0 && last && k.mv_size == last_len && memcmp(k.mv_data, last, last_len) == 0)
             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
         while (rc == 0) {
@@ -700,8 +717,10 @@ static bool data_too_short(const char *dir, char *msg, size_t msglen)
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size >= MIN_DATA_BYTES)
         return false;
-    snprintf(msg, msglen, "the store is corrupt (data.mdb is %lld bytes, too short to hold "
-             "LMDB's two meta pages)", (long long)st.st_size);
+    snprintf(msg, msglen,
+             "the store is corrupt (data.mdb is %lld bytes, too short to hold "
+             "LMDB's two meta pages)",
+             (long long)st.st_size);
     return true;
 }
 
@@ -732,7 +751,8 @@ static const char *access_hint(int rc)
     }
 }
 
-static void child_report(int fd, chk_t kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void child_report(int fd, chk_t kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void child_report(int fd, chk_t kind, const char *fmt, ...)
 {
     char msg[600];
@@ -768,8 +788,11 @@ static void check_child(const char *dir, int fd)
         rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0600);
     if (rc != 0) {
         const char *hint = access_hint(rc);
-        child_report(fd, rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
-                     rc == MDB_PAGE_NOTFOUND || rc == ENOENT ? CHK_CORRUPT : CHK_FAILED,
+        child_report(fd,
+                     rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED ||
+                             rc == MDB_PAGE_NOTFOUND || rc == ENOENT
+                         ? CHK_CORRUPT
+                         : CHK_FAILED,
                      "LMDB cannot open it: %s%s%s", mdb_strerror(rc), hint ? "; " : "",
                      hint ? hint : "");
         return;
@@ -809,7 +832,8 @@ static void check_child(const char *dir, int fd)
     while ((rc = mdb_cursor_get(names, &nk, &nv, MDB_NEXT)) == 0) {
         char name[512];
         if (nk.mv_size == 0 || nk.mv_size >= sizeof name || memchr(nk.mv_data, 0, nk.mv_size)) {
-            child_report(fd, CHK_CORRUPT, "a database has a malformed name (%zu bytes)", nk.mv_size);
+            child_report(fd, CHK_CORRUPT, "a database has a malformed name (%zu bytes)",
+                         nk.mv_size);
             return;
         }
         memcpy(name, nk.mv_data, nk.mv_size);
@@ -817,7 +841,8 @@ static void check_child(const char *dir, int fd)
         MDB_dbi dbi;
         rc = mdb_dbi_open(txn, name, 0, &dbi);
         if (rc != 0) {
-            child_report(fd, CHK_CORRUPT, "database '%s' does not open: %s", name, mdb_strerror(rc));
+            child_report(fd, CHK_CORRUPT, "database '%s' does not open: %s", name,
+                         mdb_strerror(rc));
             return;
         }
         MDB_cursor *cur;
@@ -834,7 +859,8 @@ static void check_child(const char *dir, int fd)
             entries++;
         }
         if (rc != MDB_NOTFOUND) {
-            child_report(fd, CHK_CORRUPT, "database '%s' does not read: %s", name, mdb_strerror(rc));
+            child_report(fd, CHK_CORRUPT, "database '%s' does not read: %s", name,
+                         mdb_strerror(rc));
             return;
         }
         mdb_cursor_close(cur);
@@ -1066,7 +1092,8 @@ static int lock_dir(const char *dir, int *code, char *err, size_t errlen)
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
         shoal_warning("durable store %s: cannot write this process's pid into %s: %s (the lock "
-                     "holds all the same)", dir, path, strerror(errno));
+                      "holds all the same)",
+                      dir, path, strerror(errno));
     return fd;
 }
 
@@ -1324,7 +1351,8 @@ static shoal_durable_t *open_durable(const shoal_durable_settings_t *s, int *cod
                 goto refused;
             }
             shoal_error("durable store %s: %s; moved to %s, starting empty (values come back from "
-                       "peers)", dir, msg, to);
+                        "peers)",
+                        dir, msg, to);
             /* the lock file went with the directory: lock the new one before letting go */
             int fresh = lock_dir(dir, code, err, errlen);
             unlock_dir(lock_fd);
@@ -1586,9 +1614,36 @@ static void durable_collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
     }
 }
 
+/* /health/ready's "durable" check (docs/operations.md, Readiness): a store whose writes fail for
+   want of room cannot take a MAJORITY write of a durable key, so the node does not serve MAJORITY.
+   Full means the last write transaction failed at map_max and none has committed since; it
+   clears with the first write that commits (after shoal_durable_set_map_max, or deletions). */
+static bool durable_ready(shoal_system_t *sys, shoal_buf_t *reason, void *arg)
+{
+    (void)sys;
+    shoal_durable_t *d = arg;
+    pthread_mutex_lock(&d->txn_lock);
+    bool full = d->full;
+    char role[sizeof d->full_role];
+    snprintf(role, sizeof role, "%s", d->full_role);
+    pthread_mutex_unlock(&d->txn_lock);
+    if (!full)
+        return true;
+    shoal_durable_space_t sp;
+    if (shoal_durable_space(d, &sp) < 0)
+        memset(&sp, 0, sizeof sp);
+    shoal_buf_printf(reason,
+                     "durable store for role '%s' is full: %zu of %zu bytes used (map_max "
+                     "reached; writes fail with SHOAL_ESTORE): raise map_max or compact the "
+                     "store (%s)",
+                     role, sp.used_bytes, sp.map_max, d->dir);
+    return false;
+}
+
 int shoal_durable_metrics(shoal_durable_t *d, shoal_metrics_t *m)
 {
     if (!d || !m)
         return SHOAL_EINVAL;
-    return shoal_metrics_add(m, durable_collect, d);
+    int rc = shoal_metrics_add(m, durable_collect, d);
+    return rc < 0 ? rc : shoal_http_ready_check(m, "durable", durable_ready, d);
 }

@@ -38,6 +38,7 @@
 
 #include "ddata.h"
 #include "membership.h"
+#include "sharding.h"
 
 #define CLI_LOG_LEVEL_USAGE                                                                        \
     "every Shoal program: --log-level error|warning|info|debug (default info, or "                 \
@@ -397,6 +398,28 @@ static inline shoal_config_t *cli_config_node(const char *name, const char *path
         return NULL;
     }
     return cfg;
+}
+
+/* --config's caps (docs/configuration.md: shoal/cluster/distributed-data/max-keys and max-bytes,
+   shoal/cluster/sharding/max-entities-per-node), applied once the program has made what they
+   bound: its data replicator `rep` and its sharding `sh` (either may be NULL; cfg NULL: nothing).
+   0, or -1 with the message on stderr, the file named (the program exits as for a refused file). */
+static inline int cli_config_limits(const char *name, const char *path, const shoal_config_t *cfg,
+                                    shoal_replicator_t *rep, shoal_sharding_t *sh)
+{
+    if (!cfg)
+        return 0;
+    char err[512] = "";
+    shoal_replicator_limits_t lim = {0};
+    uint64_t max_entities = 0;
+    if ((rep && (shoal_config_replicator_limits(cfg, &lim, err, sizeof err) < 0 ||
+                 shoal_replicator_set_limits(rep, &lim) < 0)) ||
+        (sh && (shoal_config_sharding_limits(cfg, &max_entities, err, sizeof err) < 0 ||
+                shoal_sharding_set_max_entities(sh, max_entities) < 0))) {
+        cli_config_refused(name, path, err);
+        return -1;
+    }
+    return 0;
 }
 
 /* A usage error: the usage on stderr; returns 2, the exit code. */

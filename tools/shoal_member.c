@@ -480,6 +480,12 @@ int main(int argc, char **argv)
         return 1;
     }
     shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
+    if (rep && cli_config_limits("shoal-member", config_path, cfg, rep, NULL) < 0) {
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
     /* shoal/cluster/protocol-version: the pin lives on the system (ddata.h, THE PIN) */
     uint64_t pin = 0;
     if (cfg && shoal_config_uint(cfg, "shoal/cluster/protocol-version", &pin, NULL, 0) > 0)

@@ -276,11 +276,14 @@ static int setup_on_node(shoal_system_t *sys, void *arg)
 }
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: cli_reload */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static cli_node_access_t node_access; /* --allow-from, --insecure (cli.h) */
@@ -385,6 +388,7 @@ static int run_node(int argc, char **argv)
 
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
 
     /* the store first: a corrupt or foreign environment stops us before we join anything */
     shoal_durable_t *durable = NULL;
@@ -459,6 +463,14 @@ static int run_node(int argc, char **argv)
             rs.store = store;
         }
     }
+    if (sharding && cli_config_limits("counter-service", config_path, cfg, NULL, sharding) < 0) {
+        shoal_sharding_destroy(&sharding);
+        shoal_cluster_destroy(&c);
+        shoal_system_destroy(&sys);
+        shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
+        return EXIT_ANSWERED_ERROR;
+    }
     if (!shards)
         shards = 100;
     s.number_of_shards = (uint32_t)shards;
@@ -498,8 +510,13 @@ static int run_node(int argc, char **argv)
             self, bind, shards, data ? ", data in " : "", data ? data : "");
 
     /* until a signal, or until the cluster stops this node (downed, removed, join failed) */
-    while (!stop_requested && !shoal_cluster_terminated(c))
+    while (!stop_requested && !shoal_cluster_terminated(c)) {
+        if (reload_requested) {
+            reload_requested = 0;
+            cli_reload("counter-service", sys, endpoint);
+        }
         sleep_ms(100);
+    }
     int exit_code = 0;
     if (stop_requested) {
         fprintf(stderr, "counter-service: %s leaving the cluster\n", self);

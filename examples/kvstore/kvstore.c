@@ -58,14 +58,18 @@
 enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: cli_reload */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
-static void catch_signals(void)
+/* reload: SIGHUP asks a node for cli_reload (else it stops the process, as by default) */
+static void catch_signals(bool reload)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -73,6 +77,8 @@ static void catch_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (reload)
+        sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -226,7 +232,7 @@ static int run_node(int argc, char **argv)
     if (config_path && !(cfg = cli_config_node("kvstore", config_path, &ss, &cs, &rs, &hs)))
         return EXIT_REFUSED;
 
-    catch_signals();
+    catch_signals(true);
 
     /* The store first: a corrupt or foreign environment stops us before we join anything. */
     shoal_durable_settings_t ds;
@@ -276,6 +282,13 @@ static int run_node(int argc, char **argv)
     cs.store = shoal_durable_store(durable, SHOAL_CLUSTER_STORE_ROLE);
 
     shoal_replicator_t *rep = shoal_replicator_new(sys, &rs, &rc);
+    if (rep && cli_config_limits("kvstore", config_path, cfg, rep, NULL) < 0) {
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_durable_close(&durable);
+        shoal_config_destroy(&cfg);
+        return EXIT_REFUSED;
+    }
     shoal_cluster_t *c = rep ? shoal_cluster_new(sys, &cs, &rc) : NULL;
     if (c && ((rc = shoal_cluster_follow(c, rep)) < 0 ||
               (rc = shoal_system_call(sys, setup_on_node, c)) < 0)) {
@@ -312,8 +325,13 @@ static int run_node(int argc, char **argv)
                 bind);
 
     /* Until a signal, or until the cluster stops this node (downed, removed, join failed). */
-    while (!stop_requested && !shoal_cluster_terminated(c))
+    while (!stop_requested && !shoal_cluster_terminated(c)) {
+        if (reload_requested) {
+            reload_requested = 0;
+            cli_reload("kvstore", sys, endpoint);
+        }
         sleep_ms(100);
+    }
     int exit_code = 0;
     if (stop_requested) {
         fprintf(stderr, "kvstore: %s leaving the cluster\n", self);
@@ -478,7 +496,7 @@ static int watch(const char *ep, const char *seconds_arg)
         fprintf(stderr, "kvstore: cannot reach %s: %s\n", ep, shoal_strerror(rc));
         return EXIT_UNREACHABLE;
     }
-    catch_signals();
+    catch_signals(false);
     watch_state_t w = {NULL, true};
     uint64_t session = 0, missed = 0, missed_told = 0;
     bool failing = false;

@@ -482,7 +482,7 @@ static int node_start(node_t *n, const char *bind, const char *seed, const char 
             return -1;
     }
     n->sh = shoal_sharding_new(n->cl, &err);
-    if (!n->sh)
+    if (!n->sh || cli_config_limits("payments", node_cfg_path, node_cfg, n->rep, n->sh) < 0)
         return -1;
     shoal_sharding_settings_t s;
     if (type_settings(&s, PAY_SHARDS, true, n->rep) != 0)

@@ -100,6 +100,12 @@ static int run_node(const char *ep, int n_peers, char **peers, const char *http,
         return 1;
     }
     rep = shoal_replicator_new(sys, &rs, &err);
+    if (rep && cli_config_limits("replicated-map", config, cfg, rep, NULL) < 0) {
+        shoal_replicator_destroy(&rep);
+        shoal_system_destroy(&sys);
+        shoal_config_destroy(&cfg);
+        return 1;
+    }
     if (!rep) {
         fprintf(stderr, "replicated-map: replicator: %s\n", shoal_strerror(err));
         shoal_system_destroy(&sys);
