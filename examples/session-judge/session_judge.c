@@ -554,6 +554,8 @@ static int node_start(node_t *n, const char *bind, const char *seed, bool judge)
                 shoal_strerror(err));
         return -1;
     }
+    if (cli_config_limits("session-judge", node_cfg_path, node_cfg, NULL, n->sh) < 0)
+        return -1;
     shoal_sharding_settings_t s;
     if (type_settings(&s) != 0)
         return -1;

@@ -672,6 +672,8 @@ int main(int argc, char **argv)
     shoal_sharding_t *sh = NULL;
     if (cluster && shoal_cluster_follow(cluster, rep) == 0)
         sh = shoal_sharding_new(cluster, &rc);
+    if (sh && cli_config_limits("chaos-node", config_path, cfg, rep, sh) < 0)
+        return 1;
     if (sh) {
         s.number_of_shards = shards;
         s.entity_state = true;
