@@ -125,6 +125,11 @@ static inline int shoal_bytes_cmp(const void *a, size_t alen, const void *b, siz
 
 uint64_t shoal_hash_bytes(const void *data, size_t len);
 
+/* An endpoint "tcp://NAME:PORT" as "tcp://ADDRESS:PORT" in out: 1 resolved; 0 nothing to resolve
+   (an address literal, an ipc:// path, a bracketed or malformed one); -1 the name does not
+   resolve (or out is too small). */
+int shoal_endpoint_resolve_host(const char *endpoint, char *out, size_t cap);
+
 /* ---------------------------------------------------------------------------------------------
  * Sorted node map: node -> uint64, ascending by node id. The state of VersionVector and
  * GCounter, and the compact part of ORSet's causal context. Clusters have tens to hundreds of

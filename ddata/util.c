@@ -2,7 +2,11 @@
     protobuf message: what every layer of ddata (types, node, replicator) uses. */
 #include "internal.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <time.h>
 #include <xxhash.h>
@@ -251,4 +255,51 @@ void shoal_pb_pack(const ProtobufCMessage *msg, shoal_buf_t *out)
     size_t n = protobuf_c_message_get_packed_size(msg);
     shoal_buf_reserve(out, n);
     out->len += protobuf_c_message_pack(msg, out->data + out->len);
+}
+
+/* "tcp://NAME:PORT" becomes "tcp://ADDRESS:PORT": the name's first IPv4 address, else its first
+   IPv6 one in brackets. A node id records the address a member bound, and libzmq reads a name in
+   a bind as an interface, so a bind and a seed given by name are resolved once, the same way
+   (shoal_system_new, membership's seed list; tools/cli.h does it for the programs' flags). */
+int shoal_endpoint_resolve_host(const char *endpoint, char *out, size_t cap)
+{
+    if (strncmp(endpoint, "tcp://", 6) != 0 || endpoint[6] == '[')
+        return 0;
+    const char *h = endpoint + 6, *colon = strrchr(h, ':');
+    char host[256];
+    if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
+        return 0;
+    memcpy(host, h, (size_t)(colon - h));
+    host[colon - h] = 0;
+    unsigned char tmp[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, tmp) == 1 || inet_pton(AF_INET6, host, tmp) == 1)
+        return 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return -1;
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET)
+            pick = ai;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6)
+            pick = ai;
+    char lit[INET6_ADDRSTRLEN] = "";
+    if (pick && pick->ai_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
+                  lit, sizeof lit);
+    else if (pick)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr,
+                  lit, sizeof lit);
+    bool v6 = pick && pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    if (!*lit)
+        return -1;
+    char buf[300];
+    if ((size_t)snprintf(buf, sizeof buf, v6 ? "tcp://[%s]%s" : "tcp://%s%s", lit, colon) >=
+            sizeof buf ||
+        strlen(buf) >= cap)
+        return -1;
+    memcpy(out, buf, strlen(buf) + 1);
+    return 1;
 }

@@ -4,10 +4,7 @@
 */
 #include "cluster_internal.h"
 #include "cluster.pb-c.h"
-
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
+#include "internal.h" /* shoal_endpoint_resolve_host */
 
 /* ---------------------------------------------------------------------------------------------
  * Joining
@@ -108,42 +105,12 @@ static bool every_other_seed_nacked(const shoal_cluster_t *c)
 void seed_resolve(const char *seed, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", seed);
-    if (strncmp(seed, "tcp://", 6) != 0 || seed[6] == '[')
-        return;
-    const char *h = seed + 6, *colon = strrchr(h, ':');
-    char host[256];
-    if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
-        return;
-    memcpy(host, h, (size_t)(colon - h));
-    host[colon - h] = 0;
-    unsigned char tmp[sizeof(struct in6_addr)];
-    if (inet_pton(AF_INET, host, tmp) == 1 || inet_pton(AF_INET6, host, tmp) == 1)
-        return;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0) {
+    char buf[300];
+    int r = shoal_endpoint_resolve_host(seed, buf, sizeof buf);
+    if (r < 0)
         shoal_warning("membership: seed %s: the host name does not resolve; dialled as it is",
                       seed);
-        return;
-    }
-    const struct addrinfo *pick = NULL;
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET)
-            pick = ai;
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET6)
-            pick = ai;
-    char lit[INET6_ADDRSTRLEN] = "";
-    if (pick && pick->ai_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
-                  lit, sizeof lit);
-    else if (pick)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr,
-                  lit, sizeof lit);
-    bool v6 = pick && pick->ai_family == AF_INET6;
-    freeaddrinfo(res);
-    char buf[300];
-    if (*lit && (size_t)snprintf(buf, sizeof buf, v6 ? "tcp://[%s]%s" : "tcp://%s%s", lit, colon) <
-                    sizeof buf) {
+    if (r == 1) {
         snprintf(out, cap, "%s", buf);
         shoal_debug("membership: seed %s is %s", seed, out);
     }

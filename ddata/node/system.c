@@ -1912,39 +1912,7 @@ static bool bound_is_loopback(const char *bound)
    name that does not resolve (libzmq's, as before: an interface name such as "lo"). */
 static bool resolve_bind_host(const char *endpoint, char *out, size_t cap)
 {
-    if (strncmp(endpoint, "tcp://", 6) != 0 || endpoint[6] == '[')
-        return false;
-    const char *h = endpoint + 6, *colon = strrchr(h, ':');
-    char host[SHOAL_ENDPOINT_MAX + 1];
-    if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
-        return false;
-    memcpy(host, h, (size_t)(colon - h));
-    host[colon - h] = 0;
-    unsigned char tmp[sizeof(struct in6_addr)];
-    if (inet_pton(AF_INET, host, tmp) == 1 || inet_pton(AF_INET6, host, tmp) == 1)
-        return false;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return false;
-    const struct addrinfo *pick = NULL;
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET)
-            pick = ai;
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET6)
-            pick = ai;
-    char lit[INET6_ADDRSTRLEN] = "";
-    if (pick && pick->ai_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr,
-                  lit, sizeof lit);
-    else if (pick)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr,
-                  lit, sizeof lit);
-    bool v6 = pick && pick->ai_family == AF_INET6;
-    freeaddrinfo(res);
-    if (!*lit)
-        return false;
-    return (size_t)snprintf(out, cap, v6 ? "tcp://[%s]%s" : "tcp://%s%s", lit, colon) < cap;
+    return shoal_endpoint_resolve_host(endpoint, out, cap) == 1;
 }
 
 shoal_system_t *shoal_system_new(const shoal_system_settings_t *s, int *err)
