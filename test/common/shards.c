@@ -347,6 +347,35 @@ const shoal_entity_fns_t *tcounter_fns(void)
     return &counter_fns;
 }
 
+/* The saver: each message becomes the entity's saved state, "saved" answered once it is. */
+static void *saver_start(shoal_entity_t *e, void *arg)
+{
+    (void)e;
+    (void)arg;
+    return (void *)&saver_start; /* any non-NULL state */
+}
+
+static void saver_receive(shoal_entity_t *e, void *state, const void *msg, size_t len, void *arg)
+{
+    (void)state;
+    (void)arg;
+    shoal_entity_save_reply(e, msg, len, "saved", 5);
+}
+
+static void saver_stop(shoal_entity_t *e, void *state, void *arg)
+{
+    (void)e;
+    (void)state;
+    (void)arg;
+}
+
+static const shoal_entity_fns_t saver_fns = {saver_start, saver_receive, saver_stop, NULL};
+
+const shoal_entity_fns_t *tsaver_fns(void)
+{
+    return &saver_fns;
+}
+
 /* --- nodes ------------------------------------------------------------------------------------ */
 shoal_region_t *tsnode_region(int i, const char *type, const shoal_sharding_settings_t *s,
                               bool proxy)

@@ -136,6 +136,9 @@ ttotals_t trec_totals(void);
 int trec_live_on(const char *type, int node);
 /* The counter type's callbacks (type_arg: a tcounter_arg_t). */
 const shoal_entity_fns_t *tcounter_fns(void);
+/* The saver's callbacks: each message is saved as the entity's state (shoal_entity_save_reply),
+   the ask answered "saved" once the save is durable. */
+const shoal_entity_fns_t *tsaver_fns(void);
 
 /* Entity ids "<prefix><k>" that fall in n distinct shards of number_of_shards under the default
    shard id (ids[j] written into a caller array of n strings of 32 bytes). */

@@ -32,29 +32,6 @@
 
 static shoal_metrics_t *m[2];
 
-static void *st_start(shoal_entity_t *e, void *arg)
-{
-    (void)e;
-    (void)arg;
-    return m; /* any non-NULL state */
-}
-
-static void st_receive(shoal_entity_t *e, void *state, const void *msg, size_t len, void *arg)
-{
-    (void)state;
-    (void)arg;
-    shoal_entity_save_reply(e, msg, len, "saved", 5);
-}
-
-static void st_stop(shoal_entity_t *e, void *state, void *arg)
-{
-    (void)e;
-    (void)state;
-    (void)arg;
-}
-
-static const shoal_entity_fns_t st_fns = {st_start, st_receive, st_stop, NULL};
-
 static void metrics_on(int i)
 {
     int err = 0;
@@ -124,7 +101,7 @@ static void entity_save_failures_counted(void **state)
         s.entity_state = true;
         s.state_write_timeout_ms = 1000; /* a failed save is known in a second */
         int err = 0;
-        st[i] = shoal_region_start(tsn[i].sh, ST, &s, &st_fns, NULL, &err);
+        st[i] = shoal_region_start(tsn[i].sh, ST, &s, tsaver_fns(), NULL, &err);
         assert_non_null(st[i]);
         metrics_on(i);
     }

@@ -28,29 +28,6 @@
 static shoal_region_t *st[NODES];
 static shoal_metrics_t *m[NODES];
 
-static void *st_start(shoal_entity_t *e, void *arg)
-{
-    (void)e;
-    (void)arg;
-    return st; /* any non-NULL state */
-}
-
-static void st_receive(shoal_entity_t *e, void *state, const void *msg, size_t len, void *arg)
-{
-    (void)state;
-    (void)arg;
-    shoal_entity_save_reply(e, msg, len, "saved", 5);
-}
-
-static void st_stop(shoal_entity_t *e, void *state, void *arg)
-{
-    (void)e;
-    (void)state;
-    (void)arg;
-}
-
-static const shoal_entity_fns_t st_fns = {st_start, st_receive, st_stop, NULL};
-
 static double value_of(const char *text, const char *prefix)
 {
     size_t n = strlen(prefix);
@@ -111,7 +88,7 @@ static void latency_histograms_count_operations(void **state)
         s.stop_message_len = 0;
         s.entity_state = true;
         int err = 0;
-        st[i] = shoal_region_start(tsn[i].sh, "st", &s, &st_fns, NULL, &err);
+        st[i] = shoal_region_start(tsn[i].sh, "st", &s, tsaver_fns(), NULL, &err);
         assert_non_null(st[i]);
         m[i] = shoal_metrics_start(tsn[i].sys, NULL, 0, &err);
         assert_non_null(m[i]);
