@@ -41,12 +41,12 @@ static bool find_tool(void)
     return ttool_find("ddata-dump", tool, sizeof tool);
 }
 
-#define NEED_TOOL()                                                                               \
-    do {                                                                                          \
-        if (!*tool) {                                                                             \
-            fail_msg("build/bin/ddata-dump is missing: the target that runs this test must "      \
-                     "build it");                                                                 \
-        }                                                                                         \
+#define NEED_TOOL()                                                                                \
+    do {                                                                                           \
+        if (!*tool) {                                                                              \
+            fail_msg("build/bin/ddata-dump is missing: the target that runs this test must "       \
+                     "build it");                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* Runs the tool with `args`; returns its exit code (-signal if it died) and its output. */
@@ -82,8 +82,8 @@ static void put_raw(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *data
     assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
 }
 
-static void put_envelope(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *value,
-                         size_t len, bool deleted)
+static void put_envelope(MDB_txn *txn, MDB_dbi dbi, const char *key, const void *value, size_t len,
+                         bool deleted)
 {
     Shoal__Replicator__DataEnvelope e = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
     e.value.data = (uint8_t *)value;
@@ -106,23 +106,31 @@ static void put_value(MDB_txn *txn, MDB_dbi dbi, const char *key, shoal_crdt_t *
     shoal_crdt_destroy(&v);
 }
 
+/* A new LMDB store at dir, a write transaction open in it, and its meta database with `format`
+   (NULL: none). */
+static void begin_store(const char *dir, const char *format, MDB_env **env, MDB_txn **txn)
+{
+    mkdir(dir, 0755);
+    assert_int_equal(mdb_env_create(env), 0);
+    mdb_env_set_maxdbs(*env, 8);
+    mdb_env_set_mapsize(*env, 16u << 20);
+    assert_int_equal(mdb_env_open(*env, dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(*env, NULL, 0, txn), 0);
+    if (format) {
+        MDB_dbi dbi;
+        assert_int_equal(mdb_dbi_open(*txn, "meta", MDB_CREATE, &dbi), 0);
+        put_raw(*txn, dbi, "format", format, strlen(format));
+    }
+}
+
 /* A store at dir with format `format` (NULL: no meta database) and, when `entries`, the test's
    replicator database "ddata:". */
 static void make_store(const char *dir, const char *format, bool entries)
 {
-    mkdir(dir, 0755);
     MDB_env *env;
-    assert_int_equal(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 8);
-    mdb_env_set_mapsize(env, 16u << 20);
-    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
     MDB_txn *txn;
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     MDB_dbi dbi;
-    if (format) {
-        assert_int_equal(mdb_dbi_open(txn, "meta", MDB_CREATE, &dbi), 0);
-        put_raw(txn, dbi, "format", format, strlen(format));
-    }
+    begin_store(dir, format, &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, entries ? "ddata:" : "other", MDB_CREATE, &dbi), 0);
     if (entries) {
         const shoal_node_t *me = shoal_node_intern("127.0.0.1:2552:7");
@@ -212,10 +220,12 @@ static void test_json(void **state)
     assert_int_equal(ttool_run_stream(tool, args, 1, out, sizeof out), 2); /* two damaged */
     must_contain(out, "{\"format\":\"shoal-durable 1\",\"replicators\":[{\"role\":\"\",\"keys\":[");
     must_contain(out, "{\"key\":\"counter\",\"type\":\"GCounter\",");
-    must_contain(out, "{\"key\":\"gone\",\"type\":null,\"bytes\":0,\"deleted\":true,\"value\":null}");
+    must_contain(out,
+                 "{\"key\":\"gone\",\"type\":null,\"bytes\":0,\"deleted\":true,\"value\":null}");
     must_contain(out, "{\"key\":\"q\\\"uote\",\"type\":\"GCounter\"");
-    must_contain(out, "\"key\":\"junk\",\"type\":null,\"bytes\":10,\"deleted\":false,\"value\":null,"
-                      "\"error\":");
+    must_contain(out,
+                 "\"key\":\"junk\",\"type\":null,\"bytes\":10,\"deleted\":false,\"value\":null,"
+                 "\"error\":");
     /* values as structured JSON (jq can query them): a counter a number, a set an array */
     must_contain(out, "\"deleted\":false,\"value\":42}");
     must_contain(out, "\"value\":[\"apple\",\"pear\"]}");
@@ -277,17 +287,10 @@ static void test_salvage_and_compact(void **state)
    showed "UNDECODABLE (malformed envelope)"); a mangled one is damage. */
 static void make_kept_store(const char *dir, const char *voters)
 {
-    mkdir(dir, 0755);
     MDB_env *env;
-    assert_int_equal(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 8);
-    mdb_env_set_mapsize(env, 16u << 20);
-    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
     MDB_txn *txn;
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     MDB_dbi dbi;
-    assert_int_equal(mdb_dbi_open(txn, "meta", MDB_CREATE, &dbi), 0);
-    put_raw(txn, dbi, "format", "shoal-durable 1", 15);
+    begin_store(dir, "shoal-durable 1", &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "ddata:", MDB_CREATE, &dbi), 0);
     shoal_crdt_t *c = shoal_gcounter_new();
     assert_int_equal(shoal_gcounter_increment(c, shoal_node_intern("127.0.0.1:2552:7"), 5), 0);
@@ -468,9 +471,9 @@ static void test_beside_an_open_store(void **state)
 /* ---------------------------------------------------------------------------------------------
  * Sharding's keys
  */
-#define NODE_A "127.0.0.1:2552:7"
-#define NODE_B "127.0.0.1:2553:9"
-#define NODE_GONE "127.0.0.1:2554:1"
+#define NODE_A               "127.0.0.1:2552:7"
+#define NODE_B               "127.0.0.1:2553:9"
+#define NODE_GONE            "127.0.0.1:2554:1"
 #define EPOCH(term, counter) ((int64_t)((uint64_t)(term) << 32 | (counter)))
 
 static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg)
@@ -485,9 +488,8 @@ static int64_t fixed_clock(int64_t current, const void *v, size_t len, void *arg
 static void coord_put(shoal_crdt_t *m, const char *key, const char *value, int64_t epoch)
 {
     const shoal_node_t *me = shoal_node_intern(NODE_A);
-    assert_int_equal(shoal_lwwmap_put(m, me, key, strlen(key), value, strlen(value), fixed_clock,
-                                      &epoch),
-                     0);
+    assert_int_equal(
+        shoal_lwwmap_put(m, me, key, strlen(key), value, strlen(value), fixed_clock, &epoch), 0);
 }
 
 static shoal_crdt_t *orset_of(const char *const *ids, size_t n)
@@ -514,17 +516,10 @@ static shoal_crdt_t *gset_of(const char *const *elems, size_t n)
    all-shards key of the wrong type. Role "blue": a daemon of its own. */
 static void make_sharding_store(const char *dir)
 {
-    mkdir(dir, 0755);
     MDB_env *env;
-    assert_int_equal(mdb_env_create(&env), 0);
-    mdb_env_set_maxdbs(env, 8);
-    mdb_env_set_mapsize(env, 16u << 20);
-    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
     MDB_txn *txn;
-    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     MDB_dbi dbi;
-    assert_int_equal(mdb_dbi_open(txn, "meta", MDB_CREATE, &dbi), 0);
-    put_raw(txn, dbi, "format", "shoal-durable 1", strlen("shoal-durable 1"));
+    begin_store(dir, "shoal-durable 1", &env, &txn);
     assert_int_equal(mdb_dbi_open(txn, "ddata:", MDB_CREATE, &dbi), 0);
 
     shoal_crdt_t *m = shoal_lwwmap_new();
@@ -553,7 +548,11 @@ static void make_sharding_store(const char *dir)
     estate_raise_fence(es, EPOCH(5, 4));
     assert_int_equal(estate_put(es, "dave", 4, EPOCH(5, 4), 2, "state-of-dave", 13), 0);
     assert_int_equal(estate_put(es, "erin", 4, EPOCH(5, 4), 3, "e", 1), 0);
-    assert_int_equal(estate_put(es, "\x01" "dave\0r1", 8, EPOCH(5, 4), 4, "12345678m", 9), 0);
+    assert_int_equal(estate_put(es,
+                                "\x01"
+                                "dave\0r1",
+                                8, EPOCH(5, 4), 4, "12345678m", 9),
+                     0);
     assert_int_equal(estate_delete(es, "fred", 4, EPOCH(5, 4), 5, 1000), 0);
     put_value(txn, dbi, "shard-counter-estate:12", es);
     shoal_crdt_t *w = shoal_lwwreg_new();
@@ -740,9 +739,8 @@ static void test_sharding_store(void **state)
     assert_int_equal(run_tool(args, out, sizeof out), 2);
     snprintf(args, sizeof args, "'%s' --entities", dir);
     assert_int_equal(run_tool(args, out, sizeof out), 2);
-    assert_int_equal(run_tool("--compare tcp://127.0.0.1:1 tcp://127.0.0.1:2 --sharding", out,
-                              sizeof out),
-                     2);
+    assert_int_equal(
+        run_tool("--compare tcp://127.0.0.1:1 tcp://127.0.0.1:2 --sharding", out, sizeof out), 2);
 }
 
 /* ---------------------------------------------------------------------------------------------
