@@ -870,6 +870,7 @@ static void store_settled(void *arg, int status)
             r->store_outage = false;
             r->outage_retries = 0;
             r->retry_backoff_ms = STORE_RETRY_MIN_MS;
+    r->skew_window_ms = REPL_SKEW_WINDOW_MS;
         }
     }
     if (w->done)
