@@ -1630,6 +1630,7 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
         memset(p, 0, sizeof *p);
         p->node = node;
         p->voter = false;
+        p->skew_probe_ms = shoal_now_ms(); /* no probe before half a window (skew_probe) */
     }
     p->counted = counted;
     p->age = age;

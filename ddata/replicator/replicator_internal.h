@@ -129,6 +129,8 @@ typedef struct {
     int64_t skew_window_start_ms; /* monotonic (shoal_now_ms): the current window's start */
     int64_t skew_cur_ms, skew_last_ms;
     bool skew_cur_known, skew_last_known;
+    int64_t skew_probe_ms; /* monotonic: the last stamped message sent to it (or when it was
+                              added): a probe push is due half a window later (skew_probe) */
 } peer_t;
 
 typedef struct sub {

@@ -1208,6 +1208,9 @@ static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, ent
     w.pull_reply = pull_reply;
     int rc = repl_send(r, to, K_WRITE, &w.base);
     r->stats.full_state_sent++;
+    peer_t *p = sent_unix_ms && rc >= 0 ? repl_peer(r, to) : NULL;
+    if (p)
+        p->skew_probe_ms = shoal_now_ms(); /* a stamp it can measure: no probe due (skew_probe) */
     repl_envelope_pb_free(&env);
     shoal_buf_free(&scratch);
     return rc;
@@ -1287,6 +1290,41 @@ static void status_init(shoal_replicator_t *r, Shoal__Replicator__Status *st, ui
     st->bucket_count = N_BUCKETS;
 }
 
+/* Pushes are the only messages that carry a wall clock, and a quiet cluster sends none
+   (membership pushes its state when it changes, and sends digest-only statuses otherwise): the
+   clock offset estimate of a steady cluster would lapse a minute after its last change. So the
+   gossip round's peer also gets one push when this node has sent it no stamped message for half
+   a window (skew_window_ms / 2): every peer a node picks hears from it within each window. The
+   key pushed is a small one (the smallest non-durable value of at most SKEW_PROBE_MAX_BYTES,
+   among the first SKEW_PROBE_SCAN keys, so the cost stays bounded in a large replica); with none,
+   no probe. Equal state merges as a no-op and is not answered (push-pull answers a difference
+   only), so a probe costs one small message per peer per 15 s in a quiet cluster and nothing
+   in a busy one, whose own pushes are the stamps. */
+#define SKEW_PROBE_MAX_BYTES 4096
+#define SKEW_PROBE_SCAN      64
+
+static void skew_probe(shoal_replicator_t *r, const shoal_node_t *to)
+{
+    peer_t *p = repl_peer(r, to);
+    int64_t w = r->skew_window_ms > 0 ? r->skew_window_ms : REPL_SKEW_WINDOW_MS;
+    if (!p || r->unsynced || shoal_now_ms() - p->skew_probe_ms < w / 2)
+        return;
+    entry_t *best = NULL;
+    for (size_t i = 0, seen = 0; i < r->entries.cap && seen < SKEW_PROBE_SCAN; i++) {
+        if (!SHOAL_HSLOT_LIVE(&r->entries.slots[i]))
+            continue;
+        seen++;
+        entry_t *e = r->entries.slots[i].value;
+        if (!e->value || e->deleted || e->durable || !e->bytes ||
+            e->bytes > SKEW_PROBE_MAX_BYTES)
+            continue;
+        if (!best || e->bytes < best->bytes)
+            best = e;
+    }
+    if (best)
+        send_full_state_at(r, to, best, (uint64_t)unix_ms(), false);
+}
+
 void repl_gossip_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -1317,6 +1355,7 @@ void repl_gossip_tick(shoal_system_t *sys, void *arg)
     repl_send(r, to, K_STATUS, &st.base);
     r->stats.gossip_rounds++;
     r->stats.status_sent++;
+    skew_probe(r, to);
 }
 
 /* A status to every counted peer not synced with yet, at once: catching up takes one round, not

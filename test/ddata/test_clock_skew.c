@@ -11,6 +11,10 @@
       in (a window of 60 s: still 60 after an on-time push), and falls to near 0 once the window
       moves on (window shortened to 300 ms: within seconds). A running minimum (push_lag_min)
       would read 60 s for ever.
+    quiet_cluster_keeps_measuring: no push but the replicator's own probes (a small key to the
+      gossip round's peer when none was pushed to it for half a window): node 0 keeps an
+      estimate of node 1 through 7 windows of 400 ms. Without the probes it lapses after two
+      windows: a steady cluster (membership pushes only on a change) would read 0.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -235,12 +239,68 @@ static void sender_ahead_then_fixed_follows_the_window(void **state)
     tcluster_stop(&c);
 }
 
+typedef struct {
+    tcluster_t *c;
+    int64_t window_ms;
+} quiet_t;
+
+static int set_window_all(shoal_system_t *sys, void *arg)
+{
+    return set_window(sys, &((quiet_t *)arg)->window_ms);
+}
+
+/* node 0 has an estimate of node 1's offset (heard from it in the current or last window) */
+static int heard(shoal_system_t *sys, void *arg)
+{
+    tcluster_t *c = arg;
+    shoal_replicator_t *r = repl_find(sys, "");
+    peer_t *p = r ? repl_peer(r, shoal_system_self(c->sys[1])) : NULL;
+    int64_t off;
+    return p && repl_peer_clock_offset(r, p, shoal_now_ms(), &off) ? 1 : 0;
+}
+
+static bool node0_heard(void *arg)
+{
+    return shoal_system_call(((tcluster_t *)arg)->sys[0], heard, arg) == 1;
+}
+
+static void quiet_cluster_keeps_measuring(void **state)
+{
+    (void)state;
+    static tcluster_t c;
+    shoal_replicator_settings_t s;
+    tcluster_fast_settings(&s);
+    s.gossip_ttl_ms = 0;
+    s.gossip_interval_ms = 100;
+    tcluster_start(&c, 2, &s);
+    quiet_t q = {&c, 400};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(shoal_system_call(c.sys[i], set_window_all, &q), 0);
+    /* a small key, spread by deltas and anti-entropy (neither carries a clock), then quiet */
+    shoal_consistency_t l = c_local();
+    assert_int_equal(t_incr(&c, 1, "small", 1, &l), 0);
+    assert_true(wait_until(node0_heard, &c, 5000)); /* the first probe */
+    /* 3 s = 7 windows with no push by anyone but the probes: heard from in every one */
+    int64_t end = shoal_now_ms() + 3000;
+    int checks = 0;
+    while (shoal_now_ms() < end) {
+        if (!node0_heard(&c))
+            fail_msg("node 1 not heard from after %d checks: the estimate lapsed", checks);
+        checks++;
+        struct timespec ts = {0, 50 * 1000000}; /* a sampling period, not a wait for a condition */
+        nanosleep(&ts, NULL);
+    }
+    print_message("quiet: heard from node 1 at each of %d checks over 3 s\n", checks);
+    tcluster_stop(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(unskewed_cluster_reads_near_zero, tcluster_teardown),
         cmocka_unit_test_teardown(sender_behind_reads_its_skew, tcluster_teardown),
         cmocka_unit_test_teardown(sender_ahead_then_fixed_follows_the_window, tcluster_teardown),
+        cmocka_unit_test_teardown(quiet_cluster_keeps_measuring, tcluster_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
