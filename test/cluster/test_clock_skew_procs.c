@@ -6,7 +6,9 @@
       FAKETIME=+30s. GET /metrics of each of the other two members reports the gauge at 30 s ± 1 s
       (each hears the skewed member's pushes: membership's, or the replicator's probe within
       15 s), and the skewed member reports it too (it hears theirs). Skipped when libfaketime is
-      not installed (Debian's faketime package; tools/install-deps.sh installs it).
+      not installed (Debian's faketime package; tools/install-deps.sh installs it). Then
+      `shoal-cluster check` has a finding "... and a peer have wall clocks 30.0 s apart" and exits
+      1.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +116,17 @@ static void skewed_member_seen_over_http(void **state)
                       i == 2 ? " (FAKETIME=+30s)" : "", g.value);
         if (!ok)
             print_message("member %d never read %d s ± 1 (logs in %s)\n", i, SKEW_S, tmp);
+    }
+    /* shoal-cluster check names each member as a finding (over 1 s) and exits 1 */
+    char cli[PATH_MAX];
+    static char out[1 << 16];
+    int rc = -1;
+    if (ok && ttool_find("shoal-cluster", cli, sizeof cli)) {
+        rc = ttool_runf(cli, out, sizeof out, "--node tcp://127.0.0.1:%d --timeout 10000 check",
+                        port[0]);
+        print_message("shoal-cluster check: exit %d\n%s", rc, out);
+        ok = rc == 1 && strstr(out, "and a peer have wall clocks 30.0 s apart") &&
+             strstr(out, "Runbook: ShoalClockSkew");
     }
     for (int i = 0; i < 3; i++) {
         kill(pid[i], SIGKILL);
