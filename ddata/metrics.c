@@ -540,7 +540,7 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     shoal_metrics_family(out, "shoal_node_clock_skew_seconds", "gauge",
                          "The largest wall-clock offset between this node and a peer it had "
                          "replicator pushes from in the last 30 to 60 s, estimated from the "
-                         "pushes' send times (over by at most the quickest one-way delay); 0 "
+                         "pushes' send times (off by at most the quickest one-way delay); 0 "
                          "when none.");
     shoal_buf_printf(out, "shoal_node_clock_skew_seconds %.3f\n", (double)skew_ms / 1000.0);
     free(rs);

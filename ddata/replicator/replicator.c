@@ -870,7 +870,6 @@ static void store_settled(void *arg, int status)
             r->store_outage = false;
             r->outage_retries = 0;
             r->retry_backoff_ms = STORE_RETRY_MIN_MS;
-    r->skew_window_ms = REPL_SKEW_WINDOW_MS;
         }
     }
     if (w->done)
@@ -1466,6 +1465,7 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->next_transfer = 1;
     r->lat = shoal_calloc(1, sizeof *r->lat);
     r->retry_backoff_ms = STORE_RETRY_MIN_MS;
+    r->skew_window_ms = REPL_SKEW_WINDOW_MS;
     r->durable_marker_ttl_ms = r->s.durable_pruning_marker_ttl_ms;
     if (!r->durable_marker_ttl_ms) /* settings not from shoal_replicator_settings_default */
         r->durable_marker_ttl_ms = DURABLE_PRUNING_MARKER_TTL_MS;
