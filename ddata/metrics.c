@@ -532,6 +532,17 @@ int shoal_metrics_collect(shoal_system_t *sys, shoal_buf_t *out)
     }
     shoal_buf_free(&labels);
     repl_limits_metrics(reps, n, out); /* LIMITS (ddata.h) */
+    /* one figure for the node, not one per peer or role: the alert asks whether any member's
+       clock is off, and a sample per peer would grow with the cluster */
+    int64_t skew_ms = 0;
+    if (!repl_clock_skew_ms(reps, n, &skew_ms))
+        skew_ms = 0;
+    shoal_metrics_family(out, "shoal_node_clock_skew_seconds", "gauge",
+                         "The largest wall-clock offset between this node and a peer it had "
+                         "replicator pushes from in the last 30 to 60 s, estimated from the "
+                         "pushes' send times (off by at most the quickest one-way delay); 0 "
+                         "when none.");
+    shoal_buf_printf(out, "shoal_node_clock_skew_seconds %.3f\n", (double)skew_ms / 1000.0);
     free(rs);
     free(reps);
     return 0;

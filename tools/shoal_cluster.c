@@ -36,7 +36,9 @@
     0, or 1 with the findings, as `redis-cli --cluster check`. It also shows each member's durable
     store, used bytes against map_max (shoal_durable_used_bytes / shoal_durable_map_max_bytes of
     the member's metrics, fetched with shoal_client_metrics; members without a store, or of 0.2,
-    which do not send their metrics, are left out), a finding above 80%.
+    which do not send their metrics, are left out), a finding above 80%; and a finding for a
+    member whose shoal_node_clock_skew_seconds is over 1 s (its wall clock that far from a
+    peer's).
     members --status S, --role R: only the members of that status (up, weakly-up, joining,
     leaving, exiting, down, removed; any case, WeaklyUp too) and with that role (both: both).
     rebalance: a rebalance round of TYPE now. move: hands SHARD off to MEMBER through the
@@ -89,8 +91,8 @@ static void usage(FILE *f)
                "                       kept membership (majorities stop counting it)\n"
                "  shards [TYPE]        the shard map: each shard's home, entities and pin\n"
                "  check                every shard one home, every region registered, replicas\n"
-               "                       equal, stores under 80%% of map_max: exit 0, or 1 with\n"
-               "                       the findings (--json: one object)\n"
+               "                       equal, stores under 80%% of map_max, clocks within 1 s:\n"
+               "                       exit 0, or 1 with the findings (--json: one object)\n"
                "  rebalance TYPE       a rebalance round now\n"
                "  move TYPE SHARD MEMBER  hand SHARD off to MEMBER and pin it there\n"
                "  unpin TYPE SHARD     drop the pin of SHARD\n"
@@ -999,13 +1001,22 @@ static bool sample(const char *text, const char *name, double *out)
     return false;
 }
 
+/* A member whose wall clock is over CLOCK_SKEW_MAX_S from a peer's, as its gossip sees it
+   (shoal_node_clock_skew_seconds), is a finding: the ShoalClockSkew alert's threshold (LWW
+   registers and the gossip TTL use wall clocks). */
+#define CLOCK_SKEW_MAX_S 1.0
+
 /* The store of the member behind cl: true with *st filled when its metrics say used and max (a
-   member without a store, or a 0.2 node, which does not send its metrics: false). */
-static bool store_of(shoal_client_t *cl, const char *address, store_t *st)
+   member without a store, or a 0.2 node, which does not send its metrics: false). *skew: the
+   member's shoal_node_clock_skew_seconds, -1 when it has none. */
+static bool store_of(shoal_client_t *cl, const char *address, store_t *st, double *skew)
 {
     shoal_buf_t text = {0};
-    bool ok = shoal_client_metrics(cl, &text) == 0 && text.len &&
-              sample(shoal_buf_cstr(&text), "shoal_durable_used_bytes", &st->used) &&
+    *skew = -1;
+    bool got = shoal_client_metrics(cl, &text) == 0 && text.len;
+    if (got && !sample(shoal_buf_cstr(&text), "shoal_node_clock_skew_seconds", skew))
+        *skew = -1;
+    bool ok = got && sample(shoal_buf_cstr(&text), "shoal_durable_used_bytes", &st->used) &&
               sample(shoal_buf_cstr(&text), "shoal_durable_map_max_bytes", &st->max) &&
               st->max > 0;
     shoal_buf_free(&text);
@@ -1137,7 +1148,17 @@ static int cmd_check(shoal_client_t *cl, const char *node, long timeout_ms, bool
         abort();
     size_t n_stores = 0;
     for (size_t p = 0; p < n_peers; p++) {
-        if (!peers[p].cl || !store_of(peers[p].cl, peers[p].address, &stores[n_stores]))
+        double skew = -1;
+        if (!peers[p].cl)
+            continue;
+        bool has_store = store_of(peers[p].cl, peers[p].address, &stores[n_stores], &skew);
+        if (skew > CLOCK_SKEW_MAX_S)
+            finding(&f,
+                    "%s and a peer have wall clocks %.1f s apart, as its gossip sees it "
+                    "(shoal_node_clock_skew_seconds): check time sync (chrony, timedatectl) on "
+                    "both (docs/operations.md, Runbook: ShoalClockSkew)",
+                    peers[p].address, skew);
+        if (!has_store)
             continue;
         const store_t *st = &stores[n_stores++];
         if (st->used > STORE_FULL_FRACTION * st->max)

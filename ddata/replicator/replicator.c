@@ -1465,6 +1465,7 @@ static int create_on_thread(shoal_system_t *sys, void *arg)
     r->next_transfer = 1;
     r->lat = shoal_calloc(1, sizeof *r->lat);
     r->retry_backoff_ms = STORE_RETRY_MIN_MS;
+    r->skew_window_ms = REPL_SKEW_WINDOW_MS;
     r->durable_marker_ttl_ms = r->s.durable_pruning_marker_ttl_ms;
     if (!r->durable_marker_ttl_ms) /* settings not from shoal_replicator_settings_default */
         r->durable_marker_ttl_ms = DURABLE_PRUNING_MARKER_TTL_MS;
@@ -1629,6 +1630,7 @@ int shoal_replicator_add_peer(shoal_replicator_t *r, const shoal_node_t *node, b
         memset(p, 0, sizeof *p);
         p->node = node;
         p->voter = false;
+        p->skew_probe_ms = shoal_now_ms(); /* no probe before half a window (skew_probe) */
     }
     p->counted = counted;
     p->age = age;

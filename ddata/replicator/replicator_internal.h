@@ -121,6 +121,16 @@ typedef struct {
     bool push_lag_known;
     uint8_t push_stale_run; /* stale pushes in a row: past a few, the baseline is reset (a clock
                                stepped) */
+    /* The clock offset estimate (shoal_node_clock_skew_seconds, repl_clock_skew_ms): the
+       smallest push lag (as push_lag_min) in the current window of r->skew_window_ms and in the
+       last completed one. Not push_lag_min itself: a running minimum never rises, so a sender
+       whose clock falls behind would keep showing its old offset; a windowed one follows it
+       within two windows. */
+    int64_t skew_window_start_ms; /* monotonic (shoal_now_ms): the current window's start */
+    int64_t skew_cur_ms, skew_last_ms;
+    bool skew_cur_known, skew_last_known;
+    int64_t skew_probe_ms; /* monotonic: the last stamped message sent to it (or when it was
+                              added): a probe push is due half a window later (skew_probe) */
 } peer_t;
 
 typedef struct sub {
@@ -193,6 +203,8 @@ struct shoal_replicator {
     shoal_replicator_settings_t s;
     char *role;
     const shoal_node_t *self;
+    int64_t skew_window_ms; /* the clock offset estimate's window (REPL_SKEW_WINDOW_MS; tests
+                               shorten it) */
 
     shoal_hmap_t entries; /* key -> entry_t */
     shoal_hmap_t delta_keys; /* key -> entry_t, entries with deltas not yet sent to everyone */
@@ -428,6 +440,21 @@ bool http_majority_served(shoal_system_t *sys, shoal_buf_t *reason);
    of it when the node has an endpoint, else the built-in part). The client's metrics request
    (Stats with exposition) answers with it; NULL (metrics.c not linked): SHOAL_ENOTSUP. */
 extern int (*repl_exposition_hook)(shoal_system_t *sys, shoal_buf_t *out);
+
+/* The clock offset estimate's window: the smallest push lag seen in it is a peer's clock offset
+   plus the quickest one-way delivery of the window. 30 s holds 30 membership gossip rounds (1 s
+   gossip interval), enough for one delivery with no queueing in it, and the estimate follows a
+   changed offset within two windows (a minute). */
+#define REPL_SKEW_WINDOW_MS 30000
+/* A pushed message (sent_unix_ms set) from `from` came in: a sample of its clock offset. */
+void repl_skew_sample(shoal_replicator_t *r, const shoal_node_t *from, uint64_t sent_unix_ms);
+/* Peer p's estimated clock offset in ms (positive: its wall clock is behind this node's) from
+   the pushes of the current window and the last completed one; false when none came in them.
+   now_ms is shoal_now_ms(). Node thread. */
+bool repl_peer_clock_offset(shoal_replicator_t *r, peer_t *p, int64_t now_ms, int64_t *offset_ms);
+/* The largest absolute estimated offset of any peer of these replicators (ms); false when no
+   peer was heard from (metrics.c: shoal_node_clock_skew_seconds). Node thread. */
+bool repl_clock_skew_ms(shoal_replicator_t *const *reps, size_t n, int64_t *skew_ms);
 
 /* The limit metrics of these replicators (metrics.c, after the replicators' families). */
 void repl_limits_metrics(shoal_replicator_t *const *reps, size_t n, shoal_buf_t *out);

@@ -890,6 +890,72 @@ static bool push_is_stale(shoal_replicator_t *r, const shoal_node_t *from, uint6
     return true;
 }
 
+/* The clock offset estimate (shoal_node_clock_skew_seconds). A push's lag, this node's wall
+   clock at receipt minus the sender's at sending, is the sender's offset (how far its clock is
+   behind this one's) plus the push's one-way delay; the delay is never negative, so the smallest
+   lag of a window is the offset plus the window's quickest delivery (well under a millisecond on
+   a LAN, where a push waits in no queue). Windows sit on a grid of skew_window_ms; a window
+   rolls when a sample or a reading finds it over. */
+static void skew_roll(const shoal_replicator_t *r, peer_t *p, int64_t now)
+{
+    int64_t w = r->skew_window_ms > 0 ? r->skew_window_ms : REPL_SKEW_WINDOW_MS;
+    int64_t age = now - p->skew_window_start_ms;
+    if (age < w)
+        return;
+    /* the current window is over: it is the last completed one, unless a whole window with no
+       push followed it (then the last completed one had none) */
+    p->skew_last_ms = p->skew_cur_ms;
+    p->skew_last_known = p->skew_cur_known && age < 2 * w;
+    p->skew_cur_known = false;
+    p->skew_window_start_ms = now - age % w;
+}
+
+void repl_skew_sample(shoal_replicator_t *r, const shoal_node_t *from, uint64_t sent_unix_ms)
+{
+    peer_t *p = repl_peer(r, from);
+    if (!p || !sent_unix_ms)
+        return;
+    int64_t lag = unix_ms() - (int64_t)sent_unix_ms;
+    skew_roll(r, p, shoal_now_ms());
+    if (!p->skew_cur_known || lag < p->skew_cur_ms) {
+        p->skew_cur_ms = lag;
+        p->skew_cur_known = true;
+    }
+}
+
+bool repl_peer_clock_offset(shoal_replicator_t *r, peer_t *p, int64_t now_ms, int64_t *offset_ms)
+{
+    skew_roll(r, p, now_ms);
+    if (!p->skew_cur_known && !p->skew_last_known)
+        return false;
+    if (!p->skew_last_known)
+        *offset_ms = p->skew_cur_ms;
+    else if (!p->skew_cur_known)
+        *offset_ms = p->skew_last_ms;
+    else
+        *offset_ms = p->skew_cur_ms < p->skew_last_ms ? p->skew_cur_ms : p->skew_last_ms;
+    return true;
+}
+
+bool repl_clock_skew_ms(shoal_replicator_t *const *reps, size_t n, int64_t *skew_ms)
+{
+    int64_t now = shoal_now_ms(), worst = 0;
+    bool heard = false;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < reps[j]->n_peers; i++) {
+            int64_t off;
+            if (!repl_peer_clock_offset(reps[j], &reps[j]->peers[i], now, &off))
+                continue;
+            if (off < 0)
+                off = -off;
+            if (!heard || off > worst)
+                worst = off;
+            heard = true;
+        }
+    *skew_ms = worst;
+    return heard;
+}
+
 static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
                      const Shoal__Replicator__Write *m)
 {
@@ -897,6 +963,10 @@ static void on_write(shoal_replicator_t *r, const shoal_node_t *from,
         r->stats.dropped_malformed++;
         return;
     }
+    /* measured on every stamped message, TTL or not, stale or not (a late one only raises the
+       lag, which the minimum ignores) */
+    if (m->sent_unix_ms)
+        repl_skew_sample(r, from, m->sent_unix_ms);
     if (m->sent_unix_ms && r->s.gossip_ttl_ms && !m->req &&
         push_is_stale(r, from, m->sent_unix_ms)) {
         r->stats.dropped_stale++;
@@ -1138,6 +1208,9 @@ static int send_full_state_at(shoal_replicator_t *r, const shoal_node_t *to, ent
     w.pull_reply = pull_reply;
     int rc = repl_send(r, to, K_WRITE, &w.base);
     r->stats.full_state_sent++;
+    peer_t *p = sent_unix_ms && rc >= 0 ? repl_peer(r, to) : NULL;
+    if (p)
+        p->skew_probe_ms = shoal_now_ms(); /* a stamp it can measure: no probe due (skew_probe) */
     repl_envelope_pb_free(&env);
     shoal_buf_free(&scratch);
     return rc;
@@ -1217,6 +1290,41 @@ static void status_init(shoal_replicator_t *r, Shoal__Replicator__Status *st, ui
     st->bucket_count = N_BUCKETS;
 }
 
+/* Pushes are the only messages that carry a wall clock, and a quiet cluster sends none
+   (membership pushes its state when it changes, and sends digest-only statuses otherwise): the
+   clock offset estimate of a steady cluster would lapse a minute after its last change. So the
+   gossip round's peer also gets one push when this node has sent it no stamped message for half
+   a window (skew_window_ms / 2): every peer a node picks hears from it within each window. The
+   key pushed is a small one (the smallest non-durable value of at most SKEW_PROBE_MAX_BYTES,
+   among the first SKEW_PROBE_SCAN keys, so the cost stays bounded in a large replica); with none,
+   no probe. Equal state merges as a no-op and is not answered (push-pull answers a difference
+   only), so a probe costs one small message per peer per 15 s in a quiet cluster and nothing
+   in a busy one, whose own pushes are the stamps. */
+#define SKEW_PROBE_MAX_BYTES 4096
+#define SKEW_PROBE_SCAN      64
+
+static void skew_probe(shoal_replicator_t *r, const shoal_node_t *to)
+{
+    peer_t *p = repl_peer(r, to);
+    int64_t w = r->skew_window_ms > 0 ? r->skew_window_ms : REPL_SKEW_WINDOW_MS;
+    if (!p || r->unsynced || shoal_now_ms() - p->skew_probe_ms < w / 2)
+        return;
+    entry_t *best = NULL;
+    for (size_t i = 0, seen = 0; i < r->entries.cap && seen < SKEW_PROBE_SCAN; i++) {
+        if (!SHOAL_HSLOT_LIVE(&r->entries.slots[i]))
+            continue;
+        seen++;
+        entry_t *e = r->entries.slots[i].value;
+        if (!e->value || e->deleted || e->durable || !e->bytes ||
+            e->bytes > SKEW_PROBE_MAX_BYTES)
+            continue;
+        if (!best || e->bytes < best->bytes)
+            best = e;
+    }
+    if (best)
+        send_full_state_at(r, to, best, (uint64_t)unix_ms(), false);
+}
+
 void repl_gossip_tick(shoal_system_t *sys, void *arg)
 {
     (void)sys;
@@ -1247,6 +1355,7 @@ void repl_gossip_tick(shoal_system_t *sys, void *arg)
     repl_send(r, to, K_STATUS, &st.base);
     r->stats.gossip_rounds++;
     r->stats.status_sent++;
+    skew_probe(r, to);
 }
 
 /* A status to every counted peer not synced with yet, at once: catching up takes one round, not

@@ -128,9 +128,9 @@ static void rules_against_live_node(void **state)
     print_message("%s", out);
     if (ex != 0)
         fail_msg("docs/alerts/shoal-rules.yml: exit %d", ex);
-    assert_non_null(strstr(out, "SUCCESS: 11 rules found"));
+    assert_non_null(strstr(out, "SUCCESS: 12 rules found"));
     assert_non_null(strstr(out, "Unit Testing:"));
-    assert_non_null(strstr(out, "11 alerts, "));
+    assert_non_null(strstr(out, "12 alerts, "));
 }
 
 static void check_catches_a_missing_metric(void **state)

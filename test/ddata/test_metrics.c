@@ -291,6 +291,7 @@ static void scrape_running_node(void **state)
         "# TYPE shoal_durable_commit_retries_total counter\n",
         "# TYPE shoal_node_messages_total counter\n",
         "# TYPE shoal_node_message_bytes_total counter\n",
+        "# TYPE shoal_node_clock_skew_seconds gauge\n",
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         if (!strstr(r.body, families[i]))
