@@ -25,6 +25,8 @@
     GCounter keys that node A (same process) wrote locally before; both gossip every 200 ms (the
     figure depends on it). Target < 5,000 ms.
 
+    BENCH_REPLICATOR_ONLY=local,instr,majority,catchup runs only the parts named.
+
     Every wait has a deadline; a failure prints a message on stderr, kills the child processes
     (SIGKILL) and exits nonzero. Children also die with this process (PR_SET_PDEATHSIG).
 */
@@ -267,7 +269,7 @@ static uint16_t parse_port(const char *s)
 
 static char (*make_keys(size_t n, const char *prefix))[24]
 {
-    char (*keys)[24] = malloc(n * sizeof *keys);
+    char(*keys)[24] = malloc(n * sizeof *keys);
     if (!keys)
         abort();
     for (size_t i = 0; i < n; i++)
@@ -597,8 +599,8 @@ static void bench_local(void)
         bench_report(names[orset], rate, "ops/s", raw);
         bench_note("%s: %.0f ns per SHOAL_LOCAL update on the node thread (%d keys%s, %" PRIu64
                    " keys live); the CRDT alone (%s + take_delta): %.0f ns",
-                   names[orset], 1e9 / rate, NKEYS, orset ? ", 10 elements per set" : "",
-                   q.st.keys, orset ? "shoal_orset_add" : "shoal_gcounter_increment", 1e9 / raw);
+                   names[orset], 1e9 / rate, NKEYS, orset ? ", 10 elements per set" : "", q.st.keys,
+                   orset ? "shoal_orset_add" : "shoal_gcounter_increment", 1e9 / raw);
         local_free(l);
         free(l);
     }
@@ -654,8 +656,13 @@ static double callgrind_total(const char *valgrind, const char *mode, uint64_t n
 {
     char nbuf[32];
     snprintf(nbuf, sizeof nbuf, "%" PRIu64, n);
-    char *argv[] = {(char *)valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                    (char *)self_exe, (char *)mode, nbuf, NULL};
+    char *argv[] = {(char *)valgrind,
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                    (char *)self_exe,
+                    (char *)mode,
+                    nbuf,
+                    NULL};
     child_t *c = malloc(sizeof *c);
     child_start(c, argv, 2);
     double deadline = bench_now() + 90;
@@ -972,8 +979,7 @@ static int probe_start(shoal_system_t *sys, void *arg)
     (void)sys;
     probe_t *p = arg;
     return shoal_replicator_update_typed(p->m->node->rep, "probe", shoal_crdt_type(p->m->initial),
-                                         &p->c, modify_gcounter, (void *)p->m->self, probe_done,
-                                         p);
+                                         &p->c, modify_gcounter, (void *)p->m->self, probe_done, p);
 }
 
 static int probe_write(maj_t *m, shoal_level_t level)
@@ -1221,15 +1227,28 @@ static void bench_catch_up(void)
                "from start, peers added after %.0f ms; gossip interval 200 ms (delta 40 ms) on "
                "both, so the figure depends on it; B: %" PRIu64 " full-state values, %" PRIu64
                " gossip rounds, %" PRIu64 " status sent, %" PRIu64 " chunks received",
-               CATCHUP_KEYS, ms, t_peers ? (t_peers - t0) * 1000 : -1.0,
-               qb.st.full_state_received, qb.st.gossip_rounds, qb.st.status_sent,
-               qb.st.chunks_received);
+               CATCHUP_KEYS, ms, t_peers ? (t_peers - t0) * 1000 : -1.0, qb.st.full_state_received,
+               qb.st.gossip_rounds, qb.st.status_sent, qb.st.chunks_received);
     node_stop(b);
     local_free(l);
     free(l);
     node_stop(a);
     free(a);
     free(b);
+}
+
+/* BENCH_REPLICATOR_ONLY=local,instr,majority,catchup runs only the parts named (to repeat one
+   figure, e.g. write_majority_w256, without the rest: tools/bench-series.sh) */
+static bool part(const char *name)
+{
+    const char *only = getenv("BENCH_REPLICATOR_ONLY");
+    if (!only || !*only)
+        return true;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return true;
+    return false;
 }
 
 int main(int argc, char **argv)
@@ -1264,10 +1283,14 @@ int main(int argc, char **argv)
     zsys_set_logstream(stderr); /* stdout carries the BENCH lines */
 
     double t0 = bench_now();
-    bench_local();
-    bench_instructions();
-    bench_majority();
-    bench_catch_up();
+    if (part("local"))
+        bench_local();
+    if (part("instr"))
+        bench_instructions();
+    if (part("majority"))
+        bench_majority();
+    if (part("catchup"))
+        bench_catch_up();
     kill_children();
     nodes_destroy();
     bench_note("bench_replicator: %.1f s", bench_now() - t0);
