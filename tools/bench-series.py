@@ -16,7 +16,10 @@ with the machine's load is not CPU starvation alone.
 
 Beside each run: the 1-minute load average before it (/proc/loadavg) and the CPU the rest of the
 machine used during it ("others", in cores: busy time from /proc/stat less this series' own
-children's CPU), which says how loaded a run was better than the load average does.
+children's CPU), which says how loaded a run was better than the load average does (the load
+average counts this bench's own processes too: 100 members starting make it 20 by themselves).
+converge_cold_N runs also print the CPU seconds each side used (the whole bench run: start,
+convergence and the kill of every process).
 Prints one line per run and a summary line per column: median and min-max. A convergence that
 misses the bench's deadline counts as inf (above every other value, so the median still holds)
 and makes the exit code 1; write_majority runs that print no figure stop the series (exit 1).
@@ -49,7 +52,8 @@ def loadavg():
 
 
 def run(cmd, env, cpus):
-    """Runs cmd; returns (stdout, stderr, wall s, others' cores, load before)."""
+    """Runs cmd; returns (stdout, stderr, CPU s of cmd and its children, others' cores, load
+    before)."""
     if cpus is not None:
         cmd = ['taskset', '-c', cpus] + cmd
     load = loadavg()
@@ -58,7 +62,7 @@ def run(cmd, env, cpus):
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     b1, c1, t1 = busy_jiffies(), children_cpu_s(), time.monotonic()
     others = max(0.0, ((b1 - b0) / hz - (c1 - c0)) / (t1 - t0))
-    return p.stdout, p.stderr, t1 - t0, others, load
+    return p.stdout, p.stderr, c1 - c0, others, load
 
 
 def spread(name, values, fmt):
@@ -89,6 +93,7 @@ def main():
         if m:
             env = dict(os.environ, BENCH_REPLICATOR_ONLY='majority')
             out, err, _, others, load = run([a.bin + '/bench_replicator'], env, a.cpus)
+            cpu = None
             line = re.search(r'^BENCH name=%s value=(\S+) unit=\S+ baseline=(\S+)' % a.figure, out,
                              re.M)
             if not line:
@@ -97,12 +102,13 @@ def main():
             value, base = float(line.group(1)), float(line.group(2))
         else:
             n = c.group(1)
-            got = []
+            got, cpu = [], []
             others = 0.0
             load = loadavg()
             for kind in ('shoal', 'serf'):
-                out, err, _, oth, _ = run([a.bin + '/bench_membership', '--cold', kind, n],
-                                          dict(os.environ), a.cpus)
+                out, err, used, oth, _ = run([a.bin + '/bench_membership', '--cold', kind, n],
+                                             dict(os.environ), a.cpus)
+                cpu.append(used)
                 ms = re.search(r'converged in (\d+) ms', err)
                 if not ms:
                     # not converged by the bench's deadline: a value above every other, so the
@@ -113,8 +119,9 @@ def main():
                 others = max(others, oth)
             value, base = got
         rows.append((value, base, load, others))
-        print('run %d: %.6g %.6g %.3f load1 %.2f others %.2f' % (i + 1, value, base, value / base,
-                                                                 load, others))
+        print('run %d: %.6g %.6g %.3f load1 %.2f others %.2f%s' %
+              (i + 1, value, base, value / base, load, others,
+               ' cpu s %.2f %.2f' % tuple(cpu) if cpu else ''))
         sys.stdout.flush()
     print(spread('shoal', [r[0] for r in rows], '%.6g'))
     print(spread('baseline', [r[1] for r in rows], '%.6g'))
