@@ -21,8 +21,9 @@ average counts this bench's own processes too: 100 members starting make it 20 b
 converge_cold_N runs also print the CPU seconds each side used (the whole bench run: start,
 convergence and the kill of every process).
 Prints one line per run and a summary line per column: median and min-max. A convergence that
-misses the bench's deadline counts as inf (above every other value, so the median still holds)
-and makes the exit code 1; write_majority runs that print no figure stop the series (exit 1).
+misses the bench's deadline counts as inf (above every other value, so the median still holds;
+the run's ratio is then inf when Shoal's side failed, 0 when only the baseline's did) and makes
+the exit code 1; write_majority runs that print no figure stop the series (exit 1).
 """
 import argparse
 import os
@@ -63,6 +64,14 @@ def run(cmd, env, cpus):
     b1, c1, t1 = busy_jiffies(), children_cpu_s(), time.monotonic()
     others = max(0.0, ((b1 - b0) / hz - (c1 - c0)) / (t1 - t0))
     return p.stdout, p.stderr, c1 - c0, others, load
+
+
+def ratio(value, base):
+    """value / base; a failed Shoal run is inf (ranked worst) even when the baseline failed too,
+    a failed baseline alone 0 (ranked best)."""
+    if value == float('inf'):
+        return value
+    return value / base
 
 
 def spread(name, values, fmt):
@@ -120,12 +129,12 @@ def main():
             value, base = got
         rows.append((value, base, load, others))
         print('run %d: %.6g %.6g %.3f load1 %.2f others %.2f%s' %
-              (i + 1, value, base, value / base, load, others,
+              (i + 1, value, base, ratio(value, base), load, others,
                ' cpu s %.2f %.2f' % tuple(cpu) if cpu else ''))
         sys.stdout.flush()
     print(spread('shoal', [r[0] for r in rows], '%.6g'))
     print(spread('baseline', [r[1] for r in rows], '%.6g'))
-    print(spread('ratio', [r[0] / r[1] for r in rows], '%.3f'))
+    print(spread('ratio', [ratio(r[0], r[1]) for r in rows], '%.3f'))
     print(spread('load1', [r[2] for r in rows], '%.2f'))
     print(spread('others', [r[3] for r in rows], '%.2f'))
     if failed:
