@@ -36,6 +36,9 @@
       which no machine of ours runs; what one membership change costs at 1,000 members is
       bench_cluster_state's gossip_bytes_per_change_1000.
 
+    BENCH_MEMBERSHIP_POLL_MS sets the interval between polling rounds (default 20 ms; diagnosis),
+    and each convergence line on stderr counts the views a member did not answer within 250 ms.
+
     Without serf on PATH the Shoal figures are printed without baselines (a note says so on
     stderr). Every wait has a deadline; a failed measurement is reported on stderr and makes the
     exit code 1, the others still run. Every child is killed (SIGKILL) on exit, on a signal, on the
@@ -67,16 +70,17 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#define MAXN                 100
+#define MAXN 100
 #define CONVERGE_DEADLINE_MS 60000
-#define DETECT_DEADLINE_MS   60000
-#define REMOVE_DEADLINE_MS   90000
-#define SETTLE_MS            3000
-#define BYTES_WINDOW_MS      8000
-#define TIME_LIMIT_S         1200
-#define POLL_MS              20 /* between polling rounds: fine enough, and light on 2 cores */
-static int poll_ms = POLL_MS;   /* BENCH_MEMBERSHIP_POLL_MS overrides it (diagnosis) */
-static int view_failures;       /* views not answered within the client's timeout, or refused */
+#define DETECT_DEADLINE_MS 60000
+#define REMOVE_DEADLINE_MS 90000
+#define SETTLE_MS 3000
+#define BYTES_WINDOW_MS 8000
+#define TIME_LIMIT_S 1200
+#define POLL_MS 20 /* between polling rounds: fine enough, and light on 2 cores */
+
+static int poll_ms = POLL_MS; /* BENCH_MEMBERSHIP_POLL_MS overrides it (diagnosis) */
+static int view_failures;     /* views not answered within the client's timeout, or refused */
 
 static int failures;
 
@@ -364,7 +368,8 @@ static uint64_t be(const uint8_t *p, int n)
 
 /* Reads one value. A string comes back in (str, slen); containers are walked. depth 1 = the
    message map, 2 = Members, 3 = one member. Returns false on incomplete or malformed input. */
-static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str, size_t *slen);
+static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str,
+                     size_t *slen);
 
 static bool mp_container(mp_reader_t *r, int depth, uint64_t n, bool map)
 {
@@ -404,9 +409,8 @@ static bool mp_container(mp_reader_t *r, int depth, uint64_t n, bool map)
         }
         if (depth == 3 && !r->in_header && r->n_members) {
             serf_member_t *m = &r->members[r->n_members - 1];
-            char *dst = strcmp(k, "Name") == 0     ? m->name
-                        : strcmp(k, "Status") == 0 ? m->status
-                                                   : NULL;
+            char *dst = strcmp(k, "Name") == 0 ? m->name : strcmp(k, "Status") == 0 ? m->status
+                                                                                     : NULL;
             size_t cap = dst == m->name ? sizeof m->name : sizeof m->status;
             if (dst) {
                 size_t c = vl < cap - 1 ? vl : cap - 1;
@@ -418,7 +422,8 @@ static bool mp_container(mp_reader_t *r, int depth, uint64_t n, bool map)
     return true;
 }
 
-static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str, size_t *slen)
+static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t **str,
+                     size_t *slen)
 {
     (void)key;
     *str = NULL;
@@ -462,42 +467,16 @@ static bool mp_value(mp_reader_t *r, int depth, const char *key, const uint8_t *
         return mp_container(r, depth, n, map);
     }
     switch (t) {
-    case 0xcc:
-    case 0xd0:
-        w = 1;
-        break;
-    case 0xcd:
-    case 0xd1:
-        w = 2;
-        break;
-    case 0xce:
-    case 0xd2:
-    case 0xca:
-        w = 4;
-        break;
-    case 0xcf:
-    case 0xd3:
-    case 0xcb:
-        w = 8;
-        break;
-    case 0xd4:
-        w = 2;
-        break; /* fixext: type + data */
-    case 0xd5:
-        w = 3;
-        break;
-    case 0xd6:
-        w = 5;
-        break;
-    case 0xd7:
-        w = 9;
-        break;
-    case 0xd8:
-        w = 17;
-        break;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9: {
+    case 0xcc: case 0xd0: w = 1; break;
+    case 0xcd: case 0xd1: w = 2; break;
+    case 0xce: case 0xd2: case 0xca: w = 4; break;
+    case 0xcf: case 0xd3: case 0xcb: w = 8; break;
+    case 0xd4: w = 2; break; /* fixext: type + data */
+    case 0xd5: w = 3; break;
+    case 0xd6: w = 5; break;
+    case 0xd7: w = 9; break;
+    case 0xd8: w = 17; break;
+    case 0xc7: case 0xc8: case 0xc9: {
         size_t lw = t == 0xc7 ? 1 : t == 0xc8 ? 2 : 4;
         if (!need(r, lw))
             return false;
@@ -892,8 +871,8 @@ static void proc_idle_counters(pid_t pid, long long *switches, long long *ticks)
         /* fields after the command (which may hold spaces): state is field 3, utime 14, stime 15 */
         char *p = strrchr(line, ')');
         long long ut = 0, st = 0;
-        if (p &&
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st) == 2)
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut,
+                        &st) == 2)
             *ticks = ut + st;
     }
     if (f)
@@ -982,7 +961,8 @@ static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bo
     int deadline_ms = n > 50 ? CONVERGE_DEADLINE_MS * 3 : CONVERGE_DEADLINE_MS;
     f.converge_ms = wait_all(&p, WANT_CONVERGED, -1, t0, deadline_ms);
     if (f.converge_ms < 0) {
-        note_failure("%s, %d nodes: not converged within %d s", label, n, deadline_ms / 1000);
+        note_failure("%s, %d nodes: not converged within %d s", label, n,
+                     deadline_ms / 1000);
         procs_stop(&p);
         return f;
     }
@@ -1171,9 +1151,8 @@ int main(int argc, char **argv)
         bool use_serf = strcmp(argv[2], "serf") == 0;
         if (use_serf && !serf)
             return 1;
-        figures_t f = run(use_serf ? SERF : SHOAL,
-                          atoi(argv[3]) > 1 && atoi(argv[3]) <= MAXN ? atoi(argv[3]) : 10,
-                          strcmp(argv[4], "fast") == 0, false, false, false);
+        figures_t f = run(use_serf ? SERF : SHOAL, atoi(argv[3]) > 1 && atoi(argv[3]) <= MAXN ?
+                          atoi(argv[3]) : 10, strcmp(argv[4], "fast") == 0, false, false, false);
         return f.converge_ms < 0;
     }
     if (argc == 4 && strcmp(argv[1], "--cold") == 0) {
@@ -1203,14 +1182,12 @@ int main(int argc, char **argv)
     report("detect_unreachable_10_nodes", s10.detect_ms, "ms", b10.detect_ms);
     report("remove_after_kill_10_nodes", s10.remove_ms, "ms", 0);
     if (part("10"))
-        bench_note(
-            "remove_after_kill_10_nodes: detection plus stable-after (20 s by default) of the "
-            "split-brain resolver, then the leader's Down -> Removed");
+        bench_note("remove_after_kill_10_nodes: detection plus stable-after (20 s by default) of the "
+                   "split-brain resolver, then the leader's Down -> Removed");
     report("idle_rss_kb", s10.rss_kb, "kB", b10.rss_kb);
     if (part("10"))
-        bench_note(
-            "idle_rss_kb: median VmRSS of the 10 members of a converged idle cluster; target "
-            "<= 5120 kB");
+        bench_note("idle_rss_kb: median VmRSS of the 10 members of a converged idle cluster; target "
+                   "<= 5120 kB");
     if (part("10"))
         bench_note("  of which private (RssAnon): shoal %.0f kB, serf %.0f kB; PSS (shared library "
                    "pages divided among their users): shoal %.0f kB, serf %.0f kB",
@@ -1233,9 +1210,8 @@ int main(int argc, char **argv)
     report_model(10, s10.bytes_per_s);
     report_model(25, s25.bytes_per_s);
     if (part("25"))
-        bench_note(
-            "idle_cpu_pct_N: the whole idle cluster's CPU (utime + stime of every member), %% "
-            "of one core, in the same window; target <= serf's");
+        bench_note("idle_cpu_pct_N: the whole idle cluster's CPU (utime + stime of every member), %% "
+                   "of one core, in the same window; target <= serf's");
 
     /* fast timings against Serf's local profile. Convergence is the median of 3 clusters: Serf's
        local profile retransmits a join's broadcast only twice, so on a busy machine a member

@@ -269,7 +269,7 @@ static uint16_t parse_port(const char *s)
 
 static char (*make_keys(size_t n, const char *prefix))[24]
 {
-    char(*keys)[24] = malloc(n * sizeof *keys);
+    char (*keys)[24] = malloc(n * sizeof *keys);
     if (!keys)
         abort();
     for (size_t i = 0; i < n; i++)
@@ -599,8 +599,8 @@ static void bench_local(void)
         bench_report(names[orset], rate, "ops/s", raw);
         bench_note("%s: %.0f ns per SHOAL_LOCAL update on the node thread (%d keys%s, %" PRIu64
                    " keys live); the CRDT alone (%s + take_delta): %.0f ns",
-                   names[orset], 1e9 / rate, NKEYS, orset ? ", 10 elements per set" : "", q.st.keys,
-                   orset ? "shoal_orset_add" : "shoal_gcounter_increment", 1e9 / raw);
+                   names[orset], 1e9 / rate, NKEYS, orset ? ", 10 elements per set" : "",
+                   q.st.keys, orset ? "shoal_orset_add" : "shoal_gcounter_increment", 1e9 / raw);
         local_free(l);
         free(l);
     }
@@ -656,13 +656,8 @@ static double callgrind_total(const char *valgrind, const char *mode, uint64_t n
 {
     char nbuf[32];
     snprintf(nbuf, sizeof nbuf, "%" PRIu64, n);
-    char *argv[] = {(char *)valgrind,
-                    "--tool=callgrind",
-                    "--callgrind-out-file=/dev/null",
-                    (char *)self_exe,
-                    (char *)mode,
-                    nbuf,
-                    NULL};
+    char *argv[] = {(char *)valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                    (char *)self_exe, (char *)mode, nbuf, NULL};
     child_t *c = malloc(sizeof *c);
     child_start(c, argv, 2);
     double deadline = bench_now() + 90;
@@ -979,7 +974,8 @@ static int probe_start(shoal_system_t *sys, void *arg)
     (void)sys;
     probe_t *p = arg;
     return shoal_replicator_update_typed(p->m->node->rep, "probe", shoal_crdt_type(p->m->initial),
-                                         &p->c, modify_gcounter, (void *)p->m->self, probe_done, p);
+                                         &p->c, modify_gcounter, (void *)p->m->self, probe_done,
+                                         p);
 }
 
 static int probe_write(maj_t *m, shoal_level_t level)
@@ -1227,8 +1223,9 @@ static void bench_catch_up(void)
                "from start, peers added after %.0f ms; gossip interval 200 ms (delta 40 ms) on "
                "both, so the figure depends on it; B: %" PRIu64 " full-state values, %" PRIu64
                " gossip rounds, %" PRIu64 " status sent, %" PRIu64 " chunks received",
-               CATCHUP_KEYS, ms, t_peers ? (t_peers - t0) * 1000 : -1.0, qb.st.full_state_received,
-               qb.st.gossip_rounds, qb.st.status_sent, qb.st.chunks_received);
+               CATCHUP_KEYS, ms, t_peers ? (t_peers - t0) * 1000 : -1.0,
+               qb.st.full_state_received, qb.st.gossip_rounds, qb.st.status_sent,
+               qb.st.chunks_received);
     node_stop(b);
     local_free(l);
     free(l);
@@ -1238,7 +1235,7 @@ static void bench_catch_up(void)
 }
 
 /* BENCH_REPLICATOR_ONLY=local,instr,majority,catchup runs only the parts named (to repeat one
-   figure, e.g. write_majority_w256, without the rest: tools/bench-series.sh) */
+   figure, e.g. write_majority_w256, without the rest: tools/bench-series.py) */
 static bool part(const char *name)
 {
     const char *only = getenv("BENCH_REPLICATOR_ONLY");
