@@ -36,6 +36,9 @@
       which no machine of ours runs; what one membership change costs at 1,000 members is
       bench_cluster_state's gossip_bytes_per_change_1000.
 
+    BENCH_MEMBERSHIP_POLL_MS sets the interval between polling rounds (default 20 ms; diagnosis),
+    and each convergence line on stderr counts the views a member did not answer within 250 ms.
+
     Without serf on PATH the Shoal figures are printed without baselines (a note says so on
     stderr). Every wait has a deadline; a failed measurement is reported on stderr and makes the
     exit code 1, the others still run. Every child is killed (SIGKILL) on exit, on a signal, on the
@@ -75,6 +78,9 @@
 #define BYTES_WINDOW_MS 8000
 #define TIME_LIMIT_S 1200
 #define POLL_MS 20 /* between polling rounds: fine enough, and light on 2 cores */
+
+static int poll_ms = POLL_MS; /* BENCH_MEMBERSHIP_POLL_MS overrides it (diagnosis) */
+static int view_failures;     /* views not answered within the client's timeout, or refused */
 
 static int failures;
 
@@ -705,6 +711,7 @@ static bool shoal_view(procs_t *p, int i, shoal_buf_t *json)
     }
     shoal_buf_reset(json);
     if (shoal_client_cluster_view(p->cl[i], json) != 0) {
+        view_failures++;
         shoal_client_destroy(&p->cl[i]); /* reconnect next time */
         return false;
     }
@@ -818,7 +825,7 @@ static double wait_all(procs_t *p, want_t want, int victim, double t0, int deadl
             dump_views(p, done);
             return -1;
         }
-        sleep_ms(POLL_MS);
+        sleep_ms(poll_ms);
     }
     return now_ms() - t0;
 }
@@ -959,8 +966,11 @@ static figures_t run(system_kind_t kind, int n, bool fast, bool idle_figures, bo
         procs_stop(&p);
         return f;
     }
-    fprintf(stderr, "bench_membership: %s, %d nodes%s: converged in %.0f ms\n", label, n,
-            cold ? " started at once" : "", f.converge_ms);
+    fprintf(stderr,
+            "bench_membership: %s, %d nodes%s: converged in %.0f ms (%d views unanswered "
+            "within 250 ms or refused)\n",
+            label, n, cold ? " started at once" : "", f.converge_ms, view_failures);
+    view_failures = 0;
     if (idle_figures) {
         sleep_ms(SETTLE_MS);
         f.rss_kb = (double)median_kb(&p, "status", "VmRSS");
@@ -1122,6 +1132,9 @@ int main(int argc, char **argv)
     /* below the kernel's ephemeral range (32768-60999), where the heartbeat actors' and clients'
        own ports come from: a node port chosen there could be taken before its node starts */
     port_cursor = 20000 + (int)(getpid() * 7919 % 12000);
+    const char *pm = getenv("BENCH_MEMBERSHIP_POLL_MS");
+    if (pm && atoi(pm) > 0)
+        poll_ms = atoi(pm);
 
     if (!find_shoal_member()) {
         fprintf(stderr, "bench_membership: shoal-member not found next to this program (build "

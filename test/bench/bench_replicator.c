@@ -25,6 +25,8 @@
     GCounter keys that node A (same process) wrote locally before; both gossip every 200 ms (the
     figure depends on it). Target < 5,000 ms.
 
+    BENCH_REPLICATOR_ONLY=local,instr,majority,catchup runs only the parts named.
+
     Every wait has a deadline; a failure prints a message on stderr, kills the child processes
     (SIGKILL) and exits nonzero. Children also die with this process (PR_SET_PDEATHSIG).
 */
@@ -1232,6 +1234,20 @@ static void bench_catch_up(void)
     free(b);
 }
 
+/* BENCH_REPLICATOR_ONLY=local,instr,majority,catchup runs only the parts named (to repeat one
+   figure, e.g. write_majority_w256, without the rest: tools/bench-series.py) */
+static bool part(const char *name)
+{
+    const char *only = getenv("BENCH_REPLICATOR_ONLY");
+    if (!only || !*only)
+        return true;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--node") == 0)
@@ -1264,10 +1280,14 @@ int main(int argc, char **argv)
     zsys_set_logstream(stderr); /* stdout carries the BENCH lines */
 
     double t0 = bench_now();
-    bench_local();
-    bench_instructions();
-    bench_majority();
-    bench_catch_up();
+    if (part("local"))
+        bench_local();
+    if (part("instr"))
+        bench_instructions();
+    if (part("majority"))
+        bench_majority();
+    if (part("catchup"))
+        bench_catch_up();
     kill_children();
     nodes_destroy();
     bench_note("bench_replicator: %.1f s", bench_now() - t0);
