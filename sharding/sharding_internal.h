@@ -443,6 +443,9 @@ struct shoal_sharding {
        counts them), the starts refused */
     _Atomic uint64_t max_entities;
     uint64_t n_entities, entities_refused;
+    /* the caps of the replicators sharding starts (owned_reps), under lock: region_new applies
+       them to the one it starts */
+    shoal_replicator_limits_t rep_limits;
 };
 
 /* A control message to this node itself, posted to shoal_sharding_t.deliver_self. */

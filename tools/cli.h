@@ -403,6 +403,9 @@ static inline shoal_config_t *cli_config_node(const char *name, const char *path
 /* --config's caps (docs/configuration.md: shoal/cluster/distributed-data/max-keys and max-bytes,
    shoal/cluster/sharding/max-entities-per-node), applied once the program has made what they
    bound: its data replicator `rep` and its sharding `sh` (either may be NULL; cfg NULL: nothing).
+   With sh, max-keys and max-bytes also cap the replicators sharding starts itself (its entities'
+   states, remembered entities and coordinator state: shoal_sharding_set_replicator_limits),
+   those of the types started later included.
    0, or -1 with the message on stderr, the file named (the program exits as for a refused file). */
 static inline int cli_config_limits(const char *name, const char *path, const shoal_config_t *cfg,
                                     shoal_replicator_t *rep, shoal_sharding_t *sh)
@@ -412,10 +415,11 @@ static inline int cli_config_limits(const char *name, const char *path, const sh
     char err[512] = "";
     shoal_replicator_limits_t lim = {0};
     uint64_t max_entities = 0;
-    if ((rep && (shoal_config_replicator_limits(cfg, &lim, err, sizeof err) < 0 ||
-                 shoal_replicator_set_limits(rep, &lim) < 0)) ||
+    if (((rep || sh) && shoal_config_replicator_limits(cfg, &lim, err, sizeof err) < 0) ||
+        (rep && shoal_replicator_set_limits(rep, &lim) < 0) ||
         (sh && (shoal_config_sharding_limits(cfg, &max_entities, err, sizeof err) < 0 ||
-                shoal_sharding_set_max_entities(sh, max_entities) < 0))) {
+                shoal_sharding_set_max_entities(sh, max_entities) < 0 ||
+                shoal_sharding_set_replicator_limits(sh, &lim) < 0))) {
         cli_config_refused(name, path, err);
         return -1;
     }
