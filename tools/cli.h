@@ -452,9 +452,8 @@ cli_refuse(void (*usage)(FILE *), const char *fmt, ...)
    the CURVE allow-list and the management endpoint's token and TLS files read again (`endpoint`
    may be NULL). One line on stdout says what was reloaded; a file that could not be used keeps
    what is in force (logged). Not from the node thread. */
-static inline void cli_reload_line(const char *name, shoal_system_t *sys,
-                                   shoal_metrics_t *endpoint, int keys, int http, char *line,
-                                   size_t cap)
+static inline void cli_reload_line(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint,
+                                   int keys, int http, char *line, size_t cap)
 {
     if (shoal_system_secure(sys))
         snprintf(line, cap, "%s: reloaded: allow-list %s%d keys%s, endpoint %s", name,
@@ -502,8 +501,8 @@ typedef struct {
     const char *name;
     shoal_system_t *sys;
     shoal_metrics_t *endpoint;
-    bool tls;                          /* the endpoint speaks HTTPS */
-    volatile sig_atomic_t *requested;  /* the program's SIGHUP flag, read by its main loop */
+    bool tls;                         /* the endpoint speaks HTTPS */
+    volatile sig_atomic_t *requested; /* the program's SIGHUP flag, read by its main loop */
 } cli_reloader_t;
 
 static inline void cli_reload_route_fn(shoal_system_t *sys, const shoal_http_request_t *req,
@@ -524,8 +523,10 @@ static inline void cli_reload_route_fn(shoal_system_t *sys, const shoal_http_req
     char line[256];
     int rc = cli_reload_now(r->name, r->sys, r->endpoint, line, sizeof line);
     if (rc < 0) {
-        shoal_http_error(rep, 500, "%s (the reason is in the node's log; what was in force "
-                                   "stays)", line);
+        shoal_http_error(rep, 500,
+                         "%s (the reason is in the node's log; what was in force "
+                         "stays)",
+                         line);
         return;
     }
     shoal_buf_append(&rep->body, "{\"reloaded\":", 12);

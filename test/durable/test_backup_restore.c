@@ -300,6 +300,51 @@ static void test_keep_identity_refused_while_live(void **state)
     assert_int_equal(rc, 3);
     assert_non_null(strstr(out, "--cluster-stopped"));
     assert_int_not_equal(access(copy, F_OK), 0);
+    /* forced past the check (--cluster-stopped, said wrongly) and started: the cluster refuses
+       the copy's join while node 2 runs (membership, join.c: identity_in_use) */
+    rc = dumpcmd("--restore '%s/bk2' '%s/forced' --keep-identity --cluster-stopped", dir, dir);
+    if (rc != 0)
+        fail_msg("forced restore: exit %d: %s", rc, out);
+    int copy_port = tfree_port();
+    char bind[64], data[128], log[128], seed[64];
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", copy_port);
+    snprintf(data, sizeof data, "%s/forced", dir);
+    snprintf(log, sizeof log, "%s/forced.log", dir);
+    snprintf(seed, sizeof seed, "tcp://127.0.0.1:%d", ports[0]);
+    pid_t twin = ttool_spawn(
+        kv,
+        (char *const[]){kv, "node", "--bind", bind, "--seed", seed, "--data", data, "--fast", NULL},
+        log);
+    assert_true(twin > 0);
+    char seen[256];
+    snprintf(seen, sizeof seen, "%s/kv0.log", dir);
+    bool refused_seen = false, told = false;
+    for (int64_t end = now_ms() + 20000; now_ms() < end && !(refused_seen && told);
+         usleep(100000)) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "grep -q 'refused: identity %s' '%s'", id, seen);
+        refused_seen = system(cmd) == 0;
+        snprintf(cmd, sizeof cmd, "grep -q 'refused: identity %s' '%s'", id, log);
+        told = system(cmd) == 0;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "tail -n 5 '%s' >&2", log);
+    if (!refused_seen || !told) {
+        dump_logs();
+        if (system(cmd) != 0)
+            print_message("no log of the copy\n");
+        kill(twin, SIGKILL);
+        waitpid(twin, NULL, 0);
+        fail_msg("the copy's join was not refused (seed says so %d, the copy was told %d)",
+                 refused_seen, told);
+    }
+    /* still three members, the copy not among them */
+    assert_true(wait_up(0, N, 5000));
+    char copy_addr[64];
+    snprintf(copy_addr, sizeof copy_addr, "127.0.0.1:%d", copy_port);
+    assert_null(strstr(out, copy_addr));
+    kill(twin, SIGKILL);
+    waitpid(twin, NULL, 0);
     /* a new identity needs no check */
     assert_int_equal(dumpcmd("--restore '%s/bk2' '%s/other' --new-identity", dir, dir), 0);
 
@@ -307,9 +352,17 @@ static void test_keep_identity_refused_while_live(void **state)
     assert_int_equal(kill(pids[2], SIGTERM), 0);
     waitpid(pids[2], NULL, 0);
     pids[2] = 0;
-    if (!wait_up(0, N - 1, 30000)) {
+    /* until node 0 sees it Removed (a Removed member leaves the view; Exiting still counts) */
+    bool gone = false;
+    for (int64_t end = now_ms() + 30000; !gone && now_ms() < end; usleep(100000)) {
+        char args[128];
+        snprintf(args, sizeof args, "--node tcp://127.0.0.1:%d --json members", ports[0]);
+        gone = ttool_run(tool, args, out, OUT_CAP) == 0 && !strstr(out, node2) &&
+               strstr(out, "\"converged\":true");
+    }
+    if (!gone) {
         dump_logs();
-        fail_msg("node 2 did not leave");
+        fail_msg("node 2 did not leave: %s", out);
     }
     rc = dumpcmd("--restore '%s/bk2' '%s/copy' --keep-identity --cluster 127.0.0.1:%d", dir, dir,
                  ports[0]);
