@@ -697,8 +697,9 @@ int shoal_sharding_set_max_entities(shoal_sharding_t *sh, uint64_t max_entities)
 /* The caps on keys and bytes (ddata.h, shoal_replicator_set_limits) of the replicators sharding
    starts itself, one per role (shoal_sharding_settings_t.replicator NULL): those running now and
    those a later type starts. They hold the coordinator's state, the remembered entities and the
-   entities' saved states, so a cap hit refuses those writes (a save answered SHOAL_ELIMIT, a
-   shard not allocated): give room. A replicator passed in the settings is the caller's to cap.
+   entities' saved states, so a cap hit refuses those writes: a save is answered SHOAL_ELIMIT, a
+   new entity whose remembering is refused is not started (its asks answered SHOAL_ELIMIT, its
+   tells dropped), a coordinator's write fails as on a timeout: give room. A replicator passed in the settings is the caller's to cap.
    NULL limits = no cap. Any thread. Config: shoal/cluster/distributed-data/max-keys, max-bytes
    (shoal_config_replicator_limits). */
 int shoal_sharding_set_replicator_limits(shoal_sharding_t *sh,
