@@ -244,6 +244,9 @@ struct shoal_cluster {
     uint32_t protocol;       /* the cluster's protocol version as this node computes it (react) */
     bool protocol_rewritten; /* own record written again with its protocol_max (once) */
     cluster_protocol_stats_t pstats;
+    /* joins refused because a live, reachable member already has the joiner's durable identity
+       (join.c, identity_in_use) */
+    uint64_t joins_refused_identity;
     uint64_t rng; /* gossip partners (xorshift64*) */
     cluster_hooks_t hooks;
 };

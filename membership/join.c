@@ -348,6 +348,45 @@ static int down_node(cstate_t *st, const shoal_node_t *self, void *arg)
     return cstate_set_status(st, self, arg, SHOAL_MEMBER_DOWN);
 }
 
+/* One identity, one live member (KEPT MEMBERSHIP; docs/operations.md, "Backup, restore"): a
+   joiner whose data directory is a copy of a live member's (a backup restored with its identity
+   beside the original, a directory copied by hand) would answer for that identity as well, and
+   majorities would count one voter twice. While a member at another address with that identity
+   is neither Down nor Removed and is reachable, the join is refused: counted, logged (1st, 2nd,
+   4th...) and told to the joiner as an InitJoinAck whose `refused` it logs. An unreachable one
+   (the node crashed, and was restarted elsewhere on its directory) does not hold the joiner off:
+   the split-brain resolver downs it. A restart at the same address is the loop above's case. */
+static bool identity_in_use(shoal_cluster_t *c, const shoal_node_t *from, const char *id)
+{
+    if (!id || !*id)
+        return false;
+    const cmember_t *twin = NULL;
+    for (size_t i = 0; i < c->state->n_members && !twin; i++) {
+        const cmember_t *m = &c->state->members[i];
+        if (m->node != from && m->status < SHOAL_MEMBER_DOWN && m->durable_id &&
+            strcmp(m->durable_id, id) == 0 && !cstate_is_unreachable(c->state, m->node))
+            twin = m;
+    }
+    if (!twin)
+        return false;
+    uint64_t k = ++c->joins_refused_identity;
+    char why[400];
+    snprintf(why, sizeof why,
+             "refused: identity %.64s (its data directory's meta/node-id) is live in the cluster "
+             "as %s, %s: never two live members with one identity; stop that node, or restore "
+             "with --new-identity",
+             id, shoal_node_id(twin->node),
+             shoal_member_status_name((shoal_member_status_t)twin->status));
+    if ((k & (k - 1)) == 0)
+        shoal_warning("%s: join of %s %s (%llu refused so far)", shoal_node_id(c->self),
+                      shoal_node_id(from), why, (unsigned long long)k);
+    Shoal__Cluster__InitJoinAck a = SHOAL__CLUSTER__INIT_JOIN_ACK__INIT;
+    a.status = cluster_self_status(c);
+    a.refused = why;
+    cluster_send(c, from, K_INIT_JOIN_ACK, &a.base);
+    return true;
+}
+
 void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Cluster__Join *j)
 {
     shoal_member_status_t st = cluster_self_status(c);
@@ -379,6 +418,8 @@ void on_join(shoal_cluster_t *c, const shoal_node_t *from, const Shoal__Cluster_
     char why[300];
     joiner_range(j->protocol_min, j->protocol_max, &pmin, &pmax);
     if (!known && refuse_protocol(c, from, pmin, pmax, "join", why, sizeof why))
+        return;
+    if (!known && identity_in_use(c, from, j->durable_id))
         return;
     join_arg_t a = {from, j};
     if (!known) {

@@ -131,8 +131,11 @@
     identities. Hence the guarantee: for durable keys in a store with synced writes, a
     WriteMajority acknowledged before a restart of every node and a ReadMajority after it
     intersect, because both majorities are majorities of the same kept set (a node restarted from
-    its directory answers for its identity with what it stored). A store with write-behind or
-    nosync leaves a window: what was acknowledged in the last write-behind interval (or since the
+    its directory answers for its identity with what it stored). A joiner whose identity a
+    reachable member at another address already has (neither Down nor Removed: a copy of its
+    directory) is refused until that member is gone (counted:
+    shoal_cluster_joins_refused_identity_total), so two live members never answer for one
+    identity. A store with write-behind or nosync leaves a window: what was acknowledged in the last write-behind interval (or since the
     last OS flush) may be lost by a node that dies, and that node may be the only one of the
     intersection. A node whose directory is emptied or replaced has a new identity: it joins as a
     new member and never answers for the old one. An identity that will never return (a disk

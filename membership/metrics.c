@@ -142,6 +142,12 @@ static void collect(shoal_system_t *sys, shoal_buf_t *out, void *arg)
                          "cluster's protocol version.");
     shoal_buf_printf(out, "shoal_cluster_protocol_joins_refused_total %" PRIu64 "\n",
                      c->pstats.joins_refused);
+    shoal_metrics_family(out, "shoal_cluster_joins_refused_identity_total", "counter",
+                         "Joins this node refused: a live, reachable member at another address "
+                         "has the joiner's durable identity (a restored or copied data "
+                         "directory).");
+    shoal_buf_printf(out, "shoal_cluster_joins_refused_identity_total %" PRIu64 "\n",
+                     c->joins_refused_identity);
     shoal_metrics_family(out, "shoal_cluster_gossip_status_format_total", "counter",
                          "Digest-only gossip by protocol format (2: the SHOAL_PROTOCOL_NEXT "
                          "variant's changed format) and direction.");

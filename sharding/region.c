@@ -1492,11 +1492,17 @@ shoal_region_t *region_new(shoal_sharding_t *sh, const char *name,
             region_free(r);
             return NULL;
         }
-        /* owned by the node's sharding, which outlives every region sharing it */
+        /* owned by the node's sharding, which outlives every region sharing it; capped as
+           shoal_sharding_set_replicator_limits said (under lock: it may run on another thread) */
+        pthread_mutex_lock(&sh->lock);
         sh->owned_reps = realloc(sh->owned_reps, (sh->n_owned_reps + 1) * sizeof *sh->owned_reps);
         if (!sh->owned_reps)
             abort();
         sh->owned_reps[sh->n_owned_reps++] = r->rep;
+        shoal_replicator_limits_t lim = sh->rep_limits;
+        pthread_mutex_unlock(&sh->lock);
+        if (lim.max_keys || lim.max_bytes)
+            shoal_replicator_set_limits(r->rep, &lim);
         shoal_cluster_follow(sh->c, r->rep);
     }
     char sname[256];

@@ -10,7 +10,10 @@
     one write is in flight, later starts and stops collect and go out together when it completes.
     A new entity waits for the write that remembers it (its messages with it); the other
     entities of the shard keep receiving meanwhile (Akka stalls the whole shard). A failed write
-    is retried after shard-failure-backoff with the waiting messages kept.
+    is retried after shard-failure-backoff with the waiting messages kept, but one refused by a
+    configured limit of the replicator (SHOAL_ELIMIT: max-keys, max-bytes) would only be refused
+    again: its new entities are refused at once instead, their asks answered SHOAL_ELIMIT, as
+    max-entities-per-node does.
 */
 #include <stdint.h>
 #include <string.h>
@@ -271,14 +274,15 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
         return;
     }
     s->writes_in_flight--;
+    bool refuse = status == SHOAL_ELIMIT && w->n_adds > 0;
     if (status == 0) {
         s->write_attempts = 0;
         for (size_t i = 0; i < w->n_adds; i++)
             set_add(&s->remembered, w->adds[i]);
     } else {
         /* keep what waits; write it again at once a few times (Akka's max-updates-attempts),
-           then after the backoff */
-        for (size_t i = 0; i < w->n_adds; i++)
+           then after the backoff; new entities refused by a cap go (below) */
+        for (size_t i = 0; i < w->n_adds && !refuse; i++)
             set_add(&s->adds, w->adds[i]);
         for (size_t i = 0; i < w->n_removes; i++)
             set_add(&s->removes, w->removes[i]);
@@ -287,16 +291,24 @@ static void write_done(shoal_replicator_t *rep, int status, const char *key, voi
             s->retry_at = shoal_now_ms() + s->r->s.shard_failure_backoff_ms;
         }
         s->r->stats.remember_failures++;
-        shoal_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
-                     "retrying after shard-failure-backoff with their messages kept",
-                     shoal_node_id(s->r->self), s->r->name, s->id, w->n_adds,
-                     shoal_strerror(status));
+        if (refuse)
+            shoal_warning("%s: sharding %s: shard %s: remembering %zu new entities refused (%s): "
+                          "they are not started, their asks answered with it",
+                          shoal_node_id(s->r->self), s->r->name, s->id, w->n_adds,
+                          shoal_strerror(status));
+        else
+            shoal_warning("%s: sharding %s: shard %s: remembering %zu entities failed (%s); "
+                         "retrying after shard-failure-backoff with their messages kept",
+                         shoal_node_id(s->r->self), s->r->name, s->id, w->n_adds,
+                         shoal_strerror(status));
     }
-    write_ctx_free(w);
     if (s->writes_in_flight == 0)
         activate(s);
     if (s->writes_in_flight == 0 && shoal_now_ms() >= s->retry_at)
         flush_writes(s);
+    if (refuse) /* last: the shard may be released */
+        s->r->lifecycle->refuse(s, w->adds, w->n_adds, status);
+    write_ctx_free(w);
 }
 
 /* Moves the ids of a set into the writes of their key slots and empties the set: the keys

@@ -325,6 +325,26 @@ static void shard_deliver_pending(shard_t *s)
     }
 }
 
+static void entities_refuse(shard_t *s, char *const *ids, size_t n, int status)
+{
+    s->batch = true; /* the shard is released only after the loop, if at all */
+    for (size_t i = 0; i < n; i++) {
+        shoal_entity_t *e = shard_entity(s, ids[i]);
+        if (!e || e->status != E_STARTING)
+            continue; /* started some other way meanwhile, or gone */
+        bqueue_t waiting = entity_take_waiting(e);
+        bmsg_t *m;
+        while ((m = bq_pop(&waiting))) {
+            if (m->ask_id)
+                region_reply_to(s->r, m->origin, m->ask_id, status, NULL, 0);
+            free(m);
+        }
+        entity_finish_now(e); /* never started: no stop callback, nothing to forget */
+    }
+    s->batch = false;
+    shard_maybe_done(s);
+}
+
 /* What remember.c and state.c reach through the region's `lifecycle` (region_new sets it). */
 const entity_lifecycle_t entity_lifecycle = {
     .create = entity_create,
@@ -334,6 +354,7 @@ const entity_lifecycle_t entity_lifecycle = {
     .get_or_start = entity_get_or_start,
     .receive = entity_receive_msg,
     .finish_now = entity_finish_now,
+    .refuse = entities_refuse,
 };
 
 const char *shoal_entity_id(const shoal_entity_t *e)

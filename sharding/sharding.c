@@ -392,3 +392,21 @@ int shoal_sharding_set_max_entities(shoal_sharding_t *sh, uint64_t max_entities)
     atomic_store(&sh->max_entities, max_entities);
     return 0;
 }
+
+int shoal_sharding_set_replicator_limits(shoal_sharding_t *sh,
+                                         const shoal_replicator_limits_t *limits)
+{
+    if (!sh)
+        return SHOAL_EINVAL;
+    shoal_replicator_limits_t lim = {0};
+    if (limits)
+        lim = *limits;
+    /* under lock: a type starting meanwhile (region_new) reads them for its new replicator */
+    pthread_mutex_lock(&sh->lock);
+    sh->rep_limits = lim;
+    int rc = 0;
+    for (size_t i = 0; i < sh->n_owned_reps && rc == 0; i++)
+        rc = shoal_replicator_set_limits(sh->owned_reps[i], &lim);
+    pthread_mutex_unlock(&sh->lock);
+    return rc;
+}

@@ -694,6 +694,16 @@ int shoal_sharding_metrics(shoal_sharding_t *sh, shoal_metrics_t *m);
    remember-entities after a move are not refused (they were admitted before). 0 = no cap. Any
    thread. Config: shoal/cluster/sharding/max-entities-per-node. */
 int shoal_sharding_set_max_entities(shoal_sharding_t *sh, uint64_t max_entities);
+/* The caps on keys and bytes (ddata.h, shoal_replicator_set_limits) of the replicators sharding
+   starts itself, one per role (shoal_sharding_settings_t.replicator NULL): those running now and
+   those a later type starts. They hold the coordinator's state, the remembered entities and the
+   entities' saved states, so a cap hit refuses those writes: a save is answered SHOAL_ELIMIT, a
+   new entity whose remembering is refused is not started (its asks answered SHOAL_ELIMIT, its
+   tells dropped), a coordinator's write fails as on a timeout: give room. A replicator passed in the settings is the caller's to cap.
+   NULL limits = no cap. Any thread. Config: shoal/cluster/distributed-data/max-keys, max-bytes
+   (shoal_config_replicator_limits). */
+int shoal_sharding_set_replicator_limits(shoal_sharding_t *sh,
+                                         const shoal_replicator_limits_t *limits);
 /* shoal/cluster/sharding/max-entities-per-node (unset: 0). 0 or SHOAL_EINVAL, err says why. */
 int shoal_config_sharding_limits(const shoal_config_t *cfg, uint64_t *max_entities, char *err,
                                  size_t errlen);

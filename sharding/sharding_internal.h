@@ -301,6 +301,10 @@ typedef struct {
     void (*receive)(shoal_entity_t *e, const void *data, size_t len, const shoal_node_t *origin,
                     uint64_t ask_id);
     void (*finish_now)(shoal_entity_t *e);
+    /* new entities that may not start (remembering them was refused by a configured limit of
+       the replicator: SHOAL_ELIMIT): the asks that waited for each are answered with status,
+       the tells dropped, and each goes; the shard may be released after (do not use s) */
+    void (*refuse)(shard_t *s, char *const *ids, size_t n, int status);
 } entity_lifecycle_t;
 
 typedef struct {
@@ -443,6 +447,9 @@ struct shoal_sharding {
        counts them), the starts refused */
     _Atomic uint64_t max_entities;
     uint64_t n_entities, entities_refused;
+    /* the caps of the replicators sharding starts (owned_reps), under lock: region_new applies
+       them to the one it starts */
+    shoal_replicator_limits_t rep_limits;
 };
 
 /* A control message to this node itself, posted to shoal_sharding_t.deliver_self. */

@@ -31,6 +31,8 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +405,9 @@ static inline shoal_config_t *cli_config_node(const char *name, const char *path
 /* --config's caps (docs/configuration.md: shoal/cluster/distributed-data/max-keys and max-bytes,
    shoal/cluster/sharding/max-entities-per-node), applied once the program has made what they
    bound: its data replicator `rep` and its sharding `sh` (either may be NULL; cfg NULL: nothing).
+   With sh, max-keys and max-bytes also cap the replicators sharding starts itself (its entities'
+   states, remembered entities and coordinator state: shoal_sharding_set_replicator_limits),
+   those of the types started later included.
    0, or -1 with the message on stderr, the file named (the program exits as for a refused file). */
 static inline int cli_config_limits(const char *name, const char *path, const shoal_config_t *cfg,
                                     shoal_replicator_t *rep, shoal_sharding_t *sh)
@@ -412,10 +417,11 @@ static inline int cli_config_limits(const char *name, const char *path, const sh
     char err[512] = "";
     shoal_replicator_limits_t lim = {0};
     uint64_t max_entities = 0;
-    if ((rep && (shoal_config_replicator_limits(cfg, &lim, err, sizeof err) < 0 ||
-                 shoal_replicator_set_limits(rep, &lim) < 0)) ||
+    if (((rep || sh) && shoal_config_replicator_limits(cfg, &lim, err, sizeof err) < 0) ||
+        (rep && shoal_replicator_set_limits(rep, &lim) < 0) ||
         (sh && (shoal_config_sharding_limits(cfg, &max_entities, err, sizeof err) < 0 ||
-                shoal_sharding_set_max_entities(sh, max_entities) < 0))) {
+                shoal_sharding_set_max_entities(sh, max_entities) < 0 ||
+                shoal_sharding_set_replicator_limits(sh, &lim) < 0))) {
         cli_config_refused(name, path, err);
         return -1;
     }
@@ -446,18 +452,95 @@ cli_refuse(void (*usage)(FILE *), const char *fmt, ...)
    the CURVE allow-list and the management endpoint's token and TLS files read again (`endpoint`
    may be NULL). One line on stdout says what was reloaded; a file that could not be used keeps
    what is in force (logged). Not from the node thread. */
-static inline void cli_reload(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint)
+static inline void cli_reload_line(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint,
+                                   int keys, int http, char *line, size_t cap)
+{
+    if (shoal_system_secure(sys))
+        snprintf(line, cap, "%s: reloaded: allow-list %s%d keys%s, endpoint %s", name,
+                 keys < 0 ? "FAILED (" : "", keys < 0 ? 0 : keys, keys < 0 ? ")" : "",
+                 endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
+    else
+        snprintf(line, cap, "%s: reloaded: endpoint %s", name,
+                 endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
+}
+
+/* The reload itself: the line on stdout; 0, or -1 when a file could not be used (the reason in
+   the log; what was in force stays). `line` (may be NULL) gets the same line. */
+static inline int cli_reload_now(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint,
+                                 char *line, size_t cap)
 {
     int keys = shoal_system_allow_reload(sys);
     int http = endpoint ? shoal_http_reload(endpoint) : 0;
-    if (shoal_system_secure(sys))
-        printf("%s: reloaded: allow-list %s%d keys%s, endpoint %s\n", name,
-               keys < 0 ? "FAILED (" : "", keys < 0 ? 0 : keys, keys < 0 ? ")" : "",
-               endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
-    else
-        printf("%s: reloaded: endpoint %s\n", name,
-               endpoint ? (http < 0 ? "FAILED" : "ok") : "none");
+    char buf[256];
+    cli_reload_line(name, sys, endpoint, keys, http, buf, sizeof buf);
+    printf("%s\n", buf);
     fflush(stdout);
+    if (line)
+        snprintf(line, cap, "%s", buf);
+    return (shoal_system_secure(sys) && keys < 0) || http < 0 ? -1 : 0;
+}
+
+static inline void cli_reload(const char *name, shoal_system_t *sys, shoal_metrics_t *endpoint)
+{
+    cli_reload_now(name, sys, endpoint, NULL, 0);
+}
+
+/* RELOAD AS AN ADMIN REQUEST (docs/operations.md, "Rotating keys and certificates";
+   `shoal-cluster reload`): POST /reload on the management endpoint does what SIGHUP does, for
+   an operator who has the endpoint (and its token) but no shell on the node. It is a POST route,
+   so the endpoint's rules for writes hold: loopback clients only unless told otherwise, JSON
+   content type, and the bearer token when there is one (401 without it: the token read before
+   the reload).
+   Without TLS the handler reloads at once, on the connection's thread (the allow-list and the
+   token are thread-safe swaps), and answers 200 {"reloaded":LINE} or 500 {"error":LINE} when a
+   file could not be used. With TLS the new certificate needs a new HTTP daemon, and the old one
+   finishes its requests before it stops, this one included: the handler cannot wait for that,
+   so it raises the program's SIGHUP flag (`requested`) and answers 202 {"reload":"requested"};
+   the program's loop reloads right after (its stdout line says how it went). */
+typedef struct {
+    const char *name;
+    shoal_system_t *sys;
+    shoal_metrics_t *endpoint;
+    bool tls;                         /* the endpoint speaks HTTPS */
+    volatile sig_atomic_t *requested; /* the program's SIGHUP flag, read by its main loop */
+} cli_reloader_t;
+
+static inline void cli_reload_route_fn(shoal_system_t *sys, const shoal_http_request_t *req,
+                                       shoal_http_reply_t *rep, void *arg)
+{
+    (void)sys;
+    (void)req;
+    cli_reloader_t *r = arg;
+    if (r->tls) {
+        *r->requested = 1;
+        rep->status = 202;
+        shoal_buf_printf(&rep->body,
+                         "{\"reload\":\"requested\",\"note\":\"the node reloads right after "
+                         "this answer (TLS: a new daemon takes the listening socket); its "
+                         "stdout and log say how it went\"}");
+        return;
+    }
+    char line[256];
+    int rc = cli_reload_now(r->name, r->sys, r->endpoint, line, sizeof line);
+    if (rc < 0) {
+        shoal_http_error(rep, 500,
+                         "%s (the reason is in the node's log; what was in force "
+                         "stays)",
+                         line);
+        return;
+    }
+    shoal_buf_append(&rep->body, "{\"reloaded\":", 12);
+    shoal_buf_json_string(&rep->body, line);
+    shoal_buf_append(&rep->body, "}", 1);
+}
+
+/* Adds POST /reload to the endpoint (NULL: nothing). r must outlive the endpoint. */
+static inline int cli_reload_route(cli_reloader_t *r)
+{
+    if (!r->endpoint)
+        return 0;
+    return shoal_http_route(r->endpoint, "/reload", SHOAL_HTTP_POST | SHOAL_HTTP_ANY_THREAD,
+                            cli_reload_route_fn, r);
 }
 
 #endif

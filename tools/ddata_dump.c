@@ -5,7 +5,8 @@
       ddata-dump DIR --salvage OUT              copy every readable entry into a new store at OUT
       ddata-dump DIR --compact OUT              compacted copy of the store (mdb_env_copy2)
       ddata-dump --backup DEST DIR              hot backup: compacted copy + manifest (BACKUP)
-      ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)
+      ddata-dump --restore BACKUP DIR (--keep-identity (--cluster ENDPOINT... | --cluster-stopped)
+                                       | --new-identity)
                                                 a backup into an empty directory (BACKUP)
       ddata-dump --node ENDPOINT [--role R] [--metrics]
                                                 --metrics: exactly what the node's GET /metrics
@@ -29,7 +30,8 @@
     Exit codes: 0 ok; 1 differences (--compare), a missing key (--key), no state of the type
     (--sharding) or a refused request; 2 usage, or a missing, foreign, newer or corrupt store
     (a listing with an UNDECODABLE record included: it is printed, then exit 2); 3 the node
-    cannot be reached.
+    cannot be reached (--restore --cluster: no member answered); 4 --restore --keep-identity
+    refused because a live member of the cluster has the backup's identity.
 
     The kept membership (membership.h, KEPT MEMBERSHIP: replicator "__membership", key "voters")
     is membership's own plain-text record, not a DataEnvelope: it is shown as type
@@ -48,6 +50,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <lmdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -75,7 +78,7 @@
 /* Appends a string literal (or any C string). */
 #define LIT(buf, s) shoal_buf_append((buf), (s), strlen(s))
 
-enum { EXIT_OK = 0, EXIT_DIFF = 1, EXIT_BAD = 2, EXIT_UNREACHABLE = 3 };
+enum { EXIT_OK = 0, EXIT_DIFF = 1, EXIT_BAD = 2, EXIT_UNREACHABLE = 3, EXIT_IDENTITY_LIVE = 4 };
 
 static void usage(FILE *f)
 {
@@ -83,7 +86,9 @@ static void usage(FILE *f)
             "usage: ddata-dump DIR [--key K] [--json]\n"
             "       ddata-dump DIR --salvage OUT | --compact OUT\n"
             "       ddata-dump --backup DEST DIR\n"
-            "       ddata-dump --restore BACKUP DIR (--keep-identity | --new-identity)\n"
+            "       ddata-dump --restore BACKUP DIR --keep-identity (--cluster ENDPOINT... |\n"
+            "                  --cluster-stopped)\n"
+            "       ddata-dump --restore BACKUP DIR --new-identity\n"
             "       ddata-dump --node ENDPOINT [--role R] [--metrics | --metrics-legacy]\n"
             "       ddata-dump --compare ENDPOINT ENDPOINT... [--role R]\n"
             "       ddata-dump DIR --sharding [TYPE] [--role R] [--entities] [--json]\n"
@@ -96,8 +101,13 @@ static void usage(FILE *f)
             "manifest (format, Shoal version, identity). --restore: into an empty DIR; the\n"
             "identity is kept (the same node comes back) or replaced (another node: never two\n"
             "live members with one identity); docs/operations.md, \"Backup, restore\".\n"
+            "--keep-identity asks a member of the cluster (--cluster, repeatable or comma-\n"
+            "separated: the first that answers) and refuses while a member that is not Down or\n"
+            "Removed has the backup's identity; --cluster-stopped: no member runs (the whole\n"
+            "cluster is being recovered), nobody to ask.\n"
             "Exit codes: 0 ok; 1 differences, missing key or type, or refused request; 2 usage\n"
-            "or a bad store (an UNDECODABLE record too); 3 node unreachable.\n");
+            "or a bad store (an UNDECODABLE record too); 3 node unreachable; 4 the identity\n"
+            "of the backup is live in the cluster (--restore --keep-identity).\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1976,7 +1986,82 @@ static int forget_identity(const char *dir)
     return rc;
 }
 
-static int restore_mode(const char *from, const char *dir, int identity)
+static int connect_node(const char *ep, shoal_client_t **out);
+
+/* KEEP-IDENTITY CHECK. Two live members with one identity would each answer for it and be
+   counted as one voter twice (membership.h, KEPT MEMBERSHIP), so --keep-identity asks the
+   cluster first: the first endpoint of `eps` whose node is in a cluster sends its view, and a
+   member there with identity `id` that is neither Down nor Removed refuses the restore
+   (EXIT_IDENTITY_LIVE), reachable or not (an unreachable member may be alive behind a partition:
+   down it first). EXIT_UNREACHABLE when no endpoint answered as a member of a cluster. */
+static int identity_live_check(const char *id, char *const *eps, size_t n_eps)
+{
+    bool asked = false;
+    for (size_t i = 0; i < n_eps && !asked; i++) {
+        char ep[300], why[400];
+        if (cli_node_address(eps[i], ep, sizeof ep, why, sizeof why) != 0) {
+            fprintf(stderr, "ddata-dump: --cluster %s\n", why);
+            return EXIT_BAD;
+        }
+        shoal_client_t *cl;
+        if (connect_node(ep, &cl) != EXIT_OK)
+            continue;
+        shoal_buf_t text = {0};
+        int rc = shoal_client_cluster_view(cl, &text);
+        shoal_client_destroy(&cl);
+        if (rc < 0) {
+            fprintf(stderr, "ddata-dump: %s did not send its members (%s)\n", ep,
+                    shoal_strerror(rc));
+            shoal_buf_free(&text);
+            continue;
+        }
+        json_error_t jerr;
+        json_t *root = json_loadb(shoal_buf_cstr(&text), text.len, 0, &jerr);
+        shoal_buf_free(&text);
+        json_t *members = root ? json_object_get(root, "members") : NULL;
+        if (!json_is_array(members) || json_is_false(json_object_get(root, "in_cluster"))) {
+            fprintf(stderr, "ddata-dump: %s is in no cluster (or sent no members): asking the "
+                            "next endpoint\n",
+                    ep);
+            json_decref(root);
+            continue;
+        }
+        asked = true;
+        size_t k;
+        json_t *m;
+        json_array_foreach(members, k, m)
+        {
+            const char *mid = json_string_value(json_object_get(m, "id"));
+            const char *status = json_string_value(json_object_get(m, "status"));
+            const char *node = json_string_value(json_object_get(m, "node"));
+            if (!mid || strcmp(mid, id) != 0 || !status || !strcmp(status, "Down") ||
+                !strcmp(status, "Removed"))
+                continue;
+            bool reachable = !json_is_false(json_object_get(m, "reachable"));
+            fprintf(stderr,
+                    "ddata-dump: refused: identity %s is live in the cluster: member %s is %s%s "
+                    "(asked %s). Two live members with one identity would count as one voter "
+                    "twice. Stop that node (or `shoal-cluster down` it) and wait until it is "
+                    "Removed, or restore with --new-identity\n",
+                    id, node ? node : "?", status, reachable ? "" : " (unreachable)", ep);
+            json_decref(root);
+            return EXIT_IDENTITY_LIVE;
+        }
+        json_decref(root);
+    }
+    if (!asked) {
+        fprintf(stderr,
+                "ddata-dump: no member of the cluster answered (--cluster): the restore cannot "
+                "check that no live member has the backup's identity. If every member is "
+                "stopped (the whole cluster is being recovered), say so with "
+                "--cluster-stopped\n");
+        return EXIT_UNREACHABLE;
+    }
+    return EXIT_OK;
+}
+
+static int restore_mode(const char *from, const char *dir, int identity, char *const *cluster,
+                        size_t n_cluster, bool cluster_stopped)
 {
     if (!identity) {
         fprintf(stderr,
@@ -1987,9 +2072,21 @@ static int restore_mode(const char *from, const char *dir, int identity)
                 "operations.md, \"Backup, restore and disaster recovery\")\n");
         return EXIT_BAD;
     }
+    if (identity == 1 && !n_cluster && !cluster_stopped) {
+        fprintf(stderr,
+                "ddata-dump: --keep-identity needs --cluster ENDPOINT (a member to ask whether "
+                "that identity is live: the restore is refused while it is) or, when every "
+                "member is stopped, --cluster-stopped (docs/operations.md, \"Backup, restore and "
+                "disaster recovery\")\n");
+        return EXIT_BAD;
+    }
     manifest_t m;
     int ex = read_manifest(from, &m);
     if (ex)
+        return ex;
+    /* before anything is written: a refused restore leaves DIR as it was */
+    if (identity == 1 && n_cluster && strcmp(m.node_id, "-") != 0 && *m.node_id &&
+        (ex = identity_live_check(m.node_id, cluster, n_cluster)) != 0)
         return ex;
     char src[4200], dst[4200], tmp_dst[4200], err[1024];
     snprintf(src, sizeof src, "%s/data.mdb", from);
@@ -2037,10 +2134,11 @@ static int restore_mode(const char *from, const char *dir, int identity)
     }
     const char *id = shoal_durable_node_id(d);
     if (identity == 1)
-        printf("restored %s (written %s by Shoal %s) into %s: identity %s kept: this directory "
-               "is the node that was backed up; never start it beside a live member with that "
-               "identity\n",
-               from, m.written_at, m.version, dir, id);
+        printf("restored %s (written %s by Shoal %s) into %s: identity %s kept (%s): this "
+               "directory is the node that was backed up; never start it beside a live member "
+               "with that identity\n",
+               from, m.written_at, m.version, dir, id,
+               n_cluster ? "no live member has it" : "--cluster-stopped: not checked");
     else
         printf("restored %s (written %s by Shoal %s) into %s: NEW identity %s (the backup's was "
                "%s; its kept membership dropped): this directory joins as a new member\n",
@@ -2811,6 +2909,11 @@ int main(int argc, char **argv)
     bool compare = false;
     const char *restore = NULL;
     int identity = 0; /* --restore: 1 keep, 2 new, -1 both (refused) */
+    char **cluster = calloc((size_t)argc + 1, sizeof *cluster); /* --keep-identity's --cluster */
+    size_t n_cluster = 0;
+    bool cluster_stopped = false;
+    if (!cluster)
+        abort();
     char **eps = calloc((size_t)argc + 1, sizeof *eps);
     if (!eps)
         abort();
@@ -2845,6 +2948,12 @@ int main(int argc, char **argv)
             identity = identity == 2 ? -1 : 1;
         } else if (!strcmp(a, "--new-identity")) {
             identity = identity == 1 ? -1 : 2;
+        } else if (has_next && !strcmp(a, "--cluster")) {
+            /* repeatable, and each may list several: "h1:2552,h2:2552" */
+            for (char *tok = strtok(argv[++i], ","); tok; tok = strtok(NULL, ","))
+                cluster[n_cluster++] = tok;
+        } else if (!strcmp(a, "--cluster-stopped")) {
+            cluster_stopped = true;
         } else if (has_next && !strcmp(a, "--node")) {
             /* HOST:PORT or tcp://HOST:PORT, a host name resolved (cli.h, NODE ADDRESSES) */
             static char node_buf[300];
@@ -2852,6 +2961,7 @@ int main(int argc, char **argv)
             if (cli_node_address(argv[++i], node_buf, sizeof node_buf, awhy, sizeof awhy) != 0) {
                 fprintf(stderr, "ddata-dump: --node %s\n", awhy);
                 free(eps);
+                free(cluster);
                 return EXIT_BAD;
             }
             node = node_buf;
@@ -2861,6 +2971,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ddata-dump: unknown option or missing value: %s\n", a);
             usage(stderr);
             free(eps);
+            free(cluster);
             return EXIT_BAD;
         } else {
             eps[n_eps++] = argv[i];
@@ -2870,15 +2981,16 @@ int main(int argc, char **argv)
     int modes = (node != NULL) + compare + (n_eps > 0 && !compare);
     /* --json goes with --sharding on a node too; the other store options only with a store */
     bool store_opts = so.key || (so.json && !so.sharding) || so.salvage || so.compact || so.backup;
-    if (restore || identity) {
+    if (restore || identity || n_cluster || cluster_stopped) {
         if (!restore || n_eps != 1 || node || compare || store_opts || so.sharding ||
-            want_metrics || identity < 0) {
+            want_metrics || identity < 0 || (n_cluster && cluster_stopped)) {
             fprintf(stderr, "ddata-dump: --restore BACKUP DIR takes one directory and one of "
-                            "--keep-identity or --new-identity, nothing else\n");
+                            "--keep-identity (with --cluster ENDPOINT or --cluster-stopped) or "
+                            "--new-identity, nothing else\n");
             usage(stderr);
             ex = EXIT_BAD;
         } else {
-            ex = restore_mode(restore, eps[0], identity);
+            ex = restore_mode(restore, eps[0], identity, cluster, n_cluster, cluster_stopped);
         }
     } else if (so.sharding && !node && !compare && n_eps == 0 && so.sharding_type) {
         fprintf(stderr, "ddata-dump: --sharding took \"%s\" as the type; name the store "
@@ -2906,5 +3018,6 @@ int main(int argc, char **argv)
         ex = store_mode(&so);
     }
     free(eps);
+    free(cluster);
     return ex;
 }

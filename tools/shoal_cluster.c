@@ -12,6 +12,7 @@
       shoal-cluster [--node ENDPOINT] [--timeout MS] move TYPE SHARD MEMBER
       shoal-cluster [--node ENDPOINT] [--timeout MS] unpin TYPE SHARD
       shoal-cluster [--node ENDPOINT] [--json] [--timeout MS] events
+      shoal-cluster [--timeout MS] reload HTTP [--token-file FILE]
 
     --node     the member to ask (default tcp://127.0.0.1:2552)
     --json     `members`, `shards` and `events` print JSON, as the node renders it (events: one
@@ -49,6 +50,13 @@
     events: prints the node's cluster and sharding events as they happen (member up, unreachable,
     removed, leader changes, shard allocated, moved, pinned) until interrupted, like `serf
     monitor`; it starts with the recent events the node kept.
+    reload: what SIGHUP does to a node program (its CURVE allow-list, its management endpoint's
+    token and TLS files read again: docs/operations.md, "Rotating keys and certificates"),
+    asked over that endpoint: POST /reload to HTTP, the node's --http ([HOST:]PORT, HOST an
+    address, default 127.0.0.1; or http://HOST:PORT), with the bearer token of --token-file
+    FILE (its first line) when the endpoint has one. Plain HTTP only: for an HTTPS endpoint use
+    curl (the command is in the error). The node's answer is printed; 401 (a wrong token), 403
+    (a client not allowed to write) and 500 (a file that could not be used) exit 1.
 
     Exit codes: 0 ok; 1 the node answered with an error, or check found something; 2 usage error;
     3 the node could not be reached in time.
@@ -97,6 +105,10 @@ static void usage(FILE *f)
                "  move TYPE SHARD MEMBER  hand SHARD off to MEMBER and pin it there\n"
                "  unpin TYPE SHARD     drop the pin of SHARD\n"
                "  events               stream cluster and sharding events until interrupted\n"
+               "  reload HTTP [--token-file FILE]\n"
+               "                       what SIGHUP does (allow-list, endpoint token and TLS\n"
+               "                       files), through the node's management endpoint HTTP\n"
+               "                       ([HOST:]PORT, its --http): POST /reload\n"
                "MEMBER is host:port:uid or host:port. Default node tcp://127.0.0.1:2552.\n");
 }
 
@@ -1263,6 +1275,113 @@ static bool answers_http(const char *endpoint, int ms)
     return http;
 }
 
+/* `reload`: POST /reload to the management endpoint at spec ([HOST:]PORT or http://HOST:PORT),
+   with the token of token_file. A small HTTP/1.0 client (the endpoint closes after the answer):
+   the tool has no HTTP library, and this is one request. */
+static int cmd_reload(const char *spec, const char *token_file, long timeout_ms)
+{
+    if (strncmp(spec, "https://", 8) == 0) {
+        fprintf(stderr,
+                "shoal-cluster: reload speaks plain HTTP; for an HTTPS endpoint: curl --cacert "
+                "CERT -X POST -H 'Content-Type: application/json' -H \"Authorization: Bearer "
+                "$(head -n1 TOKEN_FILE)\" -d '{}' %s/reload\n",
+                spec);
+        return EXIT_USAGE;
+    }
+    if (strncmp(spec, "http://", 7) == 0)
+        spec += 7;
+    char host[300], port_s[8];
+    uint16_t port = 0;
+    if (shoal_http_parse(spec, host, sizeof host, &port) != 0 || port == 0) {
+        fprintf(stderr,
+                "shoal-cluster: reload takes the node's management endpoint, [HOST:]PORT (HOST "
+                "an address) or http://HOST:PORT, not '%s'\n",
+                spec);
+        return EXIT_USAGE;
+    }
+    char token[4096] = "";
+    if (token_file) {
+        FILE *f = fopen(token_file, "r");
+        if (!f || !fgets(token, sizeof token, f)) {
+            fprintf(stderr, "shoal-cluster: --token-file %s: %s\n", token_file,
+                    f ? "empty" : strerror(errno));
+            if (f)
+                fclose(f);
+            return EXIT_USAGE;
+        }
+        fclose(f);
+        token[strcspn(token, "\r\n")] = 0;
+    }
+    snprintf(port_s, sizeof port_s, "%u", (unsigned)port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
+                    *res = NULL;
+    if (getaddrinfo(host, port_s, &hints, &res) != 0) {
+        fprintf(stderr, "shoal-cluster: reload: bad address '%s'\n", host);
+        return EXIT_USAGE;
+    }
+    char req[4600];
+    bool v6 = strchr(host, ':') != NULL;
+    int n = snprintf(req, sizeof req,
+                     "POST /reload HTTP/1.0\r\nHost: %s%s%s:%u\r\nContent-Type: "
+                     "application/json\r\nContent-Length: 2\r\n%s%s%sConnection: close\r\n\r\n{}",
+                     v6 ? "[" : "", host, v6 ? "]" : "", (unsigned)port,
+                     *token ? "Authorization: Bearer " : "", token, *token ? "\r\n" : "");
+    explicit_bzero(token, sizeof token);
+    static char buf[65536];
+    size_t got = 0;
+    bool sent = false;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        int c = connect(fd, res->ai_addr, res->ai_addrlen);
+        if ((c == 0 || errno == EINPROGRESS) && poll(&p, 1, (int)timeout_ms) == 1 &&
+            (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP))) {
+            sent = send(fd, req, (size_t)n, MSG_NOSIGNAL) == n;
+            p.events = POLLIN;
+            while (sent && got < sizeof buf - 1 && poll(&p, 1, (int)timeout_ms) == 1) {
+                ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+                if (r <= 0)
+                    break;
+                got += (size_t)r;
+            }
+        }
+        close(fd);
+    }
+    explicit_bzero(req, sizeof req);
+    freeaddrinfo(res);
+    buf[got] = 0;
+    int status = 0;
+    if (!sent || sscanf(buf, "HTTP/%*d.%*d %d", &status) != 1) {
+        fprintf(stderr, "shoal-cluster: cannot reach the management endpoint at %s:%u%s\n",
+                host, (unsigned)port,
+                got ? " (it did not answer HTTP: an HTTPS endpoint? see --help)" : "");
+        return EXIT_UNREACHABLE;
+    }
+    const char *body = strstr(buf, "\r\n\r\n");
+    body = body ? body + 4 : "";
+    /* the answer is {"reloaded":LINE}, {"reload":"requested",...} or {"error":...} */
+    json_t *j = json_loads(body, 0, NULL);
+    const char *line = j ? json_string_value(json_object_get(j, "reloaded")) : NULL;
+    const char *err = j ? json_string_value(json_object_get(j, "error")) : NULL;
+    int code = 0;
+    if (status == 200 && line) {
+        printf("%s\n", line);
+    } else if (status == 202) {
+        printf("reload requested (TLS: the node reloads right after its answer; its stdout and "
+               "log say how it went)\n");
+    } else {
+        fprintf(stderr, "shoal-cluster: reload refused by %s:%u: HTTP %d%s%s%s\n", host,
+                (unsigned)port, status, err || *body ? ": " : "", err ? err : body,
+                status == 401   ? " (give the endpoint's token: --token-file FILE)"
+                : status == 404 ? " (this program has no POST /reload: send it SIGHUP)"
+                                : "");
+        code = EXIT_ANSWERED_ERROR;
+    }
+    json_decref(j);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     /* SHOAL_NODE names the default node, as SERF_RPC_ADDR does for serf; --node overrides it */
@@ -1305,6 +1424,25 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *cmd = argv[i++];
+    if (strcmp(cmd, "reload") == 0) {
+        /* over the management endpoint, not the node's client connection: --node is not used */
+        const char *spec = NULL, *token_file = NULL;
+        for (; i < argc; i++) {
+            if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc)
+                token_file = argv[++i];
+            else if (!spec && argv[i][0] != '-')
+                spec = argv[i];
+            else
+                break;
+        }
+        if (!spec || i < argc) {
+            fprintf(stderr, "shoal-cluster: reload takes HTTP (the node's --http endpoint, "
+                            "[HOST:]PORT) and optionally --token-file FILE\n");
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+        return cmd_reload(spec, token_file, timeout_ms);
+    }
     /* each command's arguments: at least min, at most max */
     static const struct {
         const char *name;

@@ -35,7 +35,8 @@
     --help     this usage on stdout; --version: "shoal-member VERSION"
 
     SIGHUP reloads the CURVE allow-list and the endpoint's token file and TLS certificate and key
-    (docs/operations.md, "Rotating keys and certificates").
+    (docs/operations.md, "Rotating keys and certificates"); so does POST /reload on the
+    endpoint (`shoal-cluster reload`, cli.h).
     SIGINT or SIGTERM leaves the cluster gracefully (coordinated shutdown) and exits 0 once the
     shutdown has run (15 s at most). A member downed or removed by the cluster exits too, with 3.
     Exit codes (docs/deployment.md): 0 left the cluster (a signal, `shoal-cluster leave`) or shut
@@ -537,6 +538,11 @@ int main(int argc, char **argv)
         shoal_config_destroy(&cfg);
         return 1;
     }
+    /* POST /reload: SIGHUP as an admin request (cli.h, RELOAD AS AN ADMIN REQUEST) */
+    static cli_reloader_t reloader;
+    reloader = (cli_reloader_t){"shoal-member", sys, endpoint, hs.tls_cert_file != NULL,
+                                &reload_requested};
+    cli_reload_route(&reloader);
     printf("shoal-member: %s listening at %s\n", self, shoal_system_endpoint(sys));
     if (endpoint)
         printf("shoal-member: management endpoint on port %u\n",

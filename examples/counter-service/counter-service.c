@@ -488,6 +488,11 @@ static int run_node(int argc, char **argv)
         if (endpoint && durable)
             shoal_durable_metrics(durable, endpoint);
     }
+    /* POST /reload: SIGHUP as an admin request (cli.h, RELOAD AS AN ADMIN REQUEST) */
+    static cli_reloader_t reloader;
+    reloader = (cli_reloader_t){"counter-service", sys, endpoint, hs.tls_cert_file != NULL,
+                                &reload_requested};
+    cli_reload_route(&reloader);
     if (!regions || rc < 0 || (http && !endpoint)) {
         fprintf(stderr, "counter-service: cannot start %s: %s\n",
                 !c                  ? "membership"

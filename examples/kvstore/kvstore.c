@@ -302,6 +302,11 @@ static int run_node(int argc, char **argv)
         else
             shoal_cluster_destroy(&c);
     }
+    /* POST /reload: SIGHUP as an admin request (cli.h, RELOAD AS AN ADMIN REQUEST) */
+    static cli_reloader_t reloader;
+    reloader = (cli_reloader_t){"kvstore", sys, endpoint, hs.tls_cert_file != NULL,
+                                &reload_requested};
+    cli_reload_route(&reloader);
     if (!c) {
         fprintf(stderr, "kvstore: cannot start %s: %s\n",
                 !rep                ? "the replicator"

@@ -10,6 +10,10 @@
     - one shoal-member with its management endpoint on HTTPS with a bearer token: new token and
       certificate files, SIGHUP, and the endpoint (on the same port) serves the new certificate
       and takes only the new token.
+    - the same without a signal (test_http_token_reloaded_by_shoal_cluster_reload): a new token
+      file, `shoal-cluster reload` (POST /reload, authorized by the token in force), and only
+      the new token is taken; on HTTPS, POST /reload answers 202 and the node serves the new
+      certificate right after.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -451,12 +455,126 @@ static void test_http_token_and_certificate_reloaded_on_sighup(void **state)
     assert_non_null(strstr(out, "CN=shoal-two"));
 }
 
+/* The status of GET /cluster/members over plain HTTP with this token. */
+static int http_get(int port, const char *token)
+{
+    if (run_sh("curl -s -o /dev/null -w 'status=%%{http_code}\\n' -H 'Authorization: Bearer %s' "
+               "http://127.0.0.1:%d/cluster/members",
+               token, port) != 0) {
+        print_message("curl: %.3000s\n", out);
+        return -1;
+    }
+    const char *p = strstr(out, "status=");
+    return p ? atoi(p + 7) : -1;
+}
+
+static void test_http_token_reloaded_by_shoal_cluster_reload(void **state)
+{
+    (void)state;
+    int http = tfree_port();
+    sh("echo token-one > %s/token && echo token-one > %s/token-old && echo nope > %s/token-bad",
+       dir, dir, dir);
+    char bind[64], spec[32], token[128], log[128];
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[0]);
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", http);
+    snprintf(token, sizeof token, "%s/token", dir);
+    snprintf(log, sizeof log, "%s/n0.log", dir);
+    pids[0] = ttool_spawn(member,
+                          (char *const[]){member, "--bind", bind, "--http", spec,
+                                          "--http-token-file", token, "--http-token-reads", NULL},
+                          log);
+    assert_true(pids[0] > 0);
+    if (!wait_log(0, "management endpoint on port", 1, 10000)) {
+        dump_logs();
+        fail_msg("the endpoint did not start");
+    }
+    assert_int_equal(http_get(http, "token-one"), 200);
+    assert_int_equal(http_get(http, "token-two"), 401);
+
+    /* the new token in the file; the reload is asked with the token in force */
+    sh("echo token-two > %s/token", dir);
+    char args[512];
+    snprintf(args, sizeof args, "reload %d", http); /* no token: refused, nothing reloaded */
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 1);
+    assert_non_null(strstr(out, "401"));
+    snprintf(args, sizeof args, "reload %d --token-file %s/token-bad", http, dir);
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 1);
+    assert_int_equal(http_get(http, "token-one"), 200);
+    snprintf(args, sizeof args, "reload 127.0.0.1:%d --token-file %s/token-old", http, dir);
+    int rc = ttool_run(tool, args, out, OUT_CAP);
+    if (rc != 0)
+        fail_msg("shoal-cluster reload: exit %d: %s", rc, out);
+    assert_non_null(strstr(out, "reloaded: endpoint ok"));
+    /* at once, without a signal: the old token refused, the new one taken */
+    assert_int_equal(http_get(http, "token-one"), 401);
+    assert_int_equal(http_get(http, "token-two"), 200);
+    /* an unusable file is said (exit 1) and keeps the token in force */
+    sh(": > %s/token", dir);
+    snprintf(args, sizeof args, "reload %d --token-file %s/token-old", http, dir);
+    sh("echo token-two > %s/token-old", dir);
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 1);
+    assert_non_null(strstr(out, "FAILED"));
+    assert_int_equal(http_get(http, "token-two"), 200);
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], NULL, 0);
+    pids[0] = 0;
+
+    /* HTTPS: POST /reload is answered 202 and the node takes the new pair right after (the
+       request in progress is one the old daemon must finish: never waited for by itself) */
+    http = tfree_port();
+    for (int k = 1; k <= 2; k++)
+        if (run_sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=shoal-%s "
+                   "-keyout %s/key%d.pem -out %s/cert%d.pem",
+                   k == 1 ? "one" : "two", dir, k, dir, k) != 0)
+            fail_msg("openssl: %s", out);
+    sh("cp %s/cert1.pem %s/cert.pem && cp %s/key1.pem %s/key.pem && echo token-one > %s/token", dir,
+       dir, dir, dir, dir);
+    char cert[128], key[128];
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", http);
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    snprintf(log, sizeof log, "%s/n1.log", dir);
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[1]);
+    pids[1] = ttool_spawn(member,
+                          (char *const[]){member, "--bind", bind, "--http", spec,
+                                          "--http-token-file", token, "--http-token-reads",
+                                          "--http-tls-cert", cert, "--http-tls-key", key, NULL},
+                          log);
+    assert_true(pids[1] > 0);
+    if (!wait_log(1, "management endpoint on port", 1, 10000)) {
+        dump_logs();
+        fail_msg("the HTTPS endpoint did not start");
+    }
+    assert_int_equal(https_get(http, "token-one"), 200);
+    assert_non_null(strstr(out, "CN=shoal-one"));
+    sh("cp %s/cert2.pem %s/cert.pem && cp %s/key2.pem %s/key.pem && echo token-two > %s/token", dir,
+       dir, dir, dir, dir);
+    /* shoal-cluster speaks plain HTTP: it says what to run instead */
+    snprintf(args, sizeof args, "reload https://127.0.0.1:%d", http);
+    assert_int_equal(ttool_run(tool, args, out, OUT_CAP), 2);
+    assert_non_null(strstr(out, "curl"));
+    rc = run_sh("curl -sk -w 'status=%%{http_code}\\n' -X POST -H 'Content-Type: application/json' "
+                "-H 'Authorization: Bearer token-one' -d '{}' https://127.0.0.1:%d/reload",
+                http);
+    if (rc != 0 || !strstr(out, "status=202"))
+        fail_msg("POST /reload over HTTPS: %d %s", rc, out);
+    if (!wait_log(1, "reloaded: endpoint ok", 1, 10000)) {
+        dump_logs();
+        fail_msg("no reload after POST /reload on HTTPS");
+    }
+    assert_int_equal(https_get(http, "token-two"), 200);
+    assert_non_null(strstr(out, "CN=shoal-two"));
+    assert_int_equal(https_get(http, "token-one"), 401);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_member_key_rotated_under_majority_writes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_http_token_and_certificate_reloaded_on_sighup, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_http_token_reloaded_by_shoal_cluster_reload, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -221,7 +221,8 @@ static void disaster_recovery(int restored)
     assert_int_equal(system(cmd), 0);
 
     for (int i = 0; i < restored; i++) {
-        int rc = dumpcmd("--restore '%s/bk%d' '%s/cs%d' --keep-identity", dir, i, dir, i);
+        int rc = dumpcmd("--restore '%s/bk%d' '%s/cs%d' --keep-identity --cluster-stopped", dir, i,
+                         dir, i);
         if (rc != 0)
             fail_msg("restore of node %d: exit %d: %s", i, rc, out);
         assert_non_null(strstr(out, "kept"));
