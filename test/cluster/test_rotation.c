@@ -45,12 +45,7 @@ static int ports[N];
 static pid_t pids[N];
 static char certs[N][256]; /* the certificate each node runs with */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define now_ms ttool_now_ms
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...)
@@ -112,14 +107,10 @@ static bool wait_up(int i, int up, int timeout_ms)
              "tcp://127.0.0.1:%d --json members",
              dir, dir, i, tool, ports[i]);
     for (int64_t end = now_ms() + timeout_ms; now_ms() < end; usleep(100000)) {
-        if (ttool_run("/usr/bin/env", args, out, OUT_CAP) != 0)
-            continue;
-        int n = 0, all = 0;
-        for (const char *p = out; (p = strstr(p, "\"status\":\"Up\"")); p++)
-            n++;
-        for (const char *p = out; (p = strstr(p, "\"status\":")); p++)
-            all++;
-        if (n == up && all == up && strstr(out, "\"converged\":true"))
+        int all;
+        bool converged;
+        if (ttool_run("/usr/bin/env", args, out, OUT_CAP) == 0 &&
+            ttool_members_up(out, &all, &converged) == up && all == up && converged)
             return true;
     }
     print_message("node %d, last answer: %.2000s\n", i, out);
@@ -153,12 +144,7 @@ static bool wait_log(int i, const char *text, int times, int timeout_ms)
 
 static void dump_logs(void)
 {
-    for (int i = 0; i < N; i++) {
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "echo '--- n%d'; tail -n 25 %s/n%d.log >&2", i, dir, i);
-        if (system(cmd) != 0)
-            break;
-    }
+    ttool_tail_logs(dir, "n", N, 25);
 }
 
 static int setup(void **state)

@@ -42,12 +42,7 @@ static char *out;
 static int ports[N];
 static pid_t pids[N];
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define now_ms ttool_now_ms
 
 static void start(int i)
 {
@@ -67,11 +62,7 @@ static void start(int i)
 
 static void kill_node(int i)
 {
-    if (pids[i] > 0) {
-        kill(pids[i], SIGKILL);
-        waitpid(pids[i], NULL, 0);
-        pids[i] = 0;
-    }
+    ttool_kill(&pids[i]);
 }
 
 #define cscmd(...)   ttool_runf(cs, out, OUT_CAP, __VA_ARGS__)
@@ -80,12 +71,7 @@ static void kill_node(int i)
 
 static void dump_logs(void)
 {
-    for (int i = 0; i < N; i++) {
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "echo '--- cs%d.log' >&2; tail -n 20 %s/cs%d.log >&2", i, dir, i);
-        if (system(cmd) != 0)
-            break;
-    }
+    ttool_tail_logs(dir, "cs", N, 20);
 }
 
 /* shoal-cluster check through node i finds three members Up and every region registered */

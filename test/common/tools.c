@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 bool ttool_find(const char *name, char *path, size_t cap)
@@ -49,8 +51,10 @@ bool ttool_source_root(const char *name, char *root, size_t cap)
 {
     char any[PATH_MAX];
     if (!ttool_find(name, any, sizeof any)) {
-        fprintf(stderr, "build/bin/%s is missing: the target that runs this test must build the "
-                        "release programs\n", name);
+        fprintf(stderr,
+                "build/bin/%s is missing: the target that runs this test must build the "
+                "release programs\n",
+                name);
         return false;
     }
     char *cut = strncmp(any, "build/bin/", 10) == 0 ? any : strstr(any, "/build/bin/");
@@ -127,4 +131,45 @@ int ttool_runf(const char *path, char *out, size_t cap, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     return ttool_run(path, args, out, cap);
+}
+
+void ttool_kill(int *pid)
+{
+    if (*pid > 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+    }
+}
+
+long long ttool_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int ttool_members_up(const char *json, int *all, bool *converged)
+{
+    int up = 0, n = 0;
+    for (const char *p = json; (p = strstr(p, "\"status\":\"Up\"")); p++)
+        up++;
+    for (const char *p = json; (p = strstr(p, "\"status\":")); p++)
+        n++;
+    if (all)
+        *all = n;
+    if (converged)
+        *converged = strstr(json, "\"converged\":true") != NULL;
+    return up;
+}
+
+void ttool_tail_logs(const char *dir, const char *prefix, int n, int lines)
+{
+    for (int i = 0; i < n; i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "echo '--- %s%d.log' >&2; tail -n %d '%s/%s%d.log' >&2", prefix,
+                 i, lines, dir, prefix, i);
+        if (system(cmd) != 0)
+            break;
+    }
 }

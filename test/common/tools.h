@@ -30,5 +30,14 @@ int ttool_runf(const char *path, char *out, size_t cap, const char *fmt, ...)
 /* Starts `path` with argv (argv[0] included, NULL-terminated) in the background, its stdout and
    stderr appended to `log` (NULL: /dev/null). The child's pid; the caller kills and reaps it. */
 int ttool_spawn(const char *path, char *const argv[], const char *log);
+/* SIGKILL to *pid (when > 0), reaped, *pid set to 0. */
+void ttool_kill(int *pid);
+/* The monotonic clock in ms, for the tests' deadlines. */
+long long ttool_now_ms(void);
+/* `shoal-cluster --json members` output: how many members are Up (*all: how many members,
+   when not NULL), and whether the view says it converged. */
+int ttool_members_up(const char *json, int *all, bool *converged);
+/* For a failing test: the last `lines` lines of dir/<prefix><i>.log, i in [0, n), to stderr. */
+void ttool_tail_logs(const char *dir, const char *prefix, int n, int lines);
 
 #endif

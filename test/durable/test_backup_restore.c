@@ -38,12 +38,7 @@ static char *out;
 static int ports[N];
 static pid_t pids[N];
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define now_ms ttool_now_ms
 
 static void start(int i)
 {
@@ -63,11 +58,7 @@ static void start(int i)
 
 static void kill_node(int i)
 {
-    if (pids[i] > 0) {
-        kill(pids[i], SIGKILL);
-        waitpid(pids[i], NULL, 0);
-        pids[i] = 0;
-    }
+    ttool_kill(&pids[i]);
 }
 
 #define kvcmd(...)   ttool_runf(kv, out, OUT_CAP, __VA_ARGS__)
@@ -78,12 +69,9 @@ static bool wait_up(int i, int up, int timeout_ms)
     char args[128];
     snprintf(args, sizeof args, "--node tcp://127.0.0.1:%d --json members", ports[i]);
     for (int64_t end = now_ms() + timeout_ms; now_ms() < end; usleep(100000)) {
-        if (ttool_run(tool, args, out, OUT_CAP) != 0)
-            continue;
-        int n = 0;
-        for (const char *p = out; (p = strstr(p, "\"status\":\"Up\"")); p++)
-            n++;
-        if (n == up && strstr(out, "\"converged\":true"))
+        bool converged;
+        if (ttool_run(tool, args, out, OUT_CAP) == 0 &&
+            ttool_members_up(out, NULL, &converged) == up && converged)
             return true;
     }
     return false;
@@ -91,12 +79,7 @@ static bool wait_up(int i, int up, int timeout_ms)
 
 static void dump_logs(void)
 {
-    for (int i = 0; i < N; i++) {
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "tail -n 15 %s/kv%d.log >&2", dir, i);
-        if (system(cmd) != 0)
-            break;
-    }
+    ttool_tail_logs(dir, "kv", N, 15);
 }
 
 static int setup(void **state)
