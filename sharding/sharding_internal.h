@@ -229,6 +229,8 @@ struct shard {
     int64_t state_retry_at;
     uint8_t state_phase;
     bool state_noted;            /* in shard-<type>-all-shards (so it starts after a full stop) */
+    int state_writes;            /* writes of the key in flight (state.c: group commit) */
+    struct save *state_queued, *state_queued_tail; /* saves waiting for the next write */
     struct reminder *reminders;  /* pending reminders of the shard's entities */
     size_t n_reminders, cap_reminders;
     struct mtimer *timers;       /* in-memory timers of its running entities */

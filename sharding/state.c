@@ -31,10 +31,10 @@
 #include "sharding_internal.h"
 #include "estate.h"
 
-#define STORED_VERSION 1
+#define STORED_VERSION  1
 #define STORED_HANDOVER 0x01
-#define PRODUCERS_MAX 64
-#define REMINDER_MARK 0x01
+#define PRODUCERS_MAX   64
+#define REMINDER_MARK   0x01
 
 typedef struct {
     char id[SHOAL_PRODUCER_ID_MAX + 1];
@@ -62,13 +62,13 @@ struct ent_state {
     uint64_t cur_ask;
     shoal_buf_t reply;
     struct save *confirm_w; /* the last save carrying its confirmation (until that is done) */
-    const char *reminder; /* in receive of a reminder */
+    const char *reminder;   /* in receive of a reminder */
 };
 
 typedef struct reminder {
     char eid[SHOAL_ENTITY_ID_MAX + 1];
     char rid[SHOAL_REMINDER_ID_MAX + 1];
-    int64_t due_ms; /* unix ms */
+    int64_t due_ms;      /* unix ms */
     uint64_t epoch, seq; /* of its entry: a newer schedule of the same id replaces it */
     bool firing;
 } reminder_t;
@@ -107,18 +107,23 @@ static void key_of(const shoal_region_t *r, const char *shard, char *out, size_t
 
 static shoal_consistency_t write_level(const shoal_region_t *r)
 {
-    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY, 0,
-                             r->s.state_write_timeout_ms, 0,
-                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus, true};
+    shoal_consistency_t c = {r->s.state_write_all ? SHOAL_ALL : SHOAL_MAJORITY,
+                             0,
+                             r->s.state_write_timeout_ms,
+                             0,
+                             r->s.state_write_all ? 0 : r->s.state_write_majority_plus,
+                             true};
     return c;
 }
 
 static shoal_consistency_t read_level(const shoal_region_t *r)
 {
     shoal_consistency_t c = {r->s.state_write_all ? SHOAL_FROM_N : SHOAL_MAJORITY,
-                             r->s.state_write_all ? 1 : 0, r->s.state_write_timeout_ms,
+                             r->s.state_write_all ? 1 : 0,
+                             r->s.state_write_timeout_ms,
                              r->s.majority_min_cap,
-                             r->s.state_write_all ? 0 : r->s.read_majority_plus, true};
+                             r->s.state_write_all ? 0 : r->s.read_majority_plus,
+                             true};
     return c;
 }
 
@@ -194,11 +199,12 @@ static const shoal_crdt_t *shard_value(const shard_t *s)
     return v && shoal_crdt_type(v) == &estate_type ? v : NULL;
 }
 
+static int shard_entry(const shard_t *s, const void *key, size_t klen, estate_entry_t *out);
+
 static bool entity_stored(const shoal_entity_t *e, stored_t *out)
 {
-    const shoal_crdt_t *v = shard_value(e->shard);
     estate_entry_t en;
-    if (!v || estate_get(v, e->id, strlen(e->id), &en) != 0 || en.deleted)
+    if (shard_entry(e->shard, e->id, strlen(e->id), &en) != 0 || en.deleted)
         return false;
     return stored_parse(en.data, en.len, out) == 0;
 }
@@ -207,10 +213,10 @@ static bool entity_stored(const shoal_entity_t *e, stored_t *out)
  * Writes: one update of the shard's key per save, stamped (epoch, next seq)
  */
 typedef struct save {
-    life_t *life;              /* the shard's */
-    shoal_entity_t *e;         /* NULL: not an entity's save (adopt, reminder delete), or one
-                                  completed already (its entity stopped by force) */
-    struct save *prev, *next;  /* in e->st->inflight while e is set */
+    life_t *life;             /* the shard's */
+    shoal_entity_t *e;        /* NULL: not an entity's save (adopt, reminder delete), or one
+                                 completed already (its entity stopped by force) */
+    struct save *prev, *next; /* in e->st->inflight while e is set */
     uint64_t inc;
     shoal_save_done_fn *done;
     void *arg;
@@ -235,8 +241,10 @@ typedef struct save {
     uint64_t aask;
     uint8_t *areply;
     size_t areply_len;
-    bool answered; /* the ask has its answer */
-    int64_t started_us; /* issued: for the region's save latency histogram */
+    bool answered;            /* the ask has its answer */
+    int64_t started_us;       /* issued: for the region's save latency histogram */
+    struct save *queued_next; /* in the shard's queue for the next write (group commit) */
+    int modify_rc;            /* this save's own part of its batch's write failed */
 } save_t;
 
 static void save_free(save_t *w)
@@ -334,8 +342,8 @@ static void save_done(shoal_replicator_t *rep, int status, const char *key, void
         if (status == SHOAL_ESTALE)
             r->stats.state_stale_refused++;
         shoal_warning("%s: sharding %s: shard %s: a state write failed (%d)%s",
-                     shoal_node_id(r->self), r->name, s->id, status,
-                     status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
+                      shoal_node_id(r->self), r->name, s->id, status,
+                      status == SHOAL_ESTALE ? ": a newer owner of the shard exists" : "");
     }
     if (w->answer && !w->answered)
         region_send_reply(r, w->ato, w->aask, status, status == 0 ? w->areply : NULL,
@@ -407,11 +415,114 @@ static void saves_abandon(shoal_entity_t *e, int status)
     }
 }
 
-static int issue(shard_t *s, save_t *w)
+/* GROUP COMMIT (issue 40, section 2). A shard's saves all write the same key, and each write is
+   a quorum round of its own: with saves arriving faster than a round trip, most of the cost was
+   rounds, not bytes. So a shard keeps at most WRITES_IN_FLIGHT writes of its key in flight; a
+   save issued while they are all out waits in the shard's queue, and the next write (started
+   when one completes, never on a timer) carries every save queued by then, in issue order, as
+   one delta. Each save of a batch completes with the batch's status, except one whose own entry
+   was refused (an older stamp than the key's: SHOAL_ESTALE), which fails alone. A save issued
+   while a write slot is free goes at once, as before: nothing waits that did not have to. */
+#define WRITES_IN_FLIGHT 2
+
+typedef struct {
+    life_t *life; /* the shard's */
+    size_t n;
+    save_t *w[]; /* in issue order */
+} batch_t;
+
+static int batch_modify(shoal_crdt_t *value, void *arg)
+{
+    batch_t *b = arg;
+    int first = 0;
+    size_t ok = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        int rc = save_modify(value, b->w[i]);
+        b->w[i]->modify_rc = rc;
+        if (rc == 0)
+            ok++;
+        else if (!first)
+            first = rc;
+    }
+    return ok ? 0 : first; /* nothing to write: the update fails as a single save's would */
+}
+
+static void batch_start(shard_t *s);
+
+static void batch_done(shoal_replicator_t *rep, int status, const char *key, void *arg)
+{
+    batch_t *b = arg;
+    /* the batch keeps its write slot while its saves complete: the saves their callbacks issue
+       queue, and go together in the next write below */
+    for (size_t i = 0; i < b->n; i++) {
+        save_t *w = b->w[i];
+        save_done(rep, status == 0 && w->modify_rc ? SHOAL_EMODIFY : status, key, w);
+    }
+    shard_t *s = b->life->obj; /* NULL: gone, or stopped by a completion */
+    if (s) {
+        s->state_writes--;
+        if (s->state_queued && s->state_writes < WRITES_IN_FLIGHT)
+            batch_start(s);
+    }
+    life_release(b->life);
+    free(b);
+}
+
+/* Writes every queued save of the shard as one update. */
+static void batch_start(shard_t *s)
 {
     shoal_region_t *r = s->r;
+    size_t n = 0;
+    for (save_t *w = s->state_queued; w; w = w->queued_next)
+        n++;
+    batch_t *b = malloc(sizeof *b + n * sizeof(save_t *));
+    if (!b)
+        abort();
+    b->life = life_ref(s->life);
+    b->n = 0;
+    for (save_t *w = s->state_queued; w; w = w->queued_next)
+        b->w[b->n++] = w;
+    s->state_queued = s->state_queued_tail = NULL;
+    s->state_writes++;
     char key[SHOAL_SHARD_ID_MAX + 300];
     key_of(r, s->id, key, sizeof key);
+    shoal_crdt_t *initial = estate_new();
+    shoal_consistency_t c = write_level(r);
+    int rc = shoal_replicator_update(r->rep, key, initial, &c, batch_modify, b, batch_done, b);
+    if (rc < 0)
+        batch_done(r->rep, rc, key, b);
+}
+
+/* THE OWNER'S VIEW of an entry: the newest write of `key` this shard issued, else the local
+   replica's entry. A queued save is not in the local replica until its batch starts, yet every
+   reader here (an entity's start, the re-save of a reliable message's numbers, a reminder's
+   firing and the "scheduled again?" check after it) must see every save issued before it, as
+   it did when each save was applied at once. Reading the replica alone broke the payments
+   example: a "retry" reminder scheduled again in its own receive while the shard's writes were
+   busy was taken for "not scheduled again", forgotten, and deleted by a write stamped after the
+   new schedule, so it never fired again. The queue is short (the saves of one shard issued
+   during one write's round trip). */
+static int shard_entry(const shard_t *s, const void *key, size_t klen, estate_entry_t *out)
+{
+    const save_t *last = NULL;
+    for (const save_t *w = s->state_queued; w; w = w->queued_next)
+        if (w->klen == klen && memcmp(w->key, key, klen) == 0)
+            last = w; /* issue order: the last one is the newest */
+    if (last) {
+        *out = (estate_entry_t){.epoch = last->epoch,
+                                .seq = last->seq,
+                                .deleted = last->del,
+                                .deleted_unix_ms = last->del ? last->now : 0,
+                                .data = last->del ? NULL : last->data,
+                                .len = last->del ? 0 : last->len};
+        return 0;
+    }
+    const shoal_crdt_t *v = shard_value(s);
+    return v ? estate_get(v, key, klen, out) : SHOAL_ENOTFOUND;
+}
+
+static int issue(shard_t *s, save_t *w)
+{
     w->life = life_ref(s->life);
     w->epoch = s->epoch;
     w->seq = ++s->state_seq;
@@ -423,11 +534,13 @@ static int issue(shard_t *s, save_t *w)
         e->st->gen++;
         save_attach(e, w); /* before the update: it may complete at once */
     }
-    shoal_crdt_t *initial = estate_new();
-    shoal_consistency_t c = write_level(r);
-    int rc = shoal_replicator_update(r->rep, key, initial, &c, save_modify, w, save_done, w);
-    if (rc < 0)
-        save_done(r->rep, rc, key, w);
+    if (s->state_queued_tail)
+        s->state_queued_tail->queued_next = w;
+    else
+        s->state_queued = w;
+    s->state_queued_tail = w;
+    if (s->state_writes < WRITES_IN_FLIGHT)
+        batch_start(s);
     return 0;
 }
 
@@ -484,8 +597,7 @@ static int entity_check(const shoal_entity_t *e)
 
 /* The write of the entity's own bytes (its producers' numbers in front), not issued yet: the
    caller fills in what happens when it is done, then issue(). NULL with *rc on bad use. */
-static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len,
-                            int *rc)
+static save_t *save_prepare(shoal_entity_t *e, uint8_t flags, const void *data, size_t len, int *rc)
 {
     *rc = entity_check(e);
     if (*rc == 0 && len && !data)
@@ -675,7 +787,7 @@ static void entity_restart(shoal_entity_t *e)
 {
     shoal_region_t *r = e->shard->r;
     shoal_info("%s: sharding %s: entity %s restarts from its stored state after a failed save",
-              shoal_node_id(r->self), r->name, e->id);
+               shoal_node_id(r->self), r->name, e->id);
     if (r->fns.stop) {
         r->sh->depth++;
         r->fns.stop(e, e->state, r->arg);
@@ -846,7 +958,8 @@ static size_t reminder_key(const char *eid, const char *rid, uint8_t *out)
 static void reminders_forget(shard_t *s, const char *eid, const char *rid)
 {
     for (size_t i = 0; i < s->n_reminders; i++)
-        if (strcmp(s->reminders[i].eid, eid) == 0 && (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
+        if (strcmp(s->reminders[i].eid, eid) == 0 &&
+            (!rid || strcmp(s->reminders[i].rid, rid) == 0)) {
             s->reminders[i] = s->reminders[--s->n_reminders];
             i--;
         }
@@ -1061,11 +1174,10 @@ static void fire(shard_t *s, size_t i)
 {
     reminder_t m = s->reminders[i];
     shoal_region_t *r = s->r;
-    const shoal_crdt_t *v = shard_value(s);
     uint8_t key[ESTATE_KEY_MAX + 8];
     size_t klen = reminder_key(m.eid, m.rid, key);
     estate_entry_t en;
-    if (!v || estate_get(v, key, klen, &en) != 0 || en.deleted || en.len < 8) {
+    if (shard_entry(s, key, klen, &en) != 0 || en.deleted || en.len < 8) {
         reminders_forget(s, m.eid, m.rid); /* cancelled meanwhile */
         return;
     }
@@ -1076,6 +1188,11 @@ static void fire(shard_t *s, size_t i)
         e = r->lifecycle->get_or_start(s, m.eid);
     if (!e || !e->st || e->status != E_RUNNING)
         return;
+    /* read again: a start that saved may have replaced the value en pointed into */
+    if (shard_entry(s, key, klen, &en) != 0 || en.deleted || en.len < 8) {
+        reminders_forget(s, m.eid, m.rid);
+        return;
+    }
     /* copy: the receive may change the value */
     size_t mlen = en.len - 8;
     uint8_t *msg = dup_bytes(en.data + 8, mlen);
@@ -1088,10 +1205,9 @@ static void fire(shard_t *s, size_t i)
     e = shard_entity(s, m.eid);
     if (e && e->st && e->st->inc == inc)
         e->st->reminder = NULL;
-    /* handled: its entry goes, unless the receive scheduled the id again */
-    v = shard_value(s);
-    if (v && estate_get(v, key, klen, &en) == 0 && !en.deleted && en.epoch == epoch &&
-        en.seq == seq) {
+    /* handled: its entry goes, unless the receive scheduled the id again (a schedule still
+       queued for the shard's next write counts: shard_entry) */
+    if (shard_entry(s, key, klen, &en) == 0 && !en.deleted && en.epoch == epoch && en.seq == seq) {
         reminders_forget(s, m.eid, m.rid);
         save_t *w = save_new(NULL, key, klen);
         w->del = true;
@@ -1139,7 +1255,7 @@ static void load_failed(shard_t *s, const char *what, int status)
     shoal_region_t *r = s->r;
     r->stats.state_load_failures++;
     shoal_warning("%s: sharding %s: shard %s: %s its entity state failed (%d); retrying",
-                 shoal_node_id(r->self), r->name, s->id, what, status);
+                  shoal_node_id(r->self), r->name, s->id, what, status);
     s->state_retry_at = shoal_now_ms() + backoff_ms(r);
 }
 
@@ -1179,7 +1295,7 @@ static void adopt_done(shoal_replicator_t *rep, int status, const char *key, voi
     shard_t *s = l->obj;
     if (s && status != 0 && status != SHOAL_ETIMEOUT)
         shoal_warning("%s: sharding %s: shard %s: adopting the stored states failed (%d)",
-                     shoal_node_id(s->r->self), s->r->name, s->id, status);
+                      shoal_node_id(s->r->self), s->r->name, s->id, status);
     life_release(l);
 }
 
@@ -1222,8 +1338,7 @@ static void loaded(shard_t *s)
         if (s->n_reminders)
             note_all_shards(s);
         /* v is not valid after the update (the replicator swaps in the new value) */
-        restamp_t x = {s->epoch,
-                       unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
+        restamp_t x = {s->epoch, unix_ms() - (int64_t)r->s.state_tombstone_ttl_ms, 0};
         shoal_consistency_t c = write_level(r);
         life_t *l = life_ref(s->life);
         shoal_crdt_t *initial = estate_new();
@@ -1236,7 +1351,7 @@ static void loaded(shard_t *s)
     r->stats.state_loads++;
     s->state_loading = false;
     shoal_debug("%s: sharding %s: shard %s: entity state loaded (%zu entries, epoch %llx)",
-               shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
+                shoal_node_id(r->self), r->name, s->id, n, (unsigned long long)s->epoch);
     r->lifecycle->deliver_pending(s);
 }
 
@@ -1316,6 +1431,10 @@ bool state_shard_waiting(const shard_t *s)
 
 void state_shard_free(shard_t *s)
 {
+    /* saves still queued go as they would have before group commit (the shard's life ends
+       here, so their completions find it gone, as for the writes in flight) */
+    if (s->state_queued)
+        batch_start(s);
     for (size_t i = 0; i < s->n_timers; i++)
         free(s->timers[i].msg);
     free(s->timers);
