@@ -665,8 +665,21 @@ int alloc_allocate(const alloc_ctx_t *ctx, const char *shard, int requester,
     default:
         break;
     }
-    /* no eligible region (all leaving) or no answer: the first in preference order */
-    return r >= 0 ? r : alloc_least_shards(regions, n);
+    if (r >= 0)
+        return r;
+    /* no eligible region (all leaving) or no answer: the first in preference order; among
+       equally suitable ones (leaving, version, shard count) the requester's own, which saves the
+       first message a hop and keeps the choice from hanging on address order (a region that
+       registers is given a shard by the rebalance it triggers, and then ties with the one that
+       was emptiest before it) */
+    r = alloc_least_shards(regions, n);
+    if (r >= 0 && requester >= 0 && regions[requester].node) {
+        shoal_alloc_region_t a = regions[requester], b = regions[r];
+        a.node = b.node; /* equal but for the address */
+        if (region_pref_cmp(&a, &b) == 0)
+            return requester;
+    }
+    return r;
 }
 
 size_t alloc_rebalance(const alloc_ctx_t *ctx, const shoal_alloc_region_t *regions, size_t n,

@@ -236,9 +236,12 @@ static void least_allocates_to_fewest_never_leaving(void **state)
     table_give(t, busy, 0, 7);
     table_give(t, quiet, 7, 12);
     assert_int_equal(alloc_allocate(&ctx, "x", busy, t->r, t->n), quiet);
-    /* ties go to the lower node id */
+    /* ties go to the requester, else to the lower node id */
     table_give(t, quiet, 12, 14);
     assert_int_equal(alloc_allocate(&ctx, "x", -1, t->r, t->n), busy);
+    assert_int_equal(alloc_allocate(&ctx, "x", quiet, t->r, t->n), quiet);
+    assert_int_equal(alloc_allocate(&ctx, "x", busy, t->r, t->n), busy);
+    assert_int_equal(alloc_allocate(&ctx, "x", gone, t->r, t->n), busy); /* leaving: no tie */
     /* when every region is leaving, one of them still gets it (better than no home) */
     t->r[busy].leaving = t->r[quiet].leaving = true;
     assert_int_equal(alloc_allocate(&ctx, "x", -1, t->r, t->n), gone);

@@ -97,7 +97,9 @@ static void q_receive(shoal_entity_t *e, void *state, const void *msg, size_t le
         shoal_entity_reply(e, d, n);
     } else if (len > 4 && memcmp(msg, "set:", 4) == 0) {
         /* three saves: two in flight, the newest queued behind them */
-        q->n = atoi((const char *)msg + 4);
+        char num[32]; /* the message is not NUL-terminated: atoi must not read past it */
+        snprintf(num, sizeof num, "%.*s", (int)(len - 4), (const char *)msg + 4);
+        q->n = atoi(num);
         save_n(e, q->n + 1000);
         save_n(e, q->n + 2000);
         save_n(e, q->n);
