@@ -386,9 +386,11 @@ static int https_get(int port, const char *token)
     return p ? atoi(p + 7) : -1;
 }
 
-static void test_http_token_and_certificate_reloaded_on_sighup(void **state)
+/* Member i on HTTPS with token-one and the certificate of CN=shoal-one (a second pair, token-two
+   and CN=shoal-two, made beside them for the rotation); its endpoint answers with the first.
+   Returns the endpoint's port. */
+static int start_https_member(int i)
 {
-    (void)state;
     int http = tfree_port();
     for (int k = 1; k <= 2; k++)
         if (run_sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=shoal-%s "
@@ -398,24 +400,31 @@ static void test_http_token_and_certificate_reloaded_on_sighup(void **state)
     sh("cp %s/cert1.pem %s/cert.pem && cp %s/key1.pem %s/key.pem && echo token-one > %s/token", dir,
        dir, dir, dir, dir);
     char bind[64], spec[32], token[128], cert[128], key[128], log[128];
-    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[0]);
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[i]);
     snprintf(spec, sizeof spec, "127.0.0.1:%d", http);
     snprintf(token, sizeof token, "%s/token", dir);
     snprintf(cert, sizeof cert, "%s/cert.pem", dir);
     snprintf(key, sizeof key, "%s/key.pem", dir);
-    snprintf(log, sizeof log, "%s/n0.log", dir);
-    pids[0] = ttool_spawn(member,
+    snprintf(log, sizeof log, "%s/n%d.log", dir, i);
+    pids[i] = ttool_spawn(member,
                           (char *const[]){member, "--bind", bind, "--http", spec,
                                           "--http-token-file", token, "--http-token-reads",
                                           "--http-tls-cert", cert, "--http-tls-key", key, NULL},
                           log);
-    assert_true(pids[0] > 0);
-    if (!wait_log(0, "management endpoint on port", 1, 10000)) {
+    assert_true(pids[i] > 0);
+    if (!wait_log(i, "management endpoint on port", 1, 10000)) {
         dump_logs();
-        fail_msg("the endpoint did not start");
+        fail_msg("the HTTPS endpoint did not start");
     }
     assert_int_equal(https_get(http, "token-one"), 200);
     assert_non_null(strstr(out, "CN=shoal-one"));
+    return http;
+}
+
+static void test_http_token_and_certificate_reloaded_on_sighup(void **state)
+{
+    (void)state;
+    int http = start_https_member(0);
     assert_int_equal(https_get(http, "token-two"), 401);
 
     /* new files, SIGHUP: the same port serves the new certificate and takes the new token */
@@ -507,32 +516,7 @@ static void test_http_token_reloaded_by_shoal_cluster_reload(void **state)
 
     /* HTTPS: POST /reload is answered 202 and the node takes the new pair right after (the
        request in progress is one the old daemon must finish: never waited for by itself) */
-    http = tfree_port();
-    for (int k = 1; k <= 2; k++)
-        if (run_sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=shoal-%s "
-                   "-keyout %s/key%d.pem -out %s/cert%d.pem",
-                   k == 1 ? "one" : "two", dir, k, dir, k) != 0)
-            fail_msg("openssl: %s", out);
-    sh("cp %s/cert1.pem %s/cert.pem && cp %s/key1.pem %s/key.pem && echo token-one > %s/token", dir,
-       dir, dir, dir, dir);
-    char cert[128], key[128];
-    snprintf(spec, sizeof spec, "127.0.0.1:%d", http);
-    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
-    snprintf(key, sizeof key, "%s/key.pem", dir);
-    snprintf(log, sizeof log, "%s/n1.log", dir);
-    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[1]);
-    pids[1] = ttool_spawn(member,
-                          (char *const[]){member, "--bind", bind, "--http", spec,
-                                          "--http-token-file", token, "--http-token-reads",
-                                          "--http-tls-cert", cert, "--http-tls-key", key, NULL},
-                          log);
-    assert_true(pids[1] > 0);
-    if (!wait_log(1, "management endpoint on port", 1, 10000)) {
-        dump_logs();
-        fail_msg("the HTTPS endpoint did not start");
-    }
-    assert_int_equal(https_get(http, "token-one"), 200);
-    assert_non_null(strstr(out, "CN=shoal-one"));
+    http = start_https_member(1);
     sh("cp %s/cert2.pem %s/cert.pem && cp %s/key2.pem %s/key.pem && echo token-two > %s/token", dir,
        dir, dir, dir, dir);
     /* shoal-cluster speaks plain HTTP: it says what to run instead */
