@@ -464,6 +464,19 @@ shoal_replicator_t *tsnode_durable_replicator(int i, const char *dir, shoal_dura
     return rep;
 }
 
+void tsnode_start_cluster(int n, const tsnode_opts_t *o)
+{
+    for (int i = 0; i < n; i++) {
+        tsnode_opts_t oi = o ? *o : (tsnode_opts_t){0};
+        oi.seed = 0;
+        tsnode_start(i, &oi);
+        tsn[i].arg.node = i;
+        if (i == 0)
+            tsnode_wait_up(1u, 15000);
+    }
+    tsnode_wait_up((1u << n) - 1, 20000);
+}
+
 void tsnode_stop(int i)
 {
     shoal_sharding_destroy(&tsn[i].sh);

@@ -68,6 +68,9 @@ typedef struct {
 /* Starts node i: a system on 127.0.0.1:0, membership joining through o->seed, sharding and
    (unless no_region) a region of TSHARD_TYPE. */
 void tsnode_start(int i, const tsnode_opts_t *o);
+/* Nodes 0..n-1 with o's options (seed 0; NULL: the defaults), node 0 first and alone, each
+   node's arg.node set to its index; returns once all n are Up. */
+void tsnode_start_cluster(int n, const tsnode_opts_t *o);
 /* Starts a region of `type` with the counter callbacks on node i (s NULL: tshard_settings). */
 shoal_region_t *tsnode_region(int i, const char *type, const shoal_sharding_settings_t *s,
                               bool proxy);

@@ -126,14 +126,7 @@ static void one_shard(const char *eid, uint32_t n, char *out, void *arg)
 
 static void start_cluster(void)
 {
-    for (int i = 0; i < NODES; i++) {
-        tsnode_opts_t o = {.seed = 0, .no_region = true};
-        tsnode_start(i, &o);
-        tsn[i].arg.node = i;
-        if (i == 0)
-            tsnode_wait_up(1u, 15000);
-    }
-    tsnode_wait_up(0x7, 20000);
+    tsnode_start_cluster(NODES, &(tsnode_opts_t){.no_region = true});
     for (int i = 0; i < NODES; i++) {
         shoal_sharding_settings_t s;
         tshard_settings(&s);

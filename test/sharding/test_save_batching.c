@@ -114,14 +114,7 @@ static bool all_done(void *arg)
 static void saves_queued_behind_a_write_go_together(void **state)
 {
     (void)state;
-    for (int i = 0; i < NODES; i++) {
-        tsnode_opts_t o = {.seed = 0, .no_region = true};
-        tsnode_start(i, &o);
-        tsn[i].arg.node = i;
-        if (i == 0)
-            tsnode_wait_up(1u, 15000);
-    }
-    tsnode_wait_up(0x7, 20000);
+    tsnode_start_cluster(NODES, &(tsnode_opts_t){.no_region = true});
     for (int i = 0; i < NODES; i++) {
         shoal_sharding_settings_t s;
         tshard_settings(&s);

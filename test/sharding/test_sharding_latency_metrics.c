@@ -73,14 +73,7 @@ static bool handed_off(void *arg)
 static void latency_histograms_count_operations(void **state)
 {
     (void)state;
-    for (int i = 0; i < NODES; i++) {
-        tsnode_opts_t o = {.seed = 0};
-        tsnode_start(i, &o);
-        tsn[i].arg.node = i;
-        if (i == 0)
-            tsnode_wait_up(1u, 15000);
-    }
-    tsnode_wait_up(0x7, 20000);
+    tsnode_start_cluster(NODES, NULL);
     for (int i = 0; i < NODES; i++) {
         shoal_sharding_settings_t s;
         tshard_settings(&s);
