@@ -557,14 +557,18 @@ static const char *pin_of(coordinator_t *co, const char *shard)
 /* The candidate a pinned shard must go to, -1 when unpinned or when its member is no candidate
    now (not Up, unreachable, leaving: the shard lives elsewhere until the member is back, and the
    rebalance then brings it home). */
-static int pinned_index(coordinator_t *co, const char *shard, const shoal_alloc_region_t *regions,
-                        size_t n)
+static int pin_index(const char *pin, const shoal_alloc_region_t *regions, size_t n)
 {
-    const char *pin = pin_of(co, shard);
     for (size_t i = 0; pin && i < n; i++)
         if (!regions[i].leaving && alloc_address_is(regions[i].node, pin))
             return (int)i;
     return -1;
+}
+
+static int pinned_index(coordinator_t *co, const char *shard, const shoal_alloc_region_t *regions,
+                        size_t n)
+{
+    return pin_index(pin_of(co, shard), regions, n);
 }
 
 /* Regions registered, hosting, counted against min-nr-of-members (global and the role's). */
@@ -1538,12 +1542,15 @@ static size_t rebalance(coordinator_t *co, int64_t now, const char **why)
         if (!pin_of(co, out[i]))
             out[kept++] = out[i];
     n = kept;
+    /* nothing in this loop may look co->pins up: zhashx_lookup moves the table's cursor to the
+       item it finds, and zhashx_next then returns that item again, for ever (test_pin_away: a
+       pinned shard living away from its member hung the coordinator's node thread) */
     for (pin_t *p = zhashx_first(co->pins); p && n < cap; p = zhashx_next(co->pins)) {
         const char *shard = zhashx_cursor(co->pins);
         alloc_t *a = zhashx_lookup(co->allocs, shard);
         if (p->address[0] && a && a->node && !a->writing &&
             !alloc_address_is(a->node, p->address) && !zhashx_lookup(co->rebalancing, shard) &&
-            pinned_index(co, shard, c.regions, c.n) >= 0)
+            pin_index(p->address, c.regions, c.n) >= 0)
             out[n++] = shard;
     }
     if (n) {
