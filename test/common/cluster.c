@@ -1,5 +1,7 @@
 /*  cluster.c — see cluster.h. */
 #include "cluster.h"
+#include "replicator_internal.h" /* K_WRITE: a forged push */
+#include "replicator.pb-c.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -305,3 +307,49 @@ bool t_converged(tcluster_t *c, const char *key)
     return true;
 }
 
+int64_t tcluster_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct {
+    tcluster_t *c;
+    const char *key;
+    int64_t sent_unix_ms;
+    bool pull_reply;
+} forged_push_t;
+
+static int forge_push(shoal_system_t *sys, void *arg)
+{
+    forged_push_t *f = arg;
+    shoal_crdt_t *v = shoal_gcounter_new();
+    shoal_gcounter_increment(v, shoal_system_self(sys), 5);
+    shoal_buf_t enc = {0};
+    assert_int_equal(shoal_crdt_encode(v, &enc), 0);
+    Shoal__Replicator__DataEnvelope env = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
+    env.value.data = enc.data;
+    env.value.len = enc.len;
+    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
+    w.role = (char *)"";
+    w.key = (char *)f->key;
+    w.envelope = &env;
+    w.sent_unix_ms = (uint64_t)f->sent_unix_ms;
+    w.pull_reply = f->pull_reply;
+    size_t n = shoal__replicator__write__get_packed_size(&w);
+    uint8_t *buf = malloc(n);
+    shoal__replicator__write__pack(&w, buf);
+    int rc = shoal_system_send(sys, shoal_system_self(f->c->sys[0]), K_WRITE, buf, n);
+    free(buf);
+    shoal_buf_free(&enc);
+    shoal_crdt_destroy(&v);
+    return rc;
+}
+
+int tcluster_forge_push(tcluster_t *c, int from, const char *key, int64_t sent_unix_ms,
+                        bool pull_reply)
+{
+    forged_push_t f = {c, key, sent_unix_ms, pull_reply};
+    return shoal_system_call(c->sys[from], forge_push, &f);
+}

@@ -37,6 +37,13 @@ void tcluster_stop(tcluster_t *c);
 /* cmocka teardown: stops every cluster a test left running (a failed assertion jumps past the
    test's own tcluster_stop; running nodes would make the process hang at exit). */
 int tcluster_teardown(void **state);
+/* The wall clock in ms (CLOCK_REALTIME), what pushes are stamped with. */
+int64_t tcluster_unix_ms(void);
+/* Node `from` pushes to node 0, as shoal_replicator_push does, a GCounter of 5 under `key`
+   stamped sent_unix_ms (a forged stamp: a sender's skewed or late clock); pull_reply: the push
+   answers one of node 0's. 0, or the send's error. */
+int tcluster_forge_push(tcluster_t *c, int from, const char *key, int64_t sent_unix_ms,
+                        bool pull_reply);
 
 
 /* Polls pred(arg) until it returns true or timeout_ms (scaled by tscale) pass. */

@@ -26,8 +26,7 @@
 #include "cluster.h"
 #include "ddata.h"
 
-#include "replicator.pb-c.h"
-#include "replicator_internal.h" /* K_WRITE, skew_window_ms */
+#include "replicator_internal.h" /* skew_window_ms */
 
 #include <math.h>
 #include <stdio.h>
@@ -36,46 +35,6 @@
 #include <time.h>
 
 #define SKEW "shoal_node_clock_skew_seconds"
-
-static int64_t unix_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-typedef struct {
-    tcluster_t *c;
-    const char *key;
-    int64_t sent_unix_ms;
-} forged_push_t;
-
-/* Node 1 pushes to node 0, as shoal_replicator_push does, a GCounter of 5 stamped sent_unix_ms
-   (test_replicator.c's test_push_ttl_survives_clock_skew forges them the same way). */
-static int forge_push(shoal_system_t *sys, void *arg)
-{
-    forged_push_t *f = arg;
-    shoal_crdt_t *v = shoal_gcounter_new();
-    shoal_gcounter_increment(v, shoal_system_self(sys), 5);
-    shoal_buf_t enc = {0};
-    assert_int_equal(shoal_crdt_encode(v, &enc), 0);
-    Shoal__Replicator__DataEnvelope env = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
-    env.value.data = enc.data;
-    env.value.len = enc.len;
-    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
-    w.role = (char *)"";
-    w.key = (char *)f->key;
-    w.envelope = &env;
-    w.sent_unix_ms = (uint64_t)f->sent_unix_ms;
-    size_t n = shoal__replicator__write__get_packed_size(&w);
-    uint8_t *buf = malloc(n);
-    shoal__replicator__write__pack(&w, buf);
-    int rc = shoal_system_send(sys, shoal_system_self(f->c->sys[0]), K_WRITE, buf, n);
-    free(buf);
-    shoal_buf_free(&enc);
-    shoal_crdt_destroy(&v);
-    return rc;
-}
 
 /* a forged push stamped `offset_ms` off node 1's clock, and node 0 has received it */
 static int get_stats(shoal_replicator_t *r, void *arg)
@@ -104,8 +63,7 @@ static bool received_reaches(void *arg)
 static void push_skewed(tcluster_t *c, int64_t offset_ms)
 {
     recv_wait_t w = {c, received(c) + 1};
-    forged_push_t f = {c, "skew", unix_now_ms() - offset_ms};
-    assert_int_equal(shoal_system_call(c->sys[1], forge_push, &f), 0);
+    assert_int_equal(tcluster_forge_push(c, 1, "skew", tcluster_unix_ms() - offset_ms, false), 0);
     assert_true(wait_until(received_reaches, &w, 5000));
 }
 

@@ -14,7 +14,6 @@
 #include "ddata.h"
 
 #include "replicator.pb-c.h"
-#include "replicator_internal.h" /* K_WRITE: a push, forged with a skewed stamp */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -857,13 +856,6 @@ static void test_tombstones_collected_when_safe(void **state)
  */
 #define DAY_MS (24ll * 3600 * 1000)
 
-static int64_t wall_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void store_done(void *arg, int status)
 {
     *(int *)arg = status;
@@ -1123,7 +1115,7 @@ static void test_durable_pruning_marker_stored_for_10_days(void **state)
         stored_wait_t w = {&c, i, "total", 0};
         assert_true(wait_until(stored_marker_performed, &w, 10000));
         stored_t st = stored(&c, i, "total");
-        int64_t ttl = st.obsolete_at_ms - wall_now_ms();
+        int64_t ttl = st.obsolete_at_ms - tcluster_unix_ms();
         print_message("node %d: stored marker expires in %.2f days\n", i, (double)ttl / DAY_MS);
         assert_true(ttl > 10 * DAY_MS - 10 * 60 * 1000 && ttl <= 10 * DAY_MS);
         assert_int_equal(st.counter, 30);
@@ -1213,39 +1205,6 @@ static void test_orset_pruning_plan_travels(void **state)
     tcluster_stop(&c);
 }
 
-typedef struct {
-    tcluster_t *c;
-    const char *key;
-    int64_t sent_unix_ms;
-    bool pull_reply; /* the push answers one of node 0's */
-} forged_push_t;
-
-/* Node 1 pushes to node 0, as shoal_replicator_push does, a GCounter of 5 stamped sent_unix_ms. */
-static int forge_push(shoal_system_t *sys, void *arg)
-{
-    forged_push_t *f = arg;
-    shoal_crdt_t *v = shoal_gcounter_new();
-    shoal_gcounter_increment(v, shoal_system_self(sys), 5);
-    shoal_buf_t enc = {0};
-    assert_int_equal(shoal_crdt_encode(v, &enc), 0);
-    Shoal__Replicator__DataEnvelope env = SHOAL__REPLICATOR__DATA_ENVELOPE__INIT;
-    env.value.data = enc.data;
-    env.value.len = enc.len;
-    Shoal__Replicator__Write w = SHOAL__REPLICATOR__WRITE__INIT;
-    w.role = (char *)"";
-    w.key = (char *)f->key;
-    w.envelope = &env;
-    w.sent_unix_ms = (uint64_t)f->sent_unix_ms;
-    w.pull_reply = f->pull_reply;
-    size_t n = shoal__replicator__write__get_packed_size(&w);
-    uint8_t *buf = malloc(n);
-    shoal__replicator__write__pack(&w, buf);
-    int rc = shoal_system_send(sys, shoal_system_self(f->c->sys[0]), K_WRITE, buf, n);
-    free(buf);
-    shoal_buf_free(&enc);
-    shoal_crdt_destroy(&v);
-    return rc;
-}
 
 static bool node0_has_count(void *arg)
 {
@@ -1253,13 +1212,6 @@ static bool node0_has_count(void *arg)
     shoal_consistency_t l = c_local();
     uint64_t v = 0;
     return t_gcounter(w->c, 0, w->key, &l, &v) == 0 && v == w->want;
-}
-
-static int64_t unix_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 typedef struct {
@@ -1289,15 +1241,13 @@ static void test_push_ttl_survives_clock_skew(void **state)
     s.gossip_interval_ms = 600000; /* only the forged pushes carry the keys */
     static tcluster_t c; /* static: the teardown reaches it after a failed assertion */
     tcluster_start(&c, 2, &s);
-    forged_push_t f = {&c, "skewed", unix_now_ms() - 60000};
-    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &f), 0);
+    assert_int_equal(tcluster_forge_push(&c, 1, "skewed", tcluster_unix_ms() - 60000, false), 0);
     counter_wait_t w = {&c, "skewed", 5};
     w.c = &c;
     assert_true(wait_until(node0_has_count, &w, 5000)); /* a minute behind, yet on time */
     shoal_consistency_t l = c_local();
     uint64_t v = 0;
-    forged_push_t late = {&c, "late", unix_now_ms() - 70000};
-    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &late), 0);
+    assert_int_equal(tcluster_forge_push(&c, 1, "late", tcluster_unix_ms() - 70000, false), 0);
     stale_wait_t sw = {&c, 1};
     assert_true(wait_until(stale_count_is, &sw, 5000));
     assert_int_not_equal(t_gcounter(&c, 0, "late", &l, &v), 0); /* dropped: 10 s late */
@@ -1341,14 +1291,12 @@ static void test_push_answer_is_not_answered(void **state)
                      0);
     uint64_t sent = stats_of(&c, 0).full_state_sent;
     /* an answer that lacks node 0's 3: merged (3 + 5), not answered */
-    forged_push_t answer = {&c, "pp", unix_now_ms(), true};
-    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &answer), 0);
+    assert_int_equal(tcluster_forge_push(&c, 1, "pp", tcluster_unix_ms(), true), 0);
     counter_wait_t w = {&c, "pp", 8};
     assert_true(wait_until(node0_has_count, &w, 5000));
     assert_int_equal(stats_of(&c, 0).full_state_sent, sent); /* answered in the same turn */
     /* the same state as a push: answered with node 0's 8 */
-    forged_push_t push = {&c, "pp", unix_now_ms(), false};
-    assert_int_equal(shoal_system_call(c.sys[1], forge_push, &push), 0);
+    assert_int_equal(tcluster_forge_push(&c, 1, "pp", tcluster_unix_ms(), false), 0);
     full_sent_wait_t sw = {&c, sent + 1};
     assert_true(wait_until(node0_sent_full, &sw, 5000));
     /* node 1 merges the answer when it arrives, after node 0 has sent it */
@@ -1378,7 +1326,7 @@ static void test_loaded_marker_cleans_incoming_state(void **state)
     shoal_crdt_t *pruned = shoal_gcounter_new();
     assert_int_equal(shoal_gcounter_increment(pruned, shoal_node_intern(KEEPER), 8), 0);
     shoal_replicator_destroy(&c.rep[0]);
-    int64_t now = wall_now_ms();
+    int64_t now = tcluster_unix_ms();
     put_envelope(c.store[0], "d-x", pruned, GONE, KEEPER, now + DAY_MS, now);
     restart_replicator(&c, 0, &s);
     conv_t cv = {&c, "d-x"};
@@ -1446,7 +1394,7 @@ static void stale_store_case(bool old)
     shoal_crdt_t *v7 = shoal_gcounter_new();
     assert_int_equal(shoal_gcounter_increment(v7, shoal_system_self(c.sys[0]), 7), 0);
     int64_t age = old ? 11 * DAY_MS : 3600 * 1000;
-    put_envelope(c.store[0], "d-old", v7, NULL, NULL, 0, wall_now_ms() - age);
+    put_envelope(c.store[0], "d-old", v7, NULL, NULL, 0, tcluster_unix_ms() - age);
     restart_replicator(&c, 0, &s);
     shoal_consistency_t two = c_n(2, 1000), l = c_local();
     uint64_t v = 0;
@@ -1502,7 +1450,7 @@ static void test_all_old_stores_still_converge(void **state)
     shoal_crdt_t *a = shoal_gcounter_new(), *b = shoal_gcounter_new();
     assert_int_equal(shoal_gcounter_increment(a, shoal_system_self(c.sys[0]), 1), 0);
     assert_int_equal(shoal_gcounter_increment(b, shoal_system_self(c.sys[1]), 2), 0);
-    put_envelope(c.store[0], "d-a", a, NULL, NULL, 0, wall_now_ms() - 30 * DAY_MS);
+    put_envelope(c.store[0], "d-a", a, NULL, NULL, 0, tcluster_unix_ms() - 30 * DAY_MS);
     put_envelope(c.store[1], "d-b", b, NULL, NULL, 0, 0);
     for (int i = 0; i < 2; i++)
         restart_replicator(&c, i, &s);
